@@ -1,0 +1,30 @@
+// Package agentrl is a Go SDK for reinforcement learning of tool-using LLM
+// agents, after "Demystifying Reinforcement Learning in Agentic Reasoning"
+// (Yu et al., 2025, arXiv:2510.11701): SFT on real tool-use trajectories,
+// then GRPO-TCR — GRPO with token-level loss aggregation, clip-higher and
+// overlong reward shaping — with a code interpreter called inside the
+// rollout.
+//
+// One RL step, as data:
+//
+//	dataset ──prompts──▶ rollout.Engine ◀──▶ policy.Sampler (local transformer | remote server)
+//	                          │  ▲
+//	                          ▼  │ tool calls / results
+//	                        tool.Tool (sandbox, SandboxFusion, calculator)
+//	                          │
+//	               trajectories (token ids, loss mask, sampler log-probs, turns, tool calls)
+//	                          ▼
+//	 reward.Func ─scores─▶ advantage.Estimator ─advantages─▶ loss ◀─log-probs─ policy.Trainable
+//	                                                           │
+//	                                                 dL/dlogp ─▶ backward ─▶ optimizer step
+//
+// The subpackages can be used on their own: package advantage computes
+// group-relative advantages, package loss computes policy-gradient
+// objectives and their gradients with respect to the log-probabilities,
+// package reward scores responses, package tool runs model-written code in
+// a sandbox, package rollout interleaves generation and tool calls, package
+// dataset reads verl-format data and package policy holds the model.
+//
+// Names and formulas follow verl (verl/trainer/ppo/core_algos.py), so that
+// configurations carry over.
+package agentrl
