@@ -3,9 +3,30 @@
 // HF config.json and safetensors), sampling with a KV cache, the AdamW
 // optimizer and checkpoints.
 //
-// The transformer is written once over a small backend interface of paired
-// forward/backward kernels; the CPU backend lives here and the CUDA backend
-// in package gpu, and both pass the same conformance suite.
+// What the package provides, file by file:
+//
+//   - policy.go: the interfaces the rest of the SDK builds to — Sampler
+//     (GenerateRequest → Generation, with a Session handle for reusing a
+//     KV cache across the turns of a rollout), Trainable (per-token
+//     log-probabilities and entropies with a paired backward), and their
+//     parameter types.
+//   - config.go: Config, parsed from and written to Hugging Face's
+//     config.json for model_type qwen3, qwen2 and llama; the tensor names
+//     and shapes a config implies (TensorSpecs, CheckTensors), parameter
+//     count, verl-compatible FLOPs for MFU, and RoPE frequencies.
+//   - sample.go, stop.go: token sampling from logits with vLLM's
+//     temperature, min-p, top-k and top-p semantics and seeded randomness;
+//     stop conditions (stop tokens, stop strings across tokens, length) and
+//     incremental detokenisation.
+//   - optim.go, schedule.go: AdamW as torch.optim.AdamW, gradient-norm
+//     clipping as torch.nn.utils.clip_grad_norm_, warmup/cosine schedules
+//     as verl and transformers, and exact optimizer state save/restore.
+//
+// Subpackage safetensors reads and writes checkpoint tensors. The
+// transformer is written once over the backend interface of package
+// policy/backend (paired forward/backward kernels); internal/cpu
+// implements it for the CPU and package gpu for CUDA, and both pass the
+// same conformance suite.
 //
 // policy must not import rollout, reward, advantage, loss, dataset or the
 // root package: those depend on it, not the other way round.

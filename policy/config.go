@@ -1,0 +1,768 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Model types (config.json "model_type") that Config understands.
+const (
+	ModelQwen3 = "qwen3"
+	ModelQwen2 = "qwen2"
+	ModelLlama = "llama"
+)
+
+// ConfigFileName is the name of a Hugging Face model configuration file.
+const ConfigFileName = "config.json"
+
+// ErrConfig marks a config.json that is malformed, lacks a field, or
+// describes a model this package cannot run; the message names the field.
+var ErrConfig = errors.New("policy: config")
+
+// architectures maps model_type to the class transformers instantiates.
+var architectures = map[string]string{
+	ModelQwen3: "Qwen3ForCausalLM",
+	ModelQwen2: "Qwen2ForCausalLM",
+	ModelLlama: "LlamaForCausalLM",
+}
+
+// RopeScaling is config.json "rope_scaling": how rotary position
+// frequencies are rescaled for long context (transformers
+// modeling_rope_utils.py). Supported types are "default", "linear" and
+// "llama3"; others ("dynamic", "yarn", "longrope", ...) are rejected.
+type RopeScaling struct {
+	// Type is "rope_type" (or the legacy "type").
+	Type string
+	// Factor divides the frequencies ("linear") or the low frequencies
+	// ("llama3").
+	Factor float64
+	// LowFreqFactor, HighFreqFactor and OriginalMaxPositionEmbeddings are
+	// the "llama3" parameters (Llama 3.1/3.2).
+	LowFreqFactor, HighFreqFactor float64
+	OriginalMaxPositionEmbeddings int
+	// extra keeps the other keys so that writing preserves them.
+	extra map[string]json.RawMessage
+}
+
+// Config is the architecture of a decoder-only transformer as Hugging Face
+// describes it in config.json, for the families this package runs:
+//
+//   - "qwen3" (Qwen3ForCausalLM): RMSNorm, RoPE, grouped-query attention with
+//     an explicit head_dim and per-head RMSNorm of queries and keys
+//     (q_norm, k_norm), SwiGLU MLP; attention_bias on q/k/v/o.
+//   - "qwen2" (Qwen2ForCausalLM, also Qwen2.5): as qwen3 without q/k norm,
+//     with biases on q, k and v (never on o), head_dim = hidden/heads.
+//   - "llama" (LlamaForCausalLM): attention_bias on q/k/v/o, mlp_bias on
+//     gate/up/down, optional rope_scaling "linear" or "llama3".
+//
+// The zero value is not a valid Config; use ParseConfig or fill every size.
+type Config struct {
+	ModelType             string
+	VocabSize             int
+	HiddenSize            int
+	IntermediateSize      int
+	NumHiddenLayers       int
+	NumAttentionHeads     int
+	NumKeyValueHeads      int
+	HeadDim               int
+	MaxPositionEmbeddings int
+	RMSNormEps            float64
+	RopeTheta             float64
+	RopeScaling           *RopeScaling
+	TieWordEmbeddings     bool
+	// AttentionBias is config.json "attention_bias" (qwen3, llama): biases
+	// on q, k, v and o. Qwen2 has fixed biases on q, k, v; see QKVBias.
+	AttentionBias bool
+	// MLPBias is config.json "mlp_bias" (llama): biases on gate, up, down.
+	MLPBias bool
+	// BOSTokenID is nil when the config has none.
+	BOSTokenID *int
+	// EOSTokenIDs holds "eos_token_id", an int or a list in config.json.
+	EOSTokenIDs []int
+	// TorchDType is "torch_dtype" ("bfloat16", "float32", ...), "" if unset.
+	TorchDType string
+	// Extra holds the config.json keys Config does not model, written back
+	// unchanged by MarshalJSON.
+	Extra map[string]json.RawMessage
+}
+
+// known lists the keys Config models; the rest go to Extra.
+var known = map[string]bool{
+	"architectures": true, "model_type": true, "vocab_size": true, "hidden_size": true,
+	"intermediate_size": true, "num_hidden_layers": true, "num_attention_heads": true,
+	"num_key_value_heads": true, "head_dim": true, "max_position_embeddings": true,
+	"rms_norm_eps": true, "rope_theta": true, "rope_scaling": true, "tie_word_embeddings": true,
+	"attention_bias": true, "mlp_bias": true, "bos_token_id": true, "eos_token_id": true,
+	"torch_dtype": true, "hidden_act": true, "use_sliding_window": true, "rope_parameters": true,
+}
+
+// ReadConfig reads dir/config.json.
+func ReadConfig(dir string) (Config, error) {
+	path := filepath.Join(dir, ConfigFileName)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, err
+	}
+	c, err := ParseConfig(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseConfig parses a Hugging Face config.json.
+//
+// The sizes (vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+// num_attention_heads) are required: transformers would fill a missing one
+// with the default of a 7B model, which never matches a checkpoint. Other
+// fields take transformers' defaults for the model_type:
+// num_key_value_heads = num_attention_heads, rms_norm_eps 1e-6, rope_theta
+// 10000, tie_word_embeddings false, head_dim 128 for qwen3 (Qwen3Config)
+// and hidden_size/num_attention_heads otherwise, max_position_embeddings
+// 32768 (qwen2, qwen3) or 2048 (llama). hidden_act must be "silu", and
+// sliding-window attention is rejected.
+func ParseConfig(data []byte) (Config, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if raw == nil {
+		return Config{}, fmt.Errorf("%w: not a JSON object", ErrConfig)
+	}
+	p := fieldParser{raw: raw}
+	var c Config
+	if !p.has("model_type") {
+		return Config{}, fmt.Errorf("%w: missing required field \"model_type\"", ErrConfig)
+	}
+	p.str("model_type", &c.ModelType)
+	if p.err != nil {
+		return Config{}, p.err
+	}
+	if _, ok := architectures[c.ModelType]; !ok {
+		return Config{}, fmt.Errorf("%w: model_type %q is not one of qwen3, qwen2, llama", ErrConfig, c.ModelType)
+	}
+	for _, f := range []struct {
+		key string
+		dst *int
+	}{
+		{"vocab_size", &c.VocabSize}, {"hidden_size", &c.HiddenSize},
+		{"intermediate_size", &c.IntermediateSize}, {"num_hidden_layers", &c.NumHiddenLayers},
+		{"num_attention_heads", &c.NumAttentionHeads},
+	} {
+		if !p.has(f.key) {
+			return Config{}, fmt.Errorf("%w: missing required field %q", ErrConfig, f.key)
+		}
+		p.integer(f.key, f.dst)
+	}
+	c.NumKeyValueHeads = c.NumAttentionHeads
+	p.integer("num_key_value_heads", &c.NumKeyValueHeads)
+	if c.ModelType == ModelQwen3 {
+		c.HeadDim = 128
+	} else if c.NumAttentionHeads > 0 {
+		c.HeadDim = c.HiddenSize / c.NumAttentionHeads
+		if !p.has("head_dim") && c.HiddenSize%c.NumAttentionHeads != 0 {
+			return Config{}, fmt.Errorf("%w: hidden_size %d is not a multiple of num_attention_heads %d and head_dim is absent", ErrConfig, c.HiddenSize, c.NumAttentionHeads)
+		}
+	}
+	p.integer("head_dim", &c.HeadDim)
+	c.MaxPositionEmbeddings = 32768
+	if c.ModelType == ModelLlama {
+		c.MaxPositionEmbeddings = 2048
+	}
+	p.integer("max_position_embeddings", &c.MaxPositionEmbeddings)
+	c.RMSNormEps = 1e-6
+	p.number("rms_norm_eps", &c.RMSNormEps)
+	c.RopeTheta = 10000
+	p.number("rope_theta", &c.RopeTheta)
+	p.boolean("tie_word_embeddings", &c.TieWordEmbeddings)
+	if c.ModelType != ModelQwen2 {
+		p.boolean("attention_bias", &c.AttentionBias)
+	}
+	if c.ModelType == ModelLlama {
+		p.boolean("mlp_bias", &c.MLPBias)
+	}
+	act := "silu"
+	p.str("hidden_act", &act)
+	var sliding bool
+	p.boolean("use_sliding_window", &sliding)
+	p.str("torch_dtype", &c.TorchDType)
+	if p.has("bos_token_id") {
+		var id int
+		p.integer("bos_token_id", &id)
+		if p.err == nil && string(raw["bos_token_id"]) != "null" {
+			c.BOSTokenID = &id
+		}
+	}
+	c.EOSTokenIDs = p.intOrList("eos_token_id")
+	if p.err != nil {
+		return Config{}, p.err
+	}
+	if act != "silu" {
+		return Config{}, fmt.Errorf("%w: hidden_act %q is not supported (only \"silu\")", ErrConfig, act)
+	}
+	if sliding {
+		return Config{}, fmt.Errorf("%w: use_sliding_window true is not supported", ErrConfig)
+	}
+	if rs, ok := raw["rope_scaling"]; ok && string(rs) != "null" {
+		s, err := parseRopeScaling("rope_scaling", rs)
+		if err != nil {
+			return Config{}, err
+		}
+		c.RopeScaling = s
+	}
+	// transformers v5 writes "rope_parameters" (rope_theta and the scaling
+	// in one object) instead of rope_theta and rope_scaling.
+	if rp, ok := raw["rope_parameters"]; ok && string(rp) != "null" {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(rp, &m); err != nil || m == nil {
+			return Config{}, fmt.Errorf("%w: rope_parameters is not an object", ErrConfig)
+		}
+		q := fieldParser{raw: m, prefix: "rope_parameters."}
+		q.number("rope_theta", &c.RopeTheta)
+		if q.err != nil {
+			return Config{}, q.err
+		}
+		s, err := parseRopeScaling("rope_parameters", rp)
+		if err != nil {
+			return Config{}, err
+		}
+		if s.Type != "default" {
+			c.RopeScaling = s
+		}
+	}
+	for k, v := range raw {
+		if !known[k] {
+			if c.Extra == nil {
+				c.Extra = make(map[string]json.RawMessage)
+			}
+			c.Extra[k] = v
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+func parseRopeScaling(field string, data json.RawMessage) (*RopeScaling, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil || raw == nil {
+		return nil, fmt.Errorf("%w: %s is not an object", ErrConfig, field)
+	}
+	p := fieldParser{raw: raw, prefix: field + "."}
+	s := &RopeScaling{}
+	if p.has("rope_type") {
+		p.str("rope_type", &s.Type)
+	} else if p.has("type") {
+		p.str("type", &s.Type)
+	} else {
+		return nil, fmt.Errorf("%w: missing required field \"%s.rope_type\"", ErrConfig, field)
+	}
+	switch s.Type {
+	case "default":
+	case "linear":
+		p.required("factor")
+		p.number("factor", &s.Factor)
+	case "llama3":
+		for _, k := range []string{"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"} {
+			p.required(k)
+		}
+		p.number("factor", &s.Factor)
+		p.number("low_freq_factor", &s.LowFreqFactor)
+		p.number("high_freq_factor", &s.HighFreqFactor)
+		p.integer("original_max_position_embeddings", &s.OriginalMaxPositionEmbeddings)
+	default:
+		if p.err == nil {
+			return nil, fmt.Errorf("%w: %s type %q is not supported (default, linear, llama3)", ErrConfig, field, s.Type)
+		}
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	for k, v := range raw {
+		switch k {
+		case "rope_type", "type", "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings", "rope_theta":
+		default:
+			if s.extra == nil {
+				s.extra = make(map[string]json.RawMessage)
+			}
+			s.extra[k] = v
+		}
+	}
+	return s, nil
+}
+
+// maxDim bounds every size of a config, far above any real model (the
+// largest vocabularies are ~262k), so that products such as the parameter
+// count cannot overflow int64.
+const maxDim = 1 << 20
+
+// Validate checks that the sizes are positive, bounded and consistent.
+func (c Config) Validate() error {
+	if _, ok := architectures[c.ModelType]; !ok {
+		return fmt.Errorf("%w: model_type %q is not one of qwen3, qwen2, llama", ErrConfig, c.ModelType)
+	}
+	for _, f := range []struct {
+		key string
+		v   int
+	}{
+		{"vocab_size", c.VocabSize}, {"hidden_size", c.HiddenSize},
+		{"intermediate_size", c.IntermediateSize}, {"num_hidden_layers", c.NumHiddenLayers},
+		{"num_attention_heads", c.NumAttentionHeads}, {"num_key_value_heads", c.NumKeyValueHeads},
+		{"head_dim", c.HeadDim}, {"max_position_embeddings", c.MaxPositionEmbeddings},
+	} {
+		if f.v <= 0 {
+			return fmt.Errorf("%w: %s = %d, want > 0", ErrConfig, f.key, f.v)
+		}
+		if f.v > maxDim {
+			return fmt.Errorf("%w: %s = %d exceeds %d", ErrConfig, f.key, f.v, maxDim)
+		}
+	}
+	if c.NumAttentionHeads%c.NumKeyValueHeads != 0 {
+		return fmt.Errorf("%w: num_attention_heads %d is not a multiple of num_key_value_heads %d", ErrConfig, c.NumAttentionHeads, c.NumKeyValueHeads)
+	}
+	if c.HeadDim%2 != 0 {
+		return fmt.Errorf("%w: head_dim %d is odd; rotary embeddings need pairs", ErrConfig, c.HeadDim)
+	}
+	if !(c.RMSNormEps > 0) || math.IsInf(c.RMSNormEps, 0) {
+		return fmt.Errorf("%w: rms_norm_eps = %g, want a finite value > 0", ErrConfig, c.RMSNormEps)
+	}
+	if !(c.RopeTheta > 0) || math.IsInf(c.RopeTheta, 0) {
+		return fmt.Errorf("%w: rope_theta = %g, want a finite value > 0", ErrConfig, c.RopeTheta)
+	}
+	if s := c.RopeScaling; s != nil {
+		switch s.Type {
+		case "default":
+		case "linear", "llama3":
+			if !(s.Factor > 0) || math.IsInf(s.Factor, 0) {
+				return fmt.Errorf("%w: rope_scaling.factor = %g, want a finite value > 0", ErrConfig, s.Factor)
+			}
+			if s.Type == "llama3" && !(s.HighFreqFactor > s.LowFreqFactor && s.LowFreqFactor > 0 && s.OriginalMaxPositionEmbeddings > 0) {
+				return fmt.Errorf("%w: rope_scaling llama3 needs 0 < low_freq_factor (%g) < high_freq_factor (%g) and original_max_position_embeddings (%d) > 0",
+					ErrConfig, s.LowFreqFactor, s.HighFreqFactor, s.OriginalMaxPositionEmbeddings)
+			}
+		default:
+			return fmt.Errorf("%w: rope_scaling type %q is not supported (default, linear, llama3)", ErrConfig, s.Type)
+		}
+	}
+	return nil
+}
+
+// QKVBias reports whether q_proj, k_proj and v_proj have biases.
+func (c Config) QKVBias() bool { return c.ModelType == ModelQwen2 || c.AttentionBias }
+
+// OutBias reports whether o_proj has a bias (never for qwen2).
+func (c Config) OutBias() bool { return c.ModelType != ModelQwen2 && c.AttentionBias }
+
+// QKNorm reports whether each attention head RMS-normalises its queries and
+// keys before RoPE (Qwen3's q_norm, k_norm, of size head_dim).
+func (c Config) QKNorm() bool { return c.ModelType == ModelQwen3 }
+
+// Architecture is the transformers class name, e.g. "Qwen3ForCausalLM".
+func (c Config) Architecture() string { return architectures[c.ModelType] }
+
+// MarshalJSON writes the config in Hugging Face's format: the keys
+// transformers reads for the model_type, plus Extra, sorted by key and
+// indented by two spaces as PretrainedConfig.to_json_string writes them.
+func (c Config) MarshalJSON() ([]byte, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	m := make(map[string]any, len(c.Extra)+24)
+	for k, v := range c.Extra {
+		m[k] = v
+	}
+	m["architectures"] = []string{c.Architecture()}
+	m["model_type"] = c.ModelType
+	m["vocab_size"] = c.VocabSize
+	m["hidden_size"] = c.HiddenSize
+	m["intermediate_size"] = c.IntermediateSize
+	m["num_hidden_layers"] = c.NumHiddenLayers
+	m["num_attention_heads"] = c.NumAttentionHeads
+	m["num_key_value_heads"] = c.NumKeyValueHeads
+	if c.ModelType != ModelQwen2 || c.HeadDim != c.HiddenSize/c.NumAttentionHeads {
+		m["head_dim"] = c.HeadDim
+	}
+	m["max_position_embeddings"] = c.MaxPositionEmbeddings
+	m["rms_norm_eps"] = pyFloat(c.RMSNormEps)
+	m["rope_theta"] = pyFloat(c.RopeTheta)
+	m["tie_word_embeddings"] = c.TieWordEmbeddings
+	m["hidden_act"] = "silu"
+	if c.ModelType != ModelQwen2 {
+		m["attention_bias"] = c.AttentionBias
+	}
+	if c.ModelType == ModelLlama {
+		m["mlp_bias"] = c.MLPBias
+	} else {
+		m["use_sliding_window"] = false
+	}
+	if s := c.RopeScaling; s != nil {
+		rs := make(map[string]any, len(s.extra)+5)
+		for k, v := range s.extra {
+			rs[k] = v
+		}
+		rs["rope_type"] = s.Type
+		switch s.Type {
+		case "linear":
+			rs["factor"] = pyFloat(s.Factor)
+		case "llama3":
+			rs["factor"] = pyFloat(s.Factor)
+			rs["low_freq_factor"] = pyFloat(s.LowFreqFactor)
+			rs["high_freq_factor"] = pyFloat(s.HighFreqFactor)
+			rs["original_max_position_embeddings"] = s.OriginalMaxPositionEmbeddings
+		}
+		m["rope_scaling"] = rs
+	} else {
+		m["rope_scaling"] = nil
+	}
+	if c.BOSTokenID != nil {
+		m["bos_token_id"] = *c.BOSTokenID
+	}
+	switch len(c.EOSTokenIDs) {
+	case 0:
+	case 1:
+		m["eos_token_id"] = c.EOSTokenIDs[0]
+	default:
+		m["eos_token_id"] = c.EOSTokenIDs
+	}
+	if c.TorchDType != "" {
+		m["torch_dtype"] = c.TorchDType
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(m); err != nil { // map keys are sorted
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// pyFloat is a float written as Python's repr writes it (json.dumps uses
+// repr): "8.0" rather than "8", "1e-06" rather than "0.000001", so that
+// transformers sees floats where it expects them (its rope_scaling
+// validation checks isinstance(factor, float)).
+type pyFloat float64
+
+// MarshalJSON implements json.Marshaler.
+func (f pyFloat) MarshalJSON() ([]byte, error) {
+	v := float64(f)
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil, fmt.Errorf("%w: %g cannot be written as JSON", ErrConfig, v)
+	}
+	if v == 0 {
+		return []byte("0.0"), nil
+	}
+	// Shortest round-trip digits d.ddd and exponent, as repr chooses them.
+	e := strconv.FormatFloat(v, 'e', -1, 64)
+	mant, expStr, _ := strings.Cut(e, "e")
+	exp, _ := strconv.Atoi(expStr)
+	if decpt := exp + 1; decpt <= -4 || decpt > 16 {
+		sign := "+"
+		if exp < 0 {
+			sign, exp = "-", -exp
+		}
+		return []byte(fmt.Sprintf("%se%s%02d", mant, sign, exp)), nil
+	}
+	out := strconv.FormatFloat(v, 'f', -1, 64)
+	if !strings.Contains(out, ".") {
+		out += ".0"
+	}
+	return []byte(out), nil
+}
+
+// UnmarshalJSON parses config.json content; see ParseConfig.
+func (c *Config) UnmarshalJSON(data []byte) error {
+	p, err := ParseConfig(data)
+	if err != nil {
+		return err
+	}
+	*c = p
+	return nil
+}
+
+// WriteConfig writes c to dir/config.json.
+func WriteConfig(dir string, c Config) error {
+	data, err := c.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, ConfigFileName), data, 0o644)
+}
+
+// fieldParser decodes typed fields of a JSON object, keeping the first
+// error, which names the field.
+type fieldParser struct {
+	raw    map[string]json.RawMessage
+	prefix string
+	err    error
+}
+
+func (p *fieldParser) has(key string) bool { _, ok := p.raw[key]; return ok }
+
+func (p *fieldParser) required(key string) {
+	if p.err == nil && !p.has(key) {
+		p.err = fmt.Errorf("%w: missing required field %q", ErrConfig, p.prefix+key)
+	}
+}
+
+func (p *fieldParser) decode(key string, dst any, what string) {
+	v, ok := p.raw[key]
+	if !ok || p.err != nil || string(v) == "null" {
+		return
+	}
+	if err := json.Unmarshal(v, dst); err != nil {
+		p.err = fmt.Errorf("%w: field %q = %s is not %s", ErrConfig, p.prefix+key, v, what)
+	}
+}
+
+func (p *fieldParser) str(key string, dst *string)     { p.decode(key, dst, "a string") }
+func (p *fieldParser) boolean(key string, dst *bool)   { p.decode(key, dst, "a boolean") }
+func (p *fieldParser) number(key string, dst *float64) { p.decode(key, dst, "a number") }
+
+// integer accepts an integral JSON number, also written as 2.0.
+func (p *fieldParser) integer(key string, dst *int) {
+	var f float64
+	v, ok := p.raw[key]
+	if !ok || p.err != nil || string(v) == "null" {
+		return
+	}
+	p.decode(key, &f, "an integer")
+	if p.err != nil {
+		return
+	}
+	if f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		p.err = fmt.Errorf("%w: field %q = %s is not an integer", ErrConfig, p.prefix+key, v)
+		return
+	}
+	*dst = int(f)
+}
+
+func (p *fieldParser) intOrList(key string) []int {
+	v, ok := p.raw[key]
+	if !ok || p.err != nil || string(v) == "null" {
+		return nil
+	}
+	var one int
+	if json.Unmarshal(v, &one) == nil {
+		return []int{one}
+	}
+	var list []int
+	if err := json.Unmarshal(v, &list); err != nil {
+		p.err = fmt.Errorf("%w: field %q = %s is not an integer or a list of integers", ErrConfig, p.prefix+key, v)
+	}
+	return list
+}
+
+// TensorSpec is the name and shape of one weight of a checkpoint, as
+// Hugging Face names it in safetensors files.
+type TensorSpec struct {
+	Name  string
+	Shape []int
+}
+
+// Size is the number of elements.
+func (t TensorSpec) Size() int64 {
+	n := int64(1)
+	for _, d := range t.Shape {
+		n *= int64(d)
+	}
+	return n
+}
+
+// TensorSpecs lists the weights the config implies, in the order of the
+// model's state_dict (transformers' Qwen3ForCausalLM, Qwen2ForCausalLM,
+// LlamaForCausalLM): model.embed_tokens.weight; per layer i the
+// self_attn.{q,k,v,o}_proj weights (and biases), Qwen3's q_norm/k_norm,
+// mlp.{gate,up,down}_proj, input_layernorm and post_attention_layernorm;
+// model.norm.weight; and lm_head.weight unless the embeddings are tied.
+// Linear weights have the shape [out, in], as torch.nn.Linear stores them.
+func (c Config) TensorSpecs() []TensorSpec {
+	h, q, kv := c.HiddenSize, c.NumAttentionHeads*c.HeadDim, c.NumKeyValueHeads*c.HeadDim
+	specs := []TensorSpec{{"model.embed_tokens.weight", []int{c.VocabSize, h}}}
+	for i := 0; i < c.NumHiddenLayers; i++ {
+		p := fmt.Sprintf("model.layers.%d.", i)
+		lin := func(name string, out, in int, bias bool) {
+			specs = append(specs, TensorSpec{p + name + ".weight", []int{out, in}})
+			if bias {
+				specs = append(specs, TensorSpec{p + name + ".bias", []int{out}})
+			}
+		}
+		lin("self_attn.q_proj", q, h, c.QKVBias())
+		lin("self_attn.k_proj", kv, h, c.QKVBias())
+		lin("self_attn.v_proj", kv, h, c.QKVBias())
+		lin("self_attn.o_proj", h, q, c.OutBias())
+		if c.QKNorm() {
+			specs = append(specs,
+				TensorSpec{p + "self_attn.q_norm.weight", []int{c.HeadDim}},
+				TensorSpec{p + "self_attn.k_norm.weight", []int{c.HeadDim}})
+		}
+		lin("mlp.gate_proj", c.IntermediateSize, h, c.MLPBias)
+		lin("mlp.up_proj", c.IntermediateSize, h, c.MLPBias)
+		lin("mlp.down_proj", h, c.IntermediateSize, c.MLPBias)
+		specs = append(specs,
+			TensorSpec{p + "input_layernorm.weight", []int{h}},
+			TensorSpec{p + "post_attention_layernorm.weight", []int{h}})
+	}
+	specs = append(specs, TensorSpec{"model.norm.weight", []int{h}})
+	if !c.TieWordEmbeddings {
+		specs = append(specs, TensorSpec{"lm_head.weight", []int{c.VocabSize, h}})
+	}
+	return specs
+}
+
+// NumParams is the number of distinct parameters (tied embeddings counted
+// once), as sum(p.numel() for p in model.parameters()) reports it.
+func (c Config) NumParams() int64 {
+	var n int64
+	for _, t := range c.TensorSpecs() {
+		n += t.Size()
+	}
+	return n
+}
+
+// CheckTensors compares a checkpoint's tensor shapes with the config: every
+// expected tensor must be present with its shape. A tied checkpoint may
+// also carry lm_head.weight (transformers writes it for some models); any
+// other unexpected name is an error. shapes maps names to shapes.
+func (c Config) CheckTensors(shapes map[string][]int) error {
+	var errs []error
+	want := c.TensorSpecs()
+	expected := make(map[string]bool, len(want))
+	for _, t := range want {
+		expected[t.Name] = true
+		got, ok := shapes[t.Name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("missing tensor %s %v", t.Name, t.Shape))
+			continue
+		}
+		if !equalInts(got, t.Shape) {
+			errs = append(errs, fmt.Errorf("tensor %s has shape %v, config implies %v", t.Name, got, t.Shape))
+		}
+	}
+	var extra []string
+	for name, shape := range shapes {
+		if expected[name] {
+			continue
+		}
+		if name == "lm_head.weight" && c.TieWordEmbeddings && equalInts(shape, []int{c.VocabSize, c.HiddenSize}) {
+			continue
+		}
+		extra = append(extra, name)
+	}
+	sort.Strings(extra)
+	for _, name := range extra {
+		errs = append(errs, fmt.Errorf("unexpected tensor %s %v", name, shapes[name]))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: checkpoint does not match config: %w", ErrConfig, errors.Join(errs...))
+	}
+	return nil
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// denseParams is verl's dense_N: the parameters that take part in a matmul
+// per token, with the embedding counted like the lm_head
+// (verl/utils/flops_counter.py, _estimate_qwen2_flops).
+func (c Config) denseParams() float64 {
+	h := float64(c.HiddenSize)
+	q := float64(c.NumAttentionHeads * c.HeadDim)
+	kv := float64(c.NumKeyValueHeads * c.HeadDim)
+	mlp := 3 * h * float64(c.IntermediateSize)
+	attn := h * (q + 2*kv + q)
+	return (mlp+attn)*float64(c.NumHiddenLayers) + 2*float64(c.VocabSize)*h
+}
+
+// TrainingFLOPs is the forward-plus-backward FLOPs of one pass over a batch
+// of sequences with the given lengths, counted exactly as verl counts them
+// for its perf/mfu metrics (verl/utils/flops_counter.py,
+// _estimate_qwen2_flops, which verl also uses for llama and qwen3):
+// 6·N·tokens for the dense parameters N (embedding and lm_head both
+// counted) plus 12·Σ s²·head_dim·heads·layers for attention scores and
+// values (full, not causal, squares). So MFU numbers compare with verl's.
+func (c Config) TrainingFLOPs(seqLens []int) float64 {
+	var tokens, sq float64
+	for _, s := range seqLens {
+		tokens += float64(s)
+		sq += float64(s) * float64(s)
+	}
+	attn := 12 * sq * float64(c.HeadDim*c.NumAttentionHeads*c.NumHiddenLayers)
+	return 6*c.denseParams()*tokens + attn
+}
+
+// ForwardFLOPs is the forward-only share of TrainingFLOPs, one third of it
+// (the backward pass costs two forwards in this count).
+func (c Config) ForwardFLOPs(seqLens []int) float64 { return c.TrainingFLOPs(seqLens) / 3 }
+
+// ForwardFLOPsPerToken is the forward FLOPs per token of a sequence of
+// length seqLen: 2·N + 4·seqLen·head_dim·heads·layers.
+func (c Config) ForwardFLOPsPerToken(seqLen int) float64 {
+	if seqLen <= 0 {
+		return 0
+	}
+	return c.ForwardFLOPs([]int{seqLen}) / float64(seqLen)
+}
+
+// RopeInvFreq returns the head_dim/2 rotary inverse frequencies, after
+// rope_scaling, as transformers computes them (modeling_rope_utils.py:
+// _compute_default_rope_parameters, _compute_linear_scaling_rope_parameters,
+// _compute_llama3_parameters): inv_freq[i] = rope_theta^(-2i/head_dim),
+// divided by factor for "linear"; for "llama3", wavelengths 2π/inv_freq
+// longer than original_max_position_embeddings/low_freq_factor are divided
+// by factor, those shorter than .../high_freq_factor are kept, and those
+// in between are interpolated with
+// s = (original_max_position_embeddings/wavelen - low_freq_factor) /
+// (high_freq_factor - low_freq_factor) as (1-s)·f/factor + s·f.
+// transformers computes in float32; these are float64.
+func (c Config) RopeInvFreq() []float64 {
+	d := c.HeadDim
+	inv := make([]float64, d/2)
+	for i := range inv {
+		inv[i] = 1 / math.Pow(c.RopeTheta, float64(2*i)/float64(d))
+	}
+	s := c.RopeScaling
+	if s == nil {
+		return inv
+	}
+	switch s.Type {
+	case "linear":
+		for i := range inv {
+			inv[i] /= s.Factor
+		}
+	case "llama3":
+		old := float64(s.OriginalMaxPositionEmbeddings)
+		lowWavelen := old / s.LowFreqFactor
+		highWavelen := old / s.HighFreqFactor
+		for i, f := range inv {
+			wavelen := 2 * math.Pi / f
+			switch {
+			case wavelen < highWavelen:
+			case wavelen > lowWavelen:
+				inv[i] = f / s.Factor
+			default:
+				smooth := (old/wavelen - s.LowFreqFactor) / (s.HighFreqFactor - s.LowFreqFactor)
+				inv[i] = (1-smooth)*f/s.Factor + smooth*f
+			}
+		}
+	}
+	return inv
+}

@@ -1,0 +1,160 @@
+package policy
+
+import "context"
+
+// SampleParams controls generation, with vLLM's names and semantics
+// (vllm.SamplingParams). The zero value asks for greedy decoding until an
+// end-of-sequence token or the model's context limit.
+type SampleParams struct {
+	// Temperature divides the logits; below GreedyTemperature (1e-5,
+	// including 0) decoding is greedy (argmax).
+	Temperature float64
+	// TopP keeps the smallest set of most likely tokens whose probability
+	// reaches TopP (nucleus sampling); 0 or 1 disables it.
+	TopP float64
+	// TopK keeps the TopK most likely tokens (and any tied with the last);
+	// 0 or -1 disables it.
+	TopK int
+	// MinP drops tokens less likely than MinP times the most likely one;
+	// 0 disables it.
+	MinP float64
+	// MaxNewTokens bounds the number of generated tokens; 0 means no bound
+	// but the model's context.
+	MaxNewTokens int
+	// StopTokenIDs end generation when sampled, in addition to the model's
+	// end-of-sequence tokens; the stop token is kept as the last token.
+	StopTokenIDs []int
+	// Stop ends generation when the decoded output contains one of these
+	// strings (the tokens up to the one completing it are kept).
+	Stop []string
+	// Seed, when set, makes the request's sampling reproducible on the
+	// local sampler. Requests without a seed draw from the sampler's own
+	// source, so a group of identical prompts gets different samples.
+	Seed *uint64
+	// Logprobs asks for the log-probability of each generated token.
+	Logprobs bool
+}
+
+// GenerateRequest is one sequence to continue.
+type GenerateRequest struct {
+	// Prompt is the full token prefix to continue: for a later turn of a
+	// multi-turn rollout, every token so far — the original prompt, the
+	// tokens generated earlier, exactly as returned, and the appended tool
+	// result tokens.
+	Prompt []int
+	Params SampleParams
+	// Session, when not empty, names a conversation whose computed state a
+	// sampler may reuse: a local sampler keeps the KV cache of a session's
+	// last sequence and, when that sequence is a prefix of Prompt,
+	// prefills only the new tokens. The result never depends on Session;
+	// only the cost does. Release the state with SessionCloser.
+	Session string
+}
+
+// FinishReason says why a generation ended.
+type FinishReason string
+
+const (
+	// FinishStopToken: an end-of-sequence or StopTokenIDs token was
+	// sampled; it is the last token of the generation.
+	FinishStopToken FinishReason = "stop_token"
+	// FinishStop: the decoded output contains a Stop string.
+	FinishStop FinishReason = "stop"
+	// FinishLength: MaxNewTokens were generated, or the model's context
+	// is full.
+	FinishLength FinishReason = "length"
+)
+
+// Generation is the continuation of one GenerateRequest.
+type Generation struct {
+	// Tokens are the generated token ids, exactly as sampled.
+	Tokens []int
+	// LogProbs, when SampleParams.Logprobs was set, holds for each token its
+	// log-probability under the distribution it was sampled from, after
+	// temperature, min-p, top-k and top-p (0 for greedy decoding). This is
+	// the behaviour policy's probability that importance-sampling
+	// corrections need; vLLM by default returns raw log-probabilities
+	// instead (see RawLogProbs).
+	LogProbs []float32
+	// RawLogProbs, when Logprobs was set and the sampler can give them,
+	// holds log-softmax of the unprocessed logits (temperature 1, no
+	// truncation): vLLM's default "raw_logprobs". Nil otherwise.
+	RawLogProbs  []float32
+	FinishReason FinishReason
+	// StopToken is the stop token for FinishStopToken.
+	StopToken int
+	// StopString is the matched Stop string for FinishStop.
+	StopString string
+	// CachedTokens is how many leading Prompt tokens were not recomputed
+	// because the sampler reused their state (a session's KV cache or a
+	// server's prefix cache); 0 when unknown.
+	CachedTokens int
+}
+
+// Sampler generates continuations of token sequences: the local
+// transformer, a remote OpenAI-compatible server, or a scripted test
+// double. Implementations must be safe for concurrent use.
+//
+// Multi-turn continuation: after a tool call, the rollout engine sends a
+// new request whose Prompt is the previous Prompt, then the previous
+// Generation's Tokens, then the tool-result tokens, with the same Session.
+// The local sampler then prefills only the tokens after the prefix its
+// session cache holds (Generation.CachedTokens says how many it reused);
+// a remote sampler sends the whole prefix and relies on the server's
+// prefix cache. Either way the sampler works on token ids only and never
+// re-tokenises text, so what the trainer scores is exactly what was
+// sampled.
+type Sampler interface {
+	// Generate continues every request, returning one Generation per
+	// request in order. It stops early with ctx's error when ctx ends.
+	Generate(ctx context.Context, reqs []GenerateRequest) ([]Generation, error)
+}
+
+// SessionCloser is implemented by samplers that keep state per
+// GenerateRequest.Session; CloseSession releases it. Closing an unknown
+// session is not an error.
+type SessionCloser interface {
+	CloseSession(session string)
+}
+
+// TokenBatch is a batch of token sequences to score. Sequences may have
+// different lengths; per-token results are aligned with Tokens.
+type TokenBatch struct {
+	Tokens [][]int
+	// Temperature divides the logits before the log-softmax, as verl does
+	// when it recomputes log-probabilities of sampled responses; 0 means 1.
+	Temperature float64
+	// Mask, when not nil, marks with nonzero values the positions whose
+	// results are needed (response tokens); others may be skipped and are
+	// returned as 0. Same shape as Tokens.
+	Mask [][]float32
+}
+
+// TokenStats holds per-token results, aligned with TokenBatch.Tokens:
+// LogProbs[b][t] = log p(Tokens[b][t] | Tokens[b][:t]) and Entropy[b][t] is
+// the entropy of that predictive distribution. Position 0 has no
+// prediction and holds 0.
+type TokenStats struct {
+	LogProbs [][]float32
+	Entropy  [][]float32
+}
+
+// BackwardFunc propagates gradients of a loss with respect to the
+// per-token log-probabilities and entropies of a forward pass into the
+// parameters' gradients, adding to what is there. gradEntropy may be nil
+// when the loss has no entropy term. It may be called once.
+type BackwardFunc func(ctx context.Context, gradLogProbs, gradEntropy [][]float32) error
+
+// Trainable is a model the trainer can optimise: it scores sequences and
+// backpropagates a loss given as gradients with respect to those scores,
+// which is all that policy-gradient losses need.
+type Trainable interface {
+	// Forward computes per-token log-probabilities and entropies. When
+	// withGrad is true it keeps what Backward needs and returns a non-nil
+	// BackwardFunc; otherwise (reference or old-policy log-probabilities)
+	// it keeps nothing and returns nil.
+	Forward(ctx context.Context, batch TokenBatch, withGrad bool) (TokenStats, BackwardFunc, error)
+	// Params lists the trainable parameters and their gradient buffers,
+	// the same slices on every call, in a stable order.
+	Params() []Param
+}
