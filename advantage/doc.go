@@ -4,5 +4,25 @@
 // reinforce_plus_plus, reinforce_plus_plus_baseline, gpg, opo, remax,
 // grpo_passk and gae.
 //
+// A batch is an Input: one score and one group id (the prompt) per
+// trajectory, and a 0/1 mask per response token, 0 on tool output that the
+// policy did not produce. Rows are ragged: each row is exactly one
+// trajectory's response, with no padding. Compute runs a built-in estimator
+// by name; a Registry adds estimators of one's own. Config's zero value is
+// verl's default configuration.
+//
+// All arithmetic is float64; outputs are float32, the dtype of the loss.
+// Advantages are 0 on mask-0 tokens. Bad input (mismatched lengths, NaN or
+// Inf, an empty batch, an unknown name, a missing input) is an error that
+// wraps a sentinel (errors.Is) and, where it concerns a field, is a
+// *FieldError naming the field and the row and token (errors.As). Nothing
+// panics on any input.
+//
+// Where this package departs from verl, on purpose, the doc comment of the
+// estimator says so: advantages are zeroed on mask-0 tokens for every
+// estimator (verl leaves gae and remax values there, which no loss reads),
+// and reinforce_plus_plus carries its return through tool-output tokens
+// instead of resetting it (verl issue #7278, fixed in verl PR #7300).
+//
 // advantage depends on nothing else in agentrl.
 package advantage
