@@ -3,4 +3,12 @@
 // policy gradient at zero advantage, and the REINFORCE gradient at ratio 1
 // without clipping. A new variant's tests call them, as gonum's
 // blas/testblas is called by each BLAS implementation.
+//
+// The checks run against an Evaluator (a *loss.Computer). Objectives that
+// use StopGradient (gspo, cispo, the "+" KL estimators) report the gradient
+// of a surrogate rather than of their value; CheckGradient differentiates
+// that surrogate (loss.Computer.Surrogate) by finite differences, so it
+// applies to them too.
+//
+// losstest depends only on package loss and the standard library's testing.
 package losstest

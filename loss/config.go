@@ -1,0 +1,200 @@
+package loss
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Policy-loss modes, named as in verl's POLICY_LOSS_REGISTRY
+// (verl/trainer/ppo/core_algos.py, register_policy_loss).
+const (
+	ModeVanilla = "vanilla"  // PPO clip, clip-higher, dual-clip (compute_policy_loss_vanilla)
+	ModeGSPO    = "gspo"     // sequence-level ratio (compute_policy_loss_gspo)
+	ModeCISPO   = "cispo"    // clipped, detached IS weight times log-prob (compute_policy_loss_cispo)
+	ModeGPG     = "gpg"      // plain −A·logπ (compute_policy_loss_gpg)
+	ModeSAPO    = "sapo"     // soft sigmoid gate (compute_policy_loss_sapo)
+	ModeGeoMean = "geo_mean" // geometric-mean ratio, GMPO (compute_policy_loss_geo_mean)
+)
+
+// Aggregation modes of verl's agg_loss (verl/trainer/ppo/core_algos.py).
+const (
+	AggTokenMean           = "token-mean"
+	AggSeqMeanTokenSum     = "seq-mean-token-sum"
+	AggSeqMeanTokenMean    = "seq-mean-token-mean"
+	AggSeqMeanTokenSumNorm = "seq-mean-token-sum-norm"
+)
+
+// KL estimators of verl's kl_penalty / kl_penalty_forward
+// (verl/trainer/ppo/core_algos.py). verl's aliases "kl", "mse" and
+// "low_var_kl" are accepted too, and a "+" suffix on k1, k3 or abs selects
+// the straight-through form (forward value of the estimator, gradient of k2).
+const (
+	KLK1     = "k1"  // logπ − logπ_ref
+	KLK2     = "k2"  // ½(logπ − logπ_ref)²
+	KLK3     = "k3"  // low_var_kl: e^(ref−logπ) − (ref−logπ) − 1, clamped to [−10, 10]
+	KLAbs    = "abs" // |logπ − logπ_ref|
+	KLK3Plus = "k3+" // k3 forward, k2 gradient
+)
+
+// Defaults applied to zero-valued Config fields; they are verl's ActorConfig
+// defaults (clip_ratio 0.2, clip_ratio_c 3.0, tau_pos 1.0, tau_neg 1.05,
+// kl_loss_type low_var_kl, loss_agg_mode token-mean).
+const (
+	DefaultClip   = 0.2
+	DefaultClipC  = 3.0
+	DefaultTauPos = 1.0
+	DefaultTauNeg = 1.05
+)
+
+// Sentinel errors. Every error returned by Compute wraps one of them, so
+// callers can branch with errors.Is; the message names the field and, for
+// data errors, the position.
+var (
+	ErrConfig      = errors.New("invalid loss config")
+	ErrShape       = errors.New("shape mismatch")
+	ErrNonFinite   = errors.New("non-finite value")
+	ErrEmptyBatch  = errors.New("empty batch")
+	ErrMissing     = errors.New("missing input")
+	ErrMaskValue   = errors.New("mask value is neither 0 nor 1")
+	ErrUnknownName = errors.New("unknown name")
+)
+
+// Config selects the objective and its terms. Zero values select verl's
+// defaults (see the Default constants); so Config{} is PPO-clip with
+// ε = 0.2, dual-clip c = 3, token-mean aggregation and no entropy, KL or
+// TIS term. The paper's GRPO-TCR uses Mode "vanilla", ClipLow 0.2,
+// ClipHigh 0.28, ClipC 10, Agg "token-mean".
+type Config struct {
+	// Mode names the policy-gradient objective: a built-in mode constant or
+	// a name registered in the Registry. Empty means "vanilla".
+	Mode string
+	// ClipLow and ClipHigh bound the importance ratio to
+	// [1−ClipLow, 1+ClipHigh] (verl clip_ratio_low / clip_ratio_high;
+	// decoupled bounds are DAPO's clip-higher). geo_mean applies them to the
+	// log-ratio, as verl does. Zero means DefaultClip.
+	ClipLow, ClipHigh float64
+	// ClipC is the dual-clip bound applied where A < 0 (verl clip_ratio_c,
+	// Ye et al. 2019, arXiv:1912.09729); it must exceed 1. Zero means
+	// DefaultClipC. Only "vanilla" uses it.
+	ClipC float64
+	// Agg aggregates per-token losses into a scalar (verl agg_loss). Empty
+	// means "token-mean". verl's gspo and sapo always aggregate their policy
+	// term with "seq-mean-token-mean" and geo_mean with a mean over
+	// sequences; Agg still aggregates their entropy and KL terms.
+	Agg string
+	// AggDivisor is the constant divisor of "seq-mean-token-sum-norm"
+	// (verl loss_scale_factor, Dr. GRPO's MAX_TOKENS). Zero means the
+	// batch's T.
+	AggDivisor float64
+	// EntropyCoef weighs the entropy bonus: loss −= EntropyCoef·agg(H)
+	// (verl entropy_coeff; agg(H) is verl's compute_entropy_loss on the
+	// model's per-token entropies). Non-zero requires Batch.Entropy.
+	EntropyCoef float64
+	// KLCoef weighs the KL loss: loss += KLCoef·agg(kl(logπ, logπ_ref))
+	// (verl kl_loss_coef). Non-zero requires Batch.RefLogProbs.
+	KLCoef float64
+	// KLType is the KL estimator (verl kl_loss_type). Empty means "k3".
+	KLType string
+	// TISCap, when positive, multiplies every per-token policy loss by the
+	// truncated importance weight min(exp(old − rollout), TISCap) between
+	// the trainer's old log-probs and the rollout sampler's (verl
+	// tis_imp_ratio_cap; Yao et al., "Your efficient RL framework secretly
+	// brings you off-policy RL training"). Requires Batch.RolloutLogProbs.
+	TISCap float64
+	// TauPos and TauNeg are SAPO's gate temperatures for A > 0 and A ≤ 0
+	// (verl tau_pos, tau_neg). Zero means DefaultTauPos / DefaultTauNeg.
+	TauPos, TauNeg float64
+}
+
+// normalized returns cfg with defaults filled in and names canonicalised,
+// or an error naming the offending field.
+func (cfg Config) normalized() (Config, error) {
+	if cfg.Mode == "" {
+		cfg.Mode = ModeVanilla
+	}
+	if cfg.Agg == "" {
+		cfg.Agg = AggTokenMean
+	}
+	if cfg.KLType == "" {
+		cfg.KLType = KLK3
+	}
+	if cfg.ClipLow == 0 {
+		cfg.ClipLow = DefaultClip
+	}
+	if cfg.ClipHigh == 0 {
+		cfg.ClipHigh = DefaultClip
+	}
+	if cfg.ClipC == 0 {
+		cfg.ClipC = DefaultClipC
+	}
+	if cfg.TauPos == 0 {
+		cfg.TauPos = DefaultTauPos
+	}
+	if cfg.TauNeg == 0 {
+		cfg.TauNeg = DefaultTauNeg
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"ClipLow", cfg.ClipLow}, {"ClipHigh", cfg.ClipHigh}, {"ClipC", cfg.ClipC},
+		{"AggDivisor", cfg.AggDivisor}, {"EntropyCoef", cfg.EntropyCoef}, {"KLCoef", cfg.KLCoef},
+		{"TISCap", cfg.TISCap}, {"TauPos", cfg.TauPos}, {"TauNeg", cfg.TauNeg},
+	} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return cfg, fmt.Errorf("loss: Config.%s = %v: %w", f.name, f.v, ErrConfig)
+		}
+	}
+	switch {
+	case cfg.ClipLow < 0 || cfg.ClipLow >= 1:
+		return cfg, fmt.Errorf("loss: Config.ClipLow = %v, want 0 < ClipLow < 1: %w", cfg.ClipLow, ErrConfig)
+	case cfg.ClipHigh < 0:
+		return cfg, fmt.Errorf("loss: Config.ClipHigh = %v, want > 0: %w", cfg.ClipHigh, ErrConfig)
+	case cfg.ClipC <= 1:
+		return cfg, fmt.Errorf("loss: Config.ClipC = %v, want > 1 (dual-clip lower bound): %w", cfg.ClipC, ErrConfig)
+	case cfg.AggDivisor < 0:
+		return cfg, fmt.Errorf("loss: Config.AggDivisor = %v, want >= 0: %w", cfg.AggDivisor, ErrConfig)
+	case cfg.KLCoef < 0:
+		return cfg, fmt.Errorf("loss: Config.KLCoef = %v, want >= 0: %w", cfg.KLCoef, ErrConfig)
+	case cfg.TISCap < 0:
+		return cfg, fmt.Errorf("loss: Config.TISCap = %v, want >= 0 (0 disables TIS): %w", cfg.TISCap, ErrConfig)
+	case cfg.TauPos < 0 || cfg.TauNeg < 0:
+		return cfg, fmt.Errorf("loss: Config.TauPos/TauNeg = %v/%v, want > 0: %w", cfg.TauPos, cfg.TauNeg, ErrConfig)
+	}
+	switch cfg.Agg {
+	case AggTokenMean, AggSeqMeanTokenSum, AggSeqMeanTokenMean, AggSeqMeanTokenSumNorm:
+	default:
+		return cfg, fmt.Errorf("loss: Config.Agg %q (want one of %s, %s, %s, %s): %w", cfg.Agg,
+			AggTokenMean, AggSeqMeanTokenSum, AggSeqMeanTokenMean, AggSeqMeanTokenSumNorm, ErrUnknownName)
+	}
+	kt, err := canonicalKL(cfg.KLType)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.KLType = kt
+	return cfg, nil
+}
+
+// canonicalKL maps verl's KL names and aliases onto k1, k2, k3, abs and their
+// "+" (straight-through) forms.
+func canonicalKL(name string) (string, error) {
+	base, plus := strings.CutSuffix(name, "+")
+	switch base {
+	case "kl", KLK1:
+		base = KLK1
+	case "mse", KLK2:
+		base, plus = KLK2, false // k2's gradient is already the k2 gradient
+	case "low_var_kl", KLK3:
+		base = KLK3
+	case KLAbs:
+	default:
+		return "", fmt.Errorf("loss: Config.KLType %q (want k1, k2, k3, abs, or k1+, k3+, abs+; verl's kl, mse, low_var_kl also accepted): %w",
+			name, ErrUnknownName)
+	}
+	if plus {
+		return base + "+", nil
+	}
+	return base, nil
+}

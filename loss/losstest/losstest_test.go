@@ -1,0 +1,122 @@
+package losstest_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gorgonia.org/gorgonia"
+
+	"github.com/agentrl/agentrl/loss"
+	"github.com/agentrl/agentrl/loss/losstest"
+)
+
+var (
+	modes = []string{loss.ModeVanilla, loss.ModeGSPO, loss.ModeCISPO, loss.ModeGPG, loss.ModeSAPO, loss.ModeGeoMean}
+	aggs  = []string{loss.AggTokenMean, loss.AggSeqMeanTokenSum, loss.AggSeqMeanTokenMean, loss.AggSeqMeanTokenSumNorm}
+	kls   = []string{loss.KLK1, loss.KLK2, loss.KLK3, loss.KLAbs, loss.KLK3Plus}
+)
+
+// policyAgg is the aggregation each built-in applies to its policy term:
+// verl's gspo and sapo force seq-mean-token-mean, and geo_mean's mean of
+// per-row token means is the same thing when no row is empty.
+func policyAgg(mode, agg string) string {
+	switch mode {
+	case loss.ModeGSPO, loss.ModeSAPO, loss.ModeGeoMean:
+		return loss.AggSeqMeanTokenMean
+	}
+	return agg
+}
+
+func TestBuiltinsPassAllChecks(t *testing.T) {
+	c := loss.NewComputer(nil)
+	i := 0
+	for _, mode := range modes {
+		for _, agg := range aggs {
+			for _, kl := range kls {
+				cfg := loss.Config{Mode: mode, Agg: agg, KLType: kl, ClipLow: 0.2, ClipHigh: 0.28, ClipC: 3,
+					EntropyCoef: 0.01, KLCoef: 0.05}
+				if i%2 == 0 {
+					cfg.TISCap = 2
+				}
+				i++
+				t.Run(fmt.Sprintf("%s/%s/%s", mode, agg, kl), func(t *testing.T) {
+					losstest.CheckAll(t, c, cfg, policyAgg(mode, agg))
+				})
+			}
+		}
+	}
+}
+
+// The checks must be able to fail: each broken variant below violates
+// exactly the property one check guards.
+func TestChecksCatchBrokenVariants(t *testing.T) {
+	reg := loss.NewRegistry()
+	// reads padding: the loss sums log-probs without the mask
+	require.NoError(t, reg.Register("leaky", loss.Variant{Build: func(in *loss.Inputs) (loss.Term, error) {
+		pt, err := gorgonia.HadamardProd(in.LogProbs, in.Advantages)
+		if err != nil {
+			return loss.Term{}, err
+		}
+		s, err := gorgonia.Sum(pt)
+		if err != nil {
+			return loss.Term{}, err
+		}
+		s, err = gorgonia.Neg(s)
+		return loss.Term{Scalar: s}, err
+	}}))
+	// a baseline that ignores the advantage: −(A + 0.1)·logπ
+	require.NoError(t, reg.Register("biased", loss.Variant{Build: func(in *loss.Inputs) (loss.Term, error) {
+		a, err := gorgonia.Add(in.Advantages, gorgonia.NewConstant(0.1))
+		if err != nil {
+			return loss.Term{}, err
+		}
+		pt, err := gorgonia.HadamardProd(in.LogProbs, a)
+		if err != nil {
+			return loss.Term{}, err
+		}
+		pt, err = gorgonia.Neg(pt)
+		return loss.Term{PerToken: pt}, err
+	}}))
+	// twice the REINFORCE gradient
+	require.NoError(t, reg.Register("double", loss.Variant{Build: func(in *loss.Inputs) (loss.Term, error) {
+		pt, err := gorgonia.HadamardProd(in.LogProbs, in.Advantages)
+		if err != nil {
+			return loss.Term{}, err
+		}
+		pt, err = gorgonia.Mul(pt, gorgonia.NewConstant(-2.0))
+		return loss.Term{PerToken: pt}, err
+	}}))
+	c := loss.NewComputer(reg)
+	b := losstest.RandomBatch(rand.New(rand.NewPCG(1, 2)), 4, 6)
+	rng := rand.New(rand.NewPCG(3, 4))
+
+	assert.ErrorContains(t, losstest.CheckPadding(c, loss.Config{Mode: "leaky"}, b, rng), "padding")
+	assert.ErrorContains(t, losstest.CheckZeroAdvantage(c, loss.Config{Mode: "biased"}, b), "A = 0")
+	assert.ErrorContains(t, losstest.CheckREINFORCE(c, loss.Config{Mode: "double"}, b, loss.AggTokenMean), "REINFORCE")
+	// the correct variants pass the checks the broken ones fail
+	assert.NoError(t, losstest.CheckPadding(c, loss.Config{Mode: "double"}, b, rng))
+	assert.NoError(t, losstest.CheckREINFORCE(c, loss.Config{Mode: loss.ModeGPG}, b, loss.AggTokenMean))
+}
+
+// wrongGrad is an Evaluator whose reported gradient is off by 1% at one
+// position; CheckGradient must notice.
+type wrongGrad struct{ *loss.Computer }
+
+func (w wrongGrad) Compute(cfg loss.Config, b loss.Batch) (loss.Result, error) {
+	r, err := w.Computer.Compute(cfg, b)
+	if err == nil {
+		r.GradLogProbs.Float32s()[0] *= 1.01
+	}
+	return r, err
+}
+
+func TestCheckGradientCatchesWrongGradient(t *testing.T) {
+	b := losstest.RandomBatch(rand.New(rand.NewPCG(5, 6)), 3, 4)
+	c := loss.NewComputer(nil)
+	cfg := loss.Config{Mode: loss.ModeGPG}
+	require.NoError(t, losstest.CheckGradient(c, cfg, b))
+	assert.ErrorContains(t, losstest.CheckGradient(wrongGrad{c}, cfg, b), "LogProbs[0,0]")
+}

@@ -1,0 +1,182 @@
+package loss
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	"gorgonia.org/gorgonia"
+)
+
+// Variant is a policy-gradient objective written as a gorgonia expression.
+// Build receives the batch as graph nodes and returns the policy term;
+// Compute adds the entropy and KL terms, differentiates the total
+// symbolically and evaluates it. The graph is float64; Build is called once
+// per (Config, shape) and the compiled graph is reused, so Build must only
+// build the expression, not look at values.
+type Variant struct {
+	// Build returns the variant's policy-gradient term. Required.
+	Build func(in *Inputs) (Term, error)
+	// Metrics, if set, computes diagnostics (verl's pg_clipfrac,
+	// pg_clipfrac_lower, ppo_kl, ...) from the batch values. Keys it
+	// returns are added to Result.Metrics.
+	Metrics func(d *Data) map[string]float64
+}
+
+// Inputs are the graph nodes a Variant builds its expression from. All
+// [B,T] nodes are float64; only LogProbs carries a gradient to the caller.
+type Inputs struct {
+	Graph *gorgonia.ExprGraph
+	// LogProbs is log π_θ, the input the gradient is taken against.
+	LogProbs *gorgonia.Node
+	// OldLogProbs, Advantages and Mask are data (no gradient is taken
+	// against them).
+	OldLogProbs, Advantages, Mask *gorgonia.Node
+	// Count is a [B] node: the number of mask-1 tokens in each row.
+	Count *gorgonia.Node
+	// TISWeights is the [B,T] truncated importance weight when Config.TISCap
+	// is set, else nil. Compute already applies it to Term.PerToken; a
+	// variant that returns Term.Scalar must apply it itself.
+	TISWeights *gorgonia.Node
+	// Config is the normalised configuration (defaults filled in), except
+	// that EntropyCoef, KLCoef, TISCap and AggDivisor read 0: they are
+	// bound per call, so that one graph serves every value, and an
+	// expression must not bake them in (TISWeights tells whether TIS is on).
+	Config Config
+	// Rows and Cols are B and T.
+	Rows, Cols int
+}
+
+// Term is the policy-gradient part of the loss returned by a Variant: either
+// a per-token loss matrix that Compute weights by TIS and aggregates, or a
+// scalar the variant aggregated itself.
+type Term struct {
+	// PerToken is the [B,T] per-token loss (verl's pg_losses).
+	PerToken *gorgonia.Node
+	// Agg, if set, aggregates PerToken instead of Config.Agg (verl's gspo
+	// and sapo force "seq-mean-token-mean").
+	Agg string
+	// Scalar is the aggregated loss, used when PerToken is nil.
+	Scalar *gorgonia.Node
+}
+
+// Data holds the batch values, widened to float64 and row-major, for
+// Variant.Metrics. The slices are the Computer's buffers: valid during the
+// Metrics call only, and not to be modified.
+type Data struct {
+	LogProbs, OldLogProbs, Advantages, Mask []float64
+	// TISWeights is nil unless TIS is active.
+	TISWeights []float64
+	Rows, Cols int
+	Config     Config
+}
+
+// MaskedMean is verl_F.masked_mean: Σ x·m / (Σ m + 1e-8).
+func (d *Data) MaskedMean(x []float64) float64 {
+	var s, n float64
+	for i, m := range d.Mask {
+		if m != 0 {
+			s += x[i] * m
+			n += m
+		}
+	}
+	return s / (n + 1e-8)
+}
+
+// Registry maps mode names to Variants. NewRegistry returns one holding the
+// built-in modes; Register adds user variants. A Registry is safe for
+// concurrent use.
+type Registry struct {
+	mu       sync.RWMutex
+	variants map[string]Variant
+}
+
+// NewRegistry returns a registry holding the built-in modes: vanilla, gspo,
+// cispo, gpg, sapo and geo_mean.
+func NewRegistry() *Registry {
+	return &Registry{variants: builtins()}
+}
+
+// Register adds v under name. It fails if name is empty or taken, or if
+// v.Build is nil; names cannot be re-registered, so a compiled graph cached
+// under a name always belongs to the variant registered there.
+func (r *Registry) Register(name string, v Variant) error {
+	if name == "" {
+		return fmt.Errorf("loss: Register: empty name: %w", ErrConfig)
+	}
+	if v.Build == nil {
+		return fmt.Errorf("loss: Register(%q): Variant.Build is nil: %w", name, ErrConfig)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.variants[name]; ok {
+		return fmt.Errorf("loss: Register(%q): name already registered: %w", name, ErrConfig)
+	}
+	r.variants[name] = v
+	return nil
+}
+
+// Lookup returns the variant registered under name.
+func (r *Registry) Lookup(name string) (Variant, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	v, ok := r.variants[name]
+	return v, ok
+}
+
+// Names returns the registered names in sorted order.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.variants))
+	for n := range r.variants {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// aggWeights fills w with the per-token weights W such that verl's
+// agg_loss(L, mask, agg) = Σ W·L (verl/trainer/ppo/core_algos.py, agg_loss,
+// single data-parallel rank):
+//
+//	token-mean:              m / Σm
+//	seq-mean-token-sum:      m / S
+//	seq-mean-token-sum-norm: m / S / divisor   (divisor = loss_scale_factor, default T)
+//	seq-mean-token-mean:     m / (n_b + 1e-8) / S
+//
+// where n_b is row b's token count and S the number of rows with n_b > 0
+// (verl excludes fully masked rows). When Σm or S is 0 verl returns a zero
+// loss, and so do all-zero weights.
+func aggWeights(w []float64, agg string, mask, count []float64, cols int, divisor float64) {
+	var total, seqs float64
+	for _, n := range count {
+		total += n
+		if n > 0 {
+			seqs++
+		}
+	}
+	for i := range w {
+		w[i] = 0
+	}
+	if total == 0 {
+		return
+	}
+	for b, n := range count {
+		var rw float64
+		switch agg {
+		case AggTokenMean:
+			rw = 1 / total
+		case AggSeqMeanTokenSum:
+			rw = 1 / seqs
+		case AggSeqMeanTokenSumNorm:
+			rw = 1 / seqs / divisor
+		case AggSeqMeanTokenMean:
+			rw = 1 / (n + 1e-8) / seqs
+		}
+		row := w[b*cols : (b+1)*cols]
+		for t := range row {
+			row[t] = mask[b*cols+t] * rw
+		}
+	}
+}
