@@ -3,6 +3,32 @@
 // tool, DAPO overlong shaping, format and tool-use shaping, and routing by
 // data source with bounded parallelism and per-item deadlines.
 //
+// The contract is Func: func(ctx, Input) (Output, error). Input carries the
+// response, the ground truth, data_source, extra info, the trajectory's
+// turns, tool calls and tool rewards, and its token counts; Output carries
+// Score, Acc, Pred (the extracted answer, for maj@k), a Reason and named
+// Parts. A Func returns an error only when it cannot score at all; every
+// verdict about the response is an Output.
+//
+// Math: MathVerify and MathFunc. Answers are extracted from the last
+// \boxed{} (or answer phrases, a bold final line, and optional fallbacks),
+// parsed by reward/internal/mathexpr into expression trees and compared by
+// exact arithmetic over ℚ with radicals, i, π, e and symbols, then by
+// numeric evaluation where transcendental functions leave exactness
+// undecided, with structural rules for sets, tuples, intervals, matrices
+// and relations. Rounded decimals never match exact irrational or repeating
+// values. Every check is bounded in time, size and depth.
+//
+// Code: CodeFunc runs the last Python code block against stdin/stdout or
+// call-based tests through any tool.Tool executor; the executor contract
+// (arguments {"code": program}, stdout and stderr in Result.Content,
+// "timed_out" and "exit_code" in Result.Metadata) is documented in code.go.
+//
+// Shaping and composition: WithOverlong (DAPO), WithToolBonus
+// (Open-AgentRL), WithToolRewards, FormatFunc, Router (verl's routing by
+// data_source), Combine (weighted parts) and Batch (errgroup with a limit
+// and per-item deadlines).
+//
 // reward may import tool; it must not import rollout, policy, advantage,
 // loss or the root package.
 package reward

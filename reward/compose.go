@@ -1,0 +1,224 @@
+package reward
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Kinds of data source.
+const (
+	KindMath = "math"
+	KindCode = "code"
+)
+
+// SourceKind classifies a data_source name the way verl's
+// default_compute_score (verl/utils/reward_score/__init__.py) routes it:
+// GSM8K, MATH, DAPO-Math, AIME, AMC and Numina sets are math; CodeContests,
+// APPS, Codeforces, TACO and LiveCodeBench are code. It returns "" for
+// anything else.
+func SourceKind(dataSource string) string {
+	s := strings.ToLower(dataSource)
+	switch s {
+	case "openai/gsm8k", "lighteval/math", "digitallearninggmbh/math-lighteval", "huggingfaceh4/math-500",
+		"math_dapo", "math", "math_dapo_reasoning", "deepscaler", "gsm8k":
+		return KindMath
+	case "codecontests", "apps", "codeforces", "taco":
+		return KindCode
+	}
+	for _, p := range []string{"aime", "amc", "numina_", "math", "gsm8k", "olympiad", "deepscaler"} {
+		if strings.HasPrefix(s, p) {
+			return KindMath
+		}
+	}
+	for _, p := range []string{"livecodebench", "lcb", "code", "apps", "taco", "leetcode", "humaneval", "mbpp", "primeintellect"} {
+		if strings.HasPrefix(s, p) {
+			return KindCode
+		}
+	}
+	return ""
+}
+
+// Router picks a reward function by Input.DataSource: an exact entry in
+// Sources first, then the kind from SourceKind, then Default.
+type Router struct {
+	// Sources maps exact data_source names to functions.
+	Sources map[string]Func
+	// Math and Code score the sources that SourceKind classifies.
+	Math, Code Func
+	// Default scores everything else; nil makes unknown sources an error.
+	Default Func
+}
+
+// Func returns the routing reward function.
+func (r Router) Func() Func {
+	return func(ctx context.Context, in Input) (Output, error) {
+		if f, ok := r.Sources[in.DataSource]; ok && f != nil {
+			return f(ctx, in)
+		}
+		switch SourceKind(in.DataSource) {
+		case KindMath:
+			if r.Math != nil {
+				return r.Math(ctx, in)
+			}
+		case KindCode:
+			if r.Code != nil {
+				return r.Code(ctx, in)
+			}
+		}
+		if r.Default != nil {
+			return r.Default(ctx, in)
+		}
+		return Output{}, fmt.Errorf("%w %q", ErrUnknownSource, in.DataSource)
+	}
+}
+
+// Part is one weighted component of a combined reward.
+type Part struct {
+	// Name keys the component in Output.Parts.
+	Name string
+	// Weight multiplies the component's score.
+	Weight float64
+	// Func computes the component.
+	Func Func
+}
+
+// Combine returns a Func whose score is Σ weight·score over parts. Acc and
+// Pred come from the first part (the task reward); each part's weighted
+// score is recorded in Parts under its name, and the reasons are joined.
+func Combine(parts ...Part) (Func, error) {
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("%w: Combine needs at least one part", ErrConfig)
+	}
+	seen := map[string]bool{}
+	for i, p := range parts {
+		switch {
+		case p.Func == nil:
+			return nil, fmt.Errorf("%w: part %d (%q) has no Func", ErrConfig, i, p.Name)
+		case p.Name == "" || seen[p.Name]:
+			return nil, fmt.Errorf("%w: part %d needs a unique name, got %q", ErrConfig, i, p.Name)
+		case math.IsNaN(p.Weight) || math.IsInf(p.Weight, 0):
+			return nil, fmt.Errorf("%w: part %q weight %g", ErrConfig, p.Name, p.Weight)
+		}
+		seen[p.Name] = true
+	}
+	return func(ctx context.Context, in Input) (Output, error) {
+		var out Output
+		reasons := make([]string, 0, len(parts))
+		for i, p := range parts {
+			o, err := p.Func(ctx, in)
+			if err != nil {
+				return Output{}, fmt.Errorf("reward: part %q: %w", p.Name, err)
+			}
+			v := p.Weight * o.Score
+			out.Score += v
+			out.addPart(p.Name, v)
+			for k, sub := range o.Parts {
+				out.addPart(p.Name+"/"+k, p.Weight*sub)
+			}
+			if i == 0 {
+				out.Acc, out.Pred = o.Acc, o.Pred
+			}
+			reasons = append(reasons, p.Name+": "+o.Reason)
+		}
+		out.Reason = strings.Join(reasons, "; ")
+		return out, nil
+	}, nil
+}
+
+// BatchOptions configures Batch.
+type BatchOptions struct {
+	// Limit bounds the items scored at once; zero means 8.
+	Limit int
+	// ItemTimeout bounds one item; zero means 60 s. An item that runs out
+	// of time gets TimeoutScore and a Reason, and the batch goes on.
+	ItemTimeout time.Duration
+	// TimeoutScore is the score of an item that ran out of time.
+	TimeoutScore float64
+}
+
+// Batch scores inputs with f, at most opts.Limit at a time, each under its
+// own deadline. The outputs are in input order. An item that exceeds its
+// deadline is scored opts.TimeoutScore with a Reason, even if f ignores its
+// context (its goroutine is then left to finish on its own). Any other error
+// from f stops the batch and is returned with the item's index.
+func Batch(ctx context.Context, f Func, inputs []Input, opts BatchOptions) ([]Output, error) {
+	if f == nil {
+		return nil, fmt.Errorf("%w: Batch needs a Func", ErrConfig)
+	}
+	if opts.Limit < 0 || opts.ItemTimeout < 0 {
+		return nil, fmt.Errorf("%w: BatchOptions has a negative limit", ErrConfig)
+	}
+	if opts.Limit == 0 {
+		opts.Limit = 8
+	}
+	if opts.ItemTimeout == 0 {
+		opts.ItemTimeout = 60 * time.Second
+	}
+	outs := make([]Output, len(inputs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(opts.Limit)
+	for i := range inputs {
+		g.Go(func() error {
+			o, err := scoreOne(gctx, f, inputs[i], opts)
+			if err != nil {
+				return fmt.Errorf("reward: item %d: %w", i, err)
+			}
+			outs[i] = o
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return outs, nil
+}
+
+type scored struct {
+	out Output
+	err error
+}
+
+func scoreOne(ctx context.Context, f Func, in Input, opts BatchOptions) (Output, error) {
+	if err := ctx.Err(); err != nil {
+		return Output{}, err
+	}
+	ictx, cancel := context.WithTimeout(ctx, opts.ItemTimeout)
+	defer cancel()
+	done := make(chan scored, 1)
+	go func() {
+		o, err := safeCall(ictx, f, in)
+		done <- scored{o, err}
+	}()
+	timedOut := func() (Output, error) {
+		if err := ctx.Err(); err != nil {
+			return Output{}, err // the batch itself was cancelled
+		}
+		return Output{Score: opts.TimeoutScore, Reason: fmt.Sprintf("reward timed out after %v", opts.ItemTimeout)}, nil
+	}
+	select {
+	case r := <-done:
+		if r.err != nil && errors.Is(r.err, context.DeadlineExceeded) && ictx.Err() != nil {
+			return timedOut()
+		}
+		return r.out, r.err
+	case <-ictx.Done():
+		return timedOut()
+	}
+}
+
+// safeCall turns a panic in a user-supplied Func into an error, so that
+// one bad scorer cannot take the trainer down.
+func safeCall(ctx context.Context, f Func, in Input) (out Output, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("reward function panicked: %v", r)
+		}
+	}()
+	return f(ctx, in)
+}
