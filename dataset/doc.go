@@ -4,6 +4,37 @@
 // deterministic per-epoch shuffling with a resumable position and DAPO's
 // dynamic sampling.
 //
+// Prompt sets: OpenParquet and OpenJSONL (or Open, by extension, and Load
+// for several files) yield Examples in verl's layout — prompt, data_source,
+// ability, reward_model {ground_truth, style}, extra_info — with every other
+// field kept. Parquet files are read row group by row group through
+// github.com/parquet-go/parquet-go (behind recover: it panics on some
+// corrupt files), and rows are assembled from their repetition and
+// definition levels here. Ground truths come as a
+// string, a number, a list or an object (GroundTruth); code tests, in any of
+// the layouts verl and Open-AgentRL use, come from Example.Tests.
+//
+// Generic values (extra fields, extra_info, object ground truths) follow one
+// model whatever the source format: nil, bool, int64, float64, string,
+// []any and map[string]any. Parquet integers of every width become int64
+// (unsigned ones above MaxInt64 are an error), float32 becomes float64, byte
+// arrays become strings, timestamps RFC 3339 strings, dates YYYY-MM-DD,
+// integer decimals float64, UUIDs their canonical text; LIST and MAP columns
+// (and the legacy list layouts) become lists and maps. JSON numbers become
+// int64 when they are integers that fit, float64 otherwise. A parquet struct column gives every row all of its keys (nil
+// where a row had none), as pyarrow does.
+//
+// Errors name the file, the row (and line, for JSONL) and the field, and
+// wrap ErrMalformed (bad row content) or ErrCorruptFile (a file that cannot
+// be decoded).
+//
+// Sampling: Sampler yields batches of indices in a per-epoch order fixed by a
+// seed through a documented algorithm (see Permutation), and saves and
+// restores its position (SamplerState, JSON). GroupFilter implements DAPO's
+// dynamic sampling (verl's algorithm.filter_groups) over any trajectory type.
+//
+// SFT conversations (token ids and loss masks) are not implemented yet.
+//
 // dataset may import policy/tokenizer; it must not import rollout, reward,
 // advantage, loss or the root package.
 package dataset
