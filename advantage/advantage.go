@@ -9,17 +9,43 @@ import (
 
 // Names of the built-in estimators, as verl spells them in
 // algorithm.adv_estimator (verl/trainer/ppo/core_algos.py, AdvantageEstimator).
+// r_i is trajectory i's total reward, g its group; advantages are broadcast
+// over the mask-1 tokens and 0 on mask-0 tokens.
 const (
-	GRPO                      = "grpo"
-	DrGRPO                    = "drgrpo"
-	RLOO                      = "rloo"
-	ReinforcePlusPlus         = "reinforce_plus_plus"
+	// GRPO: (r_i − mean_g)/(std_g + ε), unbiased std; r_i − mean_g when
+	// Config.NormByStd is false; a group of one has mean 0, std 1
+	// (compute_grpo_outcome_advantage).
+	GRPO = "grpo"
+	// DrGRPO: r_i − mean_g, GRPO without the std (Liu et al. 2025,
+	// arXiv:2503.20783; verl's grpo with norm_adv_by_std_in_grpo=False).
+	DrGRPO = "drgrpo"
+	// RLOO: r_i minus the mean of the other scores of its group
+	// (compute_rloo_outcome_advantage).
+	RLOO = "rloo"
+	// ReinforcePlusPlus: the discounted return G_t over mask-1 tokens,
+	// carried undiscounted through tool-output tokens (verl PR #7300),
+	// whitened over the batch (compute_reinforce_plus_plus_outcome_advantage).
+	ReinforcePlusPlus = "reinforce_plus_plus"
+	// ReinforcePlusPlusBaseline: r_i − mean_g, whitened over the mask-1
+	// tokens of the batch
+	// (compute_reinforce_plus_plus_baseline_outcome_advantage).
 	ReinforcePlusPlusBaseline = "reinforce_plus_plus_baseline"
-	GPG                       = "gpg"
-	OPO                       = "opo"
-	ReMax                     = "remax"
-	GRPOPassK                 = "grpo_passk"
-	GAE                       = "gae"
+	// GPG: (B/#{r ≠ 0})·(r_i − mean_g) (compute_gpg_outcome_advantage).
+	GPG = "gpg"
+	// OPO: r_i minus the length-weighted group mean
+	// (compute_opo_outcome_advantage).
+	OPO = "opo"
+	// ReMax: the reward-to-go minus the greedy response's score,
+	// Input.BaselineScores (compute_remax_outcome_advantage).
+	ReMax = "remax"
+	// GRPOPassK: the best trajectory of each group gets r_max − r_second
+	// (over std_g + ε when Config.NormByStd), the others 0
+	// (compute_grpo_passk_outcome_advantage).
+	GRPOPassK = "grpo_passk"
+	// GAE: generalized advantage estimation with the critic's
+	// Input.Values, skipping tool-output tokens, whitened over the batch;
+	// Returns are Â + V (compute_gae_advantage_return).
+	GAE = "gae"
 )
 
 // Input is one batch of trajectories. Mask fixes the shape: len(Mask) is the
@@ -28,14 +54,21 @@ const (
 // field, where set, has exactly the shape of Mask, and every per-trajectory
 // field has length B.
 //
-// The reward of trajectory i is what verl calls token_level_rewards: Scores[i]
-// placed on the last token of row i whose mask is 1 (where verl's reward
-// managers put the outcome score), plus TokenRewards[i][t] on every token
-// (e.g. a KL penalty or process rewards). Outcome estimators use its sum over
-// the row, as verl sums token_level_rewards over the response; they count
-// Scores[i] even when row i has no mask-1 token (the trajectory was sampled
-// and scored, so it shapes its group's statistics, though it has no token to
-// train). Token-level estimators ignore rewards on mask-0 tokens.
+// The reward of trajectory i is what verl calls token_level_rewards:
+// Scores[i] placed on the last token of row i whose mask is 1, plus
+// TokenRewards[i][t] on every token (e.g. a KL penalty or process rewards).
+// Outcome estimators use its sum over the row, as verl sums
+// token_level_rewards over the response; they count Scores[i] even when row i
+// has no mask-1 token (the trajectory was sampled and scored, so it shapes
+// its group's statistics, though it has no token to train). Token-level
+// estimators ignore rewards on mask-0 tokens.
+//
+// verl's reward managers put the score on the last response token, which is
+// the last mask-1 token unless the response ends inside a tool output (a
+// truncated rollout); there verl's gae and (fixed) reinforce_plus_plus
+// never see the score, as it sits on a mask-0 token. Placing it on the last
+// mask-1 token instead is deliberate: the trajectory's own last action is
+// credited with its outcome.
 type Input struct {
 	// Scores holds one outcome score per trajectory. It may be nil only
 	// when TokenRewards is set (the scores are then taken as 0).
@@ -60,7 +93,8 @@ type Input struct {
 
 // Output holds per-token advantages and returns, in the shape of Mask.
 // Advantages are 0 wherever the mask is 0. Returns follow verl, including on
-// mask-0 tokens, where no loss reads them.
+// mask-0 tokens, where no loss reads them; reinforce_plus_plus's hold the
+// return carried through the tool output there.
 type Output struct {
 	Advantages [][]float32
 	Returns    [][]float32
@@ -259,7 +293,7 @@ func (r *Registry) Register(name string, e Estimator) error {
 	if name == "" {
 		return fmt.Errorf("advantage: %w", fieldErr("name", -1, -1, ErrInvalidValue, "estimator name is empty"))
 	}
-	if e == nil {
+	if f, isFunc := e.(EstimatorFunc); e == nil || isFunc && f == nil {
 		return fmt.Errorf("advantage: %w", fieldErr("name", -1, -1, ErrInvalidValue, "estimator %q is nil", name))
 	}
 	if _, dup := r.estimators[name]; dup {

@@ -21,8 +21,10 @@
 // Where this package departs from verl, on purpose, the doc comment of the
 // estimator says so: advantages are zeroed on mask-0 tokens for every
 // estimator (verl leaves gae and remax values there, which no loss reads),
-// and reinforce_plus_plus carries its return through tool-output tokens
-// instead of resetting it (verl issue #7278, fixed in verl PR #7300).
+// reinforce_plus_plus carries its return through tool-output tokens
+// instead of resetting it (verl issue #7278, fixed in verl PR #7300), and a
+// trajectory's score sits on its last mask-1 token even when its response
+// ends inside a tool output (see Input).
 //
 // advantage depends on nothing else in agentrl.
 package advantage

@@ -284,3 +284,25 @@ func TestComputeLeavesInputUnchanged(t *testing.T) {
 		require.Equal(t, before, in, name)
 	}
 }
+
+// Scores far beyond any real reward must not be silently whitened to 0:
+// with deviations of 1e200 the sum of squares (1e400) overflows float64,
+// but the std is still sqrt(2)·1e200. Group "a" = (1e200, −1e200): mean 0,
+// unbiased std sqrt((1e400 + 1e400)/1) = sqrt(2)·1e200, so grpo gives
+// ±1e200/(sqrt(2)·1e200 + 1e-6) = ±1/sqrt(2); grpo_passk gives the best
+// trajectory (r_max − r_2)/std = 2e200/(sqrt(2)·1e200) = sqrt(2).
+// reinforce_plus_plus_baseline: a = ±1e200 on one token each, μ = 0,
+// Bessel variance 2e400/1, A = ±1e200/(sqrt(2)·1e200) = ±1/sqrt(2).
+func TestHugeScoresKeepTheirStd(t *testing.T) {
+	in := Input{Scores: []float64{1e200, -1e200}, Groups: []string{"a", "a"}, Mask: [][]float32{{1}, {1}}}
+	h := 1 / math.Sqrt2
+	for name, want := range map[string][][]float64{
+		GRPO:                      {{h}, {-h}},
+		GRPOPassK:                 {{math.Sqrt2}, {0}},
+		ReinforcePlusPlusBaseline: {{h}, {-h}},
+	} {
+		out, err := Compute(name, in, Config{})
+		require.NoError(t, err, name)
+		assertRowsClose(t, name, want, out.Advantages)
+	}
+}

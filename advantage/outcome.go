@@ -90,14 +90,47 @@ func groupStd(s []float64, g grouping) []float64 {
 		d := x - mean[g.of[i]]
 		ss[g.of[i]] += d * d
 	}
+	overflow := false
 	for k, n := range g.size {
-		if n == 1 {
+		switch {
+		case n == 1:
 			ss[k] = 1
-		} else {
+		case math.IsInf(ss[k], 1):
+			overflow = true
+		default:
 			ss[k] = math.Sqrt(ss[k] / float64(n-1))
 		}
 	}
+	if overflow {
+		rescaledStd(s, g, mean, ss)
+	}
 	return ss
+}
+
+// rescaledStd recomputes the std of the groups whose sum of squares
+// overflowed float64 (deviations beyond about 1e154), scaled by the group's
+// largest deviation, so that the std stays finite and exact instead of
+// +Inf, which would silently turn every advantage of the group into 0. std
+// holds +Inf for those groups on entry and their std on return.
+func rescaledStd(s []float64, g grouping, mean, std []float64) {
+	scale := make([]float64, len(g.size))
+	for i, x := range s {
+		if k := g.of[i]; math.IsInf(std[k], 1) {
+			scale[k] = max(scale[k], math.Abs(x-mean[k]))
+		}
+	}
+	ss := make([]float64, len(g.size))
+	for i, x := range s {
+		if k := g.of[i]; math.IsInf(std[k], 1) {
+			d := (x - mean[k]) / scale[k]
+			ss[k] += d * d
+		}
+	}
+	for k, n := range g.size {
+		if math.IsInf(std[k], 1) {
+			std[k] = scale[k] * math.Sqrt(ss[k]/float64(n-1))
+		}
+	}
 }
 
 // grpo is verl's compute_grpo_outcome_advantage
@@ -193,10 +226,32 @@ func reinforcePlusPlusBaseline(in Input, _ Config) (Output, error) {
 	mu := sum / total
 	var ss float64
 	for i := range a {
+		if n[i] == 0 {
+			continue // no token: weight 0, and 0·Inf would be NaN
+		}
 		d := a[i] - mu
 		ss += n[i] * d * d
 	}
 	inv := 1 / math.Sqrt(ss/(total-1)+whitenEps)
+	if math.IsInf(ss, 1) {
+		// Deviations beyond about 1e154 overflow the sum of squares; scale
+		// them by the largest one rather than whiten everything to 0.
+		var scale float64
+		for i := range a {
+			if n[i] > 0 {
+				scale = max(scale, math.Abs(a[i]-mu))
+			}
+		}
+		ss = 0
+		for i := range a {
+			if n[i] == 0 {
+				continue
+			}
+			d := (a[i] - mu) / scale
+			ss += n[i] * d * d
+		}
+		inv = 1 / (scale * math.Sqrt(ss/(total-1)+whitenEps/(scale*scale)))
+	}
 	for i := range a {
 		a[i] = (a[i] - mu) * inv
 	}

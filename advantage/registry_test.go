@@ -69,6 +69,8 @@ func TestRegistryRegisterErrors(t *testing.T) {
 	assert.ErrorIs(t, r.Register(GRPO, constEstimator(1)), ErrDuplicateName)
 	assert.ErrorIs(t, r.Register("", constEstimator(1)), ErrInvalidValue)
 	assert.ErrorIs(t, r.Register("nil", nil), ErrInvalidValue)
+	// a nil EstimatorFunc is a non-nil interface that would panic when called
+	assert.ErrorIs(t, r.Register("nil-func", EstimatorFunc(nil)), ErrInvalidValue)
 	require.NoError(t, r.Register("once", constEstimator(1)))
 	assert.ErrorIs(t, r.Register("once", constEstimator(1)), ErrDuplicateName)
 

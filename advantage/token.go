@@ -60,7 +60,9 @@ func (r rewardRow) at(t int) float64 {
 // Older verl releases reset the running return at every mask-0 token, which
 // on multi-turn trajectories cut the outcome reward off from all turns but
 // the last (verl issue #7278); this follows the fix (verl PR #7300) and
-// carries G through tool-output tokens, as gae does.
+// carries G through tool-output tokens undiscounted, as gae does. Returns
+// on a mask-0 token hold the G carried through it; no loss reads them
+// there.
 func reinforcePlusPlus(in Input, cfg Config) (Output, error) {
 	gamma := cfg.gamma()
 	out, _, _ := newOutput(in.Mask)

@@ -48,6 +48,10 @@ func (b Batch) dims() (rows, cols int, err error) {
 			}
 			continue
 		}
+		if f.t.Dtype().Type == nil {
+			// A zero tensor.Dense has no dtype; printing it would panic.
+			return 0, 0, fmt.Errorf("loss: Batch.%s is an uninitialised tensor.Dense (no dtype, no data): %w", f.name, ErrShape)
+		}
 		if f.t.Dtype() != tensor.Float32 {
 			return 0, 0, fmt.Errorf("loss: Batch.%s has dtype %v, want float32: %w", f.name, f.t.Dtype(), ErrShape)
 		}

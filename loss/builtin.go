@@ -150,7 +150,7 @@ func metricsVanilla(d *Data) map[string]float64 {
 	// and r < 1−ε_low; the dual clip binds iff A < 0 and max(r, 1−ε_low) > c,
 	// that is r > c as c > 1. Comparing δ with log-thresholds saves an exp
 	// per token.
-	logHi, logLo, logC := math.Log(1+cfg.ClipHigh), math.Log(1-cfg.ClipLow), math.Log(cfg.ClipC)
+	logHi, logLo, logC := math.Log(1+cfg.ClipHigh), logLowerBound(cfg.ClipLow), math.Log(cfg.ClipC)
 	var m means
 	for i, mk := range d.Mask {
 		if mk == 0 {
@@ -190,7 +190,7 @@ func metricsGSPO(d *Data) map[string]float64 {
 
 func metricsCISPO(d *Data) map[string]float64 {
 	cfg := d.Config
-	logHi, logLo := math.Log(1+cfg.ClipHigh), math.Log(1-cfg.ClipLow)
+	logHi, logLo := math.Log(1+cfg.ClipHigh), logLowerBound(cfg.ClipLow)
 	var m means
 	for i, mk := range d.Mask {
 		if mk == 0 {
@@ -205,6 +205,8 @@ func metricsCISPO(d *Data) map[string]float64 {
 
 // metricsPlain serves gpg and sapo, which clip nothing; ppo_kl is
 // masked_mean(−clamp(logπ − logπ_old, ±20)) as in compute_policy_loss_sapo.
+// verl's compute_policy_loss_gpg reports no metrics at all; gpg reports the
+// same three here so that every mode fills the same keys.
 func metricsPlain(d *Data) map[string]float64 {
 	var m means
 	for i, mk := range d.Mask {
@@ -227,6 +229,15 @@ func metricsGeoMean(d *Data) map[string]float64 {
 		m.add(b2f(clipped && d.Advantages[i] > 0), b2f(clipped && d.Advantages[i] < 0), -delta)
 	}
 	return map[string]float64{"pg_clipfrac": m.mean(0), "pg_clipfrac_lower": m.mean(1), "ppo_kl": m.mean(2)}
+}
+
+// logLowerBound is log(1 − clipLow), the log-ratio below which the lower
+// clip binds, or −Inf when clipLow ≥ 1 leaves the ratio unbounded below.
+func logLowerBound(clipLow float64) float64 {
+	if clipLow >= 1 {
+		return math.Inf(-1)
+	}
+	return math.Log(1 - clipLow)
 }
 
 func clampF(x, lo, hi float64) float64 { return math.Min(math.Max(x, lo), hi) }

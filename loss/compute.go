@@ -32,9 +32,10 @@ type Result struct {
 // and compiles a fresh gorgonia graph on every call; a Computer caches
 // compiled graphs and is the faster choice for repeated calls.
 //
-// Fully masked rows are left out of the sequence means, and a batch whose
-// mask is all zero gives a zero loss and zero gradients, as verl's agg_loss
-// does; neither produces NaN. Invalid configurations and batches return an
+// Fully masked rows are left out of the sequence means, as verl's agg_loss
+// leaves them out, and a batch whose mask is all zero gives a zero loss and
+// zero gradients, where verl's agg_loss on a single rank divides 0 by 0;
+// neither produces NaN. Invalid configurations and batches return an
 // error wrapping one of the package's sentinel errors.
 func Compute(cfg Config, b Batch) (Result, error) {
 	return NewComputer(nil, WithCacheSize(0)).Compute(cfg, b)
@@ -56,6 +57,7 @@ func WithCacheSize(n int) Option {
 // for each (Config, B, T, optional inputs present), so that repeated calls
 // with the same shapes only bind new values and rerun the tape. It is safe
 // for concurrent use; calls that share a cached graph run one at a time.
+// The zero value runs the built-in modes without caching, like Compute.
 type Computer struct {
 	reg   *Registry
 	size  int
@@ -108,6 +110,9 @@ type compiled struct {
 
 // Compute evaluates cfg's objective on b. See the package function Compute.
 func (c *Computer) Compute(cfg Config, b Batch) (res Result, err error) {
+	if c == nil {
+		return Result{}, fmt.Errorf("loss: Compute on a nil *Computer (use NewComputer): %w", ErrConfig)
+	}
 	ncfg, err := cfg.normalized()
 	if err != nil {
 		return Result{}, err
@@ -145,6 +150,9 @@ func (c *Computer) Compute(cfg Config, b Batch) (res Result, err error) {
 // Compute(cfg, at).Loss. base and at must have the same shape and the same
 // optional inputs.
 func (c *Computer) Surrogate(cfg Config, base, at Batch) (value float64, err error) {
+	if c == nil {
+		return 0, fmt.Errorf("loss: Surrogate on a nil *Computer (use NewComputer): %w", ErrConfig)
+	}
 	ncfg, err := cfg.normalized()
 	if err != nil {
 		return 0, err

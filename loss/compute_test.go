@@ -268,6 +268,10 @@ func TestValidation(t *testing.T) {
 		{"float64", handCfg, withB(func(b *loss.Batch) {
 			b.OldLogProbs = tensor.New(tensor.WithShape(2, 3), tensor.WithBacking(make([]float64, 6)))
 		}), loss.ErrShape, "dtype float64"},
+		{"zero tensor.Dense", handCfg, withB(func(b *loss.Batch) { b.Advantages = &tensor.Dense{} }), loss.ErrShape,
+			"loss: Batch.Advantages is an uninitialised tensor.Dense"},
+		{"zero optional tensor.Dense", handCfg, withB(func(b *loss.Batch) { b.Entropy = &tensor.Dense{} }), loss.ErrShape,
+			"loss: Batch.Entropy is an uninitialised tensor.Dense"},
 		{"empty batch", handCfg, loss.Batch{LogProbs: mat(0, 3), OldLogProbs: mat(0, 3), Advantages: mat(0, 3), Mask: mat(0, 3)}, loss.ErrEmptyBatch, "Batch.LogProbs"},
 		{"zero-length rows", handCfg, loss.Batch{LogProbs: mat(2, 0), OldLogProbs: mat(2, 0), Advantages: mat(2, 0), Mask: mat(2, 0)}, loss.ErrEmptyBatch, "Batch.LogProbs"},
 		{"NaN", handCfg, withB(func(b *loss.Batch) { b.OldLogProbs.Float32s()[5] = nan }), loss.ErrNonFinite, "Batch.OldLogProbs[1,2] = NaN"},
@@ -278,7 +282,7 @@ func TestValidation(t *testing.T) {
 		{"unknown agg", loss.Config{Agg: "token-sum"}, handBatch(), loss.ErrUnknownName, `Config.Agg "token-sum"`},
 		{"unknown kl", loss.Config{KLType: "k4"}, handBatch(), loss.ErrUnknownName, `Config.KLType "k4"`},
 		{"dual-clip bound", loss.Config{ClipC: 0.5}, handBatch(), loss.ErrConfig, "Config.ClipC"},
-		{"clip low", loss.Config{ClipLow: 1.5}, handBatch(), loss.ErrConfig, "Config.ClipLow"},
+		{"clip low", loss.Config{ClipLow: -0.1}, handBatch(), loss.ErrConfig, "Config.ClipLow"},
 		{"NaN coefficient", loss.Config{EntropyCoef: math.NaN()}, handBatch(), loss.ErrConfig, "Config.EntropyCoef"},
 		{"negative KL coef", loss.Config{KLCoef: -1}, handBatch(), loss.ErrConfig, "Config.KLCoef"},
 		{"KL without ref", loss.Config{KLCoef: 0.1}, handBatch(), loss.ErrMissing, "Batch.RefLogProbs"},
@@ -425,4 +429,76 @@ func TestKLAtReferencePolicy(t *testing.T) {
 		g := dkl / 4
 		assert.InDeltaSlice(t, []float64{-0.25 + g, g, g, g, 0, 0}, grads(r), 1e-7, kl)
 	}
+}
+
+// ClipLow ≥ 1 removes the lower bound on the ratio, as MiniMax-M1 runs
+// CISPO ("ε_low set to a large value"); verl takes any clip_ratio_low.
+func TestClipLowAboveOneRemovesLowerBound(t *testing.T) {
+	// CISPO, ε_low = 10 (bounds [−9, 1.28]), token-mean over 3 tokens:
+	//	δ = (−1, 0.5, 0), r = (e^−1 ≈ 0.367879, 1.648721, 1), A = 1
+	//	w = sg(clip(r)) = (0.367879, 1.28, 1): only token 1 is clipped
+	//	L = −w·A·logπ = (0.735759, 0.64, 1), mean 2.375759/3 = 0.791920
+	//	dL/dlogπ = −w·A/3 = (−0.122626, −0.426667, −0.333333)
+	// With the default ε_low = 0.2, token 0 would get w = 0.8 instead.
+	b := loss.Batch{LogProbs: mat(1, 3, -2, -0.5, -1), OldLogProbs: mat(1, 3, -1, -1, -1),
+		Advantages: mat(1, 3, 1, 1, 1), Mask: mat(1, 3, 1, 1, 1)}
+	r, err := loss.Compute(loss.Config{Mode: loss.ModeCISPO, ClipLow: 10, ClipHigh: 0.28}, b)
+	require.NoError(t, err)
+	e1 := math.Exp(-1)
+	assert.InDelta(t, (2*e1+0.64+1)/3, r.Loss, 1e-6)
+	assert.InDeltaSlice(t, []float64{-e1 / 3, -1.28 / 3, -1.0 / 3}, grads(r), 1e-6)
+	assert.InDelta(t, 1.0/3, r.Metrics["pg_clipfrac"], 1e-7)
+
+	// vanilla, ε_low = 1.5: a token with r = e^−1 and A = −1 is not clipped
+	// from below (the lower bound 1 − 1.5 is negative), so
+	// L = −A·r = e^−1 and dL/dlogπ = −A·r = e^−1; pg_clipfrac 0.
+	b = loss.Batch{LogProbs: mat(1, 1, -2), OldLogProbs: mat(1, 1, -1), Advantages: mat(1, 1, -1), Mask: mat(1, 1, 1)}
+	r, err = loss.Compute(loss.Config{ClipLow: 1.5, ClipHigh: 0.28, ClipC: 10}, b)
+	require.NoError(t, err)
+	assert.InDelta(t, e1, r.Loss, 1e-6)
+	assert.InDeltaSlice(t, []float64{e1}, grads(r), 1e-6)
+	assert.Zero(t, r.Metrics["pg_clipfrac"])
+}
+
+// Zero values are usable and nil receivers fail with an error, never a
+// panic: a zero Registry resolves the built-ins and accepts Register, a
+// nil *Registry resolves the built-ins only, a zero Computer computes
+// without caching, a nil *Computer reports ErrConfig.
+func TestZeroValuesAndNilReceivers(t *testing.T) {
+	gpg := loss.Variant{Build: func(in *loss.Inputs) (loss.Term, error) {
+		pt, err := gorgonia.HadamardProd(in.LogProbs, in.Advantages)
+		if err != nil {
+			return loss.Term{}, err
+		}
+		pt, err = gorgonia.Neg(pt)
+		return loss.Term{PerToken: pt}, err
+	}}
+
+	var zero loss.Registry
+	_, ok := zero.Lookup(loss.ModeVanilla)
+	assert.True(t, ok)
+	require.NoError(t, zero.Register("mine", gpg))
+	assert.Equal(t, []string{"cispo", "geo_mean", "gpg", "gspo", "mine", "sapo", "vanilla"}, zero.Names())
+	assert.ErrorIs(t, zero.Register("vanilla", gpg), loss.ErrConfig)
+
+	var nilReg *loss.Registry
+	_, ok = nilReg.Lookup(loss.ModeGSPO)
+	assert.True(t, ok)
+	assert.Equal(t, []string{"cispo", "geo_mean", "gpg", "gspo", "sapo", "vanilla"}, nilReg.Names())
+	assert.ErrorIs(t, nilReg.Register("mine", gpg), loss.ErrConfig)
+
+	// the hand batch under handCfg, token-mean: 0.06 (see TestVanillaByHand)
+	var c loss.Computer
+	r, err := c.Compute(handCfg, handBatch())
+	require.NoError(t, err)
+	assert.InDelta(t, 0.06, r.Loss, 1e-6)
+	v, err := c.Surrogate(handCfg, handBatch(), handBatch())
+	require.NoError(t, err)
+	assert.InDelta(t, 0.06, v, 1e-6)
+
+	var nilC *loss.Computer
+	_, err = nilC.Compute(handCfg, handBatch())
+	assert.ErrorIs(t, err, loss.ErrConfig)
+	_, err = nilC.Surrogate(handCfg, handBatch(), handBatch())
+	assert.ErrorIs(t, err, loss.ErrConfig)
 }

@@ -52,12 +52,23 @@ const (
 // callers can branch with errors.Is; the message names the field and, for
 // data errors, the position.
 var (
-	ErrConfig      = errors.New("invalid loss config")
-	ErrShape       = errors.New("shape mismatch")
-	ErrNonFinite   = errors.New("non-finite value")
-	ErrEmptyBatch  = errors.New("empty batch")
-	ErrMissing     = errors.New("missing input")
-	ErrMaskValue   = errors.New("mask value is neither 0 nor 1")
+	// ErrConfig: a Config value is out of its domain, a Register call is
+	// invalid, or a variant's expression could not be built or run.
+	ErrConfig = errors.New("invalid loss config")
+	// ErrShape: a Batch tensor is not a [B,T] float32 tensor of the
+	// batch's shape in host memory, or a variant returned a wrong shape.
+	ErrShape = errors.New("shape mismatch")
+	// ErrNonFinite: an input is NaN or ±Inf, or the loss, a metric or a
+	// gradient overflowed.
+	ErrNonFinite = errors.New("non-finite value")
+	// ErrEmptyBatch: B or T is 0.
+	ErrEmptyBatch = errors.New("empty batch")
+	// ErrMissing: a required Batch tensor is nil, or a Config term needs
+	// an optional one that is nil.
+	ErrMissing = errors.New("missing input")
+	// ErrMaskValue: a Mask entry is neither 0 nor 1.
+	ErrMaskValue = errors.New("mask value is neither 0 nor 1")
+	// ErrUnknownName: Mode, Agg or KLType names nothing known.
 	ErrUnknownName = errors.New("unknown name")
 )
 
@@ -73,7 +84,9 @@ type Config struct {
 	// ClipLow and ClipHigh bound the importance ratio to
 	// [1−ClipLow, 1+ClipHigh] (verl clip_ratio_low / clip_ratio_high;
 	// decoupled bounds are DAPO's clip-higher). geo_mean applies them to the
-	// log-ratio, as verl does. Zero means DefaultClip.
+	// log-ratio, as verl does. Zero means DefaultClip. ClipLow ≥ 1 leaves
+	// the ratio without a lower bound, as verl allows: MiniMax-M1 runs
+	// CISPO that way ("ε_low set to a large value").
 	ClipLow, ClipHigh float64
 	// ClipC is the dual-clip bound applied where A < 0 (verl clip_ratio_c,
 	// Ye et al. 2019, arXiv:1912.09729); it must exceed 1. Zero means
@@ -86,7 +99,10 @@ type Config struct {
 	Agg string
 	// AggDivisor is the constant divisor of "seq-mean-token-sum-norm"
 	// (verl loss_scale_factor, Dr. GRPO's MAX_TOKENS). Zero means the
-	// batch's T.
+	// batch's T. The mode is the mean over non-empty rows of the row sums,
+	// divided by AggDivisor, as in current verl; releases before verl's
+	// global-batch agg_loss divided the plain sum over rows by T, without
+	// the mean over rows.
 	AggDivisor float64
 	// EntropyCoef weighs the entropy bonus: loss −= EntropyCoef·agg(H)
 	// (verl entropy_coeff; agg(H) is verl's compute_entropy_loss on the
@@ -102,6 +118,12 @@ type Config struct {
 	// the trainer's old log-probs and the rollout sampler's (verl
 	// tis_imp_ratio_cap; Yao et al., "Your efficient RL framework secretly
 	// brings you off-policy RL training"). Requires Batch.RolloutLogProbs.
+	// Two departures from verl's tis_imp_ratio_cap, both deliberate: the
+	// weight applies to every mode (verl applied that cap in vanilla only;
+	// its later rollout_is_weights apply to every loss, as here, with
+	// geo_mean taking the geometric mean per row), and old − rollout is
+	// clamped to ±20 before exp, as the policy ratio is, which changes the
+	// weight only where it is below e^−20.
 	TISCap float64
 	// TauPos and TauNeg are SAPO's gate temperatures for A > 0 and A ≤ 0
 	// (verl tau_pos, tau_neg). Zero means DefaultTauPos / DefaultTauNeg.
@@ -148,8 +170,8 @@ func (cfg Config) normalized() (Config, error) {
 		}
 	}
 	switch {
-	case cfg.ClipLow < 0 || cfg.ClipLow >= 1:
-		return cfg, fmt.Errorf("loss: Config.ClipLow = %v, want 0 < ClipLow < 1: %w", cfg.ClipLow, ErrConfig)
+	case cfg.ClipLow < 0:
+		return cfg, fmt.Errorf("loss: Config.ClipLow = %v, want > 0 (≥ 1 for no lower bound): %w", cfg.ClipLow, ErrConfig)
 	case cfg.ClipHigh < 0:
 		return cfg, fmt.Errorf("loss: Config.ClipHigh = %v, want > 0: %w", cfg.ClipHigh, ErrConfig)
 	case cfg.ClipC <= 1:

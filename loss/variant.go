@@ -85,10 +85,11 @@ func (d *Data) MaskedMean(x []float64) float64 {
 
 // Registry maps mode names to Variants. NewRegistry returns one holding the
 // built-in modes; Register adds user variants. A Registry is safe for
-// concurrent use.
+// concurrent use. The zero value is ready to use and, like a nil
+// *Registry, resolves the built-in modes; a nil *Registry cannot Register.
 type Registry struct {
 	mu       sync.RWMutex
-	variants map[string]Variant
+	variants map[string]Variant // nil until the first Register: the built-ins only
 }
 
 // NewRegistry returns a registry holding the built-in modes: vanilla, gspo,
@@ -101,6 +102,9 @@ func NewRegistry() *Registry {
 // v.Build is nil; names cannot be re-registered, so a compiled graph cached
 // under a name always belongs to the variant registered there.
 func (r *Registry) Register(name string, v Variant) error {
+	if r == nil {
+		return fmt.Errorf("loss: Register(%q) on a nil *Registry: %w", name, ErrConfig)
+	}
 	if name == "" {
 		return fmt.Errorf("loss: Register: empty name: %w", ErrConfig)
 	}
@@ -109,6 +113,9 @@ func (r *Registry) Register(name string, v Variant) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.variants == nil {
+		r.variants = builtins()
+	}
 	if _, ok := r.variants[name]; ok {
 		return fmt.Errorf("loss: Register(%q): name already registered: %w", name, ErrConfig)
 	}
@@ -118,18 +125,32 @@ func (r *Registry) Register(name string, v Variant) error {
 
 // Lookup returns the variant registered under name.
 func (r *Registry) Lookup(name string) (Variant, bool) {
+	if r == nil {
+		v, ok := builtins()[name]
+		return v, ok
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	v, ok := r.variants[name]
+	vs := r.variants
+	if vs == nil {
+		vs = builtins()
+	}
+	v, ok := vs[name]
 	return v, ok
 }
 
 // Names returns the registered names in sorted order.
 func (r *Registry) Names() []string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	names := make([]string, 0, len(r.variants))
-	for n := range r.variants {
+	vs := builtins()
+	if r != nil {
+		r.mu.RLock()
+		defer r.mu.RUnlock()
+		if r.variants != nil {
+			vs = r.variants
+		}
+	}
+	names := make([]string, 0, len(vs))
+	for n := range vs {
 		names = append(names, n)
 	}
 	sort.Strings(names)

@@ -10,5 +10,6 @@
 // that surrogate (loss.Computer.Surrogate) by finite differences, so it
 // applies to them too.
 //
-// losstest depends only on package loss and the standard library's testing.
+// losstest depends only on package loss, gorgonia.org/tensor (the Batch
+// type) and the standard library, testing included.
 package losstest

@@ -50,6 +50,16 @@ func TestBuiltinsPassAllChecks(t *testing.T) {
 	}
 }
 
+// ClipLow ≥ 1 (no lower bound on the ratio, MiniMax-M1's CISPO setting)
+// passes the same checks.
+func TestNoLowerBoundPassesAllChecks(t *testing.T) {
+	c := loss.NewComputer(nil)
+	for _, mode := range []string{loss.ModeCISPO, loss.ModeVanilla} {
+		cfg := loss.Config{Mode: mode, ClipLow: 10, ClipHigh: 0.28, ClipC: 10, KLCoef: 0.05}
+		t.Run(mode, func(t *testing.T) { losstest.CheckAll(t, c, cfg, loss.AggTokenMean) })
+	}
+}
+
 // The checks must be able to fail: each broken variant below violates
 // exactly the property one check guards.
 func TestChecksCatchBrokenVariants(t *testing.T) {
