@@ -8,5 +8,98 @@
 // no network, a private filesystem, resource limits and a wall-clock
 // timeout, and every failure of it comes back as a Result the model sees.
 //
+// # Tools and the registry
+//
+// A Tool has a name, an OpenAI function schema kept as ordered JSON (chat
+// templates render keys in the order given; FunctionSchema builds one), and
+// Call. Registry.Call checks the model's arguments against the schema
+// (required fields, types, enums, nested objects) before the tool runs, so
+// a malformed call becomes a failed Result that says what was wrong, never
+// a crash; a tool that panics is recovered too.
+//
+// # The code interpreter
+//
+// NewCodeInterpreter returns Open-AgentRL's code_interpreter tool: one
+// required string parameter "code"; a ```python fence around it is
+// unwrapped; the model reads stdout followed by stderr, cut to an
+// OutputBudget (characters, or tokens of any TokenCodec) keeping the head
+// and the tail around a marker. NewCodeInterpreterOn runs the same tool on
+// any Executor, such as the SandboxFusion client.
+//
+// # The local sandbox
+//
+// Sandbox keeps a warm pool of Python worker processes (worker.py, embedded
+// with go:embed). No Docker, no cgo and no re-exec of the Go binary are
+// needed, so the package works inside any program and any test binary:
+//
+//  1. Go starts `python3 -I -c <worker.py>` with clone flags for new user,
+//     mount, PID, network, IPC and UTS namespaces and uid/gid maps
+//     (syscall.SysProcAttr). The worker is PID 1 of its namespace.
+//  2. The worker builds the sandbox's file system itself, through ctypes
+//     calls to mount(2) and pivot_root(2), before it serves anything: a
+//     fresh tmpfs root holding read-only bind mounts of /usr, /bin, /lib*,
+//     a few files of /etc, the interpreter's prefix and module path and any
+//     SandboxConfig.ReadOnlyPaths; size-capped writable tmpfs at /work (the
+//     working directory), /tmp and /dev/shm; /dev/null and friends; a /proc
+//     of the namespace's own processes. The host root is detached, so
+//     /etc/shadow, /home, the host's /tmp and the project are simply absent.
+//     The network namespace has only a loopback interface, and it is down:
+//     every connect fails with ENETUNREACH at once.
+//  3. For each execution the worker forks. The child drops every privilege
+//     (when started by root it becomes nobody, mapped to the host's nobody,
+//     so that RLIMIT_NPROC applies; otherwise it clears its capabilities),
+//     sets no_new_privs, applies rlimits (CPU seconds, address space,
+//     processes, file size, open files, no core dumps) and runs the code
+//     with a fresh globals dict. The worker never runs model code, so
+//     nothing a snippet changes — globals, builtins, modules, environment —
+//     reaches the next call, and a crash kills only the child.
+//  4. The worker reads the child's stdout and stderr as they come, keeping at
+//     most MaxOutputBytes and killing the child as soon as it writes more
+//     (a gigabyte of output costs one cap's worth of reading). At the
+//     wall-clock timeout, or when the child exits, the worker, as PID 1,
+//     kills every process left in the namespace with kill(-1, SIGKILL) —
+//     background daemons, setsid escapes and fork bombs included — and
+//     reaps them, then empties /work, /tmp and /dev/shm.
+//  5. Go bounds concurrency by the pool size and keeps its own deadline on
+//     every answer. If a worker dies or stops answering, Go kills it (the
+//     kernel then kills everything in its PID namespace) and starts a
+//     replacement in the background; the model sees a failed execution.
+//     Cancelling the context does the same. Workers die with the process
+//     that started them (PR_SET_PDEATHSIG, and EOF on their request pipe).
+//
+// Where namespaces are unavailable (a container without unprivileged user
+// namespaces, say), IsolationAuto falls back to rlimits only: the worker
+// runs on the host file system and network, becomes a child subreaper so
+// that it can still kill everything a snippet leaves behind, runs code as
+// nobody when started by root, and still applies every rlimit, the timeout
+// and the output cap. ExecResult.Isolation and the tool's "isolation"
+// metadata say which isolation an execution had, and why it is weaker.
+// Started by root without namespaces, snippets run as nobody, so the
+// interpreter's files must be readable by nobody (a pyenv build under a
+// private /root is not: only the modules the worker preloaded import).
+// Without namespaces and without root, a snippet shares the caller's uid
+// and can read what the caller can read and signal its processes; use
+// IsolationRequireNamespaces to refuse that.
+//
+// Memory is bounded per process by RLIMIT_AS; the total of a sandbox is at
+// most MaxProcesses × MemoryBytes plus its tmpfs sizes. cgroups, which would
+// bound it exactly, need delegation this package does not assume.
+//
+// # SandboxFusion
+//
+// SandboxFusion is a client of bytedance/SandboxFusion's POST /run_code,
+// the engine for sandboxes at cluster scale: it retries transport errors,
+// timed-out attempts, 429 and 5xx with exponential backoff and jitter
+// (honouring Retry-After), bounds the requests in flight, and maps the
+// answer's status and run_result onto ExecResult.
+//
+// # The calculator
+//
+// Calculator evaluates arithmetic exactly over big integers and rationals
+// in pure Go (+ − × ÷ // % ^, parentheses, sqrt, abs). Every intermediate
+// value, the expression's length and its nesting are bounded, so no input
+// can make it hang. It is the fallback where no python3 exists
+// (NewCodeInterpreter then fails with ErrNoPython).
+//
 // tool depends on nothing else in agentrl except internal packages.
 package tool

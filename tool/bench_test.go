@@ -1,0 +1,144 @@
+//go:build linux
+
+package tool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cpuTime is the CPU time (user + system) this process has used plus that
+// of its reaped children (fresh python3 processes).
+func cpuTime() time.Duration {
+	var self, kids syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
+}
+
+// procCPU is a running process's CPU time plus that of the children it
+// reaped (a worker and every snippet it forked), from /proc/pid/stat.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	var ticks int64
+	for _, i := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime
+		var v int64
+		fmt.Sscan(f[i], &v)
+		ticks += v
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
+}
+
+// poolCPU is the CPU time of this process and of the sandbox's workers.
+func poolCPU(sb *Sandbox) time.Duration {
+	d := cpuTime()
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	for w := range sb.live {
+		d += procCPU(w.cmd.Process.Pid)
+	}
+	return d
+}
+
+// Benchmark snippets: a trivial print, and 50 ms of CPU time measured by
+// the process's own CPU clock (so the work is the same on any machine).
+const (
+	benchPrint = "print(1+1)"
+	benchCPU   = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.05:\n    pass\nprint('done')"
+)
+
+// BenchmarkSandbox compares a pooled worker (with namespaces, and with
+// rlimits only) against starting a fresh `python3 -I -c` per execution,
+// the cheapest fresh-process approach (no isolation at all). Besides
+// executions per second (wall clock, which a shared machine's load
+// distorts) it reports the CPU time each execution costs, workers and
+// snippets included. Run with
+//
+//	go test -run x -bench Sandbox -benchtime 100x ./tool/
+func BenchmarkSandbox(b *testing.B) {
+	for _, snippet := range []struct{ name, code string }{{"print", benchPrint}, {"cpu50ms", benchCPU}} {
+		for _, mode := range []struct {
+			name string
+			iso  IsolationMode
+		}{{"pool-namespaces", IsolationRequireNamespaces}, {"pool-rlimits", IsolationRlimitsOnly}} {
+			b.Run(snippet.name+"/"+mode.name, func(b *testing.B) {
+				sb, err := NewSandbox(context.Background(), SandboxConfig{Workers: 1, Isolation: mode.iso})
+				if err != nil {
+					b.Skip(err)
+				}
+				defer sb.Close()
+				ctx := context.Background()
+				cpu0 := poolCPU(sb)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					r, err := sb.Execute(ctx, ExecRequest{Code: snippet.code})
+					if err != nil || r.Status != StatusOK {
+						b.Fatal(err, r)
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "exec/s")
+				b.ReportMetric(float64(poolCPU(sb)-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/exec")
+			})
+		}
+		b.Run(snippet.name+"/fresh-process", func(b *testing.B) {
+			python, err := resolvePython(context.Background(), "")
+			if errors.Is(err, ErrNoPython) {
+				b.Skip(err)
+			}
+			cpu0 := cpuTime()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if out, err := exec.Command(python, "-I", "-c", snippet.code).Output(); err != nil || len(out) == 0 {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "exec/s")
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/exec")
+		})
+	}
+}
+
+// BenchmarkSandboxParallel measures the pool's throughput with one worker
+// per CPU and as many concurrent callers.
+func BenchmarkSandboxParallel(b *testing.B) {
+	sb, err := NewSandbox(context.Background(), SandboxConfig{})
+	if err != nil {
+		b.Skip(err)
+	}
+	defer sb.Close()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r, err := sb.Execute(context.Background(), ExecRequest{Code: benchPrint})
+			if err != nil || r.Status != StatusOK {
+				b.Error(err, r)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "exec/s")
+}
+
+func BenchmarkCalculator(b *testing.B) {
+	c := &Calculator{}
+	for i := 0; i < b.N; i++ {
+		if _, err := c.Evaluate("(123456789123456789 * 987654321987654321 + 2^100) % 1000000007 / 7"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
