@@ -3,6 +3,24 @@
 // sampled token ids, a loss mask that is 1 only on policy-sampled tokens,
 // the sampler's log-probabilities, turn boundaries and every tool call.
 //
+// Engine.Run takes Requests (a prompt as token ids, text or messages; the
+// tools; sampling parameters; N samples) and returns one Trajectory per
+// sample. Each trajectory runs in its own goroutine: it asks the
+// policy.Sampler for a turn (with the parser's close tag as a stop string
+// and a per-trajectory Session), finds tool calls with a Parser (Hermes
+// <tool_call> JSON, the default, or CodeBlocks for ReTool-style code),
+// runs them concurrently under a global limit and a per-call timeout,
+// appends the results as a ResultFormat renders them (ChatML, Qwen's chat
+// template by default) with loss mask 0, and goes on until the model
+// answers without a call or a limit is reached; Trajectory.Stop records
+// which. The engine never re-renders or re-tokenises earlier turns, so
+// each sampler request's prompt is exactly the trajectory so far.
+//
+// A Batcher gathers the Generate calls of concurrent trajectories into
+// batches for a local model; trajectories waiting on tools are simply not
+// in the batch.
+//
 // rollout may import policy, policy/tokenizer and tool; it must not import
-// reward, advantage, loss or the root package.
+// reward, advantage, loss or the root package. It defines the small
+// Tokenizer interface it needs rather than importing a tokenizer.
 package rollout

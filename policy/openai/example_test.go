@@ -1,0 +1,32 @@
+package openai_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/openai"
+)
+
+func ExampleSampler() {
+	// A stand-in for `vllm serve`; point BaseURLs at real servers instead.
+	srv := httptest.NewServer(&fakeVLLM{})
+	defer srv.Close()
+
+	s, err := openai.New(openai.Config{BaseURLs: []string{srv.URL}, Model: "Qwen/Qwen3-4B"})
+	if err != nil {
+		panic(err)
+	}
+	gens, err := s.Generate(context.Background(), []policy.GenerateRequest{{
+		Prompt: []int{151644, 872, 198}, // token ids, e.g. from policy/tokenizer
+		Params: policy.SampleParams{Temperature: 1, MaxNewTokens: 64, Stop: []string{"</tool_call>"}, Logprobs: true},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	g := gens[0]
+	fmt.Println(g.Tokens, g.LogProbs, g.FinishReason, g.StopString)
+	// Output:
+	// [152644 1872 1198] [-15.2644 -0.1872 -0.1198] stop </tool_call>
+}

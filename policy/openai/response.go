@@ -1,0 +1,275 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/agentrl/agentrl/policy"
+)
+
+// ErrBadResponse is wrapped by the error for a response that is not a
+// valid completion (missing token ids, mismatched lengths, an unknown
+// finish reason). Such responses are not retried.
+var ErrBadResponse = errors.New("openai: malformed completion response")
+
+// completionRequest is the body of POST /v1/completions, with vLLM's
+// extra sampling parameters (vllm/entrypoints/openai/protocol.py,
+// CompletionRequest).
+type completionRequest struct {
+	Model       string   `json:"model,omitempty"`
+	Prompt      []int    `json:"prompt"`
+	N           int      `json:"n"`
+	MaxTokens   *int     `json:"max_tokens"` // null: up to the context limit (vLLM's default is 16)
+	Temperature float64  `json:"temperature"`
+	TopP        float64  `json:"top_p"`
+	TopK        int      `json:"top_k"`
+	MinP        float64  `json:"min_p"`
+	Seed        *int64   `json:"seed,omitempty"`
+	Stop        []string `json:"stop,omitempty"`
+	StopTokens  []int    `json:"stop_token_ids,omitempty"`
+	Logprobs    int      `json:"logprobs"`
+	// Token ids come back as "token_id:123" in logprobs.tokens, and
+	// (vLLM ≥ 0.10.2) as choices[].token_ids.
+	TokensAsIDs    bool `json:"return_tokens_as_token_ids"`
+	ReturnTokenIDs bool `json:"return_token_ids"`
+	IncludeStopStr bool `json:"include_stop_str_in_output"`
+	SkipSpecial    bool `json:"skip_special_tokens"`
+	SpacesBetween  bool `json:"spaces_between_special_tokens"`
+	Stream         bool `json:"stream"`
+}
+
+// completionResponse is vLLM's CompletionResponse, the fields we read.
+type completionResponse struct {
+	Choices []struct {
+		Index    int    `json:"index"`
+		Text     string `json:"text"`
+		TokenIDs []int  `json:"token_ids"`
+		Logprobs *struct {
+			Tokens        []string   `json:"tokens"`
+			TokenLogprobs []*float64 `json:"token_logprobs"`
+		} `json:"logprobs"`
+		FinishReason *string         `json:"finish_reason"`
+		StopReason   json.RawMessage `json:"stop_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens *int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	} `json:"usage"`
+}
+
+// LogprobsMode says what log-probabilities the server returns, as vLLM's
+// --logprobs-mode.
+type LogprobsMode string
+
+const (
+	// RawLogprobs (vLLM's default "raw_logprobs"): log-softmax of the
+	// unprocessed logits. They fill Generation.RawLogProbs, and also
+	// Generation.LogProbs when the request's sampling leaves the
+	// distribution unchanged (temperature 1, no top-p, top-k or min-p);
+	// otherwise LogProbs stays nil, as the sampling distribution's values
+	// are unknown.
+	RawLogprobs LogprobsMode = "raw_logprobs"
+	// ProcessedLogprobs ("processed_logprobs", vLLM ≥ 0.10.2): after
+	// temperature and truncation, the behaviour policy's values; they
+	// fill Generation.LogProbs.
+	ProcessedLogprobs LogprobsMode = "processed_logprobs"
+)
+
+// decodeCompletion turns a response body into a Generation.
+func decodeCompletion(body []byte, p policy.SampleParams, mode LogprobsMode) (policy.Generation, error) {
+	var r completionResponse
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&r); err != nil {
+		return policy.Generation{}, fmt.Errorf("%w: %v", ErrBadResponse, err)
+	}
+	if len(r.Choices) != 1 {
+		return policy.Generation{}, fmt.Errorf("%w: %d choices, want 1", ErrBadResponse, len(r.Choices))
+	}
+	c := r.Choices[0]
+	var g policy.Generation
+
+	// Token ids: choices[0].token_ids, else logprobs.tokens.
+	var fromLogprobs []int
+	if c.Logprobs != nil {
+		fromLogprobs = make([]int, len(c.Logprobs.Tokens))
+		for i, s := range c.Logprobs.Tokens {
+			id, err := parseTokenID(s)
+			if err != nil {
+				return policy.Generation{}, fmt.Errorf("%w: logprobs.tokens[%d]: %v", ErrBadResponse, i, err)
+			}
+			fromLogprobs[i] = id
+		}
+	}
+	switch {
+	case c.TokenIDs != nil:
+		g.Tokens = c.TokenIDs
+		if c.Logprobs != nil && !equalInts(c.TokenIDs, fromLogprobs) {
+			return policy.Generation{}, fmt.Errorf("%w: token_ids and logprobs.tokens disagree", ErrBadResponse)
+		}
+	case c.Logprobs != nil:
+		g.Tokens = fromLogprobs
+	default:
+		return policy.Generation{}, fmt.Errorf("%w: no token ids (neither token_ids nor logprobs)", ErrBadResponse)
+	}
+	for i, id := range g.Tokens {
+		if id < 0 {
+			return policy.Generation{}, fmt.Errorf("%w: token %d has id %d", ErrBadResponse, i, id)
+		}
+	}
+	if g.Tokens == nil {
+		g.Tokens = []int{}
+	}
+
+	if p.Logprobs {
+		if c.Logprobs == nil || len(c.Logprobs.TokenLogprobs) != len(g.Tokens) {
+			return policy.Generation{}, fmt.Errorf("%w: want %d token log-probs", ErrBadResponse, len(g.Tokens))
+		}
+		lp := make([]float32, len(g.Tokens))
+		for i, v := range c.Logprobs.TokenLogprobs {
+			if v == nil || math.IsNaN(*v) || *v > 1e-6 {
+				return policy.Generation{}, fmt.Errorf("%w: token_logprobs[%d] is %s", ErrBadResponse, i, fmtPtr(v))
+			}
+			lp[i] = float32(min(*v, 0))
+		}
+		switch {
+		case mode == ProcessedLogprobs:
+			g.LogProbs = lp
+		default:
+			g.RawLogProbs = lp
+			if unprocessed(p) {
+				g.LogProbs = slices.Clone(lp)
+			}
+		}
+	}
+
+	if c.FinishReason == nil {
+		return policy.Generation{}, fmt.Errorf("%w: no finish_reason", ErrBadResponse)
+	}
+	switch *c.FinishReason {
+	case "length":
+		g.FinishReason = policy.FinishLength
+	case "stop":
+		if err := stopReason(&g, c.StopReason); err != nil {
+			return policy.Generation{}, err
+		}
+	default:
+		return policy.Generation{}, fmt.Errorf("%w: finish_reason %q", ErrBadResponse, *c.FinishReason)
+	}
+	if r.Usage != nil && r.Usage.PromptTokensDetails != nil && r.Usage.PromptTokensDetails.CachedTokens != nil {
+		g.CachedTokens = *r.Usage.PromptTokensDetails.CachedTokens
+	}
+	return g, nil
+}
+
+// stopReason maps vLLM's stop_reason for finish_reason "stop": null is an
+// end-of-sequence token (the last token), an integer a stop_token_ids
+// token, a string a stop string.
+func stopReason(g *policy.Generation, raw json.RawMessage) error {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		if len(g.Tokens) == 0 {
+			return fmt.Errorf("%w: stopped on end of sequence with no tokens", ErrBadResponse)
+		}
+		g.FinishReason = policy.FinishStopToken
+		g.StopToken = g.Tokens[len(g.Tokens)-1]
+	case raw[0] == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return fmt.Errorf("%w: stop_reason: %v", ErrBadResponse, err)
+		}
+		g.FinishReason = policy.FinishStop
+		g.StopString = s
+	default:
+		var id int
+		if err := json.Unmarshal(raw, &id); err != nil {
+			return fmt.Errorf("%w: stop_reason %s is neither a token id nor a string", ErrBadResponse, raw)
+		}
+		g.FinishReason = policy.FinishStopToken
+		g.StopToken = id
+	}
+	return nil
+}
+
+// parseTokenID reads vLLM's "token_id:123".
+func parseTokenID(s string) (int, error) {
+	num, ok := strings.CutPrefix(s, "token_id:")
+	if !ok {
+		return 0, fmt.Errorf("%q is not \"token_id:<id>\" (is return_tokens_as_token_ids supported?)", s)
+	}
+	id, err := strconv.Atoi(num)
+	if err != nil || id < 0 {
+		return 0, fmt.Errorf("%q: bad token id", s)
+	}
+	return id, nil
+}
+
+// unprocessed reports whether sampling with p draws from the raw
+// distribution, so that raw log-probabilities are the sampling ones.
+func unprocessed(p policy.SampleParams) bool {
+	return p.Temperature == 1 && (p.TopP == 0 || p.TopP == 1) && (p.TopK == 0 || p.TopK == -1) && p.MinP == 0
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func fmtPtr(v *float64) string {
+	if v == nil {
+		return "null"
+	}
+	return strconv.FormatFloat(*v, 'g', -1, 64)
+}
+
+// newCompletionRequest maps policy parameters onto vLLM's.
+func newCompletionRequest(model string, prompt []int, p policy.SampleParams) completionRequest {
+	r := completionRequest{
+		Model: model, Prompt: prompt, N: 1,
+		Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, MinP: p.MinP,
+		StopTokens: p.StopTokenIDs,
+		// logprobs 1 rather than 0: every server returns the sampled
+		// token's log-prob for 1, not all do for 0.
+		Logprobs:    1,
+		TokensAsIDs: true, ReturnTokenIDs: true,
+		IncludeStopStr: true, SkipSpecial: false, SpacesBetween: false,
+	}
+	for _, s := range p.Stop {
+		if s != "" { // an empty stop string would match everywhere; vLLM rejects it
+			r.Stop = append(r.Stop, s)
+		}
+	}
+	if p.Temperature < 1e-5 {
+		r.Temperature = 0
+	}
+	if p.TopP == 0 {
+		r.TopP = 1
+	}
+	if p.TopK == 0 {
+		r.TopK = -1
+	}
+	if p.MaxNewTokens > 0 {
+		n := p.MaxNewTokens
+		r.MaxTokens = &n
+	}
+	if p.Seed != nil {
+		s := int64(*p.Seed) // vLLM accepts the int64 range; the bits are kept
+		r.Seed = &s
+	}
+	return r
+}

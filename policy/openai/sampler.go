@@ -1,0 +1,372 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/agentrl/agentrl/policy"
+)
+
+// ErrConfig is wrapped by New's error for an invalid Config.
+var ErrConfig = errors.New("openai: invalid configuration")
+
+// HTTPError is a non-200 answer. 5xx answers are retried, other statuses
+// are not.
+type HTTPError struct {
+	URL        string
+	StatusCode int
+	// Body is the start of the response body (vLLM's error JSON).
+	Body string
+}
+
+func (e *HTTPError) Error() string {
+	return fmt.Sprintf("openai: POST %s: status %d: %s", e.URL, e.StatusCode, e.Body)
+}
+
+// Config configures a Sampler. Zero values take the defaults given.
+type Config struct {
+	// BaseURLs are the servers, such as "http://10.0.0.5:8000" or
+	// "http://10.0.0.5:8000/v1"; requests go to <base>/v1/completions.
+	// At least one is required.
+	BaseURLs []string
+	// Model is sent as "model"; vLLM serves one model and may take it
+	// empty.
+	Model string
+	// APIKey, when set, is sent as "Authorization: Bearer <APIKey>".
+	APIKey string
+	// Client sends the requests; nil means a client of its own. Its
+	// Timeout, if any, bounds every attempt on top of RequestTimeout.
+	Client *http.Client
+	// RequestTimeout bounds each attempt; 0 means 10 minutes.
+	RequestTimeout time.Duration
+	// MaxRetries is how many times a request is retried after a
+	// connection error, a timeout or a 5xx answer (never after a 4xx);
+	// 0 means 4, negative means none.
+	MaxRetries int
+	// BackoffBase and BackoffMax shape the wait before a retry on a
+	// server already tried: BackoffBase·2^k capped at BackoffMax, half of
+	// it fixed and half drawn at random (jitter). 0 means 200ms and 10s.
+	BackoffBase, BackoffMax time.Duration
+	// Cooldown is how long a server that failed is avoided while another
+	// is available; 0 means 5s.
+	Cooldown time.Duration
+	// MaxConcurrency bounds the requests in flight across all servers;
+	// 0 means 256.
+	MaxConcurrency int
+	// LogprobsMode is the servers' --logprobs-mode; empty means
+	// RawLogprobs, vLLM's default.
+	LogprobsMode LogprobsMode
+}
+
+// Sampler is a policy.Sampler over OpenAI-compatible /v1/completions
+// servers: it sends token ids (a "prompt" that is a list of ints, which
+// vLLM and SGLang take as is) and reads back token ids and per-token
+// log-probabilities, never text. Each request goes to the server with the
+// fewest requests in flight (round robin among equals), avoiding servers
+// that failed recently; failed attempts are retried on another server
+// with exponential backoff and jitter. A Sampler is safe for concurrent
+// use.
+type Sampler struct {
+	cfg      Config
+	client   *http.Client
+	backends []*backend
+	slots    chan struct{}
+	rr       atomic.Uint64
+}
+
+type backend struct {
+	url      string
+	inflight atomic.Int64
+	mu       sync.Mutex
+	downTill time.Time
+}
+
+// New checks cfg and returns a Sampler.
+func New(cfg Config) (*Sampler, error) {
+	if len(cfg.BaseURLs) == 0 {
+		return nil, fmt.Errorf("%w: no BaseURLs", ErrConfig)
+	}
+	if cfg.RequestTimeout < 0 || cfg.BackoffBase < 0 || cfg.BackoffMax < 0 || cfg.Cooldown < 0 || cfg.MaxConcurrency < 0 {
+		return nil, fmt.Errorf("%w: negative duration or limit", ErrConfig)
+	}
+	switch cfg.LogprobsMode {
+	case "":
+		cfg.LogprobsMode = RawLogprobs
+	case RawLogprobs, ProcessedLogprobs:
+	default:
+		return nil, fmt.Errorf("%w: LogprobsMode %q", ErrConfig, cfg.LogprobsMode)
+	}
+	s := &Sampler{cfg: cfg, client: cfg.Client}
+	for i, base := range cfg.BaseURLs {
+		u, err := completionsURL(base)
+		if err != nil {
+			return nil, fmt.Errorf("%w: BaseURLs[%d]: %v", ErrConfig, i, err)
+		}
+		s.backends = append(s.backends, &backend{url: u})
+	}
+	if s.client == nil {
+		s.client = &http.Client{}
+	}
+	if s.cfg.RequestTimeout == 0 {
+		s.cfg.RequestTimeout = 10 * time.Minute
+	}
+	switch {
+	case s.cfg.MaxRetries == 0:
+		s.cfg.MaxRetries = 4
+	case s.cfg.MaxRetries < 0:
+		s.cfg.MaxRetries = 0
+	}
+	if s.cfg.BackoffBase == 0 {
+		s.cfg.BackoffBase = 200 * time.Millisecond
+	}
+	if s.cfg.BackoffMax == 0 {
+		s.cfg.BackoffMax = 10 * time.Second
+	}
+	if s.cfg.Cooldown == 0 {
+		s.cfg.Cooldown = 5 * time.Second
+	}
+	if s.cfg.MaxConcurrency == 0 {
+		s.cfg.MaxConcurrency = 256
+	}
+	s.slots = make(chan struct{}, s.cfg.MaxConcurrency)
+	return s, nil
+}
+
+func completionsURL(base string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(base))
+	if err != nil {
+		return "", err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return "", fmt.Errorf("%q is not an http(s) URL", base)
+	}
+	p := strings.TrimRight(u.Path, "/")
+	switch {
+	case strings.HasSuffix(p, "/completions"):
+	case strings.HasSuffix(p, "/v1"):
+		p += "/completions"
+	default:
+		p += "/v1/completions"
+	}
+	u.Path = p
+	return u.String(), nil
+}
+
+// Generate sends each request concurrently (within MaxConcurrency) and
+// returns the generations in order. It fails with the first request that
+// fails after its retries, or with ctx's error.
+func (s *Sampler) Generate(ctx context.Context, reqs []policy.GenerateRequest) ([]policy.Generation, error) {
+	for i, r := range reqs {
+		if len(r.Prompt) == 0 {
+			return nil, fmt.Errorf("openai: request %d: empty prompt", i)
+		}
+		if err := policy.CheckSampleParams(r.Params); err != nil {
+			return nil, fmt.Errorf("openai: request %d: %w", i, err)
+		}
+	}
+	out := make([]policy.Generation, len(reqs))
+	g, gctx := errgroup.WithContext(ctx)
+	for i := range reqs {
+		g.Go(func() error {
+			gen, err := s.generate(gctx, &reqs[i])
+			if err != nil {
+				return fmt.Errorf("openai: request %d: %w", i, err)
+			}
+			out[i] = gen
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// retryable marks an attempt error worth another try.
+type retryable struct{ err error }
+
+func (r retryable) Error() string { return r.err.Error() }
+func (r retryable) Unwrap() error { return r.err }
+
+func (s *Sampler) generate(ctx context.Context, r *policy.GenerateRequest) (policy.Generation, error) {
+	body, err := json.Marshal(newCompletionRequest(s.cfg.Model, r.Prompt, r.Params))
+	if err != nil {
+		return policy.Generation{}, fmt.Errorf("encode request: %w", err)
+	}
+	tried := make(map[*backend]bool, len(s.backends))
+	var last error
+	attempts := s.cfg.MaxRetries + 1
+	for a := range attempts {
+		b := s.pick(tried)
+		if tried[b] {
+			// Every server has failed this request: wait before the next round.
+			if err := sleep(ctx, s.backoff(a)); err != nil {
+				return policy.Generation{}, err
+			}
+		}
+		tried[b] = true
+		gen, err := s.attempt(ctx, b, body, r.Params)
+		if err == nil {
+			b.setDown(time.Time{})
+			return gen, nil
+		}
+		if ctx.Err() != nil {
+			return policy.Generation{}, ctx.Err()
+		}
+		var re retryable
+		if !errors.As(err, &re) {
+			return policy.Generation{}, err
+		}
+		b.setDown(time.Now().Add(s.cfg.Cooldown))
+		last = re.err
+	}
+	return policy.Generation{}, fmt.Errorf("%d attempts failed, the last: %w", attempts, last)
+}
+
+// pick returns the backend to try: one not yet tried for this request and
+// not cooling down if possible, then the fewest requests in flight,
+// taking turns among equals.
+func (s *Sampler) pick(tried map[*backend]bool) *backend {
+	now := time.Now()
+	start := int(s.rr.Add(1) % uint64(len(s.backends)))
+	var best *backend
+	var bestKey [3]int64
+	for k := range s.backends {
+		b := s.backends[(start+k)%len(s.backends)]
+		key := [3]int64{0, 0, b.inflight.Load()}
+		if tried[b] {
+			key[0] = 1
+		}
+		if b.down(now) {
+			key[1] = 1
+		}
+		if best == nil || less(key, bestKey) {
+			best, bestKey = b, key
+		}
+	}
+	return best
+}
+
+func less(a, b [3]int64) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
+
+func (b *backend) down(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return now.Before(b.downTill)
+}
+
+func (b *backend) setDown(till time.Time) {
+	b.mu.Lock()
+	b.downTill = till
+	b.mu.Unlock()
+}
+
+// backoff is the wait before attempt a (a ≥ 1): half of
+// min(BackoffMax, BackoffBase·2^(a-1)) plus a random part up to the other
+// half.
+func (s *Sampler) backoff(a int) time.Duration {
+	d := s.cfg.BackoffBase
+	for i := 1; i < a && d < s.cfg.BackoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, s.cfg.BackoffMax)
+	half := d / 2
+	return half + time.Duration(rand.Int64N(int64(d-half)+1))
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// maxBody bounds a response body: 64 MiB holds the logprobs of far more
+// tokens than any context.
+const maxBody = 64 << 20
+
+func (s *Sampler) attempt(ctx context.Context, b *backend, body []byte, p policy.SampleParams) (policy.Generation, error) {
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return policy.Generation{}, ctx.Err()
+	}
+	defer func() { <-s.slots }()
+	b.inflight.Add(1)
+	defer b.inflight.Add(-1)
+
+	actx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, b.url, bytes.NewReader(body))
+	if err != nil {
+		return policy.Generation{}, fmt.Errorf("openai: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if s.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+s.cfg.APIKey)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		// Connection errors and timeouts are worth another try; a
+		// cancelled ctx is seen by the caller.
+		return policy.Generation{}, retryable{fmt.Errorf("openai: POST %s: %w", b.url, err)}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if err != nil {
+		return policy.Generation{}, retryable{fmt.Errorf("openai: POST %s: reading the response: %w", b.url, err)}
+	}
+	if resp.StatusCode != http.StatusOK {
+		he := &HTTPError{URL: b.url, StatusCode: resp.StatusCode, Body: truncate(string(data), 512)}
+		if resp.StatusCode >= 500 {
+			return policy.Generation{}, retryable{he}
+		}
+		return policy.Generation{}, he
+	}
+	if len(data) > maxBody {
+		return policy.Generation{}, fmt.Errorf("%w: POST %s: body larger than %d bytes", ErrBadResponse, b.url, maxBody)
+	}
+	g, err := decodeCompletion(data, p, s.cfg.LogprobsMode)
+	if err != nil {
+		return policy.Generation{}, fmt.Errorf("POST %s: %w", b.url, err)
+	}
+	if p.MaxNewTokens > 0 && len(g.Tokens) > p.MaxNewTokens {
+		return policy.Generation{}, fmt.Errorf("%w: POST %s: %d tokens for max_tokens %d", ErrBadResponse, b.url, len(g.Tokens), p.MaxNewTokens)
+	}
+	return g, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,343 @@
+package openai_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/openai"
+)
+
+// fakeVLLM answers /v1/completions as vLLM does for a token-id prompt with
+// logprobs and return_tokens_as_token_ids: the completion is the prompt's
+// ids plus 1000, and each token's log-prob is -id/10000. before, when not
+// nil, runs first and may answer instead (returning true).
+type fakeVLLM struct {
+	calls  atomic.Int64
+	before func(w http.ResponseWriter, r *http.Request, call int64) bool
+	mu     sync.Mutex
+	bodies []map[string]any
+	auth   []string
+}
+
+func (f *fakeVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	call := f.calls.Add(1)
+	if r.URL.Path != "/v1/completions" || r.Method != http.MethodPost {
+		http.Error(w, `{"error":{"message":"not found","code":404}}`, http.StatusNotFound)
+		return
+	}
+	var body map[string]any
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		http.Error(w, `{"error":{"message":"bad json","code":400}}`, http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	f.bodies = append(f.bodies, body)
+	f.auth = append(f.auth, r.Header.Get("Authorization"))
+	f.mu.Unlock()
+	if f.before != nil && f.before(w, r, call) {
+		return
+	}
+	var ids, lps, toks []string
+	for _, v := range body["prompt"].([]any) {
+		id := int(v.(float64)) + 1000
+		ids = append(ids, fmt.Sprint(id))
+		toks = append(toks, fmt.Sprintf(`"token_id:%d"`, id))
+		lps = append(lps, fmt.Sprint(-float64(id)/10000))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"id":"cmpl-x","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":"…",`+
+		`"logprobs":{"text_offset":[],"token_logprobs":[%s],"tokens":[%s],"top_logprobs":null},`+
+		`"finish_reason":"stop","stop_reason":"</tool_call>","prompt_logprobs":null}],`+
+		`"usage":{"prompt_tokens":%d,"total_tokens":0,"completion_tokens":%d,"prompt_tokens_details":{"cached_tokens":2}}}`,
+		strings.Join(lps, ","), strings.Join(toks, ","), len(ids), len(ids))
+}
+
+func (f *fakeVLLM) requests() int { return int(f.calls.Load()) }
+
+func newSampler(t *testing.T, urls []string, mod func(*openai.Config)) *openai.Sampler {
+	t.Helper()
+	cfg := openai.Config{BaseURLs: urls, BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond, RequestTimeout: 5 * time.Second}
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := openai.New(cfg)
+	require.NoError(t, err)
+	return s
+}
+
+var req = policy.GenerateRequest{Prompt: []int{1, 2}, Params: policy.SampleParams{Temperature: 1, Logprobs: true, Stop: []string{"</tool_call>"}}}
+
+// want is what fakeVLLM answers to req.
+var want = policy.Generation{
+	Tokens: []int{1001, 1002}, LogProbs: []float32{-0.1001, -0.1002}, RawLogProbs: []float32{-0.1001, -0.1002},
+	FinishReason: policy.FinishStop, StopString: "</tool_call>", CachedTokens: 2,
+}
+
+func TestGenerate(t *testing.T) {
+	f := &fakeVLLM{}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	s := newSampler(t, []string{srv.URL + "/v1/"}, func(c *openai.Config) { c.APIKey = "k3y"; c.Model = "qwen" })
+	gens, err := s.Generate(context.Background(), []policy.GenerateRequest{req, {Prompt: []int{5}, Params: policy.SampleParams{MaxNewTokens: 3}}})
+	require.NoError(t, err)
+	require.Len(t, gens, 2)
+	assert.Equal(t, want, gens[0])
+	assert.Equal(t, []int{1005}, gens[1].Tokens)
+	assert.Nil(t, gens[1].LogProbs, "not asked for")
+	assert.Equal(t, []string{"Bearer k3y", "Bearer k3y"}, f.auth)
+	for _, b := range f.bodies {
+		assert.Equal(t, "qwen", b["model"])
+		assert.Equal(t, true, b["return_tokens_as_token_ids"])
+	}
+}
+
+func TestFailoverWhenABackendIsDown(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close() // connection refused from now on
+	f := &fakeVLLM{}
+	live := httptest.NewServer(f)
+	defer live.Close()
+	s := newSampler(t, []string{deadURL, live.URL}, nil)
+	for range 4 {
+		gens, err := s.Generate(context.Background(), []policy.GenerateRequest{req})
+		require.NoError(t, err)
+		assert.Equal(t, want, gens[0])
+	}
+	assert.Equal(t, 4, f.requests())
+}
+
+func TestRetry(t *testing.T) {
+	cases := []struct {
+		name     string
+		before   func(w http.ResponseWriter, r *http.Request, call int64) bool
+		mod      func(*openai.Config)
+		calls    int
+		ok       bool
+		status   int
+		contains string
+	}{
+		{
+			name: "500 then 200",
+			before: func(w http.ResponseWriter, _ *http.Request, call int64) bool {
+				if call == 1 {
+					http.Error(w, `{"error":{"message":"engine dead","code":500}}`, http.StatusInternalServerError)
+					return true
+				}
+				return false
+			},
+			calls: 2, ok: true,
+		},
+		{
+			name: "400 is not retried",
+			before: func(w http.ResponseWriter, _ *http.Request, _ int64) bool {
+				http.Error(w, `{"error":{"message":"This model's maximum context length is 4096 tokens","code":400}}`, http.StatusBadRequest)
+				return true
+			},
+			calls: 1, status: 400, contains: "maximum context length",
+		},
+		{
+			name: "slow answer times out, then retried",
+			before: func(w http.ResponseWriter, r *http.Request, call int64) bool {
+				if call == 1 {
+					select {
+					case <-r.Context().Done():
+					case <-time.After(5 * time.Second):
+					}
+					return true
+				}
+				return false
+			},
+			mod:   func(c *openai.Config) { c.RequestTimeout = 50 * time.Millisecond },
+			calls: 2, ok: true,
+		},
+		{
+			name: "503 every time: retries run out",
+			before: func(w http.ResponseWriter, _ *http.Request, _ int64) bool {
+				http.Error(w, "overloaded", http.StatusServiceUnavailable)
+				return true
+			},
+			mod:   func(c *openai.Config) { c.MaxRetries = 2 },
+			calls: 3, status: 503, contains: "3 attempts failed",
+		},
+		{
+			name: "no retries",
+			before: func(w http.ResponseWriter, _ *http.Request, _ int64) bool {
+				http.Error(w, "overloaded", http.StatusServiceUnavailable)
+				return true
+			},
+			mod:   func(c *openai.Config) { c.MaxRetries = -1 },
+			calls: 1, status: 503, contains: "1 attempts failed",
+		},
+		{
+			name: "malformed 200 is not retried",
+			before: func(w http.ResponseWriter, _ *http.Request, _ int64) bool {
+				fmt.Fprint(w, `{"choices":[{"text":"hi","finish_reason":"stop"}]}`)
+				return true
+			},
+			calls: 1, contains: "no token ids",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeVLLM{before: tc.before}
+			srv := httptest.NewServer(f)
+			defer srv.Close()
+			s := newSampler(t, []string{srv.URL}, tc.mod)
+			gens, err := s.Generate(context.Background(), []policy.GenerateRequest{req})
+			assert.Equal(t, tc.calls, f.requests())
+			if tc.ok {
+				require.NoError(t, err)
+				assert.Equal(t, want, gens[0])
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.contains)
+			var he *openai.HTTPError
+			if tc.status != 0 {
+				require.ErrorAs(t, err, &he)
+				assert.Equal(t, tc.status, he.StatusCode)
+			} else {
+				assert.ErrorIs(t, err, openai.ErrBadResponse)
+			}
+		})
+	}
+}
+
+func TestCancelReturnsPromptly(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	f := &fakeVLLM{before: func(_ http.ResponseWriter, r *http.Request, _ int64) bool {
+		entered <- struct{}{}
+		<-r.Context().Done()
+		return true
+	}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	s := newSampler(t, []string{srv.URL}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.Generate(ctx, []policy.GenerateRequest{req})
+		errc <- err
+	}()
+	<-entered
+	cancel()
+	select {
+	case err := <-errc:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Generate did not return after cancel")
+	}
+	assert.Equal(t, 1, f.requests(), "no retry after cancel")
+}
+
+func TestLoadBalancing(t *testing.T) {
+	// With hold set, the next request to reach either server is held
+	// until release is closed.
+	var hold atomic.Bool
+	held := make(chan string, 1)
+	release := make(chan struct{})
+	hook := func(name string) func(http.ResponseWriter, *http.Request, int64) bool {
+		return func(http.ResponseWriter, *http.Request, int64) bool {
+			if hold.CompareAndSwap(true, false) {
+				held <- name
+				<-release
+			}
+			return false
+		}
+	}
+	a, b := &fakeVLLM{before: hook("a")}, &fakeVLLM{before: hook("b")}
+	sa, sb := httptest.NewServer(a), httptest.NewServer(b)
+	defer sa.Close()
+	defer sb.Close()
+	s := newSampler(t, []string{sa.URL, sb.URL}, nil)
+
+	// Idle servers take turns.
+	for range 4 {
+		_, err := s.Generate(context.Background(), []policy.GenerateRequest{req})
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 2, a.requests())
+	assert.Equal(t, 2, b.requests())
+
+	// While one request is held by a server, the next ones all go to the
+	// other, which has fewer in flight.
+	hold.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Generate(context.Background(), []policy.GenerateRequest{req})
+		done <- err
+	}()
+	busy := <-held
+	for range 3 {
+		_, err := s.Generate(context.Background(), []policy.GenerateRequest{req})
+		require.NoError(t, err)
+	}
+	if busy == "a" {
+		assert.Equal(t, []int{3, 5}, []int{a.requests(), b.requests()})
+	} else {
+		assert.Equal(t, []int{5, 3}, []int{a.requests(), b.requests()})
+	}
+	close(release)
+	require.NoError(t, <-done)
+}
+
+func TestConcurrencyLimit(t *testing.T) {
+	var cur, peak atomic.Int64
+	f := &fakeVLLM{before: func(_ http.ResponseWriter, _ *http.Request, _ int64) bool {
+		n := cur.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+		cur.Add(-1)
+		return false
+	}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	s := newSampler(t, []string{srv.URL}, func(c *openai.Config) { c.MaxConcurrency = 2 })
+	reqs := make([]policy.GenerateRequest, 8)
+	for i := range reqs {
+		reqs[i] = req
+	}
+	gens, err := s.Generate(context.Background(), reqs)
+	require.NoError(t, err)
+	assert.Len(t, gens, 8)
+	assert.Equal(t, int64(2), peak.Load())
+}
+
+func TestConfigAndRequestErrors(t *testing.T) {
+	for _, cfg := range []openai.Config{
+		{},
+		{BaseURLs: []string{"localhost:8000"}},
+		{BaseURLs: []string{"ftp://x"}},
+		{BaseURLs: []string{"http://x"}, LogprobsMode: "logits"},
+		{BaseURLs: []string{"http://x"}, RequestTimeout: -1},
+	} {
+		_, err := openai.New(cfg)
+		assert.ErrorIs(t, err, openai.ErrConfig, "%+v", cfg)
+	}
+	s := newSampler(t, []string{"http://127.0.0.1:1"}, nil)
+	_, err := s.Generate(context.Background(), []policy.GenerateRequest{{}})
+	assert.ErrorContains(t, err, "request 0: empty prompt")
+	_, err = s.Generate(context.Background(), []policy.GenerateRequest{{Prompt: []int{1}, Params: policy.SampleParams{TopP: -1}}})
+	assert.ErrorIs(t, err, policy.ErrSampling)
+	gens, err := s.Generate(context.Background(), nil)
+	assert.NoError(t, err)
+	assert.Empty(t, gens)
+}

@@ -1,0 +1,183 @@
+package rollout
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/tool"
+)
+
+// Message is one message of a conversation to render into a prompt.
+type Message struct {
+	Role    string
+	Content string
+}
+
+// Request is one prompt to roll out N times.
+type Request struct {
+	// ID names the prompt; the N trajectories of a request share it, so it
+	// serves as the group id of group-relative advantages.
+	ID string
+	// The prompt, in exactly one of three forms: token ids as the model
+	// will see them (a chat template already applied, generation prompt
+	// included); text to encode with Config.Tokenizer; or messages to
+	// render with Config.Render and the tools' schemas, then encode.
+	Prompt     []int
+	PromptText string
+	Messages   []Message
+	// Tools the model may call; nil means Config.Tools.
+	Tools []tool.Tool
+	// Params are the sampling parameters of every turn. Params.MaxNewTokens
+	// is the per-turn token budget (0: only the trajectory budgets bound
+	// a turn). The parser's stop strings are added to Params.Stop, and
+	// Logprobs is always asked for. With a Seed, sample s of the N uses
+	// Seed+s, so that the samples differ yet are reproducible.
+	Params policy.SampleParams
+	// N is the number of trajectories to sample; 0 means 1.
+	N int
+}
+
+// StopReason says why a trajectory ended.
+type StopReason string
+
+const (
+	// StopNoToolCall: the last turn ended (end-of-turn token or stop
+	// string) without a tool call — the model answered.
+	StopNoToolCall StopReason = "no_tool_call"
+	// StopTurnBudget: the last turn generated its MaxNewTokens.
+	StopTurnBudget StopReason = "turn_budget"
+	// StopResponseBudget: the trajectory's response span reached
+	// Config.MaxResponseTokens, or the tool results of the last turn would
+	// have exceeded it (they are then left out).
+	StopResponseBudget StopReason = "response_budget"
+	// StopTotalBudget: the whole sequence reached Config.MaxTotalTokens
+	// (the model's context), or the last tool results would have.
+	StopTotalBudget StopReason = "total_budget"
+	// StopMaxTurns: the last turn called tools but was the MaxTurns-th;
+	// its calls were not executed.
+	StopMaxTurns StopReason = "max_turns"
+	// StopMaxToolCalls: the last turn called tools after MaxToolCalls
+	// calls; its calls were not executed.
+	StopMaxToolCalls StopReason = "max_tool_calls"
+)
+
+// Errors a ToolCall's Err may wrap, besides ErrBadToolCall. Each becomes
+// an error result that the model sees.
+var (
+	// ErrUnknownTool: the call names no tool of the request.
+	ErrUnknownTool = errors.New("rollout: unknown tool")
+	// ErrToolTimeout: the call ran past Config.ToolTimeout.
+	ErrToolTimeout = errors.New("rollout: tool call timed out")
+	// ErrTooManyCalls: the call was beyond MaxCallsPerTurn or the
+	// trajectory's MaxToolCalls, and was not executed.
+	ErrTooManyCalls = errors.New("rollout: too many tool calls")
+	// ErrToolFailed: the tool returned an error (it could not work).
+	ErrToolFailed = errors.New("rollout: tool failed")
+)
+
+// Trajectory is one rollout of a Request, token-faithful: Tokens are the
+// prompt, then every turn's tokens exactly as the sampler returned them,
+// with the tokens of the tool results between turns; nothing is ever
+// re-rendered or re-tokenised.
+type Trajectory struct {
+	// ID is the Request's ID, Request its index in Run's argument and
+	// Sample which of its N samples this is.
+	ID      string
+	Request int
+	Sample  int
+	// Tokens is the whole sequence; Tokens[:PromptLen] is the prompt.
+	Tokens    []int
+	PromptLen int
+	// Mask is aligned with Tokens: 1 for tokens sampled by the policy, 0
+	// for the prompt, tool results and template glue.
+	Mask []float32
+	// LogProbs is aligned with Tokens: the sampler's log-probability of
+	// each sampled token (policy.Generation.LogProbs), 0 elsewhere. Nil
+	// when the sampler gave none for some turn. RawLogProbs likewise holds
+	// policy.Generation.RawLogProbs.
+	LogProbs    []float32
+	RawLogProbs []float32
+	// Turns are the generation turns, in order.
+	Turns []Turn
+	// ToolCalls are every call of every turn, in order.
+	ToolCalls []ToolCall
+	// Response is the decoded text of Tokens[PromptLen:], tool results
+	// included as the model saw them: what reward functions score.
+	Response string
+	// Stop says why the trajectory ended.
+	Stop StopReason
+	// Duration is the wall-clock time from the first request to the end.
+	Duration time.Duration
+}
+
+// ResponseLen returns the number of tokens after the prompt.
+func (t *Trajectory) ResponseLen() int { return len(t.Tokens) - t.PromptLen }
+
+// SampledTokens returns the number of tokens the policy generated (mask 1).
+func (t *Trajectory) SampledTokens() int {
+	n := 0
+	for _, tr := range t.Turns {
+		n += tr.End - tr.Start
+	}
+	return n
+}
+
+// ResultTokens returns the number of tool-result and glue tokens after
+// the prompt (mask 0).
+func (t *Trajectory) ResultTokens() int { return t.ResponseLen() - t.SampledTokens() }
+
+// ToolRewards returns the Reward of each tool call that reported one, in
+// call order.
+func (t *Trajectory) ToolRewards() []float64 {
+	var r []float64
+	for _, c := range t.ToolCalls {
+		if c.Result.Reward != nil {
+			r = append(r, *c.Result.Reward)
+		}
+	}
+	return r
+}
+
+// Turn is one Generate call — an assistant turn, or with a Tagged result
+// format a segment of one — and the tool results that followed it.
+type Turn struct {
+	// Tokens[Start:End] were generated in this turn; Tokens[End:ResultEnd]
+	// are the tool results and glue appended after it (ResultEnd == End
+	// when none were).
+	Start, End, ResultEnd int
+	// Text is the decoded text of the generated tokens.
+	Text string
+	// Finish, StopToken and StopString are the sampler's.
+	Finish     policy.FinishReason
+	StopToken  int
+	StopString string
+	// CachedTokens is the sampler's count of prompt tokens reused.
+	CachedTokens int
+	// Calls indexes this turn's calls in Trajectory.ToolCalls.
+	Calls []int
+	// Latency is the wall-clock time of the Generate call, queueing
+	// included.
+	Latency time.Duration
+}
+
+// ToolCall is one tool call of a turn.
+type ToolCall struct {
+	// Turn is the index of the turn in Trajectory.Turns.
+	Turn int
+	// Name and Arguments are as parsed; Raw is the call's text.
+	Name      string
+	Arguments json.RawMessage
+	Raw       string
+	// Result is what the tool returned, or the error result the engine
+	// made; Result.Content is what the model saw.
+	Result tool.Result
+	// Err is nil when the tool ran and returned a result (which may still
+	// have Failed set); otherwise it wraps ErrBadToolCall,
+	// ErrUnknownTool, ErrToolTimeout, ErrTooManyCalls or ErrToolFailed.
+	Err error
+	// Latency is the wall-clock time of the call, waiting for a slot
+	// excluded.
+	Latency time.Duration
+}
