@@ -53,7 +53,8 @@ type Config struct {
 	// RequestTimeout bounds each attempt; 0 means 10 minutes.
 	RequestTimeout time.Duration
 	// MaxRetries is how many times a request is retried after a
-	// connection error, a timeout or a 5xx answer (never after a 4xx);
+	// connection error, a timeout, a 429 (too many requests) or a 5xx
+	// answer (never after another 4xx);
 	// 0 means 4, negative means none.
 	MaxRetries int
 	// BackoffBase and BackoffMax shape the wait before a retry on a
@@ -346,7 +347,10 @@ func (s *Sampler) attempt(ctx context.Context, b *backend, body []byte, p policy
 	}
 	if resp.StatusCode != http.StatusOK {
 		he := &HTTPError{URL: b.url, StatusCode: resp.StatusCode, Body: truncate(string(data), 512)}
-		if resp.StatusCode >= 500 {
+		// 429 is the server shedding load (vLLM's and most gateways' rate
+		// limit), not a fault of the request: like a 5xx, another try,
+		// perhaps on another server, can succeed.
+		if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
 			return policy.Generation{}, retryable{he}
 		}
 		return policy.Generation{}, he

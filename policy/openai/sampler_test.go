@@ -141,6 +141,17 @@ func TestRetry(t *testing.T) {
 			calls: 2, ok: true,
 		},
 		{
+			name: "429 then 200: rate limiting is retried",
+			before: func(w http.ResponseWriter, _ *http.Request, call int64) bool {
+				if call == 1 {
+					http.Error(w, `{"error":{"message":"too many requests","code":429}}`, http.StatusTooManyRequests)
+					return true
+				}
+				return false
+			},
+			calls: 2, ok: true,
+		},
+		{
 			name: "400 is not retried",
 			before: func(w http.ResponseWriter, _ *http.Request, _ int64) bool {
 				http.Error(w, `{"error":{"message":"This model's maximum context length is 4096 tokens","code":400}}`, http.StatusBadRequest)
