@@ -1,0 +1,273 @@
+package agentrl
+
+import (
+	"errors"
+	"fmt"
+	"image"
+	"io"
+	"math"
+	"path"
+	"slices"
+	"sort"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// ErrNoPlotData reports that no panel of a plot has a finite value to draw.
+var ErrNoPlotData = errors.New("agentrl: no metrics to plot")
+
+// PlotPanel is one panel of a training-curve plot: one line per metric key
+// over the training step.
+type PlotPanel struct {
+	// Title is drawn above the panel.
+	Title string
+	// Keys are metric keys, or path.Match patterns over keys (the "*" of a
+	// pattern does not cross a "/"), for example "val-core/*/acc/mean@*".
+	// Every matching key present in the log becomes one line.
+	Keys []string
+}
+
+// DefaultPlotPanels returns the panels of a GRPO run, under verl's metric
+// names (verl/trainer/ppo/metric_utils.py: compute_data_metrics;
+// verl/workers/actor/dp_actor.py: update_policy): reward mean, accuracy
+// (training and validation), response length, entropy, clip fraction,
+// KL, gradient norm and tool calls.
+func DefaultPlotPanels() []PlotPanel {
+	return []PlotPanel{
+		{Title: "Reward mean", Keys: []string{"critic/rewards/mean", "critic/score/mean"}},
+		{Title: "Accuracy", Keys: []string{"critic/acc/mean", "acc/mean", "val-core/*/acc/mean@*"}},
+		{Title: "Response length", Keys: []string{"response_length/mean"}},
+		{Title: "Entropy", Keys: []string{"actor/entropy"}},
+		{Title: "Clip fraction", Keys: []string{"actor/pg_clipfrac", "actor/pg_clipfrac_lower"}},
+		{Title: "KL", Keys: []string{"actor/ppo_kl", "actor/kl_loss"}},
+		{Title: "Gradient norm", Keys: []string{"actor/grad_norm"}},
+		{Title: "Tool calls", Keys: []string{"tool_call_counts/mean"}},
+	}
+}
+
+// PlotConfig configures PlotMetrics. The zero value draws DefaultPlotPanels
+// in two columns, 1200 pixels wide, 300 pixels per row of panels.
+type PlotConfig struct {
+	// Panels to draw; nil means DefaultPlotPanels. Panels without data are
+	// left out.
+	Panels []PlotPanel
+	// Columns of the panel grid; 0 means 2.
+	Columns int
+	// Width and Height of the image in pixels; 0 means 1200 and 300 per
+	// row.
+	Width, Height int
+}
+
+// plotDPI is the resolution the text sizes are set for.
+const plotDPI = 96
+
+// maxPlotPixels bounds the image so that a bad configuration cannot
+// allocate gigabytes.
+const maxPlotPixels = 64 << 20
+
+// PlotMetrics draws training curves from metrics log rows as one PNG image
+// with a grid of panels and writes it to w. A step logged more than once (a
+// resumed run) keeps its last row; NaN values (null in the log) are left out
+// of the lines. It returns ErrNoPlotData when no panel has a finite value.
+func PlotMetrics(w io.Writer, rows []MetricsRow, cfg PlotConfig) error {
+	img, err := renderMetrics(rows, cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w); err != nil {
+		return fmt.Errorf("agentrl: write plot: %w", err)
+	}
+	return nil
+}
+
+// PlotMetricsFile reads the metrics log at logPath and writes its plot to
+// pngPath atomically (WriteFileAtomicFunc).
+func PlotMetricsFile(logPath, pngPath string, cfg PlotConfig) error {
+	rows, err := ReadMetricsLogFile(logPath)
+	if err != nil {
+		return err
+	}
+	img, err := renderMetrics(rows, cfg)
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomicFunc(pngPath, 0o644, func(w io.Writer) error {
+		_, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w)
+		return err
+	})
+}
+
+// plotSeries is one line: a key's finite values by step.
+type plotSeries struct {
+	key string
+	xys plotter.XYs
+}
+
+func renderMetrics(rows []MetricsRow, cfg PlotConfig) (*vgimg.Canvas, error) {
+	panels := cfg.Panels
+	if panels == nil {
+		panels = DefaultPlotPanels()
+	}
+	cols := cfg.Columns
+	if cols == 0 {
+		cols = 2
+	}
+	if cols < 0 || cfg.Width < 0 || cfg.Height < 0 {
+		return nil, fmt.Errorf("agentrl: plot: negative Columns %d, Width %d or Height %d", cols, cfg.Width, cfg.Height)
+	}
+	rows = lastRowPerStep(rows)
+	var plots []*plot.Plot
+	for i, panel := range panels {
+		series, err := panelSeries(rows, panel)
+		if err != nil {
+			return nil, fmt.Errorf("agentrl: plot panel %d (%q): %w", i, panel.Title, err)
+		}
+		if len(series) == 0 {
+			continue
+		}
+		p, err := panelPlot(panel.Title, series)
+		if err != nil {
+			return nil, fmt.Errorf("agentrl: plot panel %q: %w", panel.Title, err)
+		}
+		plots = append(plots, p)
+	}
+	if len(plots) == 0 {
+		return nil, ErrNoPlotData
+	}
+	cols = min(cols, len(plots))
+	nrows := (len(plots) + cols - 1) / cols
+	width, height := cfg.Width, cfg.Height
+	if width == 0 {
+		width = 1200
+	}
+	if height == 0 {
+		height = 300 * nrows
+	}
+	if width < 50 || height < 50 || width*height > maxPlotPixels {
+		return nil, fmt.Errorf("agentrl: plot: %d×%d pixels is outside 50×50 … %d pixels", width, height, maxPlotPixels)
+	}
+	grid := make([][]*plot.Plot, nrows)
+	for r := range grid {
+		grid[r] = make([]*plot.Plot, cols)
+		for c := range grid[r] {
+			if i := r*cols + c; i < len(plots) {
+				grid[r][c] = plots[i]
+			}
+		}
+	}
+	img := vgimg.NewWith(vgimg.UseImage(image.NewRGBA(image.Rect(0, 0, width, height))), vgimg.UseDPI(plotDPI))
+	dc := draw.New(img)
+	tiles := draw.Tiles{
+		Rows: nrows, Cols: cols,
+		PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4,
+		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2,
+		PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2,
+	}
+	canvases := plot.Align(grid, tiles, dc)
+	for r := range grid {
+		for c, p := range grid[r] {
+			if p != nil {
+				p.Draw(canvases[r][c])
+			}
+		}
+	}
+	return img, nil
+}
+
+// lastRowPerStep sorts rows by step, keeping the last row of each step.
+func lastRowPerStep(rows []MetricsRow) []MetricsRow {
+	byStep := make(map[int]MetricsRow, len(rows))
+	for _, r := range rows {
+		byStep[r.Step] = r
+	}
+	out := make([]MetricsRow, 0, len(byStep))
+	for _, r := range byStep {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Step < out[j].Step })
+	return out
+}
+
+// panelSeries collects the finite values of the panel's keys, in the order
+// of the panel's keys and, within a pattern, of the matched keys.
+func panelSeries(rows []MetricsRow, panel PlotPanel) ([]plotSeries, error) {
+	var keys []string
+	for _, pattern := range panel.Keys {
+		if _, err := path.Match(pattern, ""); err != nil {
+			return nil, fmt.Errorf("key pattern %q: %w", pattern, err)
+		}
+		var matched []string
+		seen := map[string]bool{}
+		for _, r := range rows {
+			for k := range r.Values {
+				if ok, _ := path.Match(pattern, k); ok && !seen[k] && !slices.Contains(keys, k) {
+					seen[k] = true
+					matched = append(matched, k)
+				}
+			}
+		}
+		slices.Sort(matched)
+		keys = append(keys, matched...)
+	}
+	var out []plotSeries
+	for _, k := range keys {
+		var xys plotter.XYs
+		for _, r := range rows {
+			if v, ok := r.Values[k]; ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
+				xys = append(xys, plotter.XY{X: float64(r.Step), Y: v})
+			}
+		}
+		if len(xys) > 0 {
+			out = append(out, plotSeries{key: k, xys: xys})
+		}
+	}
+	return out, nil
+}
+
+// panelPlot draws one panel.
+func panelPlot(title string, series []plotSeries) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "step"
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Legend.TextStyle.Font.Size = vg.Points(8)
+	for i, s := range series {
+		line, points, err := plotter.NewLinePoints(s.xys)
+		if err != nil {
+			return nil, fmt.Errorf("series %q: %w", s.key, err)
+		}
+		col := plotutil.Color(i)
+		line.Color = col
+		line.Width = vg.Points(1.2)
+		points.Color = col
+		points.Shape = draw.CircleGlyph{}
+		points.Radius = vg.Points(1.5)
+		p.Add(line)
+		// Points mark sparse series (validation every few steps, or a run
+		// of a few steps), where a line alone could be invisible.
+		if len(s.xys) <= 60 {
+			p.Add(points)
+		}
+		if len(series) > 1 {
+			p.Legend.Add(s.key, line)
+		}
+	}
+	if len(series) == 1 {
+		p.Y.Label.Text = series[0].key
+	} else {
+		// Headroom above the data for the legend, which sits top left.
+		span := p.Y.Max - p.Y.Min
+		if span == 0 {
+			span = math.Max(math.Abs(p.Y.Max), 1)
+		}
+		p.Y.Max += 0.08 * span * float64(len(series))
+	}
+	return p, nil
+}

@@ -1,0 +1,194 @@
+package agentrl
+
+import (
+	"bytes"
+	"image"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// sampleRun returns the metrics of a 60-step run shaped like a GRPO run:
+// rising reward and accuracy, falling entropy, noisy clip fraction, KL and
+// gradient norm, validation accuracy every 10 steps, a NaN KL at step 30
+// and steps 41–45 logged twice (a resume from the step-40 checkpoint).
+func sampleRun() []MetricsRow {
+	var rows []MetricsRow
+	add := func(step int, rerun bool) {
+		s := float64(step)
+		v := map[string]float64{
+			"critic/rewards/mean":     1 - math.Exp(-s/20) + 0.05*math.Sin(s),
+			"critic/score/mean":       1 - math.Exp(-s/25),
+			"critic/acc/mean":         0.9 * (1 - math.Exp(-s/18)),
+			"response_length/mean":    300 + 100*math.Sin(s/10),
+			"actor/entropy":           1.2*math.Exp(-s/40) + 0.1,
+			"actor/pg_clipfrac":       0.02 + 0.01*math.Abs(math.Sin(s/3)),
+			"actor/pg_clipfrac_lower": 0.001 * math.Abs(math.Cos(s/4)),
+			"actor/ppo_kl":            0.001 * s,
+			"actor/grad_norm":         0.5 + 0.3*math.Abs(math.Sin(s/5)),
+			"tool_call_counts/mean":   1 + s/60,
+		}
+		if rerun {
+			v["critic/rewards/mean"] += 0.2 // the resumed run's values win
+		}
+		if step == 30 {
+			v["actor/ppo_kl"] = math.NaN()
+		}
+		if step%10 == 0 {
+			v["val-core/arith/acc/mean@8"] = 0.85 * (1 - math.Exp(-s/20))
+			v["val-core/gsm/acc/mean@4"] = 0.6 * (1 - math.Exp(-s/30))
+		}
+		rows = append(rows, MetricsRow{Step: step, Values: v})
+	}
+	for s := 1; s <= 45; s++ {
+		add(s, false)
+	}
+	for s := 41; s <= 60; s++ {
+		add(s, true)
+	}
+	return rows
+}
+
+// inkFraction returns the share of pixels in r that are not near-white.
+func inkFraction(img image.Image, r image.Rectangle) float64 {
+	ink := 0
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		for x := r.Min.X; x < r.Max.X; x++ {
+			cr, cg, cb, _ := img.At(x, y).RGBA()
+			if cr < 0xe000 || cg < 0xe000 || cb < 0xe000 {
+				ink++
+			}
+		}
+	}
+	return float64(ink) / float64(r.Dx()*r.Dy())
+}
+
+// colored reports whether r holds a saturated (line-colored, not gray)
+// pixel.
+func colored(img image.Image, r image.Rectangle) bool {
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		for x := r.Min.X; x < r.Max.X; x++ {
+			cr, cg, cb, _ := img.At(x, y).RGBA()
+			hi, lo := max(cr, cg, cb), min(cr, cg, cb)
+			if hi-lo > 0x6000 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func TestPlotMetricsDefaultPanels(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, PlotMetrics(&buf, sampleRun(), PlotConfig{}))
+	img, err := png.Decode(&buf)
+	require.NoError(t, err)
+	// 8 default panels, all with data, in 2 columns: 4 rows of 300 px.
+	assert.Equal(t, image.Rect(0, 0, 1200, 1200), img.Bounds())
+	// Every tile of the 2×4 grid holds axes, text and a colored line.
+	for r := range 4 {
+		for c := range 2 {
+			tile := image.Rect(c*600, r*300, (c+1)*600, (r+1)*300)
+			f := inkFraction(img, tile)
+			assert.Greater(t, f, 0.01, "tile %d,%d is blank", r, c)
+			assert.Less(t, f, 0.5, "tile %d,%d is mostly ink", r, c)
+			assert.True(t, colored(img, tile), "tile %d,%d has no colored line", r, c)
+		}
+	}
+}
+
+func TestPlotMetricsCustom(t *testing.T) {
+	var buf bytes.Buffer
+	cfg := PlotConfig{
+		Panels: []PlotPanel{
+			{Title: "Validation", Keys: []string{"val-core/*/acc/mean@*"}},
+			{Title: "Missing", Keys: []string{"no/such/key"}}, // left out
+			{Title: "Entropy", Keys: []string{"actor/entropy"}},
+		},
+		Columns: 3, Width: 900, Height: 400,
+	}
+	require.NoError(t, PlotMetrics(&buf, sampleRun(), cfg))
+	img, err := png.Decode(&buf)
+	require.NoError(t, err)
+	assert.Equal(t, image.Rect(0, 0, 900, 400), img.Bounds())
+	// Two panels with data: the columns shrink to 2.
+	assert.True(t, colored(img, image.Rect(0, 0, 450, 400)))
+	assert.True(t, colored(img, image.Rect(450, 0, 900, 400)))
+}
+
+func TestPlotSeriesSelection(t *testing.T) {
+	rows := lastRowPerStep(sampleRun())
+	require.Len(t, rows, 60)
+	for i, r := range rows {
+		require.Equal(t, i+1, r.Step)
+	}
+	// Step 41 comes from the resumed run: 1 − e^(−41/20) + 0.05 sin 41 + 0.2.
+	assert.InDelta(t, 1-math.Exp(-41.0/20)+0.05*math.Sin(41)+0.2, rows[40].Values["critic/rewards/mean"], 1e-12)
+
+	series, err := panelSeries(rows, PlotPanel{Keys: []string{"actor/ppo_kl", "val-core/*/acc/mean@*"}})
+	require.NoError(t, err)
+	require.Len(t, series, 3)
+	assert.Equal(t, "actor/ppo_kl", series[0].key)
+	assert.Len(t, series[0].xys, 59, "the NaN at step 30 is left out")
+	assert.Equal(t, "val-core/arith/acc/mean@8", series[1].key)
+	assert.Equal(t, "val-core/gsm/acc/mean@4", series[2].key)
+	assert.Len(t, series[1].xys, 6)
+
+	_, err = panelSeries(rows, PlotPanel{Keys: []string{"["}})
+	require.Error(t, err)
+}
+
+func TestPlotMetricsErrors(t *testing.T) {
+	var buf bytes.Buffer
+	require.ErrorIs(t, PlotMetrics(&buf, nil, PlotConfig{}), ErrNoPlotData)
+	onlyNaN := []MetricsRow{{Step: 1, Values: map[string]float64{"actor/entropy": math.NaN()}}}
+	require.ErrorIs(t, PlotMetrics(&buf, onlyNaN, PlotConfig{}), ErrNoPlotData)
+	rows := sampleRun()
+	require.Error(t, PlotMetrics(&buf, rows, PlotConfig{Width: -1}))
+	require.Error(t, PlotMetrics(&buf, rows, PlotConfig{Columns: -2}))
+	require.Error(t, PlotMetrics(&buf, rows, PlotConfig{Width: 20}))
+	require.Error(t, PlotMetrics(&buf, rows, PlotConfig{Width: 100000, Height: 100000}))
+	require.Error(t, PlotMetrics(&buf, rows, PlotConfig{Panels: []PlotPanel{{Title: "bad", Keys: []string{"[x"}}}}))
+	require.ErrorIs(t, PlotMetrics(errWriter{}, rows, PlotConfig{}), errDiskFull)
+}
+
+func TestPlotMetricsFile(t *testing.T) {
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "metrics.jsonl")
+	l, err := OpenMetricsLog(logPath, MetricsLogOptions{})
+	require.NoError(t, err)
+	for _, r := range sampleRun() {
+		require.NoError(t, l.Log(r.Step, r.Values))
+	}
+	require.NoError(t, l.Close())
+	pngPath := filepath.Join(dir, "curves.png")
+	require.NoError(t, PlotMetricsFile(logPath, pngPath, PlotConfig{}))
+	f, err := os.Open(pngPath)
+	require.NoError(t, err)
+	defer f.Close()
+	cfg, err := png.DecodeConfig(f)
+	require.NoError(t, err)
+	assert.Equal(t, 1200, cfg.Width)
+	assert.Equal(t, 1200, cfg.Height)
+
+	require.Error(t, PlotMetricsFile(filepath.Join(dir, "missing.jsonl"), pngPath, PlotConfig{}))
+	empty := filepath.Join(dir, "empty.jsonl")
+	require.NoError(t, os.WriteFile(empty, nil, 0o644))
+	require.ErrorIs(t, PlotMetricsFile(empty, pngPath, PlotConfig{}), ErrNoPlotData)
+}
+
+func BenchmarkPlotMetrics(b *testing.B) {
+	rows := sampleRun()
+	var buf bytes.Buffer
+	for b.Loop() {
+		buf.Reset()
+		if err := PlotMetrics(&buf, rows, PlotConfig{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

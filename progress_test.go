@@ -1,0 +1,196 @@
+package agentrl
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeClock is a settable clock for the progress tests.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func newClock() *fakeClock { return &fakeClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func lines(s string) []string { return strings.Split(strings.TrimRight(s, "\n"), "\n") }
+
+func TestProgressLines(t *testing.T) {
+	clk := newClock()
+	var buf bytes.Buffer
+	p, err := NewProgress(ProgressConfig{Total: 4, Out: &buf, Mode: ProgressLines, Interval: 10 * time.Second,
+		Description: "grpo", Clock: clk.now})
+	require.NoError(t, err)
+
+	clk.advance(2 * time.Second)
+	require.NoError(t, p.Update(ProgressStats{Step: 1, RewardMean: 0.5, Acc: 0.25, Tokens: 1000}))
+	clk.advance(2 * time.Second) // 2 s after the last line: held back
+	require.NoError(t, p.Update(ProgressStats{Step: 2, RewardMean: 0.6, Acc: 0.3, Tokens: 1000}))
+	clk.advance(9 * time.Second) // 11 s after the last line
+	require.NoError(t, p.Update(ProgressStats{Step: 3, RewardMean: 0.7, Acc: 0.4, Tokens: 1000}))
+	clk.advance(3 * time.Second) // last step: always written
+	require.NoError(t, p.Update(ProgressStats{Step: 4, RewardMean: math.NaN(), Acc: 0.5, Tokens: 1000}))
+	require.NoError(t, p.Finish())
+	require.NoError(t, p.Finish())
+	require.NoError(t, p.Update(ProgressStats{Step: 5})) // ignored after Finish
+
+	assert.Equal(t, []string{
+		// 1000 tokens / 2 s = 500 tok/s; ETA = 2 s per step × 3 steps left.
+		"[grpo] step 1/4 (25%) reward 0.500 acc 0.250 500 tok/s elapsed 2s eta 6s",
+		// 3000 / 13 s = 230.8 tok/s; ETA = 13 s / 3 steps × 1 step = 4.33 s.
+		"[grpo] step 3/4 (75%) reward 0.700 acc 0.400 231 tok/s elapsed 13s eta 4s",
+		// 4000 / 16 s = 250 tok/s.
+		"[grpo] step 4/4 (100%) reward nan acc 0.500 250 tok/s elapsed 16s eta 0s",
+	}, lines(buf.String()))
+}
+
+func TestProgressFinishWritesHeldBackLine(t *testing.T) {
+	clk := newClock()
+	var buf bytes.Buffer
+	// A resumed run: 50 steps were done before it.
+	p, err := NewProgress(ProgressConfig{Total: 100, StartStep: 50, Out: &buf, Mode: ProgressLines, Clock: clk.now})
+	require.NoError(t, err)
+	clk.advance(10 * time.Second)
+	require.NoError(t, p.Update(ProgressStats{Step: 51, RewardMean: 1, Acc: 1, Tokens: 50}))
+	clk.advance(10 * time.Second)
+	require.NoError(t, p.Update(ProgressStats{Step: 52, RewardMean: 0, Acc: 0, Tokens: 150}))
+	require.NoError(t, p.Finish())
+	assert.Equal(t, []string{
+		// 50 tokens / 10 s; ETA = 10 s per step × 49 steps left = 8m10s.
+		"step 51/100 (51%) reward 1.000 acc 1.000 5 tok/s elapsed 10s eta 8m10s",
+		// Held back by the 30 s default interval, written by Finish:
+		// 200 / 20 s; ETA = 10 s × 48.
+		"step 52/100 (52%) reward 0.000 acc 0.000 10 tok/s elapsed 20s eta 8m0s",
+	}, lines(buf.String()))
+}
+
+func TestProgressEveryStepAndZeroElapsed(t *testing.T) {
+	clk := newClock()
+	var buf bytes.Buffer
+	p, err := NewProgress(ProgressConfig{Total: 3, Out: &buf, Mode: ProgressLines, Interval: -1, Clock: clk.now})
+	require.NoError(t, err)
+	require.NoError(t, p.Update(ProgressStats{Step: 0, Tokens: 5})) // no time has passed, no step done
+	clk.advance(time.Second)
+	require.NoError(t, p.Update(ProgressStats{Step: 1, Tokens: 5}))
+	assert.Equal(t, []string{
+		"step 0/3 (0%) reward 0.000 acc 0.000 - tok/s elapsed 0s eta ?",
+		"step 1/3 (33%) reward 0.000 acc 0.000 10 tok/s elapsed 1s eta 2s",
+	}, lines(buf.String()))
+}
+
+func TestProgressBar(t *testing.T) {
+	var buf bytes.Buffer
+	p, err := NewProgress(ProgressConfig{Total: 4, Out: &buf, Mode: ProgressBar, Description: "sft"})
+	require.NoError(t, err)
+	require.NoError(t, p.Update(ProgressStats{Step: 2, RewardMean: 0.25, Acc: 0.5, Tokens: 10}))
+	require.NoError(t, p.Update(ProgressStats{Step: 4, RewardMean: 0.75, Acc: 1, Tokens: 10}))
+	require.NoError(t, p.Finish())
+	out := buf.String()
+	assert.Contains(t, out, "[sft] step 4/4 reward 0.750 acc 1.000")
+	assert.Contains(t, out, "4/4")
+	assert.True(t, strings.HasSuffix(out, "\n"), "the bar ends its line")
+}
+
+func TestProgressBarFinishEarly(t *testing.T) {
+	var buf bytes.Buffer
+	p, err := NewProgress(ProgressConfig{Total: 10, Out: &buf, Mode: ProgressBar})
+	require.NoError(t, err)
+	require.NoError(t, p.Update(ProgressStats{Step: 3}))
+	require.NoError(t, p.Finish())
+	assert.True(t, strings.HasSuffix(buf.String(), "\n"))
+}
+
+func TestProgressAutoIsLinesWithoutTerminal(t *testing.T) {
+	var buf bytes.Buffer
+	p, err := NewProgress(ProgressConfig{Total: 2, Out: &buf})
+	require.NoError(t, err)
+	assert.Equal(t, ProgressLines, p.mode)
+
+	f, err := os.Create(filepath.Join(t.TempDir(), "log"))
+	require.NoError(t, err)
+	defer f.Close()
+	p, err = NewProgress(ProgressConfig{Total: 2, Out: f})
+	require.NoError(t, err)
+	assert.Equal(t, ProgressLines, p.mode, "a regular file is no terminal")
+}
+
+func TestProgressOff(t *testing.T) {
+	var buf bytes.Buffer
+	p, err := NewProgress(ProgressConfig{Total: 2, Out: &buf, Mode: ProgressOff})
+	require.NoError(t, err)
+	require.NoError(t, p.Update(ProgressStats{Step: 1}))
+	require.NoError(t, p.Finish())
+	assert.Empty(t, buf.String())
+}
+
+func TestProgressConfigErrors(t *testing.T) {
+	for _, cfg := range []ProgressConfig{{Total: 0}, {Total: 5, StartStep: -1}, {Total: 5, StartStep: 6}} {
+		_, err := NewProgress(cfg)
+		require.ErrorIs(t, err, ErrInvalidProgress)
+	}
+}
+
+func TestProgressWriteError(t *testing.T) {
+	p, err := NewProgress(ProgressConfig{Total: 2, Out: errWriter{}, Mode: ProgressLines})
+	require.NoError(t, err)
+	require.ErrorIs(t, p.Update(ProgressStats{Step: 1}), errDiskFull)
+}
+
+func TestProgressConcurrent(t *testing.T) {
+	var buf lockedBuffer
+	p, err := NewProgress(ProgressConfig{Total: 400, Out: &buf, Mode: ProgressLines, Interval: -1})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 100 {
+				assert.NoError(t, p.Update(ProgressStats{Step: w*100 + i + 1, Tokens: 1}))
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, p.Finish())
+	got := lines(buf.String())
+	assert.Len(t, got, 400)
+	for _, l := range got {
+		assert.True(t, strings.HasPrefix(l, "step "), l)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
