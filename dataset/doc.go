@@ -33,7 +33,18 @@
 // restores its position (SamplerState, JSON). GroupFilter implements DAPO's
 // dynamic sampling (verl's algorithm.filter_groups) over any trajectory type.
 //
-// SFT conversations (token ids and loss masks) are not implemented yet.
+// SFT: OpenSFT (or NewSFTJSONLReader, LoadSFT) reads multi-turn
+// conversations — a messages list (system, user, assistant, tool; assistant
+// tool_calls and reasoning_content) and optional tools — from JSON Lines or
+// verl's multi-turn SFT parquet layout (Open-AgentRL's SFT set). Tool-call
+// arguments and tool schemas stay raw JSON, so their key order reaches the
+// chat template. SFTEncoder renders each conversation once with the
+// tokenizer's chat template, tokenizes it once, and sets the loss mask to 1
+// exactly on the assistant turns' trained text (thinking as rendered,
+// content, tool-call markup, end-of-turn token), found by prefix renderings
+// or, when the template rewrites earlier turns (Qwen3 drops their
+// reasoning), by the turn delimiters; see SFTEncoder.Encode. Truncation
+// follows verl's "error", "left" and "right".
 //
 // dataset may import policy/tokenizer; it must not import rollout, reward,
 // advantage, loss or the root package.

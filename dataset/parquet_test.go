@@ -23,7 +23,7 @@ import (
 func TestParquetMatchesIndependentReader(t *testing.T) {
 	files, err := filepath.Glob("testdata/*_hyparquet.parquet")
 	require.NoError(t, err)
-	require.Len(t, files, 8)
+	require.Len(t, files, 9)
 	for _, path := range files {
 		if strings.HasPrefix(filepath.Base(path), "legacy_") {
 			continue // hyparquet ignores the legacy list rules; see TestAssemblerLegacyList
@@ -54,6 +54,9 @@ func TestParquetMatchesIndependentReader(t *testing.T) {
 func promptKeyOf(path string) string {
 	if strings.Contains(path, "openagentrl_lcb") {
 		return "problem"
+	}
+	if strings.Contains(path, "sft_") {
+		return "messages"
 	}
 	return ""
 }
