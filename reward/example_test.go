@@ -67,8 +67,9 @@ func ExampleCombine() {
 	if err != nil {
 		panic(err)
 	}
-	// A wrong answer after 6 turns: min(−0.6, −1 + 0.1·(6−2)/2) = −0.8, plus 0.1 format.
-	out, err := f(context.Background(), reward.Input{Response: `\boxed{7}`, GroundTruth: "8", Turns: 6})
+	// A wrong answer after 3 assistant turns (2 tool rounds, verl's
+	// num_turns 6): min(−0.6, −1 + 0.1·(6−2)/2) = −0.8, plus 0.1 format.
+	out, err := f(context.Background(), reward.Input{Response: `\boxed{7}`, GroundTruth: "8", Turns: 3})
 	if err != nil {
 		panic(err)
 	}
@@ -96,4 +97,42 @@ func ExampleBatch() {
 	// Output:
 	// 1 204
 	// 0 17
+}
+
+func ExampleExtractAnswer() {
+	for _, resp := range []string{
+		`<think>maybe \boxed{3}</think>The roots are $\boxed{2}$ and $\boxed{5}$.`,
+		"Final Answer: The final answer is $\\frac{3}{4}$. I hope it is correct.",
+		"**Answer:** 18",
+	} {
+		a, method, ok := reward.ExtractAnswer(resp, false)
+		fmt.Printf("%q %s %v\n", a, method, ok)
+	}
+	// Output:
+	// "2, 5" boxed true
+	// "\\frac{3}{4}" phrase true
+	// "18" phrase true
+}
+
+func ExampleWithToolBonus() {
+	math, err := reward.MathFunc(reward.DefaultMathConfig())
+	if err != nil {
+		panic(err)
+	}
+	f, err := reward.WithToolBonus(math, reward.DefaultToolBonus())
+	if err != nil {
+		panic(err)
+	}
+	// Wrong answers: 0.1 per tool round (assistant turns − 1), capped at −0.6.
+	for _, turns := range []int{1, 3, 9} {
+		out, err := f(context.Background(), reward.Input{Response: `\boxed{7}`, GroundTruth: "8", Turns: turns})
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("%d turns: %.1f\n", turns, out.Score)
+	}
+	// Output:
+	// 1 turns: -1.0
+	// 3 turns: -0.8
+	// 9 turns: -0.6
 }

@@ -14,6 +14,8 @@ const (
 	ExtractMath     = "last-math" // the last $…$, \(…\) or \[…\] span of the final paragraph
 	ExtractNumber   = "last-num"  // the last number of the final paragraph
 	maxExtractInput = 1 << 20
+	// maxBoxGroup bounds the boxes joined into one answer list.
+	maxBoxGroup = 64
 )
 
 var (
@@ -183,14 +185,20 @@ func boxedAnswer(s string) (answer string, ok, cut bool) {
 	if lastOpen > boxes[len(boxes)-1].start {
 		return "", false, true
 	}
-	n := len(boxes) - 1
-	group := []string{boxes[n].content}
-	for n > 0 && isBoxSeparator(s[boxes[n-1].end:boxes[n].start]) {
-		n--
-		group = append([]string{boxes[n].content}, group...)
+	// Walk back over the boxes separated only by commas and "and"; a run
+	// longer than maxBoxGroup is no answer list but repetition, and its
+	// last box stands alone (this also keeps 100k boxes linear).
+	last := len(boxes) - 1
+	first := last
+	for first > 0 && last-first < maxBoxGroup && isBoxSeparator(s[boxes[first-1].end:boxes[first].start]) {
+		first--
 	}
-	for i := range group {
-		group[i] = cleanAnswer(group[i])
+	if last-first >= maxBoxGroup {
+		first = last
+	}
+	group := make([]string, 0, last-first+1)
+	for _, b := range boxes[first:] {
+		group = append(group, cleanAnswer(b.content))
 	}
 	ans := strings.Join(group, ", ")
 	return ans, strings.TrimSpace(ans) != "", false
@@ -278,7 +286,8 @@ func isLetterByte(c byte) bool { return (c >= 'a' && c <= 'z') || (c >= 'A' && c
 // cleanPhrase trims "the answer is X." to X: it drops a trailing sentence
 // and the decorations of cleanAnswer.
 func cleanPhrase(s string) string {
-	s = strings.TrimSpace(s)
+	// "**Answer:** 18": the bold marker closes after the colon.
+	s = strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(s), "*"))
 	if a, ok := lastBoxed(s); ok {
 		return a
 	}
@@ -314,6 +323,10 @@ func cleanAnswer(s string) string {
 		}
 		s = strings.TrimSpace(strings.TrimPrefix(s, `\displaystyle`))
 		s = strings.TrimRight(s, " .;:")
+		// An unpaired bold marker: "**Answer: 18**" leaves "18**".
+		if strings.HasSuffix(s, "**") && !strings.Contains(s[:len(s)-2], "**") {
+			s = strings.TrimSpace(s[:len(s)-2])
+		}
 		s = strings.TrimSpace(strings.TrimPrefix(s, "="))
 		s = strings.Trim(s, "$")
 		if s == before {

@@ -43,6 +43,10 @@ func TestExtractAnswer(t *testing.T) {
 		{"think", `<think>\boxed{1}</think>\boxed{2}`, false, "2", ExtractBoxed, true},
 		{"think no final", `<think>\boxed{1}</think>I am done`, false, "1", ExtractBoxed, true},
 		{"empty box", `\boxed{}`, false, "", "", false},
+		{"bold label", "**Answer:** 18", false, "18", ExtractPhrase, true},
+		{"bold around", "**Answer: 18**", false, "18", ExtractPhrase, true},
+		{"box run too long", strings.Repeat(`\boxed{1}, `, 64) + `\boxed{2}`, false, "2", ExtractBoxed, true},
+		{"box run at the limit", strings.Repeat(`\boxed{1}, `, 63) + `\boxed{2}`, false, strings.Repeat("1, ", 63) + "2", ExtractBoxed, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package reward
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,8 @@ func FuzzMathVerify(f *testing.F) {
 		{`\boxed{x^2+1}`, "x^2+1"}, {`\boxed{10^{10^{10}}}`, "1"}, {`\boxed{\begin{pmatrix}1\\2\end{pmatrix}}`, "(1,2)"},
 		{`\boxed{1000!}`, "1000!"}, {`\boxed{\{1,2\}}`, `\{2,1\}`}, {`\boxed{x \geq 2}`, `[2,\infty)`},
 		{`\boxed{e^{i\pi}}`, "-1"}, {`\boxed{50\%}`, "0.5"}, {`\boxed{\text{yes}}`, "yes"},
+		{`\boxed{\textbf{(A)}\ 8}`, `\textbf{(A) }8`}, {`\boxed{72}`, "#### 72"}, {"**Answer:** 18", "18"},
+		{`\boxed{0.\overline{3}}`, `\frac13`}, {`\boxed{\tan 45^\circ}`, "1"},
 	} {
 		f.Add(c[0], c[1])
 	}
@@ -52,6 +55,32 @@ func FuzzMathVerify(f *testing.F) {
 		}
 		if out.Acc != (out.Score == 1) {
 			t.Fatalf("Acc %v with Score %v", out.Acc, out.Score)
+		}
+	})
+}
+
+// FuzzParseTests: a code test specification from a data set either parses
+// into cases or is an ErrTests error; it never panics.
+func FuzzParseTests(f *testing.F) {
+	for _, s := range []string{
+		`{"inputs": ["1 2\n"], "outputs": ["3\n"]}`,
+		`{"inputs": [["1", "2"]], "outputs": [["3"]]}`,
+		`{"fn_name": "add", "inputs": [[1, 2]], "outputs": [3]}`,
+		`{"fn_name": "add", "inputs": ["1\n2"], "outputs": ["3"]}`,
+		`{"inputs": [], "outputs": []}`, `{"inputs": [1], "outputs": []}`, `[]`, `{`, `null`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ts, err := ParseTests(s)
+		if err != nil {
+			if !errors.Is(err, ErrTests) {
+				t.Fatalf("error %v does not wrap ErrTests", err)
+			}
+			return
+		}
+		if _, err := ts.cases(); err != nil {
+			t.Fatalf("parsed spec has bad cases: %v", err)
 		}
 	})
 }

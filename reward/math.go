@@ -26,9 +26,14 @@ const DefaultMathTimeout = 2 * time.Second
 // relative tolerance of 1e-9 only where functions such as sin or ln leave
 // the exact route undecided; structural rules for sets (unordered), tuples
 // (ordered), intervals, unions, matrices, equations and inequalities
-// ("x = 5" matches 5); text for word answers; letters for multiple choice.
-// Decimals are exact rationals, so 0.333 does not match 1/3 and 3.14 does
-// not match π.
+// ("x = 5" and "f(x) = 5" match 5; "a = 3, b = 2" keeps its order against
+// "2, 3"; "x < 1 or x > 2" is a union of intervals); text for word
+// answers; letters for multiple choice, with AMC's "\textbf{(A) }8"
+// matching either A or 8. Decimals are exact rationals, so 0.333 does not
+// match 1/3 and 3.14 does not match π, while 0.\overline{3} is 1/3. A
+// degree sign inside sin, cos or tan converts to radians; elsewhere it is
+// dropped (45^\circ matches 45). A gold answer holding a GSM8K solution
+// is read after its last "####".
 //
 // The check runs under ctx and at most DefaultMathTimeout; input size,
 // nesting, number size and step counts are capped, so pathological input
@@ -42,6 +47,10 @@ func MathVerify(ctx context.Context, response, gold string) Output {
 func mathVerify(ctx context.Context, response, gold string, fallbacks bool) Output {
 	if g, _, ok := ExtractAnswer(gold, false); ok && strings.Contains(gold, `\boxed`) {
 		gold = g
+	}
+	// A raw GSM8K answer field: the worked solution, then "#### 72".
+	if i := strings.LastIndex(gold, "####"); i >= 0 {
+		gold = gold[i+len("####"):]
 	}
 	gold = strings.TrimSpace(gold)
 	if gold == "" {
@@ -64,7 +73,31 @@ func mathVerify(ctx context.Context, response, gold string, fallbacks bool) Outp
 			return out
 		}
 	}
-	v, err := equivalentWithUnits(ctx, gold, pred)
+	// AMC style "\textbf{(A) }8": a choice label with its value. A label
+	// on both sides decides by letter; otherwise the values compare.
+	gl, gv := choiceWithValue(gold)
+	pl, pv := choiceWithValue(pred)
+	cmpGold, cmpPred := gold, pred
+	switch {
+	case gl != 0 && (pl != 0 || choiceLetter(pred) != 0):
+		p := pl
+		if p == 0 {
+			p = choiceLetter(pred)
+		}
+		out.Pred = string(p)
+		if p == gl {
+			out.Score, out.Acc = 1, true
+			out.Reason = fmt.Sprintf("correct: choice %c (%s)", gl, method)
+		} else {
+			out.Reason = fmt.Sprintf("wrong: choice %c, gold %c (%s)", p, gl, method)
+		}
+		return out
+	case gl != 0:
+		cmpGold = gv
+	case pl != 0:
+		cmpPred = pv
+	}
+	v, err := equivalentWithUnits(ctx, cmpGold, cmpPred)
 	if err != nil {
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
@@ -87,6 +120,39 @@ func mathVerify(ctx context.Context, response, gold string, fallbacks bool) Outp
 		out.Reason = fmt.Sprintf("wrong (%s, %s): answer %s, gold %s%s", v.Method, method, quote(pred), quote(gold), note)
 	}
 	return out
+}
+
+// choiceLabel matches a parenthesised choice label that opens an answer:
+// "(A)", "\textbf{(A)}", "\text{(B) }", "\mathrm{(C)}".
+var choiceLabel = regexp.MustCompile(`^\s*(?:\\(?:textbf|text|mathrm|mathbf)\s*\{\s*)?\(([A-J])\)\s*(\}?)`)
+
+// choiceWithValue splits "\textbf{(A) }8" into the letter A and the value
+// "8". It returns 0 when s does not start with a label or has no value
+// after it.
+func choiceWithValue(s string) (byte, string) {
+	m := choiceLabel.FindStringSubmatchIndex(s)
+	if m == nil {
+		return 0, ""
+	}
+	rest := s[m[1]:]
+	if m[4] == m[5] && strings.HasPrefix(s[m[0]:], `\`) {
+		// "\text{(B) 12}": the value sits inside the braces.
+		rest = strings.TrimSuffix(strings.TrimSpace(rest), "}")
+	}
+	for {
+		before := rest
+		rest = strings.TrimSpace(rest)
+		for _, cut := range []string{`\ `, `\quad`, `\qquad`, `\,`, `\;`, "~", "$"} {
+			rest = strings.TrimPrefix(rest, cut)
+		}
+		if rest == before {
+			break
+		}
+	}
+	if rest == "" {
+		return 0, ""
+	}
+	return s[m[2]], rest
 }
 
 // unitTail matches trailing plain-text units: "5 cm", "12 dollars", "3 sq units".
@@ -113,9 +179,21 @@ func equivalentWithUnits(ctx context.Context, gold, pred string) (mathexpr.Verdi
 func stripUnits(s string) string {
 	s = strings.ReplaceAll(s, "$", "")
 	if m := unitTail.FindStringSubmatch(s); m != nil && !strings.Contains(s, `\`) {
+		for _, w := range strings.Fields(strings.ToLower(s[len(m[1]):])) {
+			if mathUnitWords[strings.TrimSuffix(w, ".")] {
+				return s // "2 pi" is 2π, not 2 with a unit
+			}
+		}
 		return strings.TrimSpace(m[1])
 	}
 	return s
+}
+
+// mathUnitWords are plain-text words that are mathematics, not units.
+var mathUnitWords = map[string]bool{
+	"pi": true, "sqrt": true, "ln": true, "log": true, "exp": true, "sin": true, "cos": true, "tan": true,
+	"sec": true, "csc": true, "cot": true, "infinity": true, "infty": true, "inf": true, "oo": true,
+	"arcsin": true, "arccos": true, "arctan": true, "mod": true, "sinh": true, "cosh": true, "tanh": true,
 }
 
 func quote(s string) string {

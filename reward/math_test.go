@@ -67,12 +67,52 @@ func TestMathVerifyPathological(t *testing.T) {
 		{"300-deep parens", strings.Repeat("(", 300) + "1" + strings.Repeat(")", 300), "1", false, "nesting too deep"},
 		{"power of a sum", `(1+\sqrt{2})^{100000}`, `1`, false, "wrong"},
 		{"huge sci", `1e-999999999`, `0`, false, "wrong"},
+		{"10k-deep frac", strings.Repeat(`\frac{1}{`, 10000) + "2" + strings.Repeat("}", 10000), "1", false, "too long"},
+		{"1k-deep sqrt", strings.Repeat(`\sqrt{`, 1000) + "2" + strings.Repeat("}", 1000), "1", false, "nesting too deep"},
+		{"10k unbalanced parens", strings.Repeat("(", 10000), "1", false, "too long"},
+		{"1k unbalanced parens", strings.Repeat("(", 1000), "1", false, "nesting too deep"},
+		{"x^x^x… 2000", strings.Repeat("x^", 2000) + "x", "1", false, "nesting too deep"},
+		{"2^2^…^2 tower", strings.Repeat("2^", 30) + "2", "1", false, "too large"},
+		{"10!!!!!!!", `10!!!!!!!`, "1", false, "too large"},
+		{"10!!!!!!! vs itself", `10!!!!!!!`, `10!!!!!!!`, true, "structure"},
+		// Identical answers whose expansion exceeds the step budget are
+		// still the same answer.
+		{"budget, identical", `(x+y+z+w+1)^{60}`, `(x+y+z+w+1)^{60}`, true, "identical"},
+		{"budget, different", `(x+y+z+w+1)^{60}`, `(x+y+z+w+2)^{60}`, false, "step budget"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			start := time.Now()
 			out := MathVerify(context.Background(), `\boxed{`+c.pred+`}`, c.gold)
 			// Bounded by DefaultMathTimeout; a generous margin for a loaded machine.
+			require.Less(t, time.Since(start), DefaultMathTimeout+3*time.Second)
+			assert.Equal(t, c.acc, out.Acc, out.Reason)
+			assert.Contains(t, out.Reason, c.reason)
+		})
+	}
+}
+
+// TestMathVerifyHugeResponse: megabyte responses return promptly with a
+// Reason. 100k boxes side by side once took 46 s (a quadratic join).
+func TestMathVerifyHugeResponse(t *testing.T) {
+	cases := []struct {
+		name, resp string
+		acc        bool
+		reason     string
+	}{
+		{"1 MB prose, box at the end", strings.Repeat("word ", 200000) + `\boxed{5}`, true, "correct"},
+		{"1 MB prose, no answer", strings.Repeat("word ", 210000), false, "no answer"},
+		{"1 MB of digits", strings.Repeat("1", 1<<20), false, "too long"},
+		{"100k boxes", strings.Repeat(`\boxed{5}, `, 100000), true, "correct"},
+		{"1 MB of dollars", strings.Repeat("$", 1<<20), false, "no answer"},
+		{"1 MB of open braces", `\boxed{` + strings.Repeat("{", 1<<20), false, "no answer"},
+		{"150k <think>", strings.Repeat("<think>", 150000) + "</think>5", true, "correct"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			out := MathVerify(context.Background(), c.resp, "5")
+			// A hang guard with a generous margin for a loaded machine.
 			require.Less(t, time.Since(start), DefaultMathTimeout+3*time.Second)
 			assert.Equal(t, c.acc, out.Acc, out.Reason)
 			assert.Contains(t, out.Reason, c.reason)

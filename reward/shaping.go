@@ -79,34 +79,49 @@ func WithOverlong(f Func, c OverlongConfig) (Func, error) {
 type ToolBonusConfig struct {
 	// Cap is the highest score a wrong answer can reach (−0.6).
 	Cap float64
-	// PerTurn is the bonus per turn beyond BaseTurns (0.1/2).
+	// PerTurn is the bonus per assistant turn beyond BaseTurns (0.1).
 	PerTurn float64
-	// BaseTurns is the number of turns that earn nothing (2: answer
-	// without using a tool's result).
+	// BaseTurns is the number of assistant turns that earn nothing (1: an
+	// answer without any tool round).
 	BaseTurns int
 }
 
-// DefaultToolBonus is the shaping Open-AgentRL's reward.py intends for a
-// wrong answer: min(−0.6, score + 0.1·(turns − 2)/2).
+// DefaultToolBonus is Open-AgentRL's shaping for a wrong answer
+// (recipe/demystify/reward.py compute_score, after verl's
+// recipe/retool): score = min(−0.6, score + 0.1·(num_turns − 2)/2).
+//
+// verl's tool agent loop counts num_turns = user_turns + assistant_turns
+// + 1, where user_turns is the number of tool-result rounds; a trajectory
+// that ends in an answer has assistant_turns = user_turns + 1, so
+// num_turns = 2·Turns and (num_turns − 2)/2 = Turns − 1: 0.1 per tool
+// round. Hence PerTurn 0.1 and BaseTurns 1 over Input.Turns (assistant
+// turns).
 func DefaultToolBonus() ToolBonusConfig {
-	return ToolBonusConfig{Cap: -0.6, PerTurn: 0.05, BaseTurns: 2}
+	return ToolBonusConfig{Cap: -0.6, PerTurn: 0.1, BaseTurns: 1}
 }
 
-// WithToolBonus raises the score of a wrong answer by PerTurn for each turn
-// beyond BaseTurns, never above Cap: a failed attempt that kept using its
-// tools is punished less than one that gave up, but never reaches the
-// score of a right one. Correct answers are untouched. The bonus is
+// WithToolBonus raises a negative score of a wrong answer by PerTurn for
+// each assistant turn beyond BaseTurns, never above Cap: a failed attempt
+// that kept using its tools is punished less than one that gave up, but
+// never reaches the score of a right one. As in the reference, only
+// negative scores are shaped (a partial code score of 0.5 or a Wrong
+// score of 0 stays as it is), the bonus is never negative (Turns left at 0
+// by a single-turn pipeline earns nothing), and correct answers are
+// untouched. Apply it to the raw answer score, before WithOverlong, as
+// verl adds the overlong penalty after compute_score. The bonus is
 // recorded in Parts["tool_bonus"].
 func WithToolBonus(f Func, c ToolBonusConfig) (Func, error) {
-	if math.IsNaN(c.Cap) || math.IsNaN(c.PerTurn) || c.BaseTurns < 0 {
+	if math.IsNaN(c.Cap) || math.IsInf(c.Cap, 0) || math.IsNaN(c.PerTurn) || math.IsInf(c.PerTurn, 0) ||
+		c.PerTurn < 0 || c.BaseTurns < 0 {
 		return nil, fmt.Errorf("%w: ToolBonusConfig %+v", ErrConfig, c)
 	}
 	return func(ctx context.Context, in Input) (Output, error) {
 		out, err := f(ctx, in)
-		if err != nil || out.Acc {
+		if err != nil || out.Acc || !(out.Score < 0) {
 			return out, err
 		}
-		shaped := math.Min(c.Cap, out.Score+c.PerTurn*float64(in.Turns-c.BaseTurns))
+		bonus := c.PerTurn * float64(max(in.Turns-c.BaseTurns, 0))
+		shaped := math.Min(c.Cap, out.Score+bonus)
 		out.addPart("tool_bonus", shaped-out.Score)
 		out.Score = shaped
 		return out, nil

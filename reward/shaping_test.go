@@ -66,6 +66,10 @@ func TestWithOverlong(t *testing.T) {
 }
 
 func TestWithToolBonus(t *testing.T) {
+	// Reference: Open-AgentRL recipe/demystify/reward.py (verl recipe/retool):
+	// if score < 0: score = min(−0.6, score + 0.1·(num_turns − 2)/2), with
+	// verl's num_turns = user_turns + assistant_turns + 1 = 2·Turns for a
+	// trajectory of Turns assistant turns that ends in an answer.
 	cases := []struct {
 		name  string
 		score float64
@@ -73,14 +77,14 @@ func TestWithToolBonus(t *testing.T) {
 		turns int
 		want  float64
 	}{
-		// min(−0.6, −1 + 0.1·(t − 2)/2)
-		{"wrong, 2 turns", -1, false, 2, -1},     // −1 + 0 = −1
-		{"wrong, 4 turns", -1, false, 4, -0.9},   // −1 + 0.1 = −0.9
-		{"wrong, 8 turns", -1, false, 8, -0.7},   // −1 + 0.3 = −0.7
-		{"wrong, 20 turns", -1, false, 20, -0.6}, // −1 + 0.9 = −0.1 → capped at −0.6
-		{"wrong, 1 turn", -1, false, 1, -1.05},   // −1 − 0.05: fewer turns than the base cost
-		{"right, 20 turns", 1, true, 20, 1},      // correct answers untouched
-		{"wrong 0 score", 0, false, 10, -0.6},    // min(−0.6, 0 + 0.4)
+		{"wrong, no tool", -1, false, 1, -1},         // num_turns 2: −1 + 0 = −1
+		{"wrong, 1 tool round", -1, false, 2, -0.9},  // num_turns 4: −1 + 0.1·1
+		{"wrong, 3 tool rounds", -1, false, 4, -0.7}, // num_turns 8: −1 + 0.1·3
+		{"wrong, 20 turns", -1, false, 20, -0.6},     // −1 + 1.9 = 0.9 → capped at −0.6
+		{"turns unknown", -1, false, 0, -1},          // Turns 0 earns nothing, never a penalty
+		{"right, 20 turns", 1, true, 20, 1},          // correct answers untouched
+		{"wrong, score 0", 0, false, 10, 0},          // reference shapes only score < 0
+		{"partial code", 0.5, false, 10, 0.5},        // a partial pass fraction stays
 	}
 	for _, c := range cases {
 		f, err := WithToolBonus(constFunc(c.score, c.acc), DefaultToolBonus())
@@ -88,12 +92,16 @@ func TestWithToolBonus(t *testing.T) {
 		out, err := f(context.Background(), Input{Turns: c.turns})
 		require.NoError(t, err)
 		assert.InDelta(t, c.want, out.Score, 1e-12, c.name)
-		if !c.acc {
+		if c.score < 0 && !c.acc {
 			assert.InDelta(t, c.want-c.score, out.Parts["tool_bonus"], 1e-12, c.name)
+		} else {
+			assert.Nil(t, out.Parts, c.name)
 		}
 	}
-	_, err := WithToolBonus(constFunc(0, false), ToolBonusConfig{Cap: math.NaN()})
-	assert.ErrorIs(t, err, ErrConfig)
+	for _, bad := range []ToolBonusConfig{{Cap: math.NaN()}, {PerTurn: math.Inf(1)}, {PerTurn: -0.1}, {BaseTurns: -1}} {
+		_, err := WithToolBonus(constFunc(0, false), bad)
+		assert.ErrorIs(t, err, ErrConfig, "%+v", bad)
+	}
 }
 
 func TestWithToolRewards(t *testing.T) {

@@ -54,8 +54,17 @@ func Equivalent(ctx context.Context, gold, pred string) (Verdict, error) {
 func Compare(ctx context.Context, gold, pred *Node) (Verdict, error) {
 	c := &comparer{bud: &budget{ctx: ctx}}
 	eq, err := c.eq(gold, pred, 0)
+	if errors.Is(err, ErrBudget) && gold.String() == pred.String() {
+		// Identical trees are the same answer, however costly to
+		// evaluate: (x+y+z+w+1)^{60} must not exhaust the budget
+		// against itself.
+		return Verdict{Equal: true, Method: "structure", Note: "identical; too costly to evaluate"}, nil
+	}
 	if err != nil {
 		return Verdict{}, err
+	}
+	if c.method == "" {
+		c.method = "structure" // decided by the shapes alone: a relation against a value
 	}
 	v := Verdict{Equal: eq, Method: c.method}
 	if c.tooLarge {
@@ -113,7 +122,72 @@ func isAssign(n *Node) bool {
 			return false
 		}
 	}
-	return isVariable(n.Args[0]) || isVariable(n.Args[len(n.Args)-2])
+	return isVariable(n.Args[0]) || isVariable(n.Args[len(n.Args)-2]) || isFuncCall(n.Args[0])
+}
+
+// funcLetters are the letters that name functions in answers: f(x) = x^2.
+var funcLetters = map[string]bool{"f": true, "g": true, "h": true, "p": true, "q": true, "P": true, "Q": true}
+
+// isFuncCall reports f(x), g(2): the parser reads them as products, but on
+// the left of "=" they name the value on the right.
+func isFuncCall(v *Node) bool {
+	return v.Kind == KMul && len(v.Args) == 2 && v.Args[0].Kind == KSym && funcLetters[v.Args[0].Name] &&
+		(v.Args[1].Kind == KSym || v.Args[1].Kind == KNum)
+}
+
+// assignmentList reports a list of assignments to two or more distinct
+// variables, "a = 2, b = 3": its order carries meaning.
+func assignmentList(n *Node) bool {
+	if n.Kind != KList || len(n.Args) < 2 {
+		return false
+	}
+	seen := map[string]bool{}
+	for _, a := range n.Args {
+		if a.Kind != KRel || len(a.Ops) != 1 || a.Ops[0] != "=" || !isVariable(a.Args[0]) || seen[a.Args[0].Name] {
+			return false
+		}
+		seen[a.Args[0].Name] = true
+	}
+	return true
+}
+
+// hasRel reports whether any element of a list is a relation.
+func hasRel(n *Node) bool {
+	for _, a := range n.Args {
+		if a.Kind == KRel {
+			return true
+		}
+	}
+	return false
+}
+
+// relUnion reads a list of inequalities in one variable, "x < 1 or x > 2",
+// as the union of their intervals; nil when n is not one.
+func relUnion(n *Node) *Node {
+	if n.Kind != KList || len(n.Args) < 2 {
+		return nil
+	}
+	u := &Node{Kind: KUnion}
+	name := ""
+	for _, a := range n.Args {
+		if a.Kind != KRel {
+			return nil
+		}
+		iv := relToInterval(a)
+		if iv == nil {
+			return nil
+		}
+		v := a.Args[0]
+		if !isVariable(v) {
+			v = a.Args[len(a.Args)/2]
+		}
+		if name != "" && v.Name != name {
+			return nil
+		}
+		name = v.Name
+		u.Args = append(u.Args, iv)
+	}
+	return u
 }
 
 func isVariable(v *Node) bool {
@@ -128,6 +202,12 @@ func (c *comparer) eq(g, p *Node, depth int) (bool, error) {
 		return false, err
 	}
 	g, p = expand(g), expand(p)
+	if u := relUnion(g); u != nil {
+		g = u
+	}
+	if u := relUnion(p); u != nil {
+		p = u
+	}
 	switch {
 	case g.Kind == KRel && p.Kind == KRel:
 		if ok, err := c.rel(g, p, depth); ok || err != nil {
@@ -175,6 +255,12 @@ func (c *comparer) eq(g, p *Node, depth int) (bool, error) {
 	case KList:
 		switch p.Kind {
 		case KSet, KList:
+			// "a = 3, b = 2" does not answer "2, 3": named values keep
+			// their order against a bare list (a list of roots
+			// "x = 3, x = 2" does not name distinct variables).
+			if p.Kind == KList && assignmentList(p) != assignmentList(g) && !(hasRel(g) && hasRel(p)) {
+				return c.ordered(g.Args, p.Args, depth)
+			}
 			return c.unordered(g.Args, p.Args, depth)
 		case KTuple:
 			return c.ordered(g.Args, p.Args, depth)

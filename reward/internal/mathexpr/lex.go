@@ -3,6 +3,7 @@ package mathexpr
 import (
 	"errors"
 	"fmt"
+	"math/big"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -208,6 +209,13 @@ func lex(s string) ([]token, error) {
 				if err := emit(t); err != nil {
 					return nil, err
 				}
+			case name == "mathrm" && unitArg(s, i, toks):
+				// "12 \mathrm{~cm}^2": a unit, read like \text{cm}.
+				arg, n, _ := braceArg(s, i)
+				i = n
+				if err := emit(token{typ: tText, text: strings.TrimLeft(arg, `~ \,;`), pos: start}); err != nil {
+					return nil, err
+				}
 			case name == "hspace" || name == "phantom" || name == "vspace" || name == "label" || name == "tag":
 				if _, n, ok := braceArg(s, i); ok {
 					i = n
@@ -378,6 +386,9 @@ func lexNumber(s string, i int) (string, int) {
 		b.WriteString(s[j:k])
 		j = k
 	}
+	if v, n, ok := repeating(s, b.String(), j); ok {
+		return v, n
+	}
 	if j+1 < len(s) && (s[j] == 'e' || s[j] == 'E') {
 		k := j + 1
 		if k < len(s) && (s[k] == '+' || s[k] == '-') {
@@ -397,6 +408,69 @@ func lexNumber(s string, i int) (string, int) {
 		}
 	}
 	return b.String(), j
+}
+
+// maxRepeat bounds the repeating block of 0.\overline{…}.
+const maxRepeat = 64
+
+// repeating reads a repeating block after the decimal head (digits with or
+// without a fraction) at s[j:]: 0.\overline{3} = 1/3, 0.1\overline{6} = 1/6,
+// 2.\overline{09} = 23/11. It returns the value as an exact fraction "n/d".
+func repeating(s, head string, j int) (string, int, bool) {
+	k := j
+	if !strings.Contains(head, ".") {
+		if !strings.HasPrefix(s[k:], `.\overline`) {
+			return "", j, false
+		}
+		head += "."
+		k++
+	}
+	if !strings.HasPrefix(s[k:], `\overline`) {
+		return "", j, false
+	}
+	rep, n, ok := braceArg(s, k+len(`\overline`))
+	rep = strings.TrimSpace(rep)
+	if !ok || rep == "" || len(rep) > maxRepeat || !isIntLiteral(rep) {
+		return "", j, false
+	}
+	// head + rep / (10^f · (10^r − 1)), f the digits after the point.
+	v, _ := new(big.Rat).SetString(head + "0")
+	f := len(head) - strings.IndexByte(head, '.') - 1
+	r, _ := new(big.Int).SetString(rep, 10)
+	den := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(len(rep))), nil)
+	den.Sub(den, big.NewInt(1))
+	den.Mul(den, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(f)), nil))
+	v.Add(v, new(big.Rat).SetFrac(r, den))
+	return v.RatString(), n, true
+}
+
+// unitArg reports whether the \mathrm{…} argument at s[i:] is a unit: a
+// word of two or more letters (or a ratio such as km/h) that is set off by
+// ~ or a space, or follows a number: "\mathrm{~cm}", "5\mathrm{kg}". A
+// function name (\mathrm{sin}) or one letter (\mathrm{e}) stays mathematics.
+func unitArg(s string, i int, toks []token) bool {
+	arg, _, ok := braceArg(s, i)
+	if !ok {
+		return false
+	}
+	w := strings.TrimLeft(arg, `~ \,;`)
+	letters := 0
+	for k := 0; k < len(w); k++ {
+		switch {
+		case isLetter(w[k]):
+			letters++
+		case w[k] == '/' || w[k] == ' ':
+		default:
+			return false
+		}
+	}
+	if letters < 2 || funcNames[w] {
+		return false
+	}
+	if _, ok := cmdAlias[w]; ok {
+		return false
+	}
+	return len(w) < len(arg) || (len(toks) > 0 && toks[len(toks)-1].typ == tNum)
 }
 
 // splitWord splits a run of letters into function words and single letters:

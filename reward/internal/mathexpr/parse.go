@@ -3,6 +3,7 @@ package mathexpr
 import (
 	"fmt"
 	"math/big"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -38,6 +39,9 @@ type parser struct {
 	p        int
 	depth    int
 	absDepth int
+	// degs counts the degree signs read so far, so that a trigonometric
+	// function can tell that its argument was in degrees: \tan 45^\circ.
+	degs int
 }
 
 func (p *parser) peek() token { return p.toks[p.p] }
@@ -357,10 +361,12 @@ func (p *parser) parsePower() (*Node, error) {
 	// Degrees: x^\circ, x^{\circ}.
 	if p.isOp("deg") {
 		p.next()
+		p.degs++
 		return base, nil
 	}
 	if p.isOp("{") && p.peekAt(1).typ == tOp && p.peekAt(1).text == "deg" && p.peekAt(2).typ == tOp && p.peekAt(2).text == "}" {
 		p.p += 3
+		p.degs++
 		return base, nil
 	}
 	exp, err := p.parseExponent()
@@ -418,6 +424,7 @@ func (p *parser) parsePostfix(n *Node) (*Node, error) {
 			n = &Node{Kind: KPercent, Args: []*Node{n}}
 		case t.typ == tOp && t.text == "deg":
 			p.next()
+			p.degs++
 		case t.typ == tOp && t.text == "'":
 			p.next()
 			if n.Kind == KSym {
@@ -434,6 +441,10 @@ func (p *parser) parsePostfix(n *Node) (*Node, error) {
 		}
 	}
 }
+
+// textQuantity matches a number followed by unit words inside \text{…}:
+// "5 apples", "3 hours", "100 km/h", "12 square units".
+var textQuantity = regexp.MustCompile(`^([-+]?[0-9][0-9.,]*)\s*[A-Za-z]{2,}[A-Za-z /.]*(?:\^?[23])?$`)
 
 // isProse reports whether text is words rather than a mathematical value.
 func isProse(s string) bool {
@@ -479,6 +490,15 @@ func (p *parser) parsePrimary() (*Node, error) {
 			p.p += 7
 			return &Node{Kind: KAdd, Args: []*Node{n, bin(KDiv, a, b)}}, nil
 		}
+		// Mixed number without braces: 1\frac12 = 1 + 1/2.
+		if isIntLiteral(t.text) && p.peek().typ == tCmd && p.peek().text == "frac" &&
+			p.peekAt(1).typ == tNum && len(p.peekAt(1).text) == 2 && isIntLiteral(p.peekAt(1).text) {
+			d := p.peekAt(1).text
+			a, _ := parseNumber(d[:1])
+			b, _ := parseNumber(d[1:])
+			p.p += 2
+			return &Node{Kind: KAdd, Args: []*Node{n, bin(KDiv, a, b)}}, nil
+		}
 		return n, nil
 	case tIdent:
 		switch t.text {
@@ -503,6 +523,13 @@ func (p *parser) parsePrimary() (*Node, error) {
 	case tText:
 		body := strings.TrimSpace(t.text)
 		if n, err := parseDepth(body, p.depth+1); err == nil && !isProse(body) {
+			if m := textQuantity.FindStringSubmatch(body); m != nil {
+				// "\text{5 apples}": parsed as mathematics this is the
+				// product 5·a·p·p·l·e·s; it is the value 5 with a unit.
+				if v, err := parseDepth(m[1], p.depth+1); err == nil {
+					return v, nil
+				}
+			}
 			return n, nil
 		}
 		return &Node{Kind: KText, Name: body}, nil
@@ -787,7 +814,12 @@ func (p *parser) parseEnv(env string) (*Node, error) {
 	return m, nil
 }
 
+// trigFuncs take an angle: a degree sign in the argument converts it to
+// radians, so \sin 30^\circ = 1/2 (a bare answer "30^\circ" stays 30).
+var trigFuncs = map[string]bool{"sin": true, "cos": true, "tan": true, "sec": true, "csc": true, "cot": true}
+
 func (p *parser) parseFuncApp(name string) (*Node, error) {
+	degsBefore := p.degs
 	var power *Node
 	var base *Node
 	if name == "log" && p.isOp("_") {
@@ -836,6 +868,9 @@ func (p *parser) parseFuncApp(name string) (*Node, error) {
 			a = mulJoin(a, b)
 		}
 		args = []*Node{a}
+	}
+	if trigFuncs[name] && len(args) == 1 && p.degs > degsBefore {
+		args[0] = mulJoin(args[0], bin(KDiv, sym("pi"), intNode(180)))
 	}
 	if name == "sqrt" {
 		if len(args) != 1 {

@@ -69,6 +69,16 @@ func TestParseTree(t *testing.T) {
 		{`\text{Monday}`, `Monday`},
 		{`sinx`, `sin(x)`},
 		{`\$12`, `12`},
+		{`0.\overline{3}`, `1/3`},                  // 3/9
+		{`0.1\overline{6}`, `1/6`},                 // 1/10 + 6/90
+		{`2.\overline{09}`, `23/11`},               // 2 + 9/99
+		{`1\frac12`, `(1 + (1/2))`},                // mixed number without braces
+		{`12 \mathrm{~cm}^2`, `12`},                // unit in \mathrm
+		{`5\mathrm{kg}`, `5`},                      // unit right after a number
+		{`\mathrm{e}^x`, `(e^x)`},                  // one letter stays a symbol
+		{`\text{5 apples}`, `5`},                   // number and unit word in \text
+		{`\sin 30^\circ`, `sin((30*(pi/180)))`},    // degrees inside a trig function
+		{`\cos(60^{\circ})`, `cos((60*(pi/180)))`}, // with parentheses
 	}
 	for _, c := range cases {
 		n, err := Parse(c.in)
