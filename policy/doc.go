@@ -18,6 +18,17 @@
 //     temperature, min-p, top-k and top-p semantics and seeded randomness;
 //     stop conditions (stop tokens, stop strings across tokens, length) and
 //     incremental detokenisation.
+//   - model.go, model_forward.go, model_train.go: Model, the transformer
+//     over a backend.Backend (the CPU backend of internal/cpu by default):
+//     random init (New), Logits, and the Trainable implementation —
+//     packed batches of sequences of different lengths, chunked
+//     log-prob/entropy over the vocabulary, and a hand-written backward
+//     through every layer into each parameter's gradient.
+//   - generate.go: the Sampler implementation — batched prefill and
+//     decode over a shared KV cache, sessions that keep a conversation's
+//     KV cache between turns (LRU-bounded), stop tokens and strings.
+//   - checkpoint.go: Load and Save of Hugging Face checkpoint folders
+//     (config.json, safetensors single or sharded, F32/F16/BF16).
 //   - optim.go, schedule.go: AdamW as torch.optim.AdamW, gradient-norm
 //     clipping as torch.nn.utils.clip_grad_norm_, warmup/cosine schedules
 //     as verl and transformers, and exact optimizer state save/restore.

@@ -1,0 +1,143 @@
+package policy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/agentrl/agentrl/policy/safetensors"
+)
+
+// GenerationConfigFileName is Hugging Face's generation_config.json, whose
+// eos_token_id Load adds to the model's end-of-sequence tokens.
+const GenerationConfigFileName = "generation_config.json"
+
+// Load reads a Hugging Face checkpoint folder: config.json, and the
+// weights in model.safetensors or in the shards that
+// model.safetensors.index.json lists, F32, F16 or BF16 converted to
+// float32. Every tensor must match the config's TensorSpecs by name and
+// shape (a missing, unexpected or misshapen tensor is an error that names
+// it; a tied checkpoint may carry a redundant lm_head.weight, which is
+// ignored). eos_token_id of generation_config.json, when the file exists,
+// is added to the config's end-of-sequence tokens. Tokenizer files are
+// policy/tokenizer's business.
+func Load(dir string, opts ...ModelOption) (*Model, error) {
+	cfg, err := ReadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	ck, err := safetensors.OpenCheckpoint(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer ck.Close()
+	if err := cfg.CheckTensors(ck.Shapes()); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	m, err := newModel(cfg, buildOptions(opts))
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range m.params {
+		info, _ := ck.Info(p.spec.Name)
+		if !info.DType.IsFloat32Convertible() {
+			m.free()
+			return nil, fmt.Errorf("%s: tensor %s has dtype %s; want F32, F16 or BF16", dir, p.spec.Name, info.DType)
+		}
+		if err := ck.ReadFloat32(p.spec.Name, p.data); err != nil {
+			m.free()
+			return nil, fmt.Errorf("%s: %w", dir, err)
+		}
+	}
+	eos, err := readGenerationEOS(dir)
+	if err != nil {
+		m.free()
+		return nil, err
+	}
+	for _, id := range eos {
+		if !containsInt(m.eos, id) {
+			m.eos = append(m.eos, id)
+		}
+	}
+	return m, nil
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// readGenerationEOS returns generation_config.json's eos_token_id (an int
+// or a list); none when the file is absent.
+func readGenerationEOS(dir string) ([]int, error) {
+	path := filepath.Join(dir, GenerationConfigFileName)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", path, ErrConfig, err)
+	}
+	p := fieldParser{raw: raw}
+	ids := p.intOrList("eos_token_id")
+	if p.err != nil {
+		return nil, fmt.Errorf("%s: %w", path, p.err)
+	}
+	return ids, nil
+}
+
+// SaveOptions controls Save. The zero value writes float32 in one file.
+type SaveOptions struct {
+	// DType is safetensors.F32 (default) or safetensors.BF16 (rounded to
+	// nearest even, as torch's .to(torch.bfloat16)).
+	DType safetensors.DType
+	// MaxShardBytes splits the weights into
+	// model-0000i-of-0000N.safetensors shards with an index above this
+	// size, as save_pretrained's max_shard_size; 0 means one file.
+	MaxShardBytes int64
+}
+
+// Save writes the model as a Hugging Face checkpoint folder that
+// transformers' from_pretrained and vLLM load: config.json (torch_dtype
+// set to the written dtype) and model.safetensors (or shards and
+// model.safetensors.index.json) with Hugging Face tensor names; tied
+// embeddings are written once, as transformers does.
+func (m *Model) Save(dir string, opts SaveOptions) error {
+	dt := opts.DType
+	if dt == "" {
+		dt = safetensors.F32
+	}
+	cfg := m.cfg
+	switch dt {
+	case safetensors.F32:
+		cfg.TorchDType = "float32"
+	case safetensors.BF16:
+		cfg.TorchDType = "bfloat16"
+	default:
+		return fmt.Errorf("%w: save dtype %q; want F32 or BF16", ErrInput, dt)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	tensors := make([]safetensors.Tensor, len(m.params))
+	for i, p := range m.params {
+		tensors[i] = safetensors.Tensor{Name: p.spec.Name, DType: dt, Shape: p.spec.Shape, Float32: append([]float32(nil), p.data...)}
+	}
+	m.mu.Unlock()
+	if err := WriteConfig(dir, cfg); err != nil {
+		return err
+	}
+	return safetensors.WriteCheckpoint(dir, tensors, nil, opts.MaxShardBytes)
+}
