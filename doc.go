@@ -18,6 +18,13 @@
 //	                                                           │
 //	                                                 dL/dlogp ─▶ backward ─▶ optimizer step
 //
+// Trainer runs that step (rollout, rewards, advantages, optional dynamic
+// sampling, PPO epochs over mini-batches with gradient accumulation,
+// clipping and AdamW), with presets for the paper's recipe (GRPOTCR),
+// DAPO and DrGRPO, per-step metrics under verl's names, and checkpoints
+// that resume bit for bit. SFTTrainer fine-tunes on token ids with loss
+// masks (multi-turn tool-use trajectories, loss on assistant tokens only).
+//
 // The subpackages can be used on their own: package advantage computes
 // group-relative advantages, package loss computes policy-gradient
 // objectives and their gradients with respect to the log-probabilities,

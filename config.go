@@ -1,0 +1,287 @@
+package agentrl
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/agentrl/agentrl/advantage"
+	"github.com/agentrl/agentrl/loss"
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/reward"
+	"gorgonia.org/tensor"
+)
+
+// ErrTrainerConfig is wrapped by every error of TrainerConfig.Validate and
+// SFTConfig.Validate; the message names the field.
+var ErrTrainerConfig = errors.New("agentrl: invalid trainer configuration")
+
+// Old log-probability sources of TrainerConfig.OldLogProbs.
+const (
+	// OldLogProbsRecompute scores the rollout with the trainable policy
+	// before the first update, as verl's actor compute_log_prob does: the
+	// PPO ratio then compares the policy with itself at rollout time, and
+	// sampler/trainer numerical mismatch does not enter it.
+	OldLogProbsRecompute = "recompute"
+	// OldLogProbsRollout takes the sampler's log-probabilities
+	// (rollout.Trajectory.LogProbs) as the old policy, saving one forward
+	// pass (verl's use of rollout log-probs in "bypass" mode).
+	OldLogProbsRollout = "rollout"
+)
+
+// Dynamic-sampling metrics of TrainerConfig.FilterMetric (verl's
+// algorithm.filter_groups.metric).
+const (
+	FilterByAcc   = "acc"
+	FilterByScore = "score"
+)
+
+// TrainerConfig configures a Trainer: the RL algorithm, the batch
+// geometry and the optimiser. Names follow verl's ppo_trainer.yaml where
+// verl has the knob. Start from a preset (GRPOTCR, DAPO, DrGRPO) and
+// adjust; Validate says what is wrong, naming the field.
+type TrainerConfig struct {
+	// Advantage names the estimator (advantage.Compute's names: "grpo",
+	// "drgrpo", "rloo", ...); verl's algorithm.adv_estimator.
+	Advantage string
+	// AdvantageConfig holds the estimator's hyper-parameters.
+	AdvantageConfig advantage.Config
+	// Loss is the policy objective, aggregation, clipping, KL and entropy
+	// terms (verl's actor_rollout_ref.actor.* policy-loss knobs).
+	Loss loss.Config
+
+	// PromptsPerStep is the number of prompts (groups) in one training
+	// batch: verl's data.train_batch_size.
+	PromptsPerStep int
+	// SamplesPerPrompt is the group size: verl's rollout.n.
+	SamplesPerPrompt int
+	// MiniBatchSize is the number of trajectories per optimiser update
+	// (verl's ppo_mini_batch_size × rollout.n; here counted in
+	// trajectories). 0 means the whole batch: one update per epoch.
+	MiniBatchSize int
+	// MicroBatchSize is the number of trajectories per forward/backward
+	// pass; gradients of a mini-batch's micro-batches are accumulated
+	// (verl's ppo_micro_batch_size_per_gpu). 0 means MiniBatchSize. As in
+	// verl's dp_actor, each micro-batch's loss is aggregated on its own
+	// and weighted by its share of the mini-batch's trajectories, so with
+	// "token-mean" and responses of unequal length the accumulated loss
+	// differs slightly from a token-mean over the whole mini-batch.
+	MicroBatchSize int
+	// PPOEpochs is the number of passes over the batch (verl's
+	// ppo_epochs); 0 means 1.
+	PPOEpochs int
+	// ShuffleMiniBatches reorders the trajectories of each epoch before
+	// cutting mini-batches (verl's actor.shuffle), from a generator seeded
+	// by Seed, the step and the epoch.
+	ShuffleMiniBatches bool
+
+	// Sampling holds the sampling parameters of every rollout turn. Its
+	// Temperature also divides the logits when the trainer recomputes
+	// log-probabilities, as verl does. Seed is ignored: the trainer seeds
+	// every request from Seed and the step, so that a step's rollout is
+	// reproducible and a resumed run samples what an uninterrupted one
+	// would (given a sampler that honours SampleParams.Seed).
+	Sampling policy.SampleParams
+	// OldLogProbs is OldLogProbsRecompute (also when empty) or
+	// OldLogProbsRollout. With Loss.TISCap > 0 the sampler's
+	// log-probabilities also enter the loss as RolloutLogProbs.
+	OldLogProbs string
+
+	// Optimizer configures AdamW, its learning rate schedule included
+	// (the schedule counts optimiser updates, not training steps).
+	Optimizer policy.AdamWConfig
+	// MaxGradNorm clips the global gradient norm before each update
+	// (verl's actor.grad_clip); 0 disables clipping (the norm is still
+	// measured).
+	MaxGradNorm float64
+
+	// MaxResponseTokens is the response budget the rollout engine enforces
+	// (verl's data.max_response_length); the overlong shaping penalises
+	// against it. 0 means unknown: overlong shaping needs it.
+	MaxResponseTokens int
+	// Overlong enables DAPO's soft overlong punishment when not nil:
+	// Buffer and Factor are used, and MaxLen is taken from
+	// MaxResponseTokens when it is zero.
+	Overlong *reward.OverlongConfig
+
+	// DynamicSampling keeps generating batches until PromptsPerStep
+	// groups whose FilterMetric varies are collected (DAPO §3.2; verl's
+	// algorithm.filter_groups.enable). MaxGenBatches bounds the
+	// generation batches per step (0: unbounded); FilterMetric is
+	// FilterByAcc (also when empty) or FilterByScore.
+	DynamicSampling bool
+	MaxGenBatches   int
+	FilterMetric    string
+
+	// Reward bounds the reward computation: parallelism and per-item
+	// deadline (reward.Batch).
+	Reward reward.BatchOptions
+
+	// Seed fixes the rollout seeds and mini-batch shuffles.
+	Seed uint64
+}
+
+// Validate reports the first unusable field, wrapping ErrTrainerConfig
+// (and the sub-package's own error where it decided).
+func (c TrainerConfig) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: TrainerConfig.%s: %s", ErrTrainerConfig, field, fmt.Sprintf(format, args...))
+	}
+	if c.Advantage == "" {
+		return bad("Advantage", "empty; want an estimator name such as %q", "grpo")
+	}
+	if !containsString(advantage.Names(), c.Advantage) {
+		return bad("Advantage", "unknown estimator %q (known: %v)", c.Advantage, advantage.Names())
+	}
+	if c.Advantage == "gae" || c.Advantage == "remax" {
+		return bad("Advantage", "%q needs critic values or greedy baselines, which Trainer does not produce", c.Advantage)
+	}
+	if err := c.AdvantageConfig.Validate(); err != nil {
+		return fmt.Errorf("%w: TrainerConfig.AdvantageConfig: %w", ErrTrainerConfig, err)
+	}
+	if err := validateLoss(c.Loss); err != nil {
+		return fmt.Errorf("%w: TrainerConfig.Loss: %w", ErrTrainerConfig, err)
+	}
+	switch {
+	case c.PromptsPerStep <= 0:
+		return bad("PromptsPerStep", "%d, want > 0", c.PromptsPerStep)
+	case c.SamplesPerPrompt <= 0:
+		return bad("SamplesPerPrompt", "%d, want > 0", c.SamplesPerPrompt)
+	case c.MiniBatchSize < 0:
+		return bad("MiniBatchSize", "%d, want ≥ 0", c.MiniBatchSize)
+	case c.MicroBatchSize < 0:
+		return bad("MicroBatchSize", "%d, want ≥ 0", c.MicroBatchSize)
+	case c.PPOEpochs < 0:
+		return bad("PPOEpochs", "%d, want ≥ 0", c.PPOEpochs)
+	case c.MaxGenBatches < 0:
+		return bad("MaxGenBatches", "%d, want ≥ 0", c.MaxGenBatches)
+	case c.MaxResponseTokens < 0:
+		return bad("MaxResponseTokens", "%d, want ≥ 0", c.MaxResponseTokens)
+	case !finiteNonNeg(c.MaxGradNorm):
+		return bad("MaxGradNorm", "%v, want finite and ≥ 0", c.MaxGradNorm)
+	case c.Reward.Limit < 0:
+		return bad("Reward.Limit", "%d, want ≥ 0", c.Reward.Limit)
+	case c.Reward.ItemTimeout < 0:
+		return bad("Reward.ItemTimeout", "%v, want ≥ 0", c.Reward.ItemTimeout)
+	}
+	batch := c.PromptsPerStep * c.SamplesPerPrompt
+	mini := c.miniBatch()
+	if mini > batch {
+		return bad("MiniBatchSize", "%d exceeds the batch of %d trajectories (PromptsPerStep×SamplesPerPrompt)", mini, batch)
+	}
+	if batch%mini != 0 {
+		return bad("MiniBatchSize", "%d does not divide the batch of %d trajectories", mini, batch)
+	}
+	if micro := c.microBatch(); micro > mini || mini%micro != 0 {
+		return bad("MicroBatchSize", "%d does not divide MiniBatchSize %d", micro, mini)
+	}
+	switch c.OldLogProbs {
+	case "", OldLogProbsRecompute, OldLogProbsRollout:
+	default:
+		return bad("OldLogProbs", "%q, want %q or %q", c.OldLogProbs, OldLogProbsRecompute, OldLogProbsRollout)
+	}
+	switch c.FilterMetric {
+	case "", FilterByAcc, FilterByScore:
+	default:
+		return bad("FilterMetric", "%q, want %q or %q", c.FilterMetric, FilterByAcc, FilterByScore)
+	}
+	if p := c.Sampling; p.Temperature < 0 || math.IsNaN(p.Temperature) || math.IsInf(p.Temperature, 0) {
+		return bad("Sampling.Temperature", "%v, want finite and ≥ 0", p.Temperature)
+	}
+	if err := policy.CheckSampleParams(c.Sampling); err != nil {
+		return fmt.Errorf("%w: TrainerConfig.Sampling: %w", ErrTrainerConfig, err)
+	}
+	if err := validateAdamW(c.Optimizer); err != nil {
+		return fmt.Errorf("%w: TrainerConfig.Optimizer.%w", ErrTrainerConfig, err)
+	}
+	if c.Overlong != nil {
+		if _, err := c.overlong(); err != nil {
+			return fmt.Errorf("%w: TrainerConfig.Overlong: %w", ErrTrainerConfig, err)
+		}
+	}
+	return nil
+}
+
+func (c TrainerConfig) batchSize() int { return c.PromptsPerStep * c.SamplesPerPrompt }
+
+func (c TrainerConfig) miniBatch() int {
+	if c.MiniBatchSize == 0 {
+		return c.batchSize()
+	}
+	return c.MiniBatchSize
+}
+
+func (c TrainerConfig) microBatch() int {
+	if c.MicroBatchSize == 0 {
+		return c.miniBatch()
+	}
+	return c.MicroBatchSize
+}
+
+func (c TrainerConfig) epochs() int { return max(c.PPOEpochs, 1) }
+
+func (c TrainerConfig) filterMetric() string {
+	if c.FilterMetric == "" {
+		return FilterByAcc
+	}
+	return c.FilterMetric
+}
+
+func (c TrainerConfig) recompute() bool { return c.OldLogProbs != OldLogProbsRollout }
+
+// overlong returns the overlong configuration with MaxLen filled in.
+func (c TrainerConfig) overlong() (reward.OverlongConfig, error) {
+	o := *c.Overlong
+	if o.MaxLen == 0 {
+		if c.MaxResponseTokens == 0 {
+			return o, errors.New("MaxLen is 0 and TrainerConfig.MaxResponseTokens is 0: the penalty needs the response budget")
+		}
+		o.MaxLen = c.MaxResponseTokens
+	}
+	return o, o.Validate()
+}
+
+// validateLoss checks cfg by the loss package's own rules: it evaluates
+// the objective on a one-token batch, which runs loss's validation and
+// nothing else of consequence.
+func validateLoss(cfg loss.Config) error {
+	one := func(v float32) *tensor.Dense {
+		return tensor.New(tensor.WithShape(1, 1), tensor.WithBacking([]float32{v}))
+	}
+	b := loss.Batch{LogProbs: one(-1), OldLogProbs: one(-1), Advantages: one(1), Mask: one(1), Entropy: one(0.5)}
+	if cfg.KLCoef != 0 {
+		b.RefLogProbs = one(-1)
+	}
+	if cfg.TISCap != 0 {
+		b.RolloutLogProbs = one(-1)
+	}
+	_, err := loss.Compute(cfg, b)
+	return err
+}
+
+func validateAdamW(c policy.AdamWConfig) error {
+	switch {
+	case !(c.LR > 0) || math.IsInf(c.LR, 0):
+		return fmt.Errorf("LR: %v, want finite and > 0", c.LR)
+	case !(c.Beta1 >= 0 && c.Beta1 < 1):
+		return fmt.Errorf("Beta1: %v, want in [0, 1)", c.Beta1)
+	case !(c.Beta2 >= 0 && c.Beta2 < 1):
+		return fmt.Errorf("Beta2: %v, want in [0, 1)", c.Beta2)
+	case !(c.Eps > 0) || math.IsInf(c.Eps, 0):
+		return fmt.Errorf("Eps: %v, want finite and > 0", c.Eps)
+	case !finiteNonNeg(c.WeightDecay):
+		return fmt.Errorf("WeightDecay: %v, want finite and ≥ 0", c.WeightDecay)
+	}
+	return nil
+}
+
+func finiteNonNeg(v float64) bool { return v >= 0 && !math.IsInf(v, 0) }
+
+func containsString(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,101 @@
+package agentrl
+
+import (
+	"github.com/agentrl/agentrl/loss"
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/reward"
+)
+
+// Response budget and overlong buffer of the presets: DAPO's and
+// Open-AgentRL's max_response_length = 20480 tokens with an overlong
+// buffer of 4096 tokens and penalty factor 1.0
+// (recipe/dapo/test_dapo_qwen3_30b_math.sh in verl;
+// recipe/demystify/grpo_tcr_qwen3_4b_test.sh in Open-AgentRL). Set
+// MaxResponseTokens to your own budget; the buffer stays 4096 unless you
+// change Overlong.Buffer.
+const (
+	presetMaxResponseTokens = 20480
+	presetOverlongBuffer    = 4096
+)
+
+// GRPOTCR returns the configuration of the paper's recipe (Yu et al. 2025,
+// "Demystifying Reinforcement Learning in Agentic Reasoning", §4;
+// Open-AgentRL recipe/demystify/grpo_tcr_qwen3_4b_test.sh): GRPO
+// advantages normalised by the group std; the vanilla PPO objective with
+// Token-level aggregation ("token-mean"), Clip-higher (ε_low 0.2, ε_high
+// 0.28) and dual-clip c = 10; no KL and no entropy term; overlong Reward
+// shaping with a 4096-token buffer and factor 1.0 against a 20480-token
+// response budget; 16 samples per prompt, learning rate 4e-6 and gradient
+// clipping at 1.0. Dynamic sampling is off, as the paper leaves it out of
+// GRPO-TCR for its cost in agentic rollouts; set DynamicSampling to add it.
+//
+// The batch geometry (PromptsPerStep, MiniBatchSize, MicroBatchSize) is
+// sized for a laptop run; scale it to your hardware.
+func GRPOTCR() TrainerConfig {
+	opt := policy.DefaultAdamWConfig()
+	opt.LR = 4e-6
+	opt.WeightDecay = 0.1
+	return TrainerConfig{
+		Advantage: "grpo",
+		Loss: loss.Config{
+			Mode:     loss.ModeVanilla,
+			Agg:      loss.AggTokenMean,
+			ClipLow:  0.2,
+			ClipHigh: 0.28,
+			ClipC:    10,
+		},
+		PromptsPerStep:    16,
+		SamplesPerPrompt:  16,
+		MiniBatchSize:     64,
+		MicroBatchSize:    8,
+		PPOEpochs:         1,
+		Sampling:          policy.SampleParams{Temperature: 1, TopP: 1, TopK: -1},
+		OldLogProbs:       OldLogProbsRecompute,
+		Optimizer:         opt,
+		MaxGradNorm:       1,
+		MaxResponseTokens: presetMaxResponseTokens,
+		Overlong:          &reward.OverlongConfig{Buffer: presetOverlongBuffer, Factor: 1},
+	}
+}
+
+// DAPO returns DAPO's configuration (Yu et al. 2025, "DAPO: An Open-Source
+// LLM Reinforcement Learning System at Scale"; verl
+// recipe/dapo/test_dapo_qwen3_30b_math.sh): GRPO advantages,
+// clip-higher (ε_low 0.2, ε_high 0.28) with verl's default dual-clip
+// c = 3, token-level aggregation, no KL, dynamic sampling on the accuracy
+// with at most 10 generation batches per step, overlong reward shaping
+// (buffer 4096, factor 1.0, budget 20480), 16 samples per prompt,
+// learning rate 1e-6 with 10 warm-up updates, weight decay 0.1 and
+// gradient clipping at 1.0.
+func DAPO() TrainerConfig {
+	c := GRPOTCR()
+	c.Loss.ClipC = loss.DefaultClipC
+	c.DynamicSampling = true
+	c.MaxGenBatches = 10
+	c.FilterMetric = FilterByAcc
+	c.Optimizer.LR = 1e-6
+	c.Optimizer.Schedule = policy.ConstantSchedule{WarmupSteps: 10}
+	return c
+}
+
+// DrGRPO returns Dr. GRPO's configuration (Liu et al. 2025,
+// "Understanding R1-Zero-Like Training: A Critical Perspective"; verl
+// docs/algo/drgrpo.md): advantages centred on the group mean without
+// division by the std ("drgrpo"), and the per-token losses summed over
+// each response and divided by a constant ("seq-mean-token-sum-norm",
+// whose divisor defaults to the batch's length T; set Loss.AggDivisor to
+// the generation budget for the paper's exact constant); no KL, no
+// entropy term, the standard PPO clip 0.2. Sampling, optimiser and
+// batch follow GRPOTCR, without overlong shaping.
+func DrGRPO() TrainerConfig {
+	c := GRPOTCR()
+	c.Advantage = "drgrpo"
+	c.Loss = loss.Config{
+		Mode:     loss.ModeVanilla,
+		Agg:      loss.AggSeqMeanTokenSumNorm,
+		ClipLow:  0.2,
+		ClipHigh: 0.2,
+	}
+	c.Overlong = nil
+	return c
+}

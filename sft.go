@@ -1,0 +1,358 @@
+package agentrl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/agentrl/agentrl/dataset"
+	"github.com/agentrl/agentrl/policy"
+)
+
+// SFTSample is one supervised sequence: token ids and a loss mask of the
+// same length, 1 on the tokens the model is trained to produce (the
+// assistant's turns, tool-call markup included) and 0 elsewhere (system,
+// user and tool-result tokens, template glue). Position 0 has no
+// prediction (nothing precedes it) and is never trained, as verl's SFT
+// trainer shifts labels by one.
+type SFTSample struct {
+	IDs  []int
+	Mask []float32
+}
+
+// SFTSamplesFrom takes the ids and masks of encoded conversations
+// (dataset.SFTEncoder's output).
+func SFTSamplesFrom(examples []dataset.SFTExample) []SFTSample {
+	out := make([]SFTSample, len(examples))
+	for i, e := range examples {
+		out[i] = SFTSample{IDs: e.InputIDs, Mask: e.LossMask}
+	}
+	return out
+}
+
+// trainable counts the tokens the sample trains on.
+func (s SFTSample) trainable() int {
+	n := 0
+	for _, m := range s.Mask[min(1, len(s.Mask)):] {
+		if m != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// check reports an unusable sample.
+func (s SFTSample) check() error {
+	if len(s.IDs) != len(s.Mask) {
+		return fmt.Errorf("%d ids but %d mask values", len(s.IDs), len(s.Mask))
+	}
+	for t, id := range s.IDs {
+		if id < 0 {
+			return fmt.Errorf("IDs[%d] = %d is negative", t, id)
+		}
+	}
+	for t, m := range s.Mask {
+		if m != 0 && m != 1 {
+			return fmt.Errorf("Mask[%d] = %v, want 0 or 1", t, m)
+		}
+	}
+	if s.trainable() == 0 {
+		return errors.New("no token after the first has mask 1: nothing to train")
+	}
+	return nil
+}
+
+// SFTConfig configures an SFTTrainer (verl's sft_trainer.yaml names where
+// they exist).
+type SFTConfig struct {
+	// BatchSize is the number of sequences per optimiser update (verl's
+	// data.train_batch_size); > 0 and at most the number of samples.
+	BatchSize int
+	// MicroBatchSize is the number of sequences per forward/backward
+	// pass (verl's micro_batch_size_per_gpu); 0 means BatchSize. It must
+	// divide BatchSize.
+	MicroBatchSize int
+	// Epochs is the number of passes Train makes (verl's
+	// trainer.total_epochs); 0 means 1.
+	Epochs int
+	// Optimizer configures AdamW and its schedule (counted in updates).
+	Optimizer policy.AdamWConfig
+	// MaxGradNorm clips the gradient norm (verl's optim.clip_grad); 0
+	// disables clipping.
+	MaxGradNorm float64
+	// Seed fixes the shuffled order of every epoch.
+	Seed uint64
+	// Metrics, when set, receives every step's SFTMetrics.Map().
+	Metrics *MetricsLogger
+}
+
+// Validate reports the first unusable field, wrapping ErrTrainerConfig.
+func (c SFTConfig) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: SFTConfig.%s: %s", ErrTrainerConfig, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.BatchSize <= 0:
+		return bad("BatchSize", "%d, want > 0", c.BatchSize)
+	case c.MicroBatchSize < 0:
+		return bad("MicroBatchSize", "%d, want ≥ 0", c.MicroBatchSize)
+	case c.MicroBatchSize > 0 && c.BatchSize%c.MicroBatchSize != 0:
+		return bad("MicroBatchSize", "%d does not divide BatchSize %d", c.MicroBatchSize, c.BatchSize)
+	case c.Epochs < 0:
+		return bad("Epochs", "%d, want ≥ 0", c.Epochs)
+	case !finiteNonNeg(c.MaxGradNorm):
+		return bad("MaxGradNorm", "%v, want finite and ≥ 0", c.MaxGradNorm)
+	}
+	if err := validateAdamW(c.Optimizer); err != nil {
+		return fmt.Errorf("%w: SFTConfig.Optimizer.%w", ErrTrainerConfig, err)
+	}
+	return nil
+}
+
+// SFTMetrics describes one SFT update.
+type SFTMetrics struct {
+	// Step is the 1-based update number and Epoch the 0-based epoch its
+	// batch came from.
+	Step, Epoch int
+	// Loss is the mean negative log-likelihood per trained token of the
+	// batch, before the update.
+	Loss float64
+	// Tokens is the number of trained tokens (mask 1) and SeqTokens the
+	// number of tokens the forward pass processed.
+	Tokens, SeqTokens int
+	// GradNorm is the gradient norm before clipping and LR the learning
+	// rate of the update; Skipped reports an update skipped for a
+	// non-finite gradient norm.
+	GradNorm, LR float64
+	Skipped      bool
+	// TokensPerSec is SeqTokens over the step's wall-clock Seconds.
+	TokensPerSec, Seconds float64
+}
+
+// Map returns the metrics under verl's SFT names (train/loss, train/lr).
+func (m SFTMetrics) Map() map[string]float64 {
+	skipped := 0.0
+	if m.Skipped {
+		skipped = 1
+	}
+	return map[string]float64{
+		"train/loss":            m.Loss,
+		"train/lr":              m.LR,
+		"train/grad_norm":       m.GradNorm,
+		"train/tokens":          float64(m.Tokens),
+		"train/epoch":           float64(m.Epoch),
+		"train/skipped":         skipped,
+		"perf/tokens_per_s":     m.TokensPerSec,
+		"timing_s/step":         m.Seconds,
+		"train/sequence_tokens": float64(m.SeqTokens),
+	}
+}
+
+// SFTTrainer fine-tunes a policy on fixed sequences with the masked
+// cross-entropy −(1/N) Σ mask·log p(token | prefix), N the number of
+// trained tokens of the whole batch (verl's fsdp_sft_trainer with
+// token-mean over the global batch). It reaches the model only through
+// policy.Trainable: the gradient with respect to each log-probability is
+// −mask/N. It is not safe for concurrent use.
+type SFTTrainer struct {
+	model   policy.Trainable
+	data    []SFTSample
+	cfg     SFTConfig
+	sampler *dataset.Sampler
+	opt     *policy.AdamW
+	step    int
+}
+
+// NewSFTTrainer checks cfg and every sample (naming the first bad one) and
+// returns a trainer at step 0. The samples are retained, not copied.
+func NewSFTTrainer(model policy.Trainable, data []SFTSample, cfg SFTConfig) (*SFTTrainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if model == nil {
+		return nil, fmt.Errorf("%w: SFT model is nil", ErrTrainer)
+	}
+	if len(data) < cfg.BatchSize {
+		return nil, fmt.Errorf("%w: SFTConfig.BatchSize %d exceeds the %d samples", ErrTrainerConfig, cfg.BatchSize, len(data))
+	}
+	for i, s := range data {
+		if err := s.check(); err != nil {
+			return nil, fmt.Errorf("%w: SFT sample %d: %w", ErrTrainer, i, err)
+		}
+	}
+	sampler, err := dataset.NewSampler(len(data), dataset.SamplerConfig{BatchSize: cfg.BatchSize, Seed: cfg.Seed, Shuffle: true, DropLast: true})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTrainer, err)
+	}
+	opt, err := policy.NewAdamW(model.Params(), cfg.Optimizer)
+	if err != nil {
+		return nil, fmt.Errorf("%w: optimizer: %w", ErrTrainer, err)
+	}
+	return &SFTTrainer{model: model, data: data, cfg: cfg, sampler: sampler, opt: opt}, nil
+}
+
+// StepsPerEpoch is the number of updates in one pass over the data (the
+// last short batch of an epoch is dropped).
+func (s *SFTTrainer) StepsPerEpoch() int { return len(s.data) / s.cfg.BatchSize }
+
+// StepsDone is the number of updates made.
+func (s *SFTTrainer) StepsDone() int { return s.step }
+
+func (s *SFTTrainer) microBatch() int {
+	if s.cfg.MicroBatchSize == 0 {
+		return s.cfg.BatchSize
+	}
+	return s.cfg.MicroBatchSize
+}
+
+// Step makes one update on the next batch and returns its metrics.
+func (s *SFTTrainer) Step(ctx context.Context) (SFTMetrics, error) {
+	start := time.Now()
+	m := SFTMetrics{Step: s.step + 1, Epoch: s.sampler.State().Epoch}
+	batch, err := dataset.Gather(s.data, s.sampler.Next())
+	if err != nil {
+		return m, fmt.Errorf("%w: %w", ErrTrainer, err)
+	}
+	for _, b := range batch {
+		m.Tokens += b.trainable()
+		m.SeqTokens += len(b.IDs)
+	}
+	params := s.model.Params()
+	policy.ZeroGrad(params)
+	inv := 1 / float64(m.Tokens)
+	for _, c := range chunks(len(batch), s.microBatch()) {
+		nll, err := s.micro(ctx, batch[c[0]:c[1]], inv, true)
+		if err != nil {
+			return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
+		}
+		m.Loss += nll
+	}
+	m.Loss *= inv
+	if s.cfg.MaxGradNorm > 0 {
+		m.GradNorm, err = policy.ClipGradNorm(params, s.cfg.MaxGradNorm)
+	} else if m.GradNorm = policy.GradNorm(params); math.IsNaN(m.GradNorm) || math.IsInf(m.GradNorm, 0) {
+		err = policy.ErrNonFinite
+	}
+	switch {
+	case errors.Is(err, policy.ErrNonFinite):
+		m.Skipped = true
+		m.LR = s.opt.LR()
+	case err != nil:
+		return m, fmt.Errorf("agentrl: SFT step %d: clip: %w", m.Step, err)
+	default:
+		if m.LR, err = s.opt.Step(); err != nil {
+			return m, fmt.Errorf("agentrl: SFT step %d: optimizer: %w", m.Step, err)
+		}
+	}
+	policy.ZeroGrad(params)
+	s.step++
+	m.Seconds = time.Since(start).Seconds()
+	if m.Seconds > 0 {
+		m.TokensPerSec = float64(m.SeqTokens) / m.Seconds
+	}
+	if s.cfg.Metrics != nil {
+		if err := s.cfg.Metrics.Log(m.Step, m.Map()); err != nil {
+			return m, fmt.Errorf("agentrl: SFT step %d: metrics log: %w", m.Step, err)
+		}
+	}
+	return m, nil
+}
+
+// micro runs one micro-batch: it returns Σ −mask·log p over the batch and,
+// with grad, backpropagates d/dlogp = −mask·inv.
+func (s *SFTTrainer) micro(ctx context.Context, part []SFTSample, inv float64, grad bool) (float64, error) {
+	tb := policy.TokenBatch{Tokens: make([][]int, len(part)), Mask: make([][]float32, len(part))}
+	for i, p := range part {
+		tb.Tokens[i], tb.Mask[i] = p.IDs, p.Mask
+	}
+	stats, back, err := s.model.Forward(ctx, tb, grad)
+	if err != nil {
+		return 0, fmt.Errorf("forward: %w", err)
+	}
+	if len(stats.LogProbs) != len(part) {
+		return 0, fmt.Errorf("%w: forward returned %d rows for %d sequences", ErrTrainer, len(stats.LogProbs), len(part))
+	}
+	var nll float64
+	var g [][]float32
+	if grad {
+		if back == nil {
+			return 0, fmt.Errorf("%w: forward with gradients returned no BackwardFunc", ErrTrainer)
+		}
+		g = make([][]float32, len(part))
+	}
+	for i, p := range part {
+		lp := stats.LogProbs[i]
+		if len(lp) != len(p.IDs) {
+			return 0, fmt.Errorf("%w: forward returned %d log-probs for sequence %d of %d tokens", ErrTrainer, len(lp), i, len(p.IDs))
+		}
+		if grad {
+			g[i] = make([]float32, len(lp))
+		}
+		for t := 1; t < len(lp); t++ {
+			if p.Mask[t] == 0 {
+				continue
+			}
+			nll -= float64(lp[t])
+			if grad {
+				g[i][t] = float32(-inv)
+			}
+		}
+	}
+	if math.IsNaN(nll) || math.IsInf(nll, 0) {
+		return 0, fmt.Errorf("%w: negative log-likelihood is %v", policy.ErrNonFinite, nll)
+	}
+	if grad {
+		if err := back(ctx, g, nil); err != nil {
+			return 0, fmt.Errorf("backward: %w", err)
+		}
+	}
+	return nll, nil
+}
+
+// Loss returns the mean negative log-likelihood per trained token of data
+// under the current parameters, without gradients (a validation loss).
+func (s *SFTTrainer) Loss(ctx context.Context, data []SFTSample) (float64, error) {
+	tokens := 0
+	for i, d := range data {
+		if err := d.check(); err != nil {
+			return 0, fmt.Errorf("%w: SFT sample %d: %w", ErrTrainer, i, err)
+		}
+		tokens += d.trainable()
+	}
+	if tokens == 0 {
+		return 0, fmt.Errorf("%w: no samples to evaluate", ErrTrainer)
+	}
+	var nll float64
+	for _, c := range chunks(len(data), s.microBatch()) {
+		v, err := s.micro(ctx, data[c[0]:c[1]], 0, false)
+		if err != nil {
+			return 0, fmt.Errorf("agentrl: SFT loss: %w", err)
+		}
+		nll += v
+	}
+	return nll / float64(tokens), nil
+}
+
+// Train runs the remaining steps of cfg.Epochs epochs, calling onStep
+// (when not nil) after each; an error from onStep stops training and is
+// returned. It checks ctx between steps.
+func (s *SFTTrainer) Train(ctx context.Context, onStep func(SFTMetrics) error) error {
+	total := max(s.cfg.Epochs, 1) * s.StepsPerEpoch()
+	for s.step < total {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		m, err := s.Step(ctx)
+		if err != nil {
+			return err
+		}
+		if onStep != nil {
+			if err := onStep(m); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

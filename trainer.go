@@ -1,0 +1,593 @@
+package agentrl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/agentrl/agentrl/advantage"
+	"github.com/agentrl/agentrl/dataset"
+	"github.com/agentrl/agentrl/loss"
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/reward"
+	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/tool"
+)
+
+// ErrTrainer is wrapped by errors of NewTrainer for missing or inconsistent
+// parts, and of Step for results of the parts that break their contracts
+// (a Forward whose output does not match its input, trajectories without
+// sampler log-probabilities where they are needed).
+var ErrTrainer = errors.New("agentrl: trainer")
+
+// Prompt is one training prompt: what the rollout engine continues, and
+// what the reward function checks the response against.
+type Prompt struct {
+	// ID names the prompt in logs; it need not be unique. The trainer
+	// gives each rollout group its own id.
+	ID string
+	// The prompt, in exactly one of the forms rollout.Request takes:
+	// token ids (chat template applied), text, or messages.
+	Tokens   []int
+	Text     string
+	Messages []rollout.Message
+	// Tools the model may call; nil means the engine's.
+	Tools []tool.Tool
+	// GroundTruth, DataSource and Extra are passed to the reward function.
+	GroundTruth string
+	DataSource  string
+	Extra       map[string]any
+}
+
+// PromptsFromExamples turns verl-format examples into Prompts: the chat
+// messages (roles and contents; the engine renders them with its Render
+// function), the data source, extra_info, and the reward model's ground
+// truth as text — a string as it is, anything else (a number, a list of
+// answers, code tests) as JSON, the form reward.CodeFunc reads.
+func PromptsFromExamples(examples []dataset.Example) ([]Prompt, error) {
+	out := make([]Prompt, len(examples))
+	for i, e := range examples {
+		gt, ok := e.RewardModel.GroundTruth.Value.(string)
+		if !ok && e.RewardModel.GroundTruth.Value != nil {
+			b, err := json.Marshal(e.RewardModel.GroundTruth.Value)
+			if err != nil {
+				return nil, fmt.Errorf("agentrl: example %d (%s row %d): reward_model.ground_truth: %w", i, e.Source, e.Row, err)
+			}
+			gt = string(b)
+		}
+		msgs := make([]rollout.Message, len(e.Prompt))
+		for j, m := range e.Prompt {
+			msgs[j] = rollout.Message{Role: m.Role, Content: m.Content}
+		}
+		out[i] = Prompt{
+			ID:          fmt.Sprintf("%s:%d", e.Source, e.Row),
+			Messages:    msgs,
+			GroundTruth: gt,
+			DataSource:  e.DataSource,
+			Extra:       e.ExtraInfo,
+		}
+	}
+	return out, nil
+}
+
+// TrainerParts are the components a Trainer wires together.
+type TrainerParts struct {
+	// Policy is the model being trained; required.
+	Policy policy.Trainable
+	// Reference, when set, is a frozen model whose log-probabilities feed
+	// the KL loss (forward only); required when Loss.KLCoef > 0.
+	Reference policy.Trainable
+	// Engine rolls out prompts; required. Build it over a Sampler that
+	// shares the Policy's weights (the local model itself, or a server
+	// that is synchronised with them), so that rollouts come from the
+	// current policy.
+	Engine *rollout.Engine
+	// Reward scores trajectories; required. With TrainerConfig.Overlong
+	// the trainer adds the overlong penalty to its score.
+	Reward reward.Func
+	// Prompts is the training set; the trainer draws PromptsPerStep of
+	// them per generation batch, shuffled epoch by epoch with Seed
+	// (dataset.Sampler, dropping an epoch's short last batch as verl
+	// does).
+	Prompts []Prompt
+	// Metrics, when set, receives every step's StepMetrics.Map().
+	Metrics *MetricsLogger
+}
+
+// Trainer runs reinforcement-learning steps: rollout, rewards, advantages,
+// optional dynamic sampling, and PPO epochs of clipped policy-gradient
+// updates, as verl's RayPPOTrainer.fit and dp_actor.update_policy do.
+// A Trainer is not safe for concurrent use.
+type Trainer struct {
+	cfg      TrainerConfig
+	parts    TrainerParts
+	reward   reward.Func
+	sampler  *dataset.Sampler
+	opt      *policy.AdamW
+	computer *loss.Computer
+	step     int
+}
+
+// NewTrainer validates cfg and parts and returns a Trainer at step 0.
+func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	switch {
+	case parts.Policy == nil:
+		return nil, fmt.Errorf("%w: TrainerParts.Policy is nil", ErrTrainer)
+	case parts.Engine == nil:
+		return nil, fmt.Errorf("%w: TrainerParts.Engine is nil", ErrTrainer)
+	case parts.Reward == nil:
+		return nil, fmt.Errorf("%w: TrainerParts.Reward is nil", ErrTrainer)
+	case len(parts.Prompts) == 0:
+		return nil, fmt.Errorf("%w: TrainerParts.Prompts is empty", ErrTrainer)
+	case cfg.Loss.KLCoef > 0 && parts.Reference == nil:
+		return nil, fmt.Errorf("%w: TrainerConfig.Loss.KLCoef is %v but TrainerParts.Reference is nil", ErrTrainer, cfg.Loss.KLCoef)
+	case len(parts.Prompts) < cfg.PromptsPerStep:
+		return nil, fmt.Errorf("%w: %d prompts, fewer than TrainerConfig.PromptsPerStep %d", ErrTrainer, len(parts.Prompts), cfg.PromptsPerStep)
+	}
+	for i, p := range parts.Prompts {
+		forms := 0
+		if p.Tokens != nil {
+			forms++
+		}
+		if p.Text != "" {
+			forms++
+		}
+		if p.Messages != nil {
+			forms++
+		}
+		if forms != 1 {
+			return nil, fmt.Errorf("%w: TrainerParts.Prompts[%d] (%q) has %d prompt forms; want exactly one of Tokens, Text, Messages", ErrTrainer, i, p.ID, forms)
+		}
+	}
+	rf := parts.Reward
+	if cfg.Overlong != nil {
+		oc, _ := cfg.overlong() // checked by Validate
+		var err error
+		if rf, err = reward.WithOverlong(rf, oc); err != nil {
+			return nil, err
+		}
+	}
+	sampler, err := dataset.NewSampler(len(parts.Prompts), dataset.SamplerConfig{
+		BatchSize: cfg.PromptsPerStep, Seed: cfg.Seed, Shuffle: true, DropLast: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTrainer, err)
+	}
+	opt, err := policy.NewAdamW(parts.Policy.Params(), cfg.Optimizer)
+	if err != nil {
+		return nil, fmt.Errorf("%w: optimizer: %w", ErrTrainer, err)
+	}
+	return &Trainer{
+		cfg: cfg, parts: parts, reward: rf, sampler: sampler, opt: opt,
+		computer: loss.NewComputer(nil),
+	}, nil
+}
+
+// Config returns the trainer's configuration.
+func (t *Trainer) Config() TrainerConfig { return t.cfg }
+
+// StepsDone is the number of steps completed (the step of the latest
+// checkpoint that would be written now).
+func (t *Trainer) StepsDone() int { return t.step }
+
+// Optimizer returns the trainer's AdamW, for inspection.
+func (t *Trainer) Optimizer() *policy.AdamW { return t.opt }
+
+// sample is one trajectory of a step with what the trainer learns about it.
+type sample struct {
+	traj   rollout.Trajectory
+	prompt *Prompt
+	out    reward.Output
+	group  string
+	// Per-token arrays aligned with traj.Tokens[traj.PromptLen:].
+	adv, old, ref []float32
+}
+
+func (s *sample) respMask() []float32 { return s.traj.Mask[s.traj.PromptLen:] }
+
+// Step runs one training step and returns its metrics. On error the
+// policy may have been partly updated (an error inside a PPO epoch); the
+// step counter does not advance.
+func (t *Trainer) Step(ctx context.Context) (StepMetrics, error) {
+	start := time.Now()
+	m := StepMetrics{Step: t.step + 1}
+
+	batch, err := t.collect(ctx, &m)
+	if err != nil {
+		return m, err
+	}
+	rolloutDone := time.Now()
+	m.RolloutSeconds = rolloutDone.Sub(start).Seconds()
+	m.observeBatch(batch, t.cfg)
+	if m.RolloutSeconds > 0 {
+		m.RolloutTokensPerSec = float64(m.generatedTokens) / m.RolloutSeconds
+	}
+
+	if err := t.advantages(batch); err != nil {
+		return m, err
+	}
+	if err := t.oldAndRef(ctx, batch); err != nil {
+		return m, err
+	}
+	trainStart := time.Now()
+	if err := t.update(ctx, batch, &m); err != nil {
+		return m, err
+	}
+	now := time.Now()
+	m.TrainSeconds = now.Sub(trainStart).Seconds()
+	if m.TrainSeconds > 0 {
+		m.TrainTokensPerSec = float64(m.trainedTokens) / m.TrainSeconds
+	}
+	m.StepSeconds = now.Sub(start).Seconds()
+	t.step++
+	if t.parts.Metrics != nil {
+		if err := t.parts.Metrics.Log(m.Step, m.Map()); err != nil {
+			return m, fmt.Errorf("agentrl: step %d: metrics log: %w", m.Step, err)
+		}
+	}
+	return m, nil
+}
+
+// requestSeed derives the seed of one request from the run's seed, the
+// step, the generation batch and the position (SplitMix64's finaliser over
+// their combination), so that rollouts are reproducible across resumes.
+func requestSeed(seed uint64, step, genBatch, pos int) uint64 {
+	z := seed
+	for _, v := range []uint64{uint64(step), uint64(genBatch), uint64(pos)} {
+		z += 0x9E3779B97F4A7C15 ^ v*0xD1B54A32D192ED03
+		z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+		z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+		z ^= z >> 31
+	}
+	return z
+}
+
+// generate rolls out and scores one generation batch.
+func (t *Trainer) generate(ctx context.Context, genBatch int) ([]*sample, error) {
+	idx := t.sampler.Next()
+	reqs := make([]rollout.Request, len(idx))
+	groups := make([]string, len(idx))
+	for i, j := range idx {
+		p := &t.parts.Prompts[j]
+		params := t.cfg.Sampling
+		params.Seed = new(requestSeed(t.cfg.Seed, t.step, genBatch, i))
+		params.Logprobs = true
+		groups[i] = fmt.Sprintf("s%d/g%d/p%d", t.step, genBatch, j)
+		reqs[i] = rollout.Request{
+			ID: groups[i], Prompt: p.Tokens, PromptText: p.Text, Messages: p.Messages,
+			Tools: p.Tools, Params: params, N: t.cfg.SamplesPerPrompt,
+		}
+	}
+	trajs, err := t.parts.Engine.Run(ctx, reqs)
+	if err != nil {
+		return nil, fmt.Errorf("agentrl: step %d: rollout: %w", t.step+1, err)
+	}
+	if len(trajs) != len(idx)*t.cfg.SamplesPerPrompt {
+		return nil, fmt.Errorf("%w: step %d: rollout returned %d trajectories for %d requests of %d samples", ErrTrainer, t.step+1, len(trajs), len(idx), t.cfg.SamplesPerPrompt)
+	}
+	inputs := make([]reward.Input, len(trajs))
+	samples := make([]*sample, len(trajs))
+	for i := range trajs {
+		tr := &trajs[i]
+		if tr.Request < 0 || tr.Request >= len(idx) || len(tr.Mask) != len(tr.Tokens) || tr.PromptLen > len(tr.Tokens) {
+			return nil, fmt.Errorf("%w: step %d: trajectory %d is malformed (request %d, %d tokens, %d mask, prompt %d)", ErrTrainer, t.step+1, i, tr.Request, len(tr.Tokens), len(tr.Mask), tr.PromptLen)
+		}
+		p := &t.parts.Prompts[idx[tr.Request]]
+		samples[i] = &sample{traj: *tr, prompt: p, group: groups[tr.Request]}
+		inputs[i] = reward.Input{
+			Response: tr.Response, GroundTruth: p.GroundTruth, DataSource: p.DataSource, Extra: p.Extra,
+			Turns: len(tr.Turns), ToolCalls: len(tr.ToolCalls), ToolRewards: tr.ToolRewards(),
+			ResponseTokens: tr.SampledTokens(), ToolTokens: tr.ResultTokens(),
+		}
+	}
+	outs, err := reward.Batch(ctx, t.reward, inputs, t.cfg.Reward)
+	if err != nil {
+		return nil, fmt.Errorf("agentrl: step %d: reward: %w", t.step+1, err)
+	}
+	for i, o := range outs {
+		if math.IsNaN(o.Score) || math.IsInf(o.Score, 0) {
+			return nil, fmt.Errorf("%w: step %d: reward of trajectory %d (prompt %q) is %v", ErrTrainer, t.step+1, i, samples[i].prompt.ID, o.Score)
+		}
+		samples[i].out = o
+	}
+	return samples, nil
+}
+
+// collect gathers the step's training batch: one generation batch, or with
+// dynamic sampling as many as it takes to fill PromptsPerStep groups whose
+// metric varies.
+func (t *Trainer) collect(ctx context.Context, m *StepMetrics) ([]*sample, error) {
+	if !t.cfg.DynamicSampling {
+		m.GenBatches = 1
+		b, err := t.generate(ctx, 0)
+		if err == nil {
+			m.KeptGroups = t.cfg.PromptsPerStep
+		}
+		return b, err
+	}
+	f, err := dataset.NewGroupFilter[*sample](dataset.FilterConfig{BatchGroups: t.cfg.PromptsPerStep, MaxGenBatches: t.cfg.MaxGenBatches})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTrainer, err)
+	}
+	for gen := 0; !f.Ready(); gen++ {
+		b, err := t.generate(ctx, gen)
+		if err != nil {
+			return nil, err
+		}
+		groups := make([]string, len(b))
+		metric := make([]float64, len(b))
+		for i, s := range b {
+			groups[i] = s.group
+			if t.cfg.filterMetric() == FilterByScore {
+				metric[i] = s.out.Score
+			} else if s.out.Acc {
+				metric[i] = 1
+			}
+		}
+		if _, err := f.Add(b, groups, metric); err != nil {
+			return nil, fmt.Errorf("agentrl: step %d: dynamic sampling: %w", t.step+1, err)
+		}
+	}
+	fb, err := f.Take()
+	if err != nil {
+		return nil, fmt.Errorf("agentrl: step %d: dynamic sampling: %w", t.step+1, err)
+	}
+	m.GenBatches = fb.Stats.GenBatches
+	m.KeptGroups = fb.Stats.KeptGroups
+	return fb.Items, nil
+}
+
+// advantages fills s.adv from the estimator; groups are the rollout
+// groups (one per prompt and generation batch).
+func (t *Trainer) advantages(batch []*sample) error {
+	in := advantage.Input{
+		Scores: make([]float64, len(batch)),
+		Groups: make([]string, len(batch)),
+		Mask:   make([][]float32, len(batch)),
+	}
+	for i, s := range batch {
+		in.Scores[i] = s.out.Score
+		in.Groups[i] = s.group
+		in.Mask[i] = s.respMask()
+	}
+	out, err := advantage.Compute(t.cfg.Advantage, in, t.cfg.AdvantageConfig)
+	if err != nil {
+		return fmt.Errorf("agentrl: step %d: advantages: %w", t.step+1, err)
+	}
+	for i, s := range batch {
+		s.adv = out.Advantages[i]
+	}
+	return nil
+}
+
+// chunks cuts n items into consecutive ranges of size at most k.
+func chunks(n, k int) [][2]int {
+	var r [][2]int
+	for lo := 0; lo < n; lo += k {
+		r = append(r, [2]int{lo, min(lo+k, n)})
+	}
+	return r
+}
+
+// oldAndRef fills the old (and reference) log-probabilities of the
+// response tokens before any update, as verl's compute_log_prob and
+// compute_ref_log_prob do.
+func (t *Trainer) oldAndRef(ctx context.Context, batch []*sample) error {
+	needRollout := !t.cfg.recompute() || t.cfg.Loss.TISCap > 0
+	for i, s := range batch {
+		if needRollout && len(s.traj.LogProbs) != len(s.traj.Tokens) {
+			return fmt.Errorf("%w: step %d: trajectory %d (prompt %q) has no sampler log-probabilities, which OldLogProbs %q or TISCap need", ErrTrainer, t.step+1, i, s.prompt.ID, t.cfg.OldLogProbs)
+		}
+		if !t.cfg.recompute() {
+			s.old = s.traj.LogProbs[s.traj.PromptLen:]
+		}
+	}
+	score := func(model policy.Trainable, set func(s *sample, lp []float32), what string) error {
+		for _, c := range chunks(len(batch), t.cfg.microBatch()) {
+			part := batch[c[0]:c[1]]
+			stats, _, err := model.Forward(ctx, t.tokenBatch(part), false)
+			if err != nil {
+				return fmt.Errorf("agentrl: step %d: %s log-probs: %w", t.step+1, what, err)
+			}
+			if err := checkStats(stats, part, false); err != nil {
+				return fmt.Errorf("%w: step %d: %s forward: %w", ErrTrainer, t.step+1, what, err)
+			}
+			for i, s := range part {
+				set(s, stats.LogProbs[i][s.traj.PromptLen:])
+			}
+		}
+		return nil
+	}
+	if t.cfg.recompute() {
+		if err := score(t.parts.Policy, func(s *sample, lp []float32) { s.old = lp }, "old"); err != nil {
+			return err
+		}
+	}
+	if t.cfg.Loss.KLCoef > 0 {
+		if err := score(t.parts.Reference, func(s *sample, lp []float32) { s.ref = lp }, "reference"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tokenBatch is the forward input of a micro-batch: whole sequences, with
+// the response mask marking the positions whose results are needed.
+func (t *Trainer) tokenBatch(part []*sample) policy.TokenBatch {
+	tb := policy.TokenBatch{
+		Tokens:      make([][]int, len(part)),
+		Mask:        make([][]float32, len(part)),
+		Temperature: t.cfg.Sampling.Temperature,
+	}
+	if tb.Temperature < policy.GreedyTemperature {
+		tb.Temperature = 1
+	}
+	for i, s := range part {
+		tb.Tokens[i] = s.traj.Tokens
+		tb.Mask[i] = s.traj.Mask
+	}
+	return tb
+}
+
+// checkStats checks that a Forward's result is aligned with its input.
+func checkStats(st policy.TokenStats, part []*sample, entropy bool) error {
+	if len(st.LogProbs) != len(part) || entropy && len(st.Entropy) != len(part) {
+		return fmt.Errorf("%d sequences in, %d log-prob rows and %d entropy rows out", len(part), len(st.LogProbs), len(st.Entropy))
+	}
+	for i, s := range part {
+		if len(st.LogProbs[i]) != len(s.traj.Tokens) || entropy && len(st.Entropy[i]) != len(s.traj.Tokens) {
+			return fmt.Errorf("sequence %d: %d tokens in, %d log-probs out", i, len(s.traj.Tokens), len(st.LogProbs[i]))
+		}
+	}
+	return nil
+}
+
+// update runs the PPO epochs: mini-batches of MiniBatchSize trajectories,
+// each one optimiser update after accumulating the gradients of its
+// micro-batches.
+func (t *Trainer) update(ctx context.Context, batch []*sample, m *StepMetrics) error {
+	params := t.parts.Policy.Params()
+	var acc metricMean
+	var gradNorms, lrs []float64
+	order := make([]int, len(batch))
+	for ep := range t.cfg.epochs() {
+		for i := range order {
+			order[i] = i
+		}
+		if t.cfg.ShuffleMiniBatches {
+			rng := rand.New(rand.NewPCG(t.cfg.Seed, uint64(t.step)<<20|uint64(ep)))
+			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		}
+		for _, mb := range chunks(len(batch), t.cfg.miniBatch()) {
+			mini := make([]*sample, 0, mb[1]-mb[0])
+			for _, k := range order[mb[0]:mb[1]] {
+				mini = append(mini, batch[k])
+			}
+			policy.ZeroGrad(params)
+			for _, c := range chunks(len(mini), t.cfg.microBatch()) {
+				res, tokens, err := t.microStep(ctx, mini[c[0]:c[1]], float32(c[1]-c[0])/float32(len(mini)))
+				if err != nil {
+					return fmt.Errorf("agentrl: step %d: epoch %d: %w", t.step+1, ep, err)
+				}
+				m.trainedTokens += tokens
+				acc.add(res.Metrics)
+			}
+			var norm float64
+			var err error
+			if t.cfg.MaxGradNorm > 0 {
+				norm, err = policy.ClipGradNorm(params, t.cfg.MaxGradNorm)
+			} else if norm = policy.GradNorm(params); math.IsNaN(norm) || math.IsInf(norm, 0) {
+				err = policy.ErrNonFinite
+			}
+			gradNorms = append(gradNorms, norm)
+			if errors.Is(err, policy.ErrNonFinite) {
+				// verl's dp_actor skips the update when the norm is not
+				// finite; the step goes on and reports it.
+				m.SkippedUpdates++
+				continue
+			} else if err != nil {
+				return fmt.Errorf("agentrl: step %d: clip: %w", t.step+1, err)
+			}
+			lr, err := t.opt.Step()
+			if err != nil {
+				return fmt.Errorf("agentrl: step %d: optimizer: %w", t.step+1, err)
+			}
+			lrs = append(lrs, lr)
+			m.Updates++
+		}
+	}
+	policy.ZeroGrad(params)
+	m.LossMetrics = acc.mean()
+	m.Loss = m.LossMetrics["loss"]
+	m.PGClipFrac = m.LossMetrics["pg_clipfrac"]
+	m.PGClipFracLower = m.LossMetrics["pg_clipfrac_lower"]
+	m.PPOKL = m.LossMetrics["ppo_kl"]
+	m.Entropy = m.LossMetrics["entropy"]
+	m.KL = m.LossMetrics["kl"]
+	m.GradNorm = meanOf(gradNorms)
+	if len(lrs) > 0 {
+		m.LR = lrs[len(lrs)-1]
+	} else {
+		m.LR = t.opt.LR()
+	}
+	return nil
+}
+
+// microStep runs forward, loss and backward on one micro-batch, scaling
+// the loss by its share of the mini-batch (verl dp_actor.update_policy:
+// loss × micro/mini, so that the accumulated gradient is the mini-batch
+// mean of the micro-batch losses).
+func (t *Trainer) microStep(ctx context.Context, part []*sample, scale float32) (loss.Result, int, error) {
+	stats, back, err := t.parts.Policy.Forward(ctx, t.tokenBatch(part), true)
+	if err != nil {
+		return loss.Result{}, 0, fmt.Errorf("forward: %w", err)
+	}
+	if err := checkStats(stats, part, true); err != nil {
+		return loss.Result{}, 0, fmt.Errorf("%w: forward: %w", ErrTrainer, err)
+	}
+	if back == nil {
+		return loss.Result{}, 0, fmt.Errorf("%w: forward with gradients returned no BackwardFunc", ErrTrainer)
+	}
+	lb := t.lossBatch(part, stats)
+	res, err := t.computer.Compute(t.cfg.Loss, lb)
+	if err != nil {
+		return loss.Result{}, 0, fmt.Errorf("loss: %w", err)
+	}
+	starts, lens, tokens := make([]int, len(part)), make([]int, len(part)), 0
+	for i, s := range part {
+		starts[i], lens[i] = s.traj.PromptLen, len(s.traj.Tokens)
+		tokens += len(s.traj.Tokens)
+	}
+	gl := scatterResponse(res.GradLogProbs, starts, lens, scale)
+	var ge [][]float32
+	if t.cfg.Loss.EntropyCoef != 0 && res.GradEntropy != nil {
+		ge = scatterResponse(res.GradEntropy, starts, lens, scale)
+	}
+	if err := back(ctx, gl, ge); err != nil {
+		return loss.Result{}, 0, fmt.Errorf("backward: %w", err)
+	}
+	return res, tokens, nil
+}
+
+// lossBatch lays a micro-batch out as loss.Batch [B,T] tensors over the
+// response tokens, T the longest response; padding has mask 0.
+func (t *Trainer) lossBatch(part []*sample, stats policy.TokenStats) loss.Batch {
+	n := len(part)
+	starts := make([]int, n)
+	resp := func(get func(i int, s *sample) []float32) [][]float32 {
+		rows := make([][]float32, n)
+		for i, s := range part {
+			rows[i] = get(i, s)
+		}
+		return rows
+	}
+	for i, s := range part {
+		starts[i] = s.traj.PromptLen
+	}
+	zeros := make([]int, n)
+	T := 1 // an all-empty micro-batch still gets one (masked) column
+	for _, s := range part {
+		T = max(T, len(s.traj.Tokens)-s.traj.PromptLen)
+	}
+	b := loss.Batch{
+		LogProbs:    responseTensor(stats.LogProbs, starts, T),
+		Entropy:     responseTensor(stats.Entropy, starts, T),
+		OldLogProbs: responseTensor(resp(func(_ int, s *sample) []float32 { return s.old }), zeros, T),
+		Advantages:  responseTensor(resp(func(_ int, s *sample) []float32 { return s.adv }), zeros, T),
+		Mask:        responseTensor(resp(func(_ int, s *sample) []float32 { return s.respMask() }), zeros, T),
+	}
+	if t.cfg.Loss.KLCoef > 0 {
+		b.RefLogProbs = responseTensor(resp(func(_ int, s *sample) []float32 { return s.ref }), zeros, T)
+	}
+	if t.cfg.Loss.TISCap > 0 {
+		b.RolloutLogProbs = responseTensor(resp(func(_ int, s *sample) []float32 { return s.traj.LogProbs }), starts, T)
+	}
+	return b
+}

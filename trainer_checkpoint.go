@@ -1,0 +1,193 @@
+package agentrl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/agentrl/agentrl/dataset"
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/safetensors"
+)
+
+// Files of a trainer checkpoint folder.
+const (
+	// CheckpointParamsFile holds the policy's parameters, one F32 tensor
+	// per policy.Param under its name, stored exactly.
+	CheckpointParamsFile = "params.safetensors"
+	// CheckpointStateFile holds the trainer's position (TrainerState) as
+	// JSON. The optimizer's state is policy.StateFileName.
+	CheckpointStateFile = "trainer_state.json"
+	// TrainerStateFormat names the layout of CheckpointStateFile.
+	TrainerStateFormat = "agentrl.trainer.v1"
+)
+
+// ErrCheckpoint is wrapped by errors of loading a checkpoint that does not
+// fit the trainer: another format, a missing or misshapen parameter,
+// another data set size or seed.
+var ErrCheckpoint = errors.New("agentrl: checkpoint does not fit")
+
+// TrainerState is the trainer's position in CheckpointStateFile: enough,
+// with the parameters and the optimizer's moments, for a resumed run to
+// take exactly the steps an uninterrupted one would. The rollout and
+// shuffle randomness is derived from Seed and Step, so no generator state
+// is needed beyond them.
+type TrainerState struct {
+	Format string `json:"format"`
+	// Step is the number of completed steps.
+	Step int `json:"step"`
+	// Seed is TrainerConfig.Seed; a checkpoint resumes only its own run.
+	Seed uint64 `json:"seed"`
+	// Prompts is the size of the training set.
+	Prompts int `json:"prompts"`
+	// Sampler is the prompt sampler's position.
+	Sampler dataset.SamplerState `json:"sampler"`
+	// OptimizerSteps is the optimizer's update count, checked against its
+	// state file.
+	OptimizerSteps int64 `json:"optimizer_steps"`
+}
+
+// SaveTo writes the trainer's checkpoint into dir (created when missing):
+// CheckpointParamsFile, the optimizer's state (policy.StateFileName) and
+// CheckpointStateFile, each written atomically. For a crash-safe series of
+// checkpoints use SaveCheckpoint.
+func (t *Trainer) SaveTo(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("agentrl: checkpoint: %w", err)
+	}
+	if err := saveParams(filepath.Join(dir, CheckpointParamsFile), t.parts.Policy.Params()); err != nil {
+		return err
+	}
+	if err := t.opt.SaveStateFile(dir); err != nil {
+		return fmt.Errorf("agentrl: checkpoint: %w", err)
+	}
+	st := TrainerState{
+		Format: TrainerStateFormat, Step: t.step, Seed: t.cfg.Seed, Prompts: len(t.parts.Prompts),
+		Sampler: t.sampler.State(), OptimizerSteps: t.opt.Steps(),
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return fmt.Errorf("agentrl: checkpoint: %w", err)
+	}
+	return WriteFileAtomic(filepath.Join(dir, CheckpointStateFile), append(b, '\n'), 0o644)
+}
+
+// SaveCheckpoint writes the checkpoint of the completed steps as
+// root/step-N and points root/latest at it (CheckpointRoot.Save), then
+// keeps the newest keep checkpoints (keep < 1 keeps all).
+func (t *Trainer) SaveCheckpoint(ctx context.Context, root CheckpointRoot, keep int) (string, error) {
+	dir, err := root.Save(ctx, t.step, func(_ context.Context, dir string) error { return t.SaveTo(dir) })
+	if err != nil {
+		return "", err
+	}
+	if keep > 0 {
+		if err := root.Prune(keep); err != nil {
+			return dir, err
+		}
+	}
+	return dir, nil
+}
+
+// LoadFrom restores a checkpoint written by SaveTo: the parameters (into
+// the policy's Params, in place), the optimizer's state, the step and the
+// prompt sampler's position. The checkpoint must come from a run with the
+// same Seed, the same number of prompts and the same parameter names and
+// sizes; otherwise LoadFrom returns an error wrapping ErrCheckpoint. On
+// error the trainer may hold a partial state and must not be used.
+func (t *Trainer) LoadFrom(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, CheckpointStateFile))
+	if err != nil {
+		return fmt.Errorf("agentrl: checkpoint: %w", err)
+	}
+	var st TrainerState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrCheckpoint, CheckpointStateFile, err)
+	}
+	switch {
+	case st.Format != TrainerStateFormat:
+		return fmt.Errorf("%w: %s: format %q, want %q", ErrCheckpoint, CheckpointStateFile, st.Format, TrainerStateFormat)
+	case st.Step < 0:
+		return fmt.Errorf("%w: %s: step %d", ErrCheckpoint, CheckpointStateFile, st.Step)
+	case st.Seed != t.cfg.Seed:
+		return fmt.Errorf("%w: %s: seed %d, but TrainerConfig.Seed is %d", ErrCheckpoint, CheckpointStateFile, st.Seed, t.cfg.Seed)
+	case st.Prompts != len(t.parts.Prompts):
+		return fmt.Errorf("%w: %s: %d prompts, but the trainer has %d", ErrCheckpoint, CheckpointStateFile, st.Prompts, len(t.parts.Prompts))
+	}
+	if err := loadParams(filepath.Join(dir, CheckpointParamsFile), t.parts.Policy.Params()); err != nil {
+		return err
+	}
+	if err := t.opt.LoadStateFile(dir); err != nil {
+		return fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	if t.opt.Steps() != st.OptimizerSteps {
+		return fmt.Errorf("%w: optimizer state has %d steps, %s says %d", ErrCheckpoint, t.opt.Steps(), CheckpointStateFile, st.OptimizerSteps)
+	}
+	if err := t.sampler.Restore(st.Sampler); err != nil {
+		return fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	t.step = st.Step
+	return nil
+}
+
+// Resume loads the newest checkpoint under root. It returns false, and
+// changes nothing, when root holds none (ErrNoCheckpoint).
+func (t *Trainer) Resume(root CheckpointRoot) (bool, error) {
+	_, dir, err := root.Latest()
+	if errors.Is(err, ErrNoCheckpoint) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := t.LoadFrom(dir); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// saveParams writes params as F32 tensors of shape [len] to path,
+// atomically.
+func saveParams(path string, params []policy.Param) error {
+	tensors := make([]safetensors.Tensor, len(params))
+	for i, p := range params {
+		tensors[i] = safetensors.Tensor{Name: p.Name, DType: safetensors.F32, Shape: []int{len(p.Data)}, Float32: p.Data}
+	}
+	err := WriteFileAtomicFunc(path, 0o644, func(w io.Writer) error {
+		return safetensors.Write(w, tensors, map[string]string{"format": TrainerStateFormat})
+	})
+	if err != nil {
+		return fmt.Errorf("agentrl: checkpoint: %w", err)
+	}
+	return nil
+}
+
+// loadParams reads every parameter of params from path into its Data.
+// Every parameter must be present with its size; the file may not hold
+// others.
+func loadParams(path string, params []policy.Param) error {
+	f, err := safetensors.Open(path)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	defer f.Close()
+	if n := len(f.Tensors()); n != len(params) {
+		return fmt.Errorf("%w: %s holds %d tensors, the policy has %d parameters", ErrCheckpoint, CheckpointParamsFile, n, len(params))
+	}
+	for _, p := range params {
+		info, ok := f.Info(p.Name)
+		if !ok {
+			return fmt.Errorf("%w: %s lacks parameter %q", ErrCheckpoint, CheckpointParamsFile, p.Name)
+		}
+		if info.DType != safetensors.F32 || len(info.Shape) != 1 || info.Shape[0] != len(p.Data) {
+			return fmt.Errorf("%w: %s: parameter %q is %s%v, want F32[%d]", ErrCheckpoint, CheckpointParamsFile, p.Name, info.DType, info.Shape, len(p.Data))
+		}
+		if err := f.ReadFloat32(p.Name, p.Data); err != nil {
+			return fmt.Errorf("%w: %w", ErrCheckpoint, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+package agentrl
+
+import (
+	"math"
+
+	"github.com/agentrl/agentrl/rollout"
+	"gorgonia.org/tensor"
+)
+
+// StepMetrics describes one training step. Map gives them under verl's
+// metric names (verl/trainer/ppo/metric_utils.py compute_data_metrics,
+// verl/workers/actor/dp_actor.py update_policy), which the default plot
+// panels read.
+type StepMetrics struct {
+	// Step is the 1-based number of the step.
+	Step int
+	// Trajectories is the number of trajectories trained on.
+	Trajectories int
+	// RewardMean and RewardStd are the mean and population standard
+	// deviation of the sequence scores (shaping included); Acc is the
+	// fraction of correct responses (reward.Output.Acc).
+	RewardMean, RewardStd, Acc float64
+	// ResponseLenMean and ResponseLenMax count the response span's tokens
+	// (generated and tool results, verl's response_length).
+	ResponseLenMean, ResponseLenMax float64
+	// OverlongFrac is the fraction of trajectories cut by a token budget
+	// (turn, response or total) rather than ending on their own: verl's
+	// response_length/clip_ratio.
+	OverlongFrac float64
+	// ToolCallsMean is the mean number of tool calls per trajectory, and
+	// ToolErrors the number of calls that failed (a malformed call, an
+	// unknown tool, a timeout, a call over the limits, or a tool that
+	// reported failure).
+	ToolCallsMean float64
+	ToolErrors    int
+	// GenBatches is the number of generation batches the step used (more
+	// than 1 only with dynamic sampling) and KeptGroups the groups trained
+	// on.
+	GenBatches, KeptGroups int
+
+	// Loss, Entropy, PGClipFrac, PGClipFracLower, PPOKL and KL are the
+	// means over micro-batches of loss.Result.Metrics' "loss", "entropy",
+	// "pg_clipfrac", "pg_clipfrac_lower", "ppo_kl" and "kl" (KL is 0
+	// without a KL term); LossMetrics holds every key so averaged.
+	Loss, Entropy, PGClipFrac, PGClipFracLower, PPOKL, KL float64
+	LossMetrics                                           map[string]float64
+	// GradNorm is the mean pre-clipping gradient norm over the updates, LR
+	// the learning rate of the last update, Updates the number of
+	// optimiser updates and SkippedUpdates those skipped for a non-finite
+	// gradient norm.
+	GradNorm, LR            float64
+	Updates, SkippedUpdates int
+
+	// Throughput and time: generated tokens per second of rollout
+	// (rewards included), forward-backward tokens per second of training,
+	// and the wall-clock seconds of the rollout, the update and the step.
+	RolloutTokensPerSec, TrainTokensPerSec    float64
+	RolloutSeconds, TrainSeconds, StepSeconds float64
+
+	generatedTokens int
+	trainedTokens   int
+}
+
+// Map returns the metrics under verl's names, for a MetricsLogger.
+func (m StepMetrics) Map() map[string]float64 {
+	out := map[string]float64{
+		"critic/score/mean":          m.RewardMean,
+		"critic/score/std":           m.RewardStd,
+		"critic/acc/mean":            m.Acc,
+		"response_length/mean":       m.ResponseLenMean,
+		"response_length/max":        m.ResponseLenMax,
+		"response_length/clip_ratio": m.OverlongFrac,
+		"tool_call_counts/mean":      m.ToolCallsMean,
+		"tool_errors/total":          float64(m.ToolErrors),
+		"train/num_gen_batches":      float64(m.GenBatches),
+		"train/kept_groups":          float64(m.KeptGroups),
+		"train/trajectories":         float64(m.Trajectories),
+		"actor/entropy":              m.Entropy,
+		"actor/pg_clipfrac":          m.PGClipFrac,
+		"actor/pg_clipfrac_lower":    m.PGClipFracLower,
+		"actor/ppo_kl":               m.PPOKL,
+		"actor/kl_loss":              m.KL,
+		"actor/loss":                 m.Loss,
+		"actor/grad_norm":            m.GradNorm,
+		"actor/lr":                   m.LR,
+		"actor/updates":              float64(m.Updates),
+		"actor/skipped_updates":      float64(m.SkippedUpdates),
+		"perf/rollout_tokens_per_s":  m.RolloutTokensPerSec,
+		"perf/train_tokens_per_s":    m.TrainTokensPerSec,
+		"timing_s/gen":               m.RolloutSeconds,
+		"timing_s/update_actor":      m.TrainSeconds,
+		"timing_s/step":              m.StepSeconds,
+	}
+	if v, ok := m.LossMetrics["pg_loss"]; ok {
+		out["actor/pg_loss"] = v
+	}
+	return out
+}
+
+// observeBatch records the batch statistics of the step's trajectories.
+func (m *StepMetrics) observeBatch(batch []*sample, cfg TrainerConfig) {
+	n := float64(len(batch))
+	m.Trajectories = len(batch)
+	if len(batch) == 0 {
+		return
+	}
+	var sum, sumSq, acc, lenSum, calls, overlong float64
+	for _, s := range batch {
+		sum += s.out.Score
+		if s.out.Acc {
+			acc++
+		}
+		l := float64(s.traj.ResponseLen())
+		lenSum += l
+		m.ResponseLenMax = math.Max(m.ResponseLenMax, l)
+		calls += float64(len(s.traj.ToolCalls))
+		for _, c := range s.traj.ToolCalls {
+			if c.Err != nil || c.Result.Failed {
+				m.ToolErrors++
+			}
+		}
+		switch s.traj.Stop {
+		case rollout.StopTurnBudget, rollout.StopResponseBudget, rollout.StopTotalBudget:
+			overlong++
+		}
+		m.generatedTokens += s.traj.SampledTokens()
+	}
+	m.RewardMean = sum / n
+	for _, s := range batch {
+		d := s.out.Score - m.RewardMean
+		sumSq += d * d
+	}
+	m.RewardStd = math.Sqrt(sumSq / n)
+	m.Acc = acc / n
+	m.ResponseLenMean = lenSum / n
+	m.ToolCallsMean = calls / n
+	m.OverlongFrac = overlong / n
+}
+
+// metricMean averages metric maps key by key (verl appends each
+// micro-batch's metrics and reports their mean).
+type metricMean struct {
+	sum map[string]float64
+	n   map[string]int
+}
+
+func (a *metricMean) add(m map[string]float64) {
+	if a.sum == nil {
+		a.sum, a.n = map[string]float64{}, map[string]int{}
+	}
+	for k, v := range m {
+		a.sum[k] += v
+		a.n[k]++
+	}
+}
+
+func (a *metricMean) mean() map[string]float64 {
+	out := make(map[string]float64, len(a.sum))
+	for k, v := range a.sum {
+		out[k] = v / float64(a.n[k])
+	}
+	return out
+}
+
+func meanOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+// responseTensor lays ragged rows out as a [len(rows), T] float32 tensor:
+// row i holds rows[i][starts[i]:], cut to T columns and padded with 0.
+// With starts the prompt lengths and rows aligned with whole sequences,
+// this is the response span of each sequence, left-aligned as verl's
+// responses are.
+func responseTensor(rows [][]float32, starts []int, T int) *tensor.Dense {
+	data := make([]float32, len(rows)*T)
+	for i, r := range rows {
+		copy(data[i*T:(i+1)*T], r[min(starts[i], len(r)):])
+	}
+	return tensor.New(tensor.WithShape(len(rows), T), tensor.WithBacking(data))
+}
+
+// scatterResponse is the inverse of responseTensor for gradients: it
+// returns rows aligned with whole sequences of lengths lens, zero on the
+// prompt, with row i's response span taken from g's row i times scale.
+func scatterResponse(g *tensor.Dense, starts, lens []int, scale float32) [][]float32 {
+	T := g.Shape()[1]
+	data := g.Data().([]float32)
+	out := make([][]float32, len(lens))
+	for i, n := range lens {
+		row := make([]float32, n)
+		for j := starts[i]; j < n && j-starts[i] < T; j++ {
+			row[j] = data[i*T+j-starts[i]] * scale
+		}
+		out[i] = row
+	}
+	return out
+}
