@@ -45,21 +45,30 @@
 //     /etc/shadow, /home, the host's /tmp and the project are simply absent.
 //     The network namespace has only a loopback interface, and it is down:
 //     every connect fails with ENETUNREACH at once.
-//  3. For each execution the worker forks. The child drops every privilege
-//     (when started by root it becomes nobody, mapped to the host's nobody,
-//     so that RLIMIT_NPROC applies; otherwise it clears its capabilities),
-//     sets no_new_privs, applies rlimits (CPU seconds, address space,
+//  3. Each execution runs in a child the worker forked ahead of time, while
+//     it was idle: the child has dropped every privilege (when started by
+//     root it becomes nobody, mapped to the host's nobody, so that
+//     RLIMIT_NPROC applies; otherwise it clears its capabilities), set
+//     no_new_privs, its descriptors, environment and standard streams, and
+//     waits for its request on a pipe. Once the request arrives it applies
+//     the call's rlimits (CPU seconds, counted from then on; address space,
 //     processes, file size, open files, no core dumps) and runs the code
-//     with a fresh globals dict. The worker never runs model code, so
-//     nothing a snippet changes — globals, builtins, modules, environment —
-//     reaches the next call, and a crash kills only the child.
+//     with a fresh globals dict. A call thus pays no fork: a trivial
+//     snippet round-trips in well under the cost of starting python3. The
+//     worker never runs model code, so nothing a snippet changes —
+//     globals, builtins, modules, environment — reaches the next call, and
+//     a crash kills only the child.
 //  4. The worker reads the child's stdout and stderr as they come, keeping at
 //     most MaxOutputBytes and killing the child as soon as it writes more
-//     (a gigabyte of output costs one cap's worth of reading). At the
-//     wall-clock timeout, or when the child exits, the worker, as PID 1,
-//     kills every process left in the namespace with kill(-1, SIGKILL) —
-//     background daemons, setsid escapes and fork bombs included — and
-//     reaps them, then empties /work, /tmp and /dev/shm.
+//     (a gigabyte of output costs one cap's worth of reading). It answers
+//     when the code has finished and its output is complete, or at the
+//     wall-clock timeout. Then, before it accepts another request, the
+//     worker, as PID 1, kills every process left in the namespace with
+//     kill(-1, SIGKILL) — background daemons, setsid escapes and fork bombs
+//     included — and reaps them, empties /work, /tmp and /dev/shm, forks
+//     the next call's child and only then sends Go a ready frame; Go hands
+//     a worker no request before that frame, so no call sees what an
+//     earlier one left, and a worker that cannot clean up is replaced.
 //  5. Go bounds concurrency by the pool size and keeps its own deadline on
 //     every answer. If a worker dies or stops answering, Go kills it (the
 //     kernel then kills everything in its PID namespace) and starts a

@@ -252,13 +252,53 @@ func (s *Sandbox) isClosed() bool {
 	return s.closed
 }
 
-// release returns w to the pool, or replaces it in the background when it
-// is unhealthy or has served its share of calls.
+// release returns w to the pool once it is ready again, or replaces it in
+// the background when it is unhealthy or has served its share of calls.
+// A worker answers before it cleans up after a call (kills what the call
+// left, empties its scratch directories, forks its next child); it goes
+// back to the pool only when its ready frame says that is done, so no
+// request ever reaches a worker that still holds a previous call's state.
 func (s *Sandbox) release(w *worker, healthy bool) {
-	if w != nil && healthy && w.calls < s.cfg.MaxCallsPerWorker && !s.isClosed() {
+	if w != nil && healthy && !w.cleaning && !s.isClosed() {
+		// The request never reached the worker (it was refused before).
 		s.slots <- w
 		return
 	}
+	if w != nil && healthy && w.calls < s.cfg.MaxCallsPerWorker {
+		s.mu.Lock()
+		if !s.closed {
+			s.refills.Add(1)
+			s.mu.Unlock()
+			go s.awaitReady(w)
+			return
+		}
+		s.mu.Unlock()
+	}
+	s.replace(w)
+}
+
+// readyTimeout bounds a worker's clean-up after a call: killing what the
+// call left and emptying its scratch space take milliseconds; a worker that
+// takes this long is stuck and is replaced.
+const readyTimeout = 60 * time.Second
+
+// awaitReady waits for w's ready frame, then puts w back into the pool, or
+// replaces it when the frame does not come or reports a failed clean-up.
+func (s *Sandbox) awaitReady(w *worker) {
+	defer s.refills.Done()
+	w.resp.SetDeadline(time.Now().Add(readyTimeout))
+	var r wireReady
+	if err := readFrame(w.resp, &r, 1<<20); err == nil && r.Ready && !s.isClosed() {
+		w.cleaning = false
+		s.slots <- w
+		return
+	}
+	s.replace(w)
+}
+
+// replace stops w, if any, and starts a worker in its slot in the
+// background (or leaves the slot empty when the sandbox is closed).
+func (s *Sandbox) replace(w *worker) {
 	if w != nil {
 		w.kill()
 		w.wait()
@@ -323,9 +363,14 @@ type wireResponse struct {
 	ExitCode      int     `json:"exit_code"`
 	Signal        int     `json:"signal"`
 	Duration      float64 `json:"duration"`
-	Recycle       bool    `json:"recycle"`
-	CleanError    string  `json:"clean_error"`
 	Error         string  `json:"error"`
+}
+
+// wireReady is the frame a worker sends once it has cleaned up after a call
+// and forked the child for the next one.
+type wireReady struct {
+	Ready bool   `json:"ready"`
+	Error string `json:"error"`
 }
 
 type workerHello struct {
@@ -401,6 +446,7 @@ func (s *Sandbox) run(ctx context.Context, w *worker, req ExecRequest) (res Exec
 	w.resp.SetDeadline(time.Now().Add(timeout + s.grace))
 	start := time.Now()
 	w.calls++
+	w.cleaning = true
 	if err := writeFrame(w.req, wr, []byte(req.Code), []byte(req.Stdin), files.Bytes()); err != nil {
 		return s.workerFailed(ctx, w, start, fmt.Errorf("sending request: %w", err))
 	}
@@ -455,7 +501,7 @@ func (s *Sandbox) run(ctx context.Context, w *worker, req ExecRequest) (res Exec
 			res.Signal = signalName(resp.Signal)
 		}
 	}
-	return res, !resp.Recycle, nil
+	return res, true, nil
 }
 
 // workerFailed turns a broken exchange with a worker into a result or an
@@ -492,8 +538,11 @@ type worker struct {
 	hostDir string // working directory on the host (rlimits mode)
 	hello   workerHello
 	calls   int
-	done    chan struct{}
-	once    sync.Once
+	// cleaning: the worker was sent a request and owes a ready frame once
+	// it has cleaned up after it.
+	cleaning bool
+	done     chan struct{}
+	once     sync.Once
 }
 
 // startWorker starts one worker and waits for its hello.

@@ -71,7 +71,9 @@ func run(t testing.TB, sb *Sandbox, code string) ExecResult {
 }
 
 // assertHealthy checks that the pool still serves, and that the only
-// processes the test process has below it are the pool's idle workers.
+// processes the test process has below it are the pool's idle workers,
+// each with at most one child: the one it forked ahead of time for its
+// next call, idle until the call comes.
 func assertHealthy(t *testing.T, sb *Sandbox) {
 	t.Helper()
 	for i := 0; i < sb.cfg.Workers+1; i++ {
@@ -79,37 +81,44 @@ func assertHealthy(t *testing.T, sb *Sandbox) {
 		require.Equal(t, StatusOK, res.Status, "pool no longer serves: %+v", res)
 		require.Equal(t, "42\n", res.Stdout)
 	}
-	sb.mu.Lock()
-	want := map[int]bool{}
-	for w := range sb.live {
-		if !w.exited() {
-			want[w.cmd.Process.Pid] = true
-		}
-	}
-	sb.mu.Unlock()
-	// Workers being replaced in the background may still be starting.
+	// Workers being replaced in the background may still be starting, and
+	// the last call's child may still be exiting.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		got := descendants(os.Getpid())
-		extra := []int{}
-		for _, p := range got {
-			if !want[p] {
-				extra = append(extra, p)
-			}
-		}
+		extra := strayProcesses(sb)
 		if len(extra) == 0 || time.Now().After(deadline) {
-			assert.Empty(t, extra, "processes other than the idle workers: %v", describe(extra))
+			assert.Empty(t, extra, "processes other than the idle workers and their pre-forked children: %v", describe(extra))
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
-		sb.mu.Lock()
-		for w := range sb.live {
-			if !w.exited() {
-				want[w.cmd.Process.Pid] = true
-			}
-		}
-		sb.mu.Unlock()
 	}
+}
+
+// strayProcesses lists the live processes below the test process other
+// than sb's live workers and one child of each.
+func strayProcesses(sb *Sandbox) []int {
+	workers := map[int]bool{}
+	sb.mu.Lock()
+	for w := range sb.live {
+		if !w.exited() {
+			workers[w.cmd.Process.Pid] = true
+		}
+	}
+	sb.mu.Unlock()
+	parents := procParents()
+	children := map[int]int{}
+	var extra []int
+	for _, p := range descendants(os.Getpid()) {
+		if workers[p] {
+			continue
+		}
+		if pp := parents[p]; workers[pp] && children[pp] == 0 {
+			children[pp]++
+			continue
+		}
+		extra = append(extra, p)
+	}
+	return extra
 }
 
 // sharesCallerUID reports that the sandbox runs code as the calling user
@@ -118,8 +127,8 @@ func sharesCallerUID(sb *Sandbox) bool {
 	return !sb.Isolation().PrivateFS && sb.Isolation().UID == os.Geteuid()
 }
 
-// descendants lists the live (non-zombie) processes below pid, from /proc.
-func descendants(pid int) []int {
+// procParents maps each live (non-zombie) process to its parent, from /proc.
+func procParents() map[int]int {
 	parent := map[int]int{}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -143,6 +152,12 @@ func descendants(pid int) []int {
 		pp, _ := strconv.Atoi(f[1])
 		parent[p] = pp
 	}
+	return parent
+}
+
+// descendants lists the live (non-zombie) processes below pid, from /proc.
+func descendants(pid int) []int {
+	parent := procParents()
 	var out []int
 	for p := range parent {
 		for q, n := parent[p], 0; q != 0 && n < 64; q, n = parent[q], n+1 {
@@ -840,4 +855,102 @@ func TestSandboxPreload(t *testing.T) {
 	assert.Equal(t, "True False\n", res.Stdout, "%+v", res)
 	_, err := NewSandbox(context.Background(), SandboxConfig{Workers: 1, Preload: []string{"no_such_module_xyz"}})
 	require.ErrorContains(t, err, "No module named 'no_such_module_xyz'")
+}
+
+// TestSandboxPreforkedChildNoLeaks: the child that serves a call is forked
+// before the call arrives, so whatever an earlier call changed must not
+// reach it. Each call first checks that it starts clean, then poisons
+// everything it can: modules, builtins, environment, rlimits, umask, signal
+// dispositions, files in every scratch directory, and a background process
+// that would keep writing files after the call. Two workers serve the calls
+// concurrently, so that every call runs while the other worker's next child
+// is already forked and idle, and each worker's own next child is forked
+// between its calls.
+func TestSandboxPreforkedChildNoLeaks(t *testing.T) {
+	forModes(t, SandboxConfig{Workers: 2}, func(t *testing.T, sb *Sandbox) {
+		scratch := []string{".", "/tmp", "/dev/shm"}
+		if !sb.Isolation().PrivateFS {
+			scratch = []string{"."} // the host's /tmp is shared, and not the sandbox's to empty
+		}
+		code := fmt.Sprintf(`
+import os, sys, json, builtins, resource, signal, time
+scratch = %s
+# Clean start: what a fresh python3 would see.
+clean = (not hasattr(builtins, 'poisoned') and json.dumps([1]) == '[1]' and 'LEAK' not in os.environ
+         and ('fractions' not in sys.modules or sys.modules['fractions'] is not None))
+umask = os.umask(0o22)
+nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+handler = signal.getsignal(signal.SIGUSR1)
+left = {d: os.listdir(d) for d in scratch}
+print(clean, oct(umask), nofile, handler == signal.SIG_DFL, left, os.getcwd() == os.path.abspath('.'))
+sys.stdout.flush()
+# Poison.
+builtins.poisoned = True
+json.dumps = lambda *a, **k: 'poisoned'
+sys.modules['fractions'] = None
+os.environ['LEAK'] = '1'
+os.umask(0o777)
+resource.setrlimit(resource.RLIMIT_NOFILE, (16, 16))
+signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+for d in scratch:
+    os.umask(0)
+    open(os.path.join(d, 'left-behind'), 'w').write('x')
+if os.fork() == 0:
+    os.setsid()
+    os.close(1)
+    os.close(2)
+    for i in range(200):
+        time.sleep(0.01)
+        try:
+            open(os.path.join(scratch[0], 'late-%%d' %% i), 'w').write('x')
+        except OSError:
+            pass
+    os._exit(0)
+`, pyList(scratch))
+		want := fmt.Sprintf("True 0o22 %d True %s True\n", sb.cfg.MaxOpenFiles, pyEmptyDirs(scratch))
+		var wg sync.WaitGroup
+		errs := make(chan string, 64)
+		for g := 0; g < 2; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 6; i++ {
+					res, err := sb.Execute(context.Background(), ExecRequest{Code: code})
+					if err != nil {
+						errs <- err.Error()
+						return
+					}
+					if res.Status != StatusOK || res.Stdout != want {
+						errs <- fmt.Sprintf("goroutine %d call %d: got %s %q %q, want %q", g, i, res.Status, res.Stdout, res.Stderr, want)
+					}
+					time.Sleep(30 * time.Millisecond) // give a surviving background process time to write
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Error(e)
+		}
+		assertHealthy(t, sb)
+	})
+}
+
+// pyList renders strings as a Python list literal.
+func pyList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// pyEmptyDirs renders the dict {dir: []} that Python prints for empty
+// directories.
+func pyEmptyDirs(dirs []string) string {
+	q := make([]string, len(dirs))
+	for i, d := range dirs {
+		q[i] = "'" + d + "': []"
+	}
+	return "{" + strings.Join(q, ", ") + "}"
 }

@@ -3,18 +3,23 @@
 # Started by Go as `python3 -I -c <this file> <config json>`, possibly as PID 1
 # of fresh user, mount, PID, network, IPC and UTS namespaces. It sets up the
 # sandbox's file system (when it has a mount namespace), then serves requests
-# read from fd 3 and answers on fd 4, one at a time. For each request it
-# forks a child that drops privileges, applies rlimits and runs the code with
-# a fresh globals dict; the worker itself never runs model code, so nothing a
-# snippet does survives into the next call. After each call every process
-# left in the sandbox is killed and the scratch directories are emptied.
+# read from fd 3 and answers on fd 4, one at a time. Each request runs in a
+# child forked ahead of time, which has dropped its privileges and waits for
+# the request; it applies the call's rlimits and runs the code with a fresh
+# globals dict. The worker itself never runs model code, so nothing a
+# snippet does survives into the next call. After answering, the worker
+# kills every process left in the sandbox, empties the scratch directories,
+# forks the next child and only then tells Go it is ready for another
+# request.
 #
 # Frames (both directions): 4-byte big-endian length of a JSON header, the
-# header, then the raw payloads whose lengths the header names.
+# header, then the raw payloads whose lengths the header names. After the
+# hello, each request gets a response frame and then a ready frame.
 
 import builtins
 import ctypes
 import errno
+import gc
 import json
 import linecache
 import os
@@ -39,6 +44,7 @@ MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
 MNT_DETACH = 2
+PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
 PR_SET_CHILD_SUBREAPER = 36
@@ -269,6 +275,35 @@ def clear_capabilities():
 
 
 # ---------------------------------------------------------------- one call
+#
+# The child that runs a call is forked ahead of time, while the worker is
+# idle, right after the previous call was cleaned up: it gives up its
+# privileges, sets up its file descriptors, environment and standard
+# streams, then blocks reading its request from CHILD_REQ_FD. A request thus
+# costs a pipe write, the code and the child's report, not a fork. Limits
+# that depend on the request (and RLIMIT_CPU, which must count the code's
+# time) are applied once the request has arrived.
+#
+# The child reports on CHILD_STATUS_FD: b"r" once it is ready (before any
+# model code runs, so the worker trusts it), and b"d" plus the exit code
+# after the code has run, its output was flushed and its stdout and stderr
+# were closed. The worker answers as soon as it has that report and end of
+# file on both output pipes, without waiting for the kernel to tear the
+# child's address space down (hundreds of microseconds, growing with the
+# worker's size); the clean-up after the answer kills and reaps the child.
+# Model code can write a false report to the descriptor, but only about
+# itself: the worker answers early only once both output pipes are closed,
+# and it kills everything before it accepts the next request.
+
+CHILD_REQ_FD = 3
+CHILD_STATUS_FD = 4
+# The child's request: CPU seconds, address space, processes, file size,
+# open files, then the lengths of the code and of stdin, which follow.
+CHILD_REQ = struct.Struct("<qqqqqqq")
+# Compiled once in each child before it reports ready, so that the pages
+# the compiler writes are copied before the clock of a call starts.
+WARM_UP = "def f(x):\n    return [x, {'a': x}, (x, 1.5), 'text %s' % x]\nprint(f(1))\n"
+
 
 def become_sandbox_user():
     """Runs in the child: gives up every privilege before model code runs."""
@@ -281,34 +316,52 @@ def become_sandbox_user():
     elif mode == "capabilities":
         clear_capabilities()
     LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    # Die with the worker (changing credentials cleared any earlier
+    # setting), so that no idle child outlives it without a PID namespace.
+    LIBC.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
 
 
-def apply_limits(lim):
+def apply_limits(cpu, as_, nproc, fsize, nofile):
+    """Sets the call's rlimits in the child. RLIMIT_CPU counts the process's
+    whole CPU time; the whole seconds the child used before its request (none,
+    in practice: its set-up takes milliseconds) are added, so that the limit
+    bounds the code as it did when the child was forked for the request."""
     def setl(which, v, hard=None):
-        if v is None or v <= 0:
+        if v <= 0:
             return
         resource.setrlimit(which, (v, v if hard is None else hard))
-    setl(resource.RLIMIT_CPU, lim.get("cpu"), lim.get("cpu", 0) + 1)
-    setl(resource.RLIMIT_AS, lim.get("as"))
-    setl(resource.RLIMIT_NPROC, lim.get("nproc"))
-    setl(resource.RLIMIT_FSIZE, lim.get("fsize"))
-    setl(resource.RLIMIT_NOFILE, lim.get("nofile"))
+    if cpu > 0:
+        t = os.times()
+        cpu += int(t.user + t.system)
+        setl(resource.RLIMIT_CPU, cpu, cpu + 1)
+    setl(resource.RLIMIT_AS, as_)
+    setl(resource.RLIMIT_NPROC, nproc)
+    setl(resource.RLIMIT_FSIZE, fsize)
+    setl(resource.RLIMIT_NOFILE, nofile)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def child(req, code, stdin_fd, out_w, err_w):
+def child_main(req_r, status_w, out_w, err_w):
+    """Runs in a freshly forked child: gets ready, waits for one request,
+    runs it, reports and exits. Never returns."""
     try:
         os.setpgid(0, 0)
         for s in IGNORED + [signal.SIGCHLD]:
             signal.signal(s, signal.SIG_DFL)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as in a fresh python3
+        stdin_fd = -1
+        if hasattr(os, "memfd_create"):
+            stdin_fd = os.memfd_create("stdin", os.MFD_CLOEXEC)
+        else:
+            stdin_fd = os.open(os.devnull, os.O_RDONLY)
         os.dup2(stdin_fd, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
-        os.closerange(3, max(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
+        os.dup2(req_r, CHILD_REQ_FD, inheritable=False)
+        os.dup2(status_w, CHILD_STATUS_FD, inheritable=False)
+        os.closerange(CHILD_STATUS_FD + 1, max(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
         os.chdir(CFG["workdir"])
         become_sandbox_user()
-        apply_limits(req["limits"])
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": CFG["workdir"], "LANG": "C.UTF-8",
                "TMPDIR": CFG["tmpdir"], "PYTHONIOENCODING": "utf-8", "OMP_NUM_THREADS": "1",
                "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -320,12 +373,28 @@ def child(req, code, stdin_fd, out_w, err_w):
                           buffering=1)
         sys.argv = [""]
         sys.path[0:0] = [CFG["workdir"]]
+        compile(WARM_UP, "<warm-up>", "exec", dont_inherit=True)
+        os.write(CHILD_STATUS_FD, b"r")
+        # Idle until the request comes; end of file means the worker is gone.
+        cpu, as_, nproc, fsize, nofile, code_len, stdin_len = CHILD_REQ.unpack(
+            read_exact(CHILD_REQ_FD, CHILD_REQ.size))
+        code = read_exact(CHILD_REQ_FD, code_len) if code_len else b""
+        stdin = read_exact(CHILD_REQ_FD, stdin_len) if stdin_len else b""
+        os.close(CHILD_REQ_FD)
+        if stdin:
+            view = memoryview(stdin)
+            while view:
+                view = view[os.write(0, view):]
+            os.lseek(0, 0, os.SEEK_SET)
+        del stdin
+        apply_limits(cpu, as_, nproc, fsize, nofile)
     except BaseException:
         os._exit(126)
     status = 0
     name = "<code>"
     try:
         src = code.decode("utf-8", "replace")
+        del code
         linecache.cache[name] = (len(src), None, src.splitlines(True), name)
         compiled = compile(src, name, "exec", dont_inherit=True)
         exec(compiled, {"__name__": "__main__", "__builtins__": builtins, "__file__": name})
@@ -355,7 +424,83 @@ def child(req, code, stdin_fd, out_w, err_w):
             f.flush()
         except BaseException:
             status = status or 120
+    try:
+        os.close(1)
+        os.close(2)
+        os.write(CHILD_STATUS_FD, bytes((ord("d"), status)))
+    except BaseException:
+        pass
     os._exit(status)
+
+
+class Child:
+    """The worker's handle on a pre-forked child: its pid, a pidfd when the
+    kernel has them, and the worker's ends of its pipes."""
+
+    def __init__(self):
+        self.pid = None
+        self.pidfd = None
+        self.fds = []
+
+    def close(self):
+        for fd in self.fds + ([self.pidfd] if self.pidfd is not None else []):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fds = []
+        self.pidfd = None
+
+    def alive(self):
+        if self.pidfd is not None:
+            return not select.select([self.pidfd], [], [], 0)[0]
+        try:
+            return os.waitpid(self.pid, os.WNOHANG)[0] == 0
+        except ChildProcessError:
+            return False
+
+
+def prefork():
+    """Forks the child for the next call and waits until it is ready."""
+    c = Child()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    req_r, req_w = os.pipe()
+    status_r, status_w = os.pipe()
+    c.out_r, c.err_r, c.req_w, c.status_r = out_r, err_r, req_w, status_r
+    c.fds = [out_r, err_r, req_w, status_r]
+    try:
+        pid = os.fork()
+    except BaseException:
+        c.close()
+        for fd in (out_w, err_w, req_r, status_w):
+            os.close(fd)
+        raise
+    if pid == 0:
+        try:
+            child_main(req_r, status_w, out_w, err_w)
+        finally:
+            os._exit(126)
+    c.pid = pid
+    for fd in (out_w, err_w, req_r, status_w):
+        os.close(fd)
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass
+    if hasattr(os, "pidfd_open"):
+        try:
+            c.pidfd = os.pidfd_open(pid)
+        except OSError:
+            pass
+    # The child's set-up takes milliseconds; a minute means it is stuck.
+    ready, _, _ = select.select([status_r], [], [], 60)
+    b = os.read(status_r, 1) if ready else b""
+    if b != b"r":
+        reap_all(pid)
+        c.close()
+        raise OSError("the pre-forked child did not start (%s)" % ("timeout" if not ready else "exited"))
+    return c
 
 
 def children_of(pid):
@@ -496,109 +641,128 @@ def write_files(files, blob):
             os.chown(p, CFG["uid"], CFG["uid"])
 
 
-def serve_one(req):
+def serve_one(req, c):
+    """Runs one request on the pre-forked child c and returns the response
+    header and the output. Killing what the call left behind and cleaning
+    up come after the answer (clean_up)."""
     t0 = time.monotonic()
     code = read_exact(REQ_FD, req["code_len"]) if req["code_len"] else b""
     stdin = read_exact(REQ_FD, req["stdin_len"]) if req["stdin_len"] else b""
     files = read_exact(REQ_FD, req["files_len"]) if req["files_len"] else b""
     if req.get("files"):
         write_files(req["files"], files)
-    stdin_fd = os.memfd_create("stdin", os.MFD_CLOEXEC) if hasattr(os, "memfd_create") else None
-    if stdin_fd is None:
-        stdin_fd = os.open(os.devnull, os.O_RDONLY)
-    else:
-        view = memoryview(stdin)
-        while view:
-            view = view[os.write(stdin_fd, view):]
-        os.lseek(stdin_fd, 0, os.SEEK_SET)
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        child(req, code, stdin_fd, out_w, err_w)
-    os.close(out_w)
-    os.close(err_w)
-    os.close(stdin_fd)
-    try:
-        os.setpgid(pid, pid)
-    except OSError:
-        pass
+    lim = req["limits"]
+    msg = CHILD_REQ.pack(lim.get("cpu") or 0, lim.get("as") or 0, lim.get("nproc") or 0,
+                         lim.get("fsize") or 0, lim.get("nofile") or 0, len(code), len(stdin))
+    view = memoryview(msg + code + stdin)
+    while view:
+        view = view[os.write(c.req_w, view):]
+    del code, stdin, files, view
+    pid = c.pid
     cap = req["max_output"]
     deadline = t0 + req["timeout"]
-    bufs = {out_r: [], err_r: []}
+    bufs = {c.out_r: [], c.err_r: []}
     got = [0, 0]  # bytes kept, bytes seen
     timed_out = False
     output_limited = False
     status = None
-    pidfd = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None
+    reported = None  # the exit code the child reported, if it did
+    open_outputs = {c.out_r, c.err_r}
     poller = select.poll()
-    for fd in (out_r, err_r):
+    for fd in (c.out_r, c.err_r, c.status_r):
         poller.register(fd, select.POLLIN | select.POLLHUP)
-    if pidfd is not None:
-        poller.register(pidfd, select.POLLIN)
+    exited = c.pidfd is None
+    if c.pidfd is not None:
+        poller.register(c.pidfd, select.POLLIN)
     while True:
         now = time.monotonic()
         if now >= deadline:
             timed_out = True
             break
         wait = deadline - now
-        if pidfd is None:
+        if c.pidfd is None:
             wait = min(wait, 0.005)
         for fd, ev in poller.poll(max(1, int(wait * 1000 + 0.999))):
-            if fd == pidfd:
-                poller.unregister(pidfd)
-                continue
-            if not keep(fd, bufs, cap, got):
+            if fd == c.pidfd:
                 poller.unregister(fd)
+                exited = True
+            elif fd == c.status_r:
+                b = os.read(fd, 16)
+                if len(b) == 2 and b[0] == ord("d") and reported is None:
+                    reported = b[1]
+                else:
+                    # End of file, or bytes that are no report: the exit
+                    # status alone says how the call ended.
+                    poller.unregister(fd)
+                    if b:
+                        reported = None
+            elif not keep(fd, bufs, cap, got):
+                poller.unregister(fd)
+                open_outputs.discard(fd)
         if got[1] > cap:
             # More output than the cap: stop reading now rather than drain
             # whatever the snippet still means to write.
             output_limited = True
             break
-        try:
-            wpid, st = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            wpid, st = pid, 0
-        if wpid == pid:
-            status = st
+        if reported is not None and not open_outputs:
             break
-    # The call is over when its main process is: background processes that
-    # still hold the pipes are killed with everything else it started.
-    st = reap_all(pid)
-    if status is None:
-        status = st if st is not None else 0
-    if pidfd is not None:
-        os.close(pidfd)
-    for fd in (out_r, err_r):
-        # Every writer is dead now, so each pipe ends in EOF after what is buffered.
-        end = time.monotonic() + 0.5
-        os.set_blocking(fd, False)
-        while time.monotonic() < end:
+        if exited:
             try:
-                if not keep(fd, bufs, cap, got):
-                    break
-            except BlockingIOError:
-                select.select([fd], [], [], 0.05)
-        os.close(fd)
+                wpid, st = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                wpid, st = pid, 0
+            if wpid == pid:
+                status = st
+                break
+    duration = time.monotonic() - t0
+    if status is None and reported is not None and not open_outputs and not timed_out and not output_limited:
+        # The code ran to its end and every writer of its output is gone:
+        # answer now; clean_up kills and reaps the exiting child.
+        exit_code, sig = reported, 0
+    else:
+        # The call is over when its main process is: background processes
+        # that still hold the pipes are killed with everything else it
+        # started, before what they wrote is drained.
+        st = reap_all(pid)
+        if status is None:
+            status = st if st is not None else 0
+        for fd in (c.out_r, c.err_r):
+            if fd not in open_outputs:
+                continue
+            # Every writer is dead now, so each pipe ends in EOF after what is buffered.
+            end = time.monotonic() + 0.5
+            os.set_blocking(fd, False)
+            while time.monotonic() < end:
+                try:
+                    if not keep(fd, bufs, cap, got):
+                        break
+                except BlockingIOError:
+                    select.select([fd], [], [], 0.05)
+        exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
     output_limited = output_limited or got[1] > cap
-    out = b"".join(bufs[out_r])
-    err = b"".join(bufs[err_r])
+    out = b"".join(bufs[c.out_r])
+    err = b"".join(bufs[c.err_r])
     resp = {"stdout_len": len(out), "stderr_len": len(err), "timed_out": timed_out,
-            "output_limited": output_limited,
-            "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1,
-            "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0,
-            "duration": time.monotonic() - t0}
-    recycle = False
+            "output_limited": output_limited, "exit_code": exit_code, "signal": sig,
+            "duration": duration}
+    return resp, out, err
+
+
+def clean_up(c):
+    """Kills every process the call left, then empties the scratch
+    directories (and, under namespaces, System V IPC). Returns an error
+    message when the sandbox could not be made clean."""
+    reap_all(c.pid)
+    c.close()
     if CFG["namespaces"]:
         clean_ipc()
     for d in CFG["scratch"]:
         try:
             clean_dir(d)
         except OSError as e:
-            resp["clean_error"] = str(e)
-            recycle = True
-    resp["recycle"] = recycle
-    return resp, out, err, recycle
+            return str(e)
+    return ""
 
 
 def keep(fd, bufs, cap, got):
@@ -613,6 +777,7 @@ def keep(fd, bufs, cap, got):
         bufs[fd].append(b)
         got[0] += len(b)
     return True
+
 
 
 def main():
@@ -634,28 +799,54 @@ def main():
             __import__(m)
         for d in CFG["scratch"]:
             clean_dir(d)
+        # Everything allocated so far lives as long as the worker: moving it
+        # out of the collector's reach keeps a child's collections from
+        # touching (and so copying) the worker's pages.
+        gc.collect()
+        gc.freeze()
+        child = prefork()
     except BaseException as e:
         write_frame({"ok": False, "error": "%s: %s" % (type(e).__name__, e)})
         return
     info["ok"] = True
     write_frame(info)
+    # Each call: a request, its answer, then the clean-up and the next
+    # child, then a "ready" frame. Go sends no request before that frame,
+    # so no call ever sees what the previous one left.
     while True:
         try:
             req = read_frame()
         except EOFError:
             return
+        if not child.alive():
+            # Killed while idle (from outside the sandbox): replace it.
+            clean_up(child)
+            try:
+                child = prefork()
+            except Exception as e:
+                write_frame({"stdout_len": 0, "stderr_len": 0, "error": "%s: %s" % (type(e).__name__, e)})
+                return
         try:
-            resp, out, err, recycle = serve_one(req)
+            resp, out, err = serve_one(req, child)
         except Exception as e:
             # The request could not be served (a file that does not fit,
-            # fork failing): say so, and let Go replace this worker, whose
-            # state is now unknown.
-            resp = {"stdout_len": 0, "stderr_len": 0, "error": "%s: %s" % (type(e).__name__, e),
-                    "recycle": True}
-            out, err, recycle = b"", b"", True
-        write_frame(resp, out, err)
-        if recycle:
+            # the child gone): say so, and let Go replace this worker,
+            # whose state is now unknown.
+            clean_up(child)
+            write_frame({"stdout_len": 0, "stderr_len": 0, "error": "%s: %s" % (type(e).__name__, e)})
             return
+        write_frame(resp, out, err)
+        ready = {"ready": True}
+        problem = clean_up(child)
+        if not problem:
+            try:
+                child = prefork()
+            except Exception as e:
+                problem = "%s: %s" % (type(e).__name__, e)
+        if problem:
+            write_frame({"ready": False, "error": problem})
+            return
+        write_frame(ready)
 
 
 main()
