@@ -1,8 +1,55 @@
-// Package gpu is the CUDA backend for the policy transformer, built on
-// gorgonia.org/cu behind the build tag cuda. It implements the same backend
-// interface as the CPU backend in package policy and passes the same
-// conformance suite.
+// Package gpu is the CUDA backend for the policy transformer: it implements
+// policy/backend.Backend (memory plus paired forward/backward kernels) on an
+// NVIDIA GPU and runs the same conformance suite as the CPU backend,
+// policy/backend/backendtest.
 //
-// Every file that imports gorgonia.org/cu carries //go:build cuda, because
-// that package's init exits the process when no CUDA driver is present.
+// # Build
+//
+// The CUDA code sits behind the build tag cuda (and needs cgo). Without the
+// tag the package still builds, in pure Go, and New returns ErrNotCompiled,
+// so programs can try the GPU and fall back to internal/cpu. With the tag
+// the package compiles against the CUDA headers (Debian's nvidia-cuda-dev;
+// elsewhere set CGO_CFLAGS=-I/usr/local/cuda/include) and links nothing
+// from CUDA: the driver (libcuda.so.1) and cuBLAS (libcublas.so.13, .12,
+// .11) are opened with dlopen when New runs. A machine without a driver or
+// GPU gets an error from New (ErrNoDriver, ErrNoDevice), never an exit.
+//
+// For that reason the package does not import gorgonia.org/cu: that
+// package's init calls cuInit and exits the process when no driver is
+// present (cu v0.9.4, cu.go), which would end every program built with the
+// tag on a machine without a GPU. The driver calls it would wrap are few
+// and are made through a small cgo shim instead (driver_cuda.go).
+//
+// # Device model
+//
+// A Backend holds one device's primary context (one context per device),
+// made current on one locked OS thread that runs every CUDA call of that
+// Backend in order; one stream per Backend; a cuBLAS handle on that stream;
+// a caching allocator that keeps freed device blocks by size for reuse; and
+// a module of kernels loaded from PTX embedded in the binary (kernels/, made
+// by `go generate` with nvcc and committed, so users need no nvcc; compute_90
+// PTX on Hopper and newer, compute_80 PTX otherwise, JIT-compiled by the
+// driver). Devices of compute capability below 8.0 are refused.
+//
+// # Precision
+//
+// The Backend interface works on float32 buffers, and so does this backend:
+// activations, weights (the fp32 master copy), gradients and optimizer state
+// are float32 in device memory. Precision chooses what the matrix products
+// run on. BF16 (the default) rounds the GEMM inputs to bfloat16 (round to
+// nearest even, as torch) into scratch memory inside Gemm, Linear and the
+// LM-head kernels, and multiplies them on tensor cores through cuBLAS
+// GemmEx / GemmStridedBatchedEx with float32 accumulation and float32
+// output; TF32 uses cuBLAS's TF32 tensor-core mode; FP32 is exact float32
+// (the mode that meets backendtest.DefaultTolerance). All other kernels —
+// norms, RoPE, attention, softmax, SwiGLU, the optimizer — compute in
+// float32 with float32 or float64 reductions in every mode. When cuBLAS
+// cannot be loaded, a tiled float32 GEMM kernel takes its place (with
+// bf16-rounded inputs in BF16 mode, the same numerics without tensor cores).
+// Conversions happen per call into scratch memory from the caching
+// allocator; no bf16 copy of the weights is kept between calls.
+//
+// gpu may import policy/backend and the standard library; it must not import
+// package policy, internal/cpu or gorgonia.org/cu (its tests import policy
+// and internal/cpu as references: AdamW bit for bit, kernels side by side).
 package gpu

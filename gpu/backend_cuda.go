@@ -1,0 +1,836 @@
+//go:build cuda && cgo
+
+package gpu
+
+// The cgo shim: the CUDA driver API and cuBLAS, both opened with dlopen at
+// run time so that a binary built with the cuda tag starts on any machine
+// and reports a missing driver or library as an error. The headers give
+// the types and enum values only; every call goes through a function
+// pointer looked up with dlsym by its versioned name (cuMemAlloc_v2 …, as
+// cuda.h's macros would name them).
+
+/*
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <cuda.h>
+#include <cublas_v2.h>
+
+typedef struct {
+	void* lib;
+	CUresult (*p_init)(unsigned int);
+	CUresult (*p_driverVersion)(int*);
+	CUresult (*p_deviceCount)(int*);
+	CUresult (*p_deviceGet)(CUdevice*, int);
+	CUresult (*p_deviceName)(char*, int, CUdevice);
+	CUresult (*p_deviceAttr)(int*, CUdevice_attribute, CUdevice);
+	CUresult (*p_primaryRetain)(CUcontext*, CUdevice);
+	CUresult (*p_primaryRelease)(CUdevice);
+	CUresult (*p_ctxSetCurrent)(CUcontext);
+	CUresult (*p_streamCreate)(CUstream*, unsigned int);
+	CUresult (*p_streamDestroy)(CUstream);
+	CUresult (*p_streamSync)(CUstream);
+	CUresult (*p_memAlloc)(CUdeviceptr*, size_t);
+	CUresult (*p_memFree)(CUdeviceptr);
+	CUresult (*p_memcpyHtoD)(CUdeviceptr, const void*, size_t);
+	CUresult (*p_memcpyDtoH)(void*, CUdeviceptr, size_t);
+	CUresult (*p_memcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+	CUresult (*p_memsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
+	CUresult (*p_memGetInfo)(size_t*, size_t*);
+	CUresult (*p_moduleLoadData)(CUmodule*, const void*);
+	CUresult (*p_moduleUnload)(CUmodule);
+	CUresult (*p_moduleGetFunction)(CUfunction*, CUmodule, const char*);
+	CUresult (*p_funcSetAttr)(CUfunction, CUfunction_attribute, int);
+	CUresult (*p_launch)(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
+		unsigned int, CUstream, void**, void**);
+	CUresult (*p_errorString)(CUresult, const char**);
+} drv_t;
+
+#define DRV_SYM(field, name) if ((d->field = (void*)dlsym(d->lib, name)) == NULL) { *missing = name; return 0; }
+
+// drv_open dlopens the driver library and resolves every symbol; it returns
+// 0 and sets *missing (to a symbol name, or NULL when the library itself
+// could not be opened) on failure.
+static int drv_open(drv_t* d, const char* libname, const char** missing) {
+	*missing = NULL;
+	d->lib = dlopen(libname, RTLD_NOW | RTLD_LOCAL);
+	if (d->lib == NULL) return 0;
+	DRV_SYM(p_init, "cuInit")
+	DRV_SYM(p_driverVersion, "cuDriverGetVersion")
+	DRV_SYM(p_deviceCount, "cuDeviceGetCount")
+	DRV_SYM(p_deviceGet, "cuDeviceGet")
+	DRV_SYM(p_deviceName, "cuDeviceGetName")
+	DRV_SYM(p_deviceAttr, "cuDeviceGetAttribute")
+	DRV_SYM(p_primaryRetain, "cuDevicePrimaryCtxRetain")
+	DRV_SYM(p_primaryRelease, "cuDevicePrimaryCtxRelease_v2")
+	DRV_SYM(p_ctxSetCurrent, "cuCtxSetCurrent")
+	DRV_SYM(p_streamCreate, "cuStreamCreate")
+	DRV_SYM(p_streamDestroy, "cuStreamDestroy_v2")
+	DRV_SYM(p_streamSync, "cuStreamSynchronize")
+	DRV_SYM(p_memAlloc, "cuMemAlloc_v2")
+	DRV_SYM(p_memFree, "cuMemFree_v2")
+	DRV_SYM(p_memcpyHtoD, "cuMemcpyHtoD_v2")
+	DRV_SYM(p_memcpyDtoH, "cuMemcpyDtoH_v2")
+	DRV_SYM(p_memcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")
+	DRV_SYM(p_memsetD32Async, "cuMemsetD32Async")
+	DRV_SYM(p_memGetInfo, "cuMemGetInfo_v2")
+	DRV_SYM(p_moduleLoadData, "cuModuleLoadData")
+	DRV_SYM(p_moduleUnload, "cuModuleUnload")
+	DRV_SYM(p_moduleGetFunction, "cuModuleGetFunction")
+	DRV_SYM(p_funcSetAttr, "cuFuncSetAttribute")
+	DRV_SYM(p_launch, "cuLaunchKernel")
+	DRV_SYM(p_errorString, "cuGetErrorString")
+	return 1;
+}
+
+static const char* drv_error_string(drv_t* d, int code) {
+	const char* s = NULL;
+	if (d->p_errorString == NULL || d->p_errorString((CUresult)code, &s) != CUDA_SUCCESS || s == NULL) return "unknown error";
+	return s;
+}
+
+static int drv_init(drv_t* d) { return d->p_init(0); }
+static int drv_version(drv_t* d, int* v) { return d->p_driverVersion(v); }
+static int drv_device_count(drv_t* d, int* n) { return d->p_deviceCount(n); }
+static int drv_device_get(drv_t* d, CUdevice* dev, int ordinal) { return d->p_deviceGet(dev, ordinal); }
+static int drv_device_name(drv_t* d, char* buf, int n, CUdevice dev) { return d->p_deviceName(buf, n, dev); }
+static int drv_device_attr(drv_t* d, int* v, int attr, CUdevice dev) { return d->p_deviceAttr(v, (CUdevice_attribute)attr, dev); }
+static int drv_primary_retain(drv_t* d, CUcontext* c, CUdevice dev) { return d->p_primaryRetain(c, dev); }
+static int drv_primary_release(drv_t* d, CUdevice dev) { return d->p_primaryRelease(dev); }
+static int drv_set_current(drv_t* d, CUcontext c) { return d->p_ctxSetCurrent(c); }
+static int drv_stream_create(drv_t* d, CUstream* s) { return d->p_streamCreate(s, CU_STREAM_DEFAULT); }
+static int drv_stream_destroy(drv_t* d, CUstream s) { return d->p_streamDestroy(s); }
+static int drv_stream_sync(drv_t* d, CUstream s) { return d->p_streamSync(s); }
+static int drv_mem_alloc(drv_t* d, unsigned long long* p, size_t n) {
+	CUdeviceptr q = 0;
+	int r = d->p_memAlloc(&q, n);
+	*p = (unsigned long long)q;
+	return r;
+}
+static int drv_mem_free(drv_t* d, unsigned long long p) { return d->p_memFree((CUdeviceptr)p); }
+static int drv_htod(drv_t* d, unsigned long long dst, const void* src, size_t n) { return d->p_memcpyHtoD((CUdeviceptr)dst, src, n); }
+static int drv_dtoh(drv_t* d, void* dst, unsigned long long src, size_t n) { return d->p_memcpyDtoH(dst, (CUdeviceptr)src, n); }
+static int drv_dtod(drv_t* d, unsigned long long dst, unsigned long long src, size_t n, CUstream s) {
+	return d->p_memcpyDtoDAsync((CUdeviceptr)dst, (CUdeviceptr)src, n, s);
+}
+static int drv_memset32(drv_t* d, unsigned long long dst, unsigned int v, size_t n, CUstream s) {
+	return d->p_memsetD32Async((CUdeviceptr)dst, v, n, s);
+}
+static int drv_mem_info(drv_t* d, size_t* free, size_t* total) { return d->p_memGetInfo(free, total); }
+static int drv_module_load(drv_t* d, CUmodule* m, const char* ptx) { return d->p_moduleLoadData(m, ptx); }
+static int drv_module_unload(drv_t* d, CUmodule m) { return d->p_moduleUnload(m); }
+static int drv_module_function(drv_t* d, CUfunction* f, CUmodule m, const char* name) { return d->p_moduleGetFunction(f, m, name); }
+static int drv_func_max_smem(drv_t* d, CUfunction f, int bytes) {
+	return d->p_funcSetAttr(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
+}
+
+// drv_launch builds the parameter pointer array from the packed arguments
+// (Go memory without pointers, read during the call only: cuLaunchKernel
+// copies the values).
+static int drv_launch(drv_t* d, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+	unsigned smem, CUstream s, char* args, int* offs, int n) {
+	void* params[32];
+	if (n > 32) return CUDA_ERROR_INVALID_VALUE;
+	for (int i = 0; i < n; i++) params[i] = args + offs[i];
+	return d->p_launch(f, gx, gy, gz, bx, by, bz, smem, s, params, NULL);
+}
+
+typedef struct {
+	void* lib;
+	cublasStatus_t (*p_create)(cublasHandle_t*);
+	cublasStatus_t (*p_destroy)(cublasHandle_t);
+	cublasStatus_t (*p_setStream)(cublasHandle_t, CUstream);
+	cublasStatus_t (*p_gemmEx)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+		const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*, cudaDataType, int,
+		cublasComputeType_t, cublasGemmAlgo_t);
+	cublasStatus_t (*p_gemmStridedEx)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+		const void*, cudaDataType, int, long long, const void*, cudaDataType, int, long long, const void*, void*,
+		cudaDataType, int, long long, int, cublasComputeType_t, cublasGemmAlgo_t);
+	cublasHandle_t h;
+} blas_t;
+
+#define BLAS_SYM(field, name) if ((b->field = (void*)dlsym(b->lib, name)) == NULL) { dlclose(b->lib); b->lib = NULL; return 0; }
+
+static int blas_open(blas_t* b, const char* libname) {
+	b->lib = dlopen(libname, RTLD_NOW | RTLD_LOCAL);
+	if (b->lib == NULL) return 0;
+	BLAS_SYM(p_create, "cublasCreate_v2")
+	BLAS_SYM(p_destroy, "cublasDestroy_v2")
+	BLAS_SYM(p_setStream, "cublasSetStream_v2")
+	BLAS_SYM(p_gemmEx, "cublasGemmEx")
+	BLAS_SYM(p_gemmStridedEx, "cublasGemmStridedBatchedEx")
+	return 1;
+}
+
+static int blas_create(blas_t* b, CUstream s) {
+	int r = b->p_create(&b->h);
+	if (r != CUBLAS_STATUS_SUCCESS) return r;
+	return b->p_setStream(b->h, s);
+}
+static int blas_destroy(blas_t* b) { return b->p_destroy(b->h); }
+
+// blas_gemm runs a column-major (batched) GemmEx; inputs of type atype
+// (CUDA_R_32F or CUDA_R_16BF), float32 output and scalars.
+static int blas_gemm(blas_t* b, int ta, int tb, int m, int n, int k, float alpha, unsigned long long A, int atype, int lda,
+	long long sA, unsigned long long B, int ldb, long long sB, float beta, unsigned long long C, int ldc, long long sC, int batch,
+	int compute) {
+	cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+	if (batch <= 1)
+		return b->p_gemmEx(b->h, oa, ob, m, n, k, &alpha, (const void*)A, (cudaDataType)atype, lda, (const void*)B,
+			(cudaDataType)atype, ldb, &beta, (void*)C, CUDA_R_32F, ldc, (cublasComputeType_t)compute, CUBLAS_GEMM_DEFAULT);
+	return b->p_gemmStridedEx(b->h, oa, ob, m, n, k, &alpha, (const void*)A, (cudaDataType)atype, lda, sA, (const void*)B,
+		(cudaDataType)atype, ldb, sB, &beta, (void*)C, CUDA_R_32F, ldc, sC, batch, (cublasComputeType_t)compute,
+		CUBLAS_GEMM_DEFAULT);
+}
+
+enum {
+	ATTR_CC_MAJOR = CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+	ATTR_CC_MINOR = CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+	ATTR_SMS = CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+	ATTR_SMEM_OPTIN = CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+	TYPE_F32 = CUDA_R_32F,
+	TYPE_BF16 = CUDA_R_16BF,
+	COMPUTE_32F = CUBLAS_COMPUTE_32F,
+	COMPUTE_TF32 = CUBLAS_COMPUTE_32F_FAST_TF32,
+	CU_OOM = CUDA_ERROR_OUT_OF_MEMORY,
+	CU_NO_DEVICE = CUDA_ERROR_NO_DEVICE,
+};
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/agentrl/agentrl/policy/backend"
+)
+
+// driver is the opened driver library.
+type driver struct{ d *C.drv_t }
+
+// openDriver dlopens the first loadable driver library of names.
+func openDriver(names []string) (*driver, error) {
+	d := (*C.drv_t)(C.calloc(1, C.sizeof_drv_t))
+	var tried []string
+	for _, name := range names {
+		cname := C.CString(name)
+		var missing *C.char
+		ok := C.drv_open(d, cname, &missing)
+		C.free(unsafe.Pointer(cname))
+		if ok == 1 {
+			return &driver{d: d}, nil
+		}
+		if missing != nil {
+			C.free(unsafe.Pointer(d))
+			return nil, fmt.Errorf("%w: %s lacks %s (driver too old)", ErrNoDriver, name, C.GoString(missing))
+		}
+		tried = append(tried, name)
+	}
+	C.free(unsafe.Pointer(d))
+	return nil, fmt.Errorf("%w: could not load any of %v", ErrNoDriver, tried)
+}
+
+// check turns a driver status into nil or a *DriverError.
+func (dr *driver) check(call string, code C.int) error {
+	if code == 0 {
+		return nil
+	}
+	return &DriverError{Call: call, Code: int(code), Msg: C.GoString(C.drv_error_string(dr.d, code))}
+}
+
+// blasLib is an opened cuBLAS with its handle.
+type blasLib struct {
+	b    *C.blas_t
+	name string
+}
+
+// openBLAS dlopens the first loadable cuBLAS of names (nil, nil when none).
+func openBLAS(names []string) *blasLib {
+	for _, name := range names {
+		b := (*C.blas_t)(C.calloc(1, C.sizeof_blas_t))
+		cname := C.CString(name)
+		ok := C.blas_open(b, cname)
+		C.free(unsafe.Pointer(cname))
+		if ok == 1 {
+			return &blasLib{b: b, name: name}
+		}
+		C.free(unsafe.Pointer(b))
+	}
+	return nil
+}
+
+func blasCheck(call string, code C.int) error {
+	if code == 0 {
+		return nil
+	}
+	return &DriverError{Call: call, Code: int(code), Msg: "cublasStatus_t"}
+}
+
+// Backend is the CUDA backend on one device. Create it with New and release
+// it with Close. All its calls run in order on one locked OS thread (see
+// the package doc), so a Backend is safe for concurrent use.
+type Backend struct {
+	cfg    config
+	w      *worker
+	dr     *driver
+	blas   *blasLib // nil: the tiled fallback GEMM
+	dev    C.CUdevice
+	ctx    C.CUcontext
+	stream C.CUstream
+	mod    C.CUmodule
+	fn     map[string]C.CUfunction
+	cache  *cache
+	name   string
+	closed atomic.Bool
+	stats  atomic.Pointer[CacheStats]
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New opens the CUDA driver, retains the primary context of the selected
+// device, creates a stream and a cuBLAS handle, and loads the kernels. It
+// returns ErrNoDriver or ErrNoDevice (wrapped) on machines without them.
+// cuInit itself cannot be interrupted; ctx is checked before and after.
+func New(ctx context.Context, opts ...Option) (*Backend, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	dr, err := openDriver(driverLibraries())
+	if err != nil {
+		return nil, err
+	}
+	be := &Backend{cfg: cfg, w: newWorker(), dr: dr, fn: map[string]C.CUfunction{}}
+	be.stats.Store(&CacheStats{})
+	if err := be.w.do(be.open); err != nil {
+		// Release what open got before it failed (a context, a stream …).
+		_ = be.w.stop(be.teardown)
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		_ = be.Close()
+		return nil, err
+	}
+	return be, nil
+}
+
+// open runs on the worker thread: device, context, stream, cuBLAS, module.
+func (be *Backend) open() error {
+	d := be.dr.d
+	if code := C.drv_init(d); code != 0 {
+		// CUDA_ERROR_NO_DEVICE (100): a driver without a GPU.
+		sentinel := ErrNoDriver
+		if code == C.CU_NO_DEVICE {
+			sentinel = ErrNoDevice
+		}
+		return fmt.Errorf("%w: %w", sentinel, be.dr.check("cuInit", code))
+	}
+	var n C.int
+	if err := be.dr.check("cuDeviceGetCount", C.drv_device_count(d, &n)); err != nil {
+		return fmt.Errorf("%w: %w", ErrNoDevice, err)
+	}
+	if be.cfg.device >= int(n) {
+		return fmt.Errorf("%w: device %d requested, %d present", ErrNoDevice, be.cfg.device, int(n))
+	}
+	if err := be.dr.check("cuDeviceGet", C.drv_device_get(d, &be.dev, C.int(be.cfg.device))); err != nil {
+		return err
+	}
+	attr := func(a C.int) int {
+		var v C.int
+		if C.drv_device_attr(d, &v, a, be.dev) != 0 {
+			return 0
+		}
+		return int(v)
+	}
+	major, minor := attr(C.ATTR_CC_MAJOR), attr(C.ATTR_CC_MINOR)
+	if major < 8 {
+		return fmt.Errorf("%w: device %d has compute capability %d.%d; the kernels need 8.0 (bfloat16, large shared memory)", ErrNoDevice, be.cfg.device, major, minor)
+	}
+	var nameBuf [256]C.char
+	_ = C.drv_device_name(d, &nameBuf[0], 256, be.dev)
+	if err := be.dr.check("cuDevicePrimaryCtxRetain", C.drv_primary_retain(d, &be.ctx, be.dev)); err != nil {
+		return err
+	}
+	if err := be.dr.check("cuCtxSetCurrent", C.drv_set_current(d, be.ctx)); err != nil {
+		return err
+	}
+	if err := be.dr.check("cuStreamCreate", C.drv_stream_create(d, &be.stream)); err != nil {
+		return err
+	}
+	be.cache = newCache(rawDevice{be}, uint64(be.cfg.cacheLimit))
+	ptx := ptxFor(major)
+	cptx := C.CString(string(ptx))
+	err := be.dr.check("cuModuleLoadData", C.drv_module_load(d, &be.mod, cptx))
+	C.free(unsafe.Pointer(cptx))
+	if err != nil {
+		return fmt.Errorf("loading the %s kernels: %w", parsePTX(ptx).Target, err)
+	}
+	smemOptin := attr(C.ATTR_SMEM_OPTIN)
+	for _, k := range kernelNames {
+		ck := C.CString(k)
+		var f C.CUfunction
+		err := be.dr.check("cuModuleGetFunction("+k+")", C.drv_module_function(d, &f, be.mod, ck))
+		C.free(unsafe.Pointer(ck))
+		if err != nil {
+			return err
+		}
+		be.fn[k] = f
+	}
+	// The backward attention kernels need more than the default 48 KiB of
+	// dynamic shared memory at head dim 256.
+	need := attnBwdSmem(attMaxHead)
+	if smemOptin < need {
+		return fmt.Errorf("%w: device offers %d bytes of shared memory per block, the attention kernels need %d", ErrNoDevice, smemOptin, need)
+	}
+	for _, k := range []string{"attn_fwd", "attn_decode_partial", "attn_bwd_dq", "attn_bwd_dkdv"} {
+		if err := be.dr.check("cuFuncSetAttribute("+k+")", C.drv_func_max_smem(d, be.fn[k], C.int(need))); err != nil {
+			return err
+		}
+	}
+	gemmName := "tiled fp32 gemm (no cuBLAS)"
+	if len(be.cfg.cublas) > 0 {
+		if b := openBLAS(be.cfg.cublas); b != nil {
+			if err := blasCheck("cublasCreate", C.blas_create(b.b, be.stream)); err != nil {
+				return err
+			}
+			be.blas = b
+			gemmName = b.name
+		}
+	}
+	var ver C.int
+	_ = C.drv_version(d, &ver)
+	be.name = fmt.Sprintf("gpu(%s, sm_%d%d, driver %d, %s, %v)", C.GoString(&nameBuf[0]), major, minor, int(ver), gemmName, be.cfg.precision)
+	return nil
+}
+
+// Close releases the device memory, the cuBLAS handle, the module, the
+// stream and the context, and stops the worker thread. Buffers of a closed
+// Backend are invalid; its calls return ErrClosed.
+func (be *Backend) Close() error {
+	if be == nil || be.w == nil || be.closed.Swap(true) {
+		return nil
+	}
+	return be.w.stop(be.teardown)
+}
+
+// teardown releases whatever open acquired; it runs on the worker thread.
+func (be *Backend) teardown() error {
+	d := be.dr.d
+	var errs []error
+	if be.stream != nil {
+		errs = append(errs, be.dr.check("cuStreamSynchronize", C.drv_stream_sync(d, be.stream)))
+	}
+	if be.cache != nil {
+		errs = append(errs, be.cache.release())
+	}
+	if be.blas != nil {
+		errs = append(errs, blasCheck("cublasDestroy", C.blas_destroy(be.blas.b)))
+	}
+	if be.mod != nil {
+		errs = append(errs, be.dr.check("cuModuleUnload", C.drv_module_unload(d, be.mod)))
+	}
+	if be.stream != nil {
+		errs = append(errs, be.dr.check("cuStreamDestroy", C.drv_stream_destroy(d, be.stream)))
+	}
+	if be.ctx != nil {
+		errs = append(errs, be.dr.check("cuDevicePrimaryCtxRelease", C.drv_primary_release(d, be.dev)))
+	}
+	return errors.Join(errs...)
+}
+
+// Name identifies the device, driver, GEMM library and precision.
+func (be *Backend) Name() string { return be.name }
+
+// Stats returns the caching allocator's counters as of the last call.
+func (be *Backend) Stats() CacheStats { return *be.stats.Load() }
+
+// run executes f on the worker thread after checking that the Backend is
+// open, and publishes the allocator statistics.
+func (be *Backend) run(f func() error) error {
+	if be == nil || be.w == nil {
+		return fmt.Errorf("%w: zero Backend (use New)", ErrClosed)
+	}
+	if be.closed.Load() {
+		return ErrClosed
+	}
+	return be.w.do(func() error {
+		err := f()
+		s := be.cache.stats
+		be.stats.Store(&s)
+		return err
+	})
+}
+
+// rawDevice is the cache's source: cuMemAlloc / cuMemFree.
+type rawDevice struct{ be *Backend }
+
+func (r rawDevice) alloc(bytes uint64) (devPtr, error) {
+	var p C.ulonglong
+	code := C.drv_mem_alloc(r.be.dr.d, &p, C.size_t(bytes))
+	if code == C.CU_OOM {
+		return 0, fmt.Errorf("%w: %w", errOutOfMemory, r.be.dr.check("cuMemAlloc", code))
+	}
+	if err := r.be.dr.check("cuMemAlloc", code); err != nil {
+		return 0, err
+	}
+	return devPtr(p), nil
+}
+
+func (r rawDevice) free(p devPtr) error {
+	return r.be.dr.check("cuMemFree", C.drv_mem_free(r.be.dr.d, C.ulonglong(p)))
+}
+
+// Alloc returns a zeroed buffer of n float32 elements from the caching
+// allocator.
+func (be *Backend) Alloc(n int) (backend.Buffer, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("%w: alloc of %d elements", backend.ErrShape, n)
+	}
+	b := &buffer{owner: be, n: n}
+	err := be.run(func() error {
+		p, err := be.cache.get(uint64(n) * 4)
+		if err != nil {
+			return err
+		}
+		b.ptr = p
+		return be.memset(p, 0, n)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Free returns b's memory to the caching allocator.
+func (be *Backend) Free(b backend.Buffer) error {
+	gb, err := resolve(be, "free", b)
+	if err != nil {
+		return err
+	}
+	if gb == nil {
+		return fmt.Errorf("%w: free of a nil buffer", backend.ErrBuffer)
+	}
+	if gb.freed.Swap(true) {
+		return fmt.Errorf("%w: free has been freed", backend.ErrBuffer)
+	}
+	return be.run(func() error { return be.cache.put(gb.ptr) })
+}
+
+// Upload copies src into dst[off:].
+func (be *Backend) Upload(dst backend.Buffer, off int, src []float32) error {
+	d, err := resolve(be, "upload dst", dst)
+	if err != nil {
+		return err
+	}
+	if d == nil {
+		return fmt.Errorf("%w: upload to a nil buffer", backend.ErrBuffer)
+	}
+	if err := rangeErr("upload", off, len(src), d.n); err != nil {
+		return err
+	}
+	if len(src) == 0 {
+		return nil
+	}
+	return be.run(func() error { return be.htod(d.ptr+devPtr(4*off), unsafe.Pointer(&src[0]), 4*len(src)) })
+}
+
+// Download copies src[off:off+len(dst)] into dst.
+func (be *Backend) Download(dst []float32, src backend.Buffer, off int) error {
+	s, err := resolve(be, "download src", src)
+	if err != nil {
+		return err
+	}
+	if s == nil {
+		return fmt.Errorf("%w: download from a nil buffer", backend.ErrBuffer)
+	}
+	if err := rangeErr("download", off, len(dst), s.n); err != nil {
+		return err
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	return be.run(func() error {
+		// cuMemcpyDtoH runs on the legacy stream, which waits for the
+		// Backend's (blocking) stream: the kernels that wrote src finish first.
+		return be.dr.check("cuMemcpyDtoH", C.drv_dtoh(be.dr.d, unsafe.Pointer(&dst[0]), C.ulonglong(s.ptr+devPtr(4*off)), C.size_t(4*len(dst))))
+	})
+}
+
+// Copy copies n elements from src[srcOff:] to dst[dstOff:] on the stream.
+func (be *Backend) Copy(dst backend.Buffer, dstOff int, src backend.Buffer, srcOff, n int) error {
+	v, err := resolveAll(be, "copy", dst, src)
+	if err != nil {
+		return err
+	}
+	if dst == nil || src == nil {
+		return fmt.Errorf("%w: copy with a nil buffer", backend.ErrBuffer)
+	}
+	if err := rangeErr("copy destination", dstOff, n, v[0].n); err != nil {
+		return err
+	}
+	if err := rangeErr("copy source", srcOff, n, v[1].n); err != nil {
+		return err
+	}
+	if dst == src && n > 0 && dstOff < srcOff+n && srcOff < dstOff+n {
+		return fmt.Errorf("%w: copy ranges [%d,%d) and [%d,%d) of one buffer overlap", backend.ErrShape, srcOff, srcOff+n, dstOff, dstOff+n)
+	}
+	if n == 0 {
+		return nil
+	}
+	return be.run(func() error {
+		return be.dr.check("cuMemcpyDtoDAsync", C.drv_dtod(be.dr.d, C.ulonglong(v[0].ptr+devPtr(4*dstOff)), C.ulonglong(v[1].ptr+devPtr(4*srcOff)), C.size_t(4*n), be.stream))
+	})
+}
+
+// Fill sets every element of b to val.
+func (be *Backend) Fill(b backend.Buffer, val float32) error {
+	gb, err := resolve(be, "fill", b)
+	if err != nil {
+		return err
+	}
+	if gb == nil {
+		return fmt.Errorf("%w: fill of a nil buffer", backend.ErrBuffer)
+	}
+	return be.run(func() error { return be.memset(gb.ptr, val, gb.n) })
+}
+
+// ---- helpers on the worker thread -------------------------------------------
+
+func (be *Backend) memset(p devPtr, val float32, n int) error {
+	if n == 0 {
+		return nil
+	}
+	return be.dr.check("cuMemsetD32Async", C.drv_memset32(be.dr.d, C.ulonglong(p), C.uint(math.Float32bits(val)), C.size_t(n), be.stream))
+}
+
+func (be *Backend) htod(dst devPtr, src unsafe.Pointer, bytes int) error {
+	return be.dr.check("cuMemcpyHtoD", C.drv_htod(be.dr.d, C.ulonglong(dst), src, C.size_t(bytes)))
+}
+
+// scratch is temporary device memory of one call, returned by done.
+type scratch struct {
+	be   *Backend
+	ptrs []devPtr
+}
+
+func (s *scratch) get(bytes int) (devPtr, error) {
+	p, err := s.be.cache.get(uint64(bytes))
+	if err != nil {
+		return 0, err
+	}
+	s.ptrs = append(s.ptrs, p)
+	return p, nil
+}
+
+// ints uploads host int32 values (ids, positions, tiles) to scratch.
+func (s *scratch) ints(v []int32) (devPtr, error) {
+	if len(v) == 0 {
+		return 0, nil
+	}
+	p, err := s.get(4 * len(v))
+	if err != nil {
+		return 0, err
+	}
+	return p, s.be.htod(p, unsafe.Pointer(&v[0]), 4*len(v))
+}
+
+// floats uploads host float32 values to scratch.
+func (s *scratch) floats(v []float32) (devPtr, error) {
+	if len(v) == 0 {
+		return 0, nil
+	}
+	p, err := s.get(4 * len(v))
+	if err != nil {
+		return 0, err
+	}
+	return p, s.be.htod(p, unsafe.Pointer(&v[0]), 4*len(v))
+}
+
+// done returns the scratch blocks to the cache. Kernels that use them are
+// queued on the Backend's stream, and any later use of a recycled block is
+// queued on the same stream after them, so no synchronization is needed.
+func (s *scratch) done() {
+	for _, p := range s.ptrs {
+		_ = s.be.cache.put(p)
+	}
+	s.ptrs = nil
+}
+
+// launch runs kernel name on the Backend's stream.
+func (be *Backend) launch(name string, grid, block [3]uint32, smem int, args ...any) error {
+	if grid[0] == 0 || grid[1] == 0 || grid[2] == 0 {
+		return nil
+	}
+	buf, offs, err := packArgs(args...)
+	if err != nil {
+		return err
+	}
+	f, ok := be.fn[name]
+	if !ok {
+		return fmt.Errorf("gpu: kernel %s not loaded", name)
+	}
+	code := C.drv_launch(be.dr.d, f, C.uint(grid[0]), C.uint(grid[1]), C.uint(grid[2]), C.uint(block[0]), C.uint(block[1]), C.uint(block[2]),
+		C.uint(smem), be.stream, (*C.char)(unsafe.Pointer(&buf[0])), (*C.int)(unsafe.Pointer(&offs[0])), C.int(len(offs)))
+	return be.dr.check("cuLaunchKernel("+name+")", code)
+}
+
+// elementwise launches a grid-stride kernel over n elements.
+func (be *Backend) elementwise(name string, n int64, args ...any) error {
+	return be.launch(name, [3]uint32{grid1D(n, blockElem), 1, 1}, [3]uint32{blockElem, 1, 1}, 0, args...)
+}
+
+// operand is a GEMM input in device memory: float32, bfloat16 storage, or
+// float32 already rounded to bfloat16 values (the fallback's BF16 input).
+type operand struct {
+	ptr  devPtr
+	kind int
+}
+
+const (
+	opF32 = iota
+	opBF16
+	opRounded
+)
+
+// prep converts n float32 elements at p into what this Backend's GEMM
+// multiplies: bfloat16 for cuBLAS in BF16 mode, bf16-rounded float32 for
+// the fallback in BF16 mode, the data itself otherwise.
+func (be *Backend) prep(s *scratch, p devPtr, n int64) (operand, error) {
+	if be.cfg.precision != BF16 || n == 0 {
+		return operand{p, opF32}, nil
+	}
+	if be.blas != nil {
+		q, err := s.get(int(2 * n))
+		if err != nil {
+			return operand{}, err
+		}
+		return operand{q, opBF16}, be.elementwise("f32_to_bf16", n, q, p, n)
+	}
+	q, err := s.get(int(4 * n))
+	if err != nil {
+		return operand{}, err
+	}
+	return operand{q, opRounded}, be.elementwise("round_bf16", n, q, p, n)
+}
+
+// gemmCall is one row-major (batched) product C = alpha·op(A)·op(B) + beta·C.
+type gemmCall struct {
+	tA, tB        bool
+	m, n, k       int
+	alpha, beta   float32
+	a, b          operand
+	lda, ldb, ldc int
+	sA, sB, sC    int64
+	batch         int
+	c             devPtr
+}
+
+// gemm runs g through cuBLAS (or the fallback kernel), converting float32
+// operands first when the precision asks for it. K = 0 scales C by beta.
+func (be *Backend) gemm(s *scratch, g gemmCall) error {
+	batch := max(g.batch, 1)
+	if g.m == 0 || g.n == 0 {
+		return nil
+	}
+	if g.k == 0 {
+		rows, cols := g.m, g.n
+		if g.ldc == g.n { // contiguous: one call per matrix
+			rows, cols = 1, g.m*g.n
+		}
+		for i := range batch {
+			c := g.c + devPtr(4*int64(i)*g.sC)
+			for r := range rows {
+				row := c + devPtr(4*int64(r)*int64(g.ldc))
+				var err error
+				if g.beta == 0 {
+					err = be.memset(row, 0, cols)
+				} else {
+					err = be.elementwise("scale_f32", int64(cols), row, g.beta, int64(cols))
+				}
+				if err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	ar, ac := g.m, g.k
+	if g.tA {
+		ar, ac = g.k, g.m
+	}
+	br, bc := g.k, g.n
+	if g.tB {
+		br, bc = g.n, g.k
+	}
+	conv := func(o operand, rows, cols, ld int, stride int64) (operand, error) {
+		if o.kind != opF32 {
+			return o, nil
+		}
+		return be.prep(s, o.ptr, gemmSpan(rows, cols, ld, batch, stride))
+	}
+	a, err := conv(g.a, ar, ac, g.lda, g.sA)
+	if err != nil {
+		return err
+	}
+	b, err := conv(g.b, br, bc, g.ldb, g.sB)
+	if err != nil {
+		return err
+	}
+	if be.blas != nil {
+		atype, compute := C.int(C.TYPE_F32), C.int(C.COMPUTE_32F)
+		switch {
+		case a.kind == opBF16 && b.kind == opBF16:
+			atype = C.TYPE_BF16
+		case a.kind != b.kind:
+			return fmt.Errorf("gpu: gemm operands of kinds %d and %d", a.kind, b.kind)
+		case be.cfg.precision == TF32:
+			compute = C.COMPUTE_TF32
+		}
+		// Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ:
+		// swap the operands and the dimensions M and N.
+		code := C.blas_gemm(be.blas.b, cbool(g.tB), cbool(g.tA), C.int(g.n), C.int(g.m), C.int(g.k), C.float(g.alpha),
+			C.ulonglong(b.ptr), atype, C.int(g.ldb), C.longlong(g.sB), C.ulonglong(a.ptr), C.int(g.lda), C.longlong(g.sA),
+			C.float(g.beta), C.ulonglong(g.c), C.int(g.ldc), C.longlong(g.sC), C.int(batch), compute)
+		return blasCheck("cublasGemmEx", code)
+	}
+	grid := [3]uint32{uint32((g.n + gemmTile - 1) / gemmTile), uint32((g.m + gemmTile - 1) / gemmTile), uint32(batch)}
+	return be.launch("sgemm_tiled", grid, [3]uint32{gemmTile, gemmTile, 1}, 0,
+		b2i(g.tA), b2i(g.tB), int32(g.m), int32(g.n), int32(g.k), g.alpha, a.ptr, int32(g.lda), g.sA, b.ptr, int32(g.ldb), g.sB,
+		g.beta, g.c, int32(g.ldc), g.sC)
+}
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func b2i(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// dtoh copies len(dst) float32 values from device address src.
+func (be *Backend) dtoh(dst []float32, src devPtr) error {
+	return be.dr.check("cuMemcpyDtoH", C.drv_dtoh(be.dr.d, unsafe.Pointer(&dst[0]), C.ulonglong(src), C.size_t(4*len(dst))))
+}
+
+// Synchronize waits until every queued kernel and copy of the Backend has
+// finished (kernels run asynchronously; Download waits by itself). It is
+// what benchmarks call to time device work.
+func (be *Backend) Synchronize() error {
+	return be.run(func() error { return be.dr.check("cuStreamSynchronize", C.drv_stream_sync(be.dr.d, be.stream)) })
+}

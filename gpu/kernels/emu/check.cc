@@ -1,0 +1,326 @@
+// check.cc runs the kernels of ../kernels.cu under emu.h against naive
+// float64 references written here (attention forward, split-K decode and
+// backward; the chunked LM head forward and backward; the fallback GEMM;
+// RMSNorm; RoPE; SwiGLU; AdamW's arithmetic; sum of squares). Build and run
+// with check.sh; it prints the largest error of each check and exits 1 when
+// one exceeds its bound.
+#include "emu.h"
+#include <algorithm>
+#include <cstdio>
+#include <random>
+using std::max;
+using std::min;
+#include "kernels_emu.inc"
+
+static std::mt19937_64 rng(42);
+static std::vector<float> randn(size_t n, double s = 1) {
+  std::normal_distribution<double> d(0, s);
+  std::vector<float> x(n);
+  for (auto& v : x) v = (float)d(rng);
+  return x;
+}
+static int failures = 0;
+static void report(const char* name, const std::vector<float>& got, const std::vector<double>& want, double rel) {
+  double scale = 0, err = 0;
+  for (double w : want) scale = std::max(scale, std::fabs(w));
+  bool nan = false;
+  for (size_t i = 0; i < want.size(); i++) {
+    if (std::isnan(got[i])) nan = true;
+    err = std::max(err, std::fabs(got[i] - want[i]));
+  }
+  bool ok = !nan && err <= rel * scale + 1e-6;
+  printf("%-34s max err %.3g (scale %.3g)%s\n", name, err, scale, ok ? "" : "  FAIL");
+  if (!ok) failures++;
+}
+
+struct Span { int q0, qlen, k0, klen; };
+
+// References: causal GQA attention in float64 per span, head and row.
+static void refAttn(int heads, int kvh, int hd, float scale, const std::vector<Span>& spans, int tq, const std::vector<float>& q,
+                    const std::vector<float>& k, const std::vector<float>& v, const std::vector<float>& dout, std::vector<double>& out,
+                    std::vector<double>& lse, std::vector<double>& dq, std::vector<double>& dk, std::vector<double>& dv) {
+  int group = heads / kvh, qRow = heads * hd, kRow = kvh * hd;
+  out.assign((size_t)tq * qRow, 0);
+  lse.assign((size_t)tq * heads, 0);
+  dq.assign(q.size(), 0);
+  dk.assign(k.size(), 0);
+  dv.assign(v.size(), 0);
+  for (auto& s : spans)
+    for (int h = 0; h < heads; h++) {
+      int g = h / group;
+      for (int i = 0; i < s.qlen; i++) {
+        int lim = s.klen - s.qlen + i + 1, qr = (s.q0 + i) * qRow + h * hd;
+        std::vector<double> p(lim);
+        double m = -INFINITY;
+        for (int j = 0; j < lim; j++) {
+          double d = 0;
+          for (int c = 0; c < hd; c++) d += (double)q[qr + c] * k[(s.k0 + j) * kRow + g * hd + c];
+          p[j] = scale * d;
+          m = std::max(m, p[j]);
+        }
+        double sum = 0;
+        for (auto& x : p) sum += (x = std::exp(x - m));
+        for (auto& x : p) x /= sum;
+        lse[(s.q0 + i) * heads + h] = m + std::log(sum);
+        for (int j = 0; j < lim; j++)
+          for (int c = 0; c < hd; c++) out[qr + c] += p[j] * v[(s.k0 + j) * kRow + g * hd + c];
+        if (dout.empty()) continue;
+        // dP_j = dO·v_j, D = Σ_j P_j dP_j, dS = P(dP − D).
+        std::vector<double> dp(lim);
+        double D = 0;
+        for (int j = 0; j < lim; j++) {
+          double d = 0;
+          for (int c = 0; c < hd; c++) d += (double)dout[qr + c] * v[(s.k0 + j) * kRow + g * hd + c];
+          dp[j] = d;
+          D += p[j] * d;
+        }
+        for (int j = 0; j < lim; j++) {
+          double ds = p[j] * (dp[j] - D);
+          for (int c = 0; c < hd; c++) {
+            size_t kk = (size_t)(s.k0 + j) * kRow + g * hd + c;
+            dq[qr + c] += scale * ds * k[kk];
+            dk[kk] += scale * ds * q[qr + c];
+            dv[kk] += p[j] * dout[qr + c];
+          }
+        }
+      }
+    }
+}
+
+static std::vector<int> tilesOf(const std::vector<Span>& spans) {
+  std::vector<int> t;
+  for (auto& s : spans)
+    for (int r = 0; r < s.qlen; r += 4) {
+      int n = std::min(4, s.qlen - r);
+      t.insert(t.end(), {s.q0 + r, n, s.k0, s.klen - s.qlen + r + 1});
+    }
+  return t;
+}
+static std::vector<int> keyTilesOf(const std::vector<Span>& spans) {
+  std::vector<int> t;
+  for (auto& s : spans) {
+    if (s.qlen == 0) continue;
+    for (int j = 0; j < s.klen; j += 4) t.insert(t.end(), {s.k0 + j, std::min(4, s.klen - j), j, s.q0, s.qlen, s.klen - s.qlen});
+  }
+  return t;
+}
+static std::vector<float> f32(const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); }
+
+static void checkAttention(const char* name, int heads, int kvh, int hd, std::vector<Span> spans, int tq, int tk, bool decode) {
+  float scale = 1 / std::sqrt((float)hd);
+  auto q = randn((size_t)tq * heads * hd), k = randn((size_t)tk * kvh * hd), v = randn((size_t)tk * kvh * hd), dout = randn(q.size());
+  std::vector<double> ro, rl, rdq, rdk, rdv;
+  refAttn(heads, kvh, hd, scale, spans, tq, q, k, v, decode ? std::vector<float>() : dout, ro, rl, rdq, rdk, rdv);
+  std::vector<float> out(q.size(), 0), lse((size_t)tq * heads, 0);
+  char buf[128];
+  if (decode) {
+    std::vector<int> rows;
+    int maxK = 0;
+    for (auto& s : spans)
+      for (int i = 0; i < s.qlen; i++) {
+        int cnt = s.klen - s.qlen + i + 1;
+        rows.insert(rows.end(), {s.q0 + i, s.k0, cnt});
+        maxK = std::max(maxK, cnt);
+      }
+    int nr = rows.size() / 3, splits = std::min((maxK + 255) / 256, 64), chunk = (maxK + splits - 1) / splits;
+    // Small chunks exercise several splits in the emulator.
+    splits = std::min(4, maxK);
+    chunk = (maxK + splits - 1) / splits;
+    std::vector<float> ml((size_t)nr * heads * splits * 2), pacc((size_t)nr * heads * splits * hd);
+    emu_launch({(unsigned)nr, (unsigned)heads, (unsigned)splits}, {32}, 4 * (hd + 32 * (hd + 1)),
+               [&] { attn_decode_partial(ml.data(), pacc.data(), q.data(), k.data(), v.data(), rows.data(), heads, kvh, hd, scale, chunk); });
+    emu_launch({(unsigned)nr, (unsigned)heads}, {32}, 0,
+               [&] { attn_decode_combine(out.data(), lse.data(), ml.data(), pacc.data(), rows.data(), heads, hd, splits); });
+    snprintf(buf, sizeof buf, "%s decode out", name);
+    report(buf, out, ro, 1e-5);
+    snprintf(buf, sizeof buf, "%s decode lse", name);
+    report(buf, lse, rl, 1e-5);
+    return;
+  }
+  auto tiles = tilesOf(spans);
+  int smemF = 4 * (4 * hd + 32 * (hd + 1)), smemB = 4 * (8 * hd + 64 * (hd + 1));
+  emu_launch({(unsigned)tiles.size() / 4, (unsigned)heads}, {128}, smemF,
+             [&] { attn_fwd(out.data(), lse.data(), q.data(), k.data(), v.data(), tiles.data(), heads, kvh, hd, scale); });
+  snprintf(buf, sizeof buf, "%s out", name);
+  report(buf, out, ro, 1e-5);
+  snprintf(buf, sizeof buf, "%s lse", name);
+  report(buf, lse, rl, 1e-5);
+  int rowsHeads = tq * heads;
+  std::vector<float> D(rowsHeads);
+  emu_launch({(unsigned)((rowsHeads * 32 + 255) / 256)}, {256}, 0, [&] { attn_bwd_dot(D.data(), dout.data(), out.data(), rowsHeads, hd); });
+  // Gradients start at 1 to check that the kernels accumulate.
+  std::vector<float> dq(q.size(), 1), dk(k.size(), 1), dv(v.size(), 1);
+  emu_launch({(unsigned)tiles.size() / 4, (unsigned)heads}, {128}, smemB, [&] {
+    attn_bwd_dq(dq.data(), dout.data(), q.data(), k.data(), v.data(), lse.data(), D.data(), tiles.data(), heads, kvh, hd, scale);
+  });
+  auto kt = keyTilesOf(spans);
+  emu_launch({(unsigned)kt.size() / 6, (unsigned)kvh}, {128}, smemB, [&] {
+    attn_bwd_dkdv(dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), lse.data(), D.data(), kt.data(), heads, kvh, hd, scale);
+  });
+  for (auto* g : {&rdq, &rdk, &rdv})
+    for (auto& x : *g) x += 1;
+  snprintf(buf, sizeof buf, "%s dq", name);
+  report(buf, dq, rdq, 1e-5);
+  snprintf(buf, sizeof buf, "%s dk", name);
+  report(buf, dk, rdk, 1e-5);
+  snprintf(buf, sizeof buf, "%s dv", name);
+  report(buf, dv, rdv, 1e-5);
+}
+
+static void refGemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta,
+                    const std::vector<float>& C0, std::vector<double>& C, int ldc, long sA, long sB, long sC, int batch) {
+  C.assign(C0.begin(), C0.end());
+  for (int bt = 0; bt < batch; bt++)
+    for (int i = 0; i < M; i++)
+      for (int j = 0; j < N; j++) {
+        double s = 0;
+        for (int p = 0; p < K; p++)
+          s += (double)(ta ? A[bt * sA + p * lda + i] : A[bt * sA + i * lda + p]) * (tb ? B[bt * sB + j * ldb + p] : B[bt * sB + p * ldb + j]);
+        size_t o = bt * sC + i * ldc + j;
+        C[o] = alpha * s + (beta == 0 ? 0 : beta * C0[o]);
+      }
+}
+
+static void checkGemm() {
+  struct G { bool ta, tb; int M, N, K; float alpha, beta; int batch; long sA, sB, sC; };
+  for (G g : {G{false, false, 7, 5, 3, 1, 0, 1, 0, 0, 0}, G{true, false, 13, 40, 70, -1, 0.25f, 1, 0, 0, 0}, G{false, true, 33, 17, 64, 2, 0, 1, 0, 0, 0},
+              G{true, true, 20, 21, 22, 1, 1, 1, 0, 0, 0}, G{false, true, 4, 6, 5, 1, 0.5f, 3, 0, 35, 30}}) {
+    int lda = g.ta ? g.M : g.K, ldb = g.tb ? g.K : g.N;
+    long nA = (g.batch - 1) * g.sA + (long)g.M * g.K, nB = (g.batch - 1) * g.sB + (long)g.K * g.N, nC = (g.batch - 1) * g.sC + (long)g.M * g.N;
+    if (g.batch == 1) g.sC = g.M * g.N;
+    auto A = randn(nA), B = randn(nB), C = randn(nC);
+    std::vector<double> want;
+    refGemm(g.ta, g.tb, g.M, g.N, g.K, g.alpha, A.data(), lda, B.data(), ldb, g.beta, C, want, g.N, g.sA, g.sB, g.sC, g.batch);
+    emu_launch({(unsigned)(g.N + 15) / 16, (unsigned)(g.M + 15) / 16, (unsigned)g.batch}, {16, 16}, 0, [&] {
+      sgemm_tiled(g.ta, g.tb, g.M, g.N, g.K, g.alpha, A.data(), lda, g.sA, B.data(), ldb, g.sB, g.beta, C.data(), g.N, g.sC);
+    });
+    char buf[64];
+    snprintf(buf, sizeof buf, "sgemm %dx%dx%d t%d%d b%d", g.M, g.N, g.K, g.ta, g.tb, g.batch);
+    report(buf, C, want, 1e-5);
+  }
+}
+
+// The LM head as the Go side drives it: logits chunks from a GEMM (here
+// the reference product), lm_stats per chunk, lm_finish; backward lm_dz.
+static void checkLMHead() {
+  int rows = 37, dim = 8, vocab = 1000, nc = 300;  // 4 chunks, the last one short
+  float inv = 1 / 0.7f;
+  auto h = randn(rows * dim, 0.5), w = randn(vocab * dim, 0.5), gl = randn(rows), ge = randn(rows);
+  std::vector<int> tg(rows);
+  for (int r = 0; r < rows; r++) tg[r] = (r * 97) % vocab;
+  tg[5] = -1;
+  tg[6] = 299;
+  tg[7] = 300;
+  std::vector<double> z((size_t)rows * vocab);
+  for (int r = 0; r < rows; r++)
+    for (int j = 0; j < vocab; j++) {
+      double d = 0;
+      for (int c = 0; c < dim; c++) d += (double)h[r * dim + c] * w[j * dim + c];
+      z[(size_t)r * vocab + j] = inv * d;
+    }
+  std::vector<double> rlp(rows), rent(rows), rlse(rows), rdz((size_t)rows * vocab);
+  for (int r = 0; r < rows; r++) {
+    double m = -INFINITY, s = 0, t = 0;
+    for (int j = 0; j < vocab; j++) m = std::max(m, z[(size_t)r * vocab + j]);
+    for (int j = 0; j < vocab; j++) {
+      double e = std::exp(z[(size_t)r * vocab + j] - m);
+      s += e;
+      t += e * z[(size_t)r * vocab + j];
+    }
+    rlse[r] = m + std::log(s);
+    rent[r] = rlse[r] - t / s;
+    rlp[r] = tg[r] >= 0 ? z[(size_t)r * vocab + tg[r]] - rlse[r] : 0;
+    for (int j = 0; j < vocab; j++) {
+      double lp = z[(size_t)r * vocab + j] - rlse[r], p = std::exp(lp);
+      double gL = tg[r] >= 0 ? gl[r] : 0;
+      rdz[(size_t)r * vocab + j] = -gL * p - ge[r] * p * (lp + rent[r]) + (j == tg[r] ? gL : 0);
+    }
+  }
+  std::vector<double> m(rows), s(rows), t(rows);
+  std::vector<float> zt(rows), lp(rows), ent(rows), lse(rows), chunk((size_t)rows * nc), dz((size_t)rows * vocab);
+  emu_launch({1}, {64}, 0, [&] { lm_init(m.data(), s.data(), t.data(), zt.data(), rows); });
+  for (int c0 = 0; c0 < vocab; c0 += nc) {
+    int cn = std::min(nc, vocab - c0);
+    for (int r = 0; r < rows; r++)
+      for (int j = 0; j < cn; j++) chunk[(size_t)r * cn + j] = (float)z[(size_t)r * vocab + c0 + j];
+    emu_launch({(unsigned)rows}, {64}, 0, [&] { lm_stats(chunk.data(), cn, c0, tg.data(), m.data(), s.data(), t.data(), zt.data()); });
+  }
+  emu_launch({1}, {64}, 0, [&] { lm_finish(lp.data(), ent.data(), lse.data(), m.data(), s.data(), t.data(), zt.data(), tg.data(), rows); });
+  report("lm logp", lp, rlp, 1e-5);
+  report("lm entropy", ent, rent, 1e-5);
+  report("lm lse", lse, rlse, 1e-5);
+  for (int c0 = 0; c0 < vocab; c0 += nc) {
+    int cn = std::min(nc, vocab - c0);
+    for (int r = 0; r < rows; r++)
+      for (int j = 0; j < cn; j++) chunk[(size_t)r * cn + j] = (float)z[(size_t)r * vocab + c0 + j];
+    emu_launch({(unsigned)rows}, {64}, 0, [&] { lm_dz(chunk.data(), cn, c0, tg.data(), gl.data(), ge.data(), lse.data(), ent.data()); });
+    for (int r = 0; r < rows; r++)
+      for (int j = 0; j < cn; j++) dz[(size_t)r * vocab + c0 + j] = chunk[(size_t)r * cn + j];
+  }
+  report("lm dz", dz, rdz, 1e-5);
+}
+
+static void checkRowKernels() {
+  int rows = 5, dim = 130;
+  auto x = randn(rows * dim, 2), w = randn(dim), g = randn(rows * dim);
+  std::vector<double> ro(rows * dim), rr(rows), rdx(rows * dim), rdw(dim);
+  for (int r = 0; r < rows; r++) {
+    double ss = 0;
+    for (int i = 0; i < dim; i++) ss += (double)x[r * dim + i] * x[r * dim + i];
+    rr[r] = 1 / std::sqrt(ss / dim + 1e-6);
+    double dot = 0;
+    for (int i = 0; i < dim; i++) {
+      ro[r * dim + i] = w[i] * x[r * dim + i] * rr[r];
+      dot += (double)g[r * dim + i] * w[i] * x[r * dim + i];
+    }
+    for (int i = 0; i < dim; i++) {
+      rdx[r * dim + i] = rr[r] * w[i] * g[r * dim + i] - rr[r] * rr[r] * rr[r] / dim * dot * x[r * dim + i];
+      rdw[i] += g[r * dim + i] * x[r * dim + i] * rr[r];
+    }
+  }
+  std::vector<float> out(rows * dim), rs(rows), dx(rows * dim, 0), dw(dim, 0);
+  emu_launch({(unsigned)rows}, {64}, 0, [&] { rmsnorm_fwd(out.data(), rs.data(), x.data(), w.data(), rows, dim, 1e-6f); });
+  emu_launch({(unsigned)rows}, {64}, 0, [&] { rmsnorm_bwd_dx(dx.data(), g.data(), x.data(), w.data(), rs.data(), rows, dim); });
+  emu_launch({3}, {64}, 0, [&] { rmsnorm_bwd_dw(dw.data(), g.data(), x.data(), rs.data(), rows, dim); });
+  report("rmsnorm out", out, ro, 1e-5);
+  report("rmsnorm rstd", rs, rr, 1e-5);
+  report("rmsnorm dx", dx, rdx, 1e-5);
+  report("rmsnorm dw", dw, rdw, 1e-5);
+
+  int ntok = 3, heads = 2, hd = 8;
+  std::vector<int> pos = {0, 7, 40000};
+  std::vector<float> fr = {1, 0.1f, 0.01f, 0.001f};
+  auto xr = randn(ntok * heads * hd);
+  std::vector<double> want(xr.size());
+  for (int t = 0; t < ntok; t++)
+    for (int h = 0; h < heads; h++)
+      for (int i = 0; i < 4; i++) {
+        double ang = (float)pos[t] * fr[i], c = std::cos(ang), s = std::sin(ang);
+        int b = (t * heads + h) * hd;
+        want[b + i] = xr[b + i] * c - xr[b + i + 4] * s;
+        want[b + i + 4] = xr[b + i + 4] * c + xr[b + i] * s;
+      }
+  std::vector<float> ro2(xr.size());
+  emu_launch({1}, {32}, 0, [&] { rope(ro2.data(), xr.data(), pos.data(), fr.data(), ntok, heads, hd, 1.f, 0); });
+  report("rope", ro2, want, 1e-6);
+
+  auto big = randn(5000);
+  double ss = 0;
+  for (float v : big) ss += (double)v * v;
+  std::vector<double> acc(1, 0);
+  emu_launch({4}, {256}, 0, [&] { sumsq(acc.data(), big.data(), (long long)big.size()); });
+  report("sumsq", {(float)acc[0]}, {ss}, 1e-7);
+}
+
+int main() {
+  checkAttention("packed gqa", 4, 2, 8, {{0, 3, 0, 3}, {3, 5, 3, 5}, {8, 1, 8, 1}}, 9, 9, false);
+  checkAttention("long mqa hd40", 2, 1, 40, {{0, 70, 0, 70}}, 70, 70, false);
+  checkAttention("padded hd6", 2, 2, 6, {{0, 4, 0, 4}, {6, 6, 6, 6}}, 12, 12, false);
+  checkAttention("cache prefix", 4, 2, 8, {{0, 3, 0, 40}, {3, 2, 40, 2}}, 5, 42, false);
+  checkAttention("decode", 4, 2, 8, {{0, 1, 0, 6}, {1, 3, 16, 9}, {4, 1, 32, 77}}, 5, 109, true);
+  checkGemm();
+  checkLMHead();
+  checkRowKernels();
+  printf(failures ? "FAILED: %d checks\n" : "all kernel checks passed\n", failures);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# check.sh compiles ../kernels.cu for the CPU under emu.h (CUDA threads as
+# std::threads) and runs check.cc's comparisons with float64 references. It
+# needs only g++ ≥ 11 (C++20), no GPU and no CUDA; run it after editing the
+# kernels: bash gpu/kernels/emu/check.sh
+set -euo pipefail
+cd "$(dirname "$0")"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# Device-only spellings the host compiler does not know.
+sed -e 's|^#include <cuda_bf16.h>||' \
+    -e 's|extern __shared__ float sm\[\];|float* sm = emu_smem.data();|' \
+    ../kernels.cu >"$tmp/kernels_emu.inc"
+g++ -std=c++20 -O1 -ffp-contract=off -pthread -I. -I"$tmp" -o "$tmp/check" check.cc
+"$tmp/check"
+# When ptxas is installed, also assemble the committed PTX as the driver's
+# JIT will (sm_80 for the compute_80 file, sm_90 for compute_90).
+if command -v ptxas >/dev/null 2>&1; then
+	ptxas -arch=sm_80 -o /dev/null ../kernels_sm80.ptx
+	ptxas -arch=sm_90 -o /dev/null ../kernels_sm90.ptx
+	echo "committed PTX assembles for sm_80 and sm_90"
+fi

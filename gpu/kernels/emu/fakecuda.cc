@@ -1,0 +1,114 @@
+// fakecuda.cc builds a stand-in for libcuda.so.1 and libcublas.so.13 on a
+// machine without a GPU, so that the cuda-tagged Go test binary runs end to
+// end: device memory is host memory, streams are synchronous, modules ignore
+// the PTX and look kernels up in the emulated kernels.cu (emu.h), and the
+// cuBLAS GemmEx calls are a naive column-major product (float32 or bfloat16
+// inputs, float64 sums). It checks the Go side — cgo shim, argument packing,
+// launch geometry, the row-major↔column-major cuBLAS mapping, scratch
+// memory — not the real driver. Built and run by fakecuda.sh.
+#include "emu.h"
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+using std::max;
+using std::min;
+#include "kernels_emu.inc"
+#include "wrappers.inc"
+#include <cuda.h>
+
+extern "C" {
+CUresult cuInit(unsigned int) { return CUDA_SUCCESS; }
+CUresult cuDriverGetVersion(int* v) { *v = 13000; return CUDA_SUCCESS; }
+CUresult cuDeviceGetCount(int* n) { *n = 1; return CUDA_SUCCESS; }
+CUresult cuDeviceGet(CUdevice* d, int o) { if (o != 0) return CUDA_ERROR_INVALID_DEVICE; *d = 0; return CUDA_SUCCESS; }
+CUresult cuDeviceGetName(char* b, int n, CUdevice) { snprintf(b, n, "emulated sm_90 (fakecuda)"); return CUDA_SUCCESS; }
+CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice) {
+  switch (a) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = 227 * 1024; break;
+    default: *v = 0;
+  }
+  return CUDA_SUCCESS;
+}
+static int ctx_dummy;
+CUresult cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice) { *c = (CUcontext)&ctx_dummy; return CUDA_SUCCESS; }
+CUresult cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
+CUresult cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
+CUresult cuStreamCreate(CUstream* s, unsigned int) { *s = (CUstream)&ctx_dummy; return CUDA_SUCCESS; }
+CUresult cuStreamDestroy(CUstream) { return CUDA_SUCCESS; }
+CUresult cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+CUresult cuMemAlloc(CUdeviceptr* p, size_t n) {
+  void* q = malloc(n);
+  // Fresh device memory is not zeroed: fill with a NaN pattern so that a
+  // missing memset shows up.
+  memset(q, 0xff, n);
+  *p = (CUdeviceptr)q;
+  return q ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+CUresult cuMemFree(CUdeviceptr p) { free((void*)p); return CUDA_SUCCESS; }
+CUresult cuMemcpyHtoD(CUdeviceptr d, const void* s, size_t n) { memcpy((void*)d, s, n); return CUDA_SUCCESS; }
+CUresult cuMemcpyDtoH(void* d, CUdeviceptr s, size_t n) { memcpy(d, (void*)s, n); return CUDA_SUCCESS; }
+CUresult cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream) { memmove((void*)d, (void*)s, n); return CUDA_SUCCESS; }
+CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream) {
+  unsigned int* p = (unsigned int*)d;
+  for (size_t i = 0; i < n; i++) p[i] = v;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemGetInfo(size_t* f, size_t* t) { *f = *t = (size_t)1 << 34; return CUDA_SUCCESS; }
+CUresult cuModuleLoadData(CUmodule* m, const void*) { *m = (CUmodule)&ctx_dummy; return CUDA_SUCCESS; }
+CUresult cuModuleUnload(CUmodule) { return CUDA_SUCCESS; }
+CUresult cuModuleGetFunction(CUfunction* f, CUmodule, const char* name) {
+  for (auto& k : emu_kernels)
+    if (strcmp(k.name, name) == 0) { *f = (CUfunction)&k; return CUDA_SUCCESS; }
+  return CUDA_ERROR_NOT_FOUND;
+}
+CUresult cuFuncSetAttribute(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem, CUstream,
+                        void** params, void**) {
+  auto* k = (decltype(&emu_kernels[0]))f;
+  if (gx == 0 || gy == 0 || gz == 0 || bx * by * bz == 0 || bx * by * bz > 1024 || smem > 227 * 1024) return CUDA_ERROR_INVALID_VALUE;
+  if (k->seq)
+    emu_launch_seq({gx, gy, gz}, {bx, by, bz}, [&] { k->fn(params); });
+  else
+    emu_launch({gx, gy, gz}, {bx, by, bz}, smem, [&] { k->fn(params); });
+  return CUDA_SUCCESS;
+}
+CUresult cuGetErrorString(CUresult, const char** s) { *s = "fakecuda error"; return CUDA_SUCCESS; }
+
+// ---- cuBLAS ----
+int cublasCreate_v2(void** h) { *h = &ctx_dummy; return 0; }
+int cublasDestroy_v2(void*) { return 0; }
+int cublasSetStream_v2(void*, void*) { return 0; }
+static double elem(const void* p, int type, long long i) {
+  if (type == 14) return __bfloat162float(((const __nv_bfloat16*)p)[i]);
+  if (type != 0) abort();
+  return ((const float*)p)[i];
+}
+int cublasGemmStridedBatchedEx(void*, int ta, int tb, int m, int n, int k, const void* alpha, const void* A, int at, int lda, long long sA,
+                               const void* B, int bt, int ldb, long long sB, const void* beta, void* C, int ct, int ldc, long long sC,
+                               int batch, int compute, int) {
+  if (ct != 0 || at != bt || (compute != 68 && compute != 77)) return 7;  // CUBLAS_STATUS_INVALID_VALUE
+  if (lda < std::max(1, ta ? k : m) || ldb < std::max(1, tb ? n : k) || ldc < std::max(1, m)) return 7;
+  float al = *(const float*)alpha, be = *(const float*)beta;
+  for (int b = 0; b < batch; b++)
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < n; j++) {
+        double s = 0;
+        for (int p = 0; p < k; p++) {
+          // Column-major: op(A)(i,p) is A[i + p·lda] or, transposed, A[p + i·lda].
+          double a = elem(A, at, b * sA + (ta ? p + (long long)i * lda : i + (long long)p * lda));
+          double bb = elem(B, bt, b * sB + (tb ? j + (long long)p * ldb : p + (long long)j * ldb));
+          s += a * bb;
+        }
+        float* c = (float*)C + b * sC + i + (long long)j * ldc;
+        *c = (float)(al * s + (be == 0 ? 0.0 : (double)be * *c));
+      }
+  return 0;
+}
+int cublasGemmEx(void* h, int ta, int tb, int m, int n, int k, const void* alpha, const void* A, int at, int lda, const void* B, int bt,
+                 int ldb, const void* beta, void* C, int ct, int ldc, int compute, int algo) {
+  return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, C, ct, ldc, 0, 1, compute, algo);
+}
+}

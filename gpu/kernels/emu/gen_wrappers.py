@@ -1,0 +1,30 @@
+#!/usr/bin/env python3
+"""gen_wrappers.py reads the extern "C" kernels of ../kernels.cu and prints,
+for fakecuda.cc, one wrapper per kernel that unpacks cuLaunchKernel's
+parameter pointers into the kernel's typed arguments, and the name table, marking the kernels without barriers or warp shuffles,
+whose threads the emulator may run one after another.
+Run by fakecuda.sh; its output is not committed."""
+import re, sys
+
+src = open(sys.argv[1]).read()
+out = []
+names = []
+sync = re.compile(r"__syncthreads|__syncwarp|__shfl|warp_sum|warp_max|block_sum|block_max")
+matches = list(re.finditer(r'extern "C" __global__ void (\w+)\(([^)]*)\)', src))
+for n, m in enumerate(matches):
+    name, params = m.group(1), m.group(2)
+    body = src[m.end():matches[n + 1].start() if n + 1 < len(matches) else len(src)]
+    # Kernels without barriers or shuffles may run their threads one by one.
+    seq = 0 if sync.search(body) else 1
+    args = []
+    for i, p in enumerate(x.strip() for x in params.split(",")):
+        typ = p.rsplit(" ", 1)[0].strip()
+        if "*" in p and "*" not in typ:  # "float* x" splits as "float*" "x"; "float *x" not used
+            typ += "*"
+        args.append(f"*({typ}*)p[{i}]")
+    out.append(f"static void w_{name}(void** p) {{ {name}({', '.join(args)}); }}")
+    names.append((name, seq))
+out.append("static const struct { const char* name; void (*fn)(void**); int seq; } emu_kernels[] = {")
+out += [f'  {{"{n}", w_{n}, {q}}},' for n, q in names]
+out.append("};")
+print("\n".join(out))

@@ -1,0 +1,653 @@
+// Kernels of the agentrl CUDA backend (package gpu). Compiled to PTX by
+// `go generate ./gpu` (see gen.go); the PTX is committed and embedded, so
+// users need no nvcc. Every kernel is extern "C" so that its .entry name in
+// the PTX is the name the Go side looks up.
+//
+// Conventions match policy/backend: row-major float32 tensors, backward
+// kernels accumulate (+=), reductions in float32 or float64. Arithmetic that
+// must match the CPU bit for bit (AdamW) uses the _rn intrinsics, which nvcc
+// never contracts into fused multiply-adds.
+#include <cuda_bf16.h>
+#include <math.h>
+
+#define FULL 0xffffffffu
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL, v, o));
+  return v;
+}
+// block_sum reduces v over a block of at most 1024 threads (a multiple of
+// 32); every thread gets the total. sh holds 32 floats.
+__device__ float block_sum(float v, float* sh) {
+  int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) sh[w] = v;
+  __syncthreads();
+  v = lane < nw ? sh[lane] : 0.f;
+  return warp_sum(v);
+}
+__device__ float block_max(float v, float* sh) {
+  int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) sh[w] = v;
+  __syncthreads();
+  v = lane < nw ? sh[lane] : -INFINITY;
+  return warp_max(v);
+}
+
+// ---- elementwise -----------------------------------------------------------
+
+extern "C" __global__ void fill_f32(float* p, float v, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) p[i] = v;
+}
+
+extern "C" __global__ void scale_f32(float* p, float a, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) p[i] *= a;
+}
+
+// f32_to_bf16 rounds to nearest even (NaN stays NaN), as torch's
+// tensor.to(torch.bfloat16).
+extern "C" __global__ void f32_to_bf16(__nv_bfloat16* y, const float* x, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) y[i] = __float2bfloat16_rn(x[i]);
+}
+
+// round_bf16 stores x rounded to bfloat16 and widened back to float32: the
+// inputs of the bf16 fallback GEMM when cuBLAS is absent.
+extern "C" __global__ void round_bf16(float* y, const float* x, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) y[i] = __bfloat162float(__float2bfloat16_rn(x[i]));
+}
+
+extern "C" __global__ void add_f32(float* out, const float* a, const float* b, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) out[i] = a[i] + b[i];
+}
+
+extern "C" __global__ void axpy_f32(float alpha, const float* x, float* y, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) y[i] += alpha * x[i];
+}
+
+// ---- linear: bias ---------------------------------------------------------
+
+extern "C" __global__ void bias_add(float* y, const float* b, int rows, int out) {
+  long long n = (long long)rows * out;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) y[i] += b[i % out];
+}
+
+// bias_grad: db[j] += Σ_r dy[r, j], one thread per column (coalesced rows),
+// float64 sums as the CPU backend.
+extern "C" __global__ void bias_grad(float* db, const float* dy, int rows, int out) {
+  int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= out) return;
+  double s = 0;
+  for (int r = 0; r < rows; r++) s += dy[(long long)r * out + j];
+  db[j] += (float)s;
+}
+
+// ---- embedding --------------------------------------------------------------
+
+// embedding_fwd gathers out[t] = table[ids[t]]; also the row gather of Logits.
+extern "C" __global__ void embedding_fwd(float* out, const float* table, const int* ids, int n, int dim) {
+  long long total = (long long)n * dim;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+    long long t = i / dim;
+    int c = (int)(i % dim);
+    out[i] = table[(long long)ids[t] * dim + c];
+  }
+}
+
+// embedding_bwd scatter-adds dtable[ids[t]] += dout[t]; repeated ids add
+// through atomics.
+extern "C" __global__ void embedding_bwd(float* dtable, const float* dout, const int* ids, int n, int dim) {
+  long long total = (long long)n * dim;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+    long long t = i / dim;
+    int c = (int)(i % dim);
+    atomicAdd(&dtable[(long long)ids[t] * dim + c], dout[i]);
+  }
+}
+
+// ---- RMSNorm ----------------------------------------------------------------
+
+// rmsnorm_fwd: one block per row; rstd may be null.
+extern "C" __global__ void rmsnorm_fwd(float* out, float* rstd, const float* x, const float* w, int rows, int dim, float eps) {
+  __shared__ float sh[32];
+  int r = blockIdx.x;
+  const float* xr = x + (long long)r * dim;
+  float ss = 0;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
+  ss = block_sum(ss, sh);
+  float rs = (float)(1.0 / sqrt((double)ss / dim + (double)eps));
+  if (rstd != 0 && threadIdx.x == 0) rstd[r] = rs;
+  float* orow = out + (long long)r * dim;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) orow[i] = w[i] * (xr[i] * rs);
+}
+
+// rmsnorm_bwd_dx: dx_k += r·w_k·g_k − (r³/D)·x_k·Σ_i g_i·w_i·x_i, a block per row.
+extern "C" __global__ void rmsnorm_bwd_dx(float* dx, const float* dout, const float* x, const float* w, const float* rstd, int rows, int dim) {
+  __shared__ float sh[32];
+  int r = blockIdx.x;
+  const float* xr = x + (long long)r * dim;
+  const float* gr = dout + (long long)r * dim;
+  float dot = 0;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) dot += gr[i] * w[i] * xr[i];
+  dot = block_sum(dot, sh);
+  float rs = rstd[r];
+  float c = rs * rs * rs / dim * dot;
+  float* dr = dx + (long long)r * dim;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) dr[i] += rs * w[i] * gr[i] - c * xr[i];
+}
+
+// rmsnorm_bwd_dw: dw_i += Σ_rows g_i·x_i·r, one thread per column.
+extern "C" __global__ void rmsnorm_bwd_dw(float* dw, const float* dout, const float* x, const float* rstd, int rows, int dim) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= dim) return;
+  double s = 0;
+  for (int r = 0; r < rows; r++) s += (double)dout[(long long)r * dim + i] * x[(long long)r * dim + i] * rstd[r];
+  dw[i] += (float)s;
+}
+
+// ---- RoPE -------------------------------------------------------------------
+
+// rope rotates pairs (i, i+half) of x [ntok, heads, hd] by sign·pos·freq; the
+// angle is the float32 product (as transformers), its cosine and sine are
+// taken in float64. accumulate adds into out (backward). One thread per pair;
+// out may be x when not accumulating (each pair is read before written).
+extern "C" __global__ void rope(float* out, const float* x, const int* pos, const float* freqs, int ntok, int heads, int hd, float sign, int accumulate) {
+  int half = hd / 2;
+  long long total = (long long)ntok * heads * half;
+  for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total; idx += (long long)gridDim.x * blockDim.x) {
+    int i = (int)(idx % half);
+    long long th = idx / half;  // t*heads + h
+    int t = (int)(th / heads);
+    float ang = (float)pos[t] * freqs[i];
+    double sd, cd;
+    sincos((double)ang, &sd, &cd);
+    float c = (float)cd, s = sign * (float)sd;
+    long long base = th * hd;
+    float a = x[base + i], b = x[base + i + half];
+    float r0 = a * c - b * s, r1 = b * c + a * s;
+    if (accumulate) {
+      out[base + i] += r0;
+      out[base + i + half] += r1;
+    } else {
+      out[base + i] = r0;
+      out[base + i + half] = r1;
+    }
+  }
+}
+
+// ---- SwiGLU -----------------------------------------------------------------
+
+__device__ __forceinline__ float sigm(float g) { return 1.f / (1.f + expf(-g)); }
+
+extern "C" __global__ void swiglu_fwd(float* out, const float* gate, const float* up, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    float g = gate[i];
+    out[i] = g * sigm(g) * up[i];
+  }
+}
+
+// swiglu_bwd: dgate += dout·up·σ(g)(1 + g(1−σ(g))), dup += dout·silu(g); either may be null.
+extern "C" __global__ void swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    float g = gate[i], s = sigm(g), d = dout[i];
+    if (dgate != 0) dgate[i] += d * up[i] * s * (1.f + g * (1.f - s));
+    if (dup != 0) dup[i] += d * g * s;
+  }
+}
+
+// ---- attention ----------------------------------------------------------------
+//
+// Flash-style causal GQA attention (Dao et al., FlashAttention-2): no score
+// matrix is stored. The host splits the query rows of every span into tiles
+// of up to ATT_ROWS rows (one warp each) that share the key range; keys are
+// walked in tiles of 32 (one lane per key) staged in shared memory, with an
+// online softmax (running max m and sum l, rescaled per tile). Head dim ≤ 256
+// (8 channels per lane).
+
+#define ATT_ROWS 4
+#define ATT_BK 32
+#define ATT_MAXC 8
+
+// attn_fwd: tiles[4·b] = {first query row, rows, first key row, visible keys
+// of the first row}; row i of the tile sees one more key than row i−1.
+// Dynamic shared memory: (ATT_ROWS·hd + ATT_BK·(hd+1)) floats.
+extern "C" __global__ void attn_fwd(float* out, float* lse, const float* q, const float* k, const float* v, const int* tiles,
+                                    int heads, int kvheads, int hd, float scale) {
+  extern __shared__ float sm[];
+  float* sq = sm;
+  float* sk = sm + ATT_ROWS * hd;
+  const int* tl = tiles + 4 * blockIdx.x;
+  int q0 = tl[0], nrows = tl[1], k0 = tl[2], cnt0 = tl[3];
+  int h = blockIdx.y, g = h / (heads / kvheads);
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  long long qRow = (long long)heads * hd, kRow = (long long)kvheads * hd;
+  for (int i = threadIdx.x; i < nrows * hd; i += blockDim.x) sq[i] = q[(q0 + i / hd) * qRow + h * hd + i % hd];
+  bool active = warp < nrows;
+  int mycnt = cnt0 + warp, maxcnt = cnt0 + nrows - 1;
+  float m = -INFINITY, l = 0.f, acc[ATT_MAXC];
+  for (int j = 0; j < ATT_MAXC; j++) acc[j] = 0.f;
+  for (int kt = 0; kt < maxcnt; kt += ATT_BK) {
+    int nk = min(ATT_BK, maxcnt - kt);
+    __syncthreads();
+    for (int i = threadIdx.x; i < nk * hd; i += blockDim.x) sk[(i / hd) * (hd + 1) + i % hd] = k[(k0 + kt + i / hd) * kRow + g * hd + i % hd];
+    __syncthreads();
+    if (!active || kt >= mycnt) continue;
+    int vis = min(nk, mycnt - kt);
+    float s = -INFINITY;
+    if (lane < vis) {
+      float d = 0.f;
+      for (int c = 0; c < hd; c++) d += sq[warp * hd + c] * sk[lane * (hd + 1) + c];
+      s = d * scale;
+    }
+    float mn = fmaxf(m, warp_max(s));
+    float corr = expf(m - mn);
+    float p = lane < vis ? expf(s - mn) : 0.f;
+    l = l * corr + warp_sum(p);
+    for (int j = 0; j < ATT_MAXC; j++) acc[j] *= corr;
+    for (int jj = 0; jj < vis; jj++) {
+      float pj = __shfl_sync(FULL, p, jj);
+      const float* vr = v + (k0 + kt + jj) * kRow + g * hd;
+      for (int j = 0; j < ATT_MAXC; j++) {
+        int c = lane + 32 * j;
+        if (c < hd) acc[j] += pj * vr[c];
+      }
+    }
+    m = mn;
+  }
+  if (!active) return;
+  long long orow = (q0 + warp) * qRow + h * hd;
+  float inv = 1.f / l;
+  for (int j = 0; j < ATT_MAXC; j++) {
+    int c = lane + 32 * j;
+    if (c < hd) out[orow + c] = acc[j] * inv;
+  }
+  if (lse != 0 && lane == 0) lse[(long long)(q0 + warp) * heads + h] = m + logf(l);
+}
+
+// attn_decode_partial is the first pass of split-K decoding
+// (flash-decoding): few query rows against a long KV cache. rows[3·r] =
+// {query row, first key row, visible keys}; block (r, h, split) covers keys
+// [split·chunk, min(count, (split+1)·chunk)) with one warp and writes its
+// running max, sum and unnormalized output to ml [R, heads, splits, 2] and
+// pacc [R, heads, splits, hd]. Dynamic shared memory: (hd + ATT_BK·(hd+1)) floats.
+extern "C" __global__ void attn_decode_partial(float* ml, float* pacc, const float* q, const float* k, const float* v, const int* rows,
+                                               int heads, int kvheads, int hd, float scale, int chunk) {
+  extern __shared__ float sm[];
+  float* sq = sm;
+  float* sk = sm + hd;
+  int r = blockIdx.x, h = blockIdx.y, sp = blockIdx.z, nsp = gridDim.z;
+  int qr = rows[3 * r], k0 = rows[3 * r + 1], cnt = rows[3 * r + 2];
+  int g = h / (heads / kvheads), lane = threadIdx.x;
+  long long qRow = (long long)heads * hd, kRow = (long long)kvheads * hd;
+  for (int c = lane; c < hd; c += 32) sq[c] = q[qr * qRow + h * hd + c];
+  int lo = sp * chunk, hi = min(cnt, lo + chunk);
+  float m = -INFINITY, l = 0.f, acc[ATT_MAXC];
+  for (int j = 0; j < ATT_MAXC; j++) acc[j] = 0.f;
+  for (int kt = lo; kt < hi; kt += ATT_BK) {
+    int nk = min(ATT_BK, hi - kt);
+    __syncwarp();
+    for (int i = lane; i < nk * hd; i += 32) sk[(i / hd) * (hd + 1) + i % hd] = k[(k0 + kt + i / hd) * kRow + g * hd + i % hd];
+    __syncwarp();
+    float s = -INFINITY;
+    if (lane < nk) {
+      float d = 0.f;
+      for (int c = 0; c < hd; c++) d += sq[c] * sk[lane * (hd + 1) + c];
+      s = d * scale;
+    }
+    float mn = fmaxf(m, warp_max(s));
+    float corr = expf(m - mn);
+    float p = lane < nk ? expf(s - mn) : 0.f;
+    l = l * corr + warp_sum(p);
+    for (int j = 0; j < ATT_MAXC; j++) acc[j] *= corr;
+    for (int jj = 0; jj < nk; jj++) {
+      float pj = __shfl_sync(FULL, p, jj);
+      const float* vr = v + (k0 + kt + jj) * kRow + g * hd;
+      for (int j = 0; j < ATT_MAXC; j++) {
+        int c = lane + 32 * j;
+        if (c < hd) acc[j] += pj * vr[c];
+      }
+    }
+    m = mn;
+  }
+  long long slot = ((long long)r * heads + h) * nsp + sp;
+  if (lane == 0) {
+    ml[2 * slot] = m;
+    ml[2 * slot + 1] = l;
+  }
+  for (int j = 0; j < ATT_MAXC; j++) {
+    int c = lane + 32 * j;
+    if (c < hd) pacc[slot * hd + c] = acc[j];
+  }
+}
+
+// attn_decode_combine merges the splits of one (row, head): M = max m_s,
+// L = Σ l_s·e^(m_s−M), out = Σ acc_s·e^(m_s−M) / L, lse = M + log L. One warp.
+extern "C" __global__ void attn_decode_combine(float* out, float* lse, const float* ml, const float* pacc, const int* rows, int heads, int hd, int nsp) {
+  int r = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
+  long long base = ((long long)r * heads + h) * nsp;
+  float M = -INFINITY;
+  for (int s = 0; s < nsp; s++) M = fmaxf(M, ml[2 * (base + s)]);
+  float L = 0.f;
+  for (int s = 0; s < nsp; s++) {
+    float ms = ml[2 * (base + s)];
+    if (ms != -INFINITY) L += ml[2 * (base + s) + 1] * expf(ms - M);
+  }
+  int qr = rows[3 * r];
+  long long orow = ((long long)qr * heads + h) * hd;
+  for (int c = lane; c < hd; c += 32) {
+    float a = 0.f;
+    for (int s = 0; s < nsp; s++) {
+      float ms = ml[2 * (base + s)];
+      if (ms != -INFINITY) a += pacc[(base + s) * hd + c] * expf(ms - M);
+    }
+    out[orow + c] = a / L;
+  }
+  if (lse != 0 && lane == 0) lse[(long long)qr * heads + h] = M + logf(L);
+}
+
+// attn_bwd_dot: D[row, h] = Σ_c dout·out (FlashAttention-2's D_i), a warp
+// per (row, head).
+extern "C" __global__ void attn_bwd_dot(float* D, const float* dout, const float* out, int nrows, int hd) {
+  long long w = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
+  int lane = threadIdx.x & 31;
+  if (w >= nrows) return;
+  float s = 0.f;
+  for (int c = lane; c < hd; c += 32) s += dout[w * hd + c] * out[w * hd + c];
+  s = warp_sum(s);
+  if (lane == 0) D[w] = s;
+}
+
+// attn_bwd_dq: dq_i += scale·Σ_j p_ij(dp_ij − D_i)·k_j with p recomputed from
+// lse and dp_ij = dO_i·v_j; the forward's query tiles. dq may be written by
+// exactly one warp per (row, head), so no atomics. Dynamic shared memory:
+// (2·ATT_ROWS·hd + 2·ATT_BK·(hd+1)) floats.
+extern "C" __global__ void attn_bwd_dq(float* dq, const float* dout, const float* q, const float* k, const float* v, const float* lse,
+                                       const float* D, const int* tiles, int heads, int kvheads, int hd, float scale) {
+  extern __shared__ float sm[];
+  float* sq = sm;
+  float* sdo = sq + ATT_ROWS * hd;
+  float* sk = sdo + ATT_ROWS * hd;
+  float* sv = sk + ATT_BK * (hd + 1);
+  const int* tl = tiles + 4 * blockIdx.x;
+  int q0 = tl[0], nrows = tl[1], k0 = tl[2], cnt0 = tl[3];
+  int h = blockIdx.y, g = h / (heads / kvheads);
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  long long qRow = (long long)heads * hd, kRow = (long long)kvheads * hd;
+  for (int i = threadIdx.x; i < nrows * hd; i += blockDim.x) {
+    long long src = (q0 + i / hd) * qRow + h * hd + i % hd;
+    sq[i] = q[src];
+    sdo[i] = dout[src];
+  }
+  bool active = warp < nrows;
+  int mycnt = cnt0 + warp, maxcnt = cnt0 + nrows - 1;
+  float L = 0.f, Di = 0.f, acc[ATT_MAXC];
+  if (active) {
+    L = lse[(long long)(q0 + warp) * heads + h];
+    Di = D[(long long)(q0 + warp) * heads + h];
+  }
+  for (int j = 0; j < ATT_MAXC; j++) acc[j] = 0.f;
+  for (int kt = 0; kt < maxcnt; kt += ATT_BK) {
+    int nk = min(ATT_BK, maxcnt - kt);
+    __syncthreads();
+    for (int i = threadIdx.x; i < nk * hd; i += blockDim.x) {
+      long long src = (k0 + kt + i / hd) * kRow + g * hd + i % hd;
+      int dst = (i / hd) * (hd + 1) + i % hd;
+      sk[dst] = k[src];
+      sv[dst] = v[src];
+    }
+    __syncthreads();
+    if (!active || kt >= mycnt) continue;
+    int vis = min(nk, mycnt - kt);
+    float ds = 0.f;
+    if (lane < vis) {
+      float s = 0.f, dp = 0.f;
+      for (int c = 0; c < hd; c++) {
+        s += sq[warp * hd + c] * sk[lane * (hd + 1) + c];
+        dp += sdo[warp * hd + c] * sv[lane * (hd + 1) + c];
+      }
+      float p = expf(s * scale - L);
+      ds = p * (dp - Di);
+    }
+    for (int jj = 0; jj < vis; jj++) {
+      float d = __shfl_sync(FULL, ds, jj);
+      for (int j = 0; j < ATT_MAXC; j++) {
+        int c = lane + 32 * j;
+        if (c < hd) acc[j] += d * sk[jj * (hd + 1) + c];
+      }
+    }
+  }
+  if (!active) return;
+  long long orow = (q0 + warp) * qRow + h * hd;
+  for (int j = 0; j < ATT_MAXC; j++) {
+    int c = lane + 32 * j;
+    if (c < hd) dq[orow + c] += scale * acc[j];
+  }
+}
+
+// attn_bwd_dkdv: dv_j += Σ_h Σ_i p_ij·dO_i and dk_j += scale·Σ_h Σ_i
+// p_ij(dp_ij − D_i)·q_i over the query heads h of KV head g and the queries
+// i that see key j. ktiles[6·b] = {first key row, rows, span-relative index
+// of the first key, first query row of the span, QLen, KLen−QLen}. A warp
+// per key row; one lane per query of a 32-query tile. dk or dv may be null.
+// Dynamic shared memory: (2·ATT_ROWS·hd + 2·ATT_BK·(hd+1)) floats.
+extern "C" __global__ void attn_bwd_dkdv(float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v,
+                                         const float* lse, const float* D, const int* ktiles, int heads, int kvheads, int hd, float scale) {
+  extern __shared__ float sm[];
+  float* skr = sm;
+  float* svr = skr + ATT_ROWS * hd;
+  float* sq = svr + ATT_ROWS * hd;
+  float* sdo = sq + ATT_BK * (hd + 1);
+  const int* tl = ktiles + 6 * blockIdx.x;
+  int kr0 = tl[0], nrows = tl[1], jr0 = tl[2], q0 = tl[3], qlen = tl[4], past = tl[5];
+  int g = blockIdx.y, group = heads / kvheads;
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  long long qRow = (long long)heads * hd, kRow = (long long)kvheads * hd;
+  for (int i = threadIdx.x; i < nrows * hd; i += blockDim.x) {
+    long long src = (kr0 + i / hd) * kRow + g * hd + i % hd;
+    skr[i] = k[src];
+    svr[i] = v[src];
+  }
+  bool active = warp < nrows;
+  int jr = jr0 + warp;
+  // Query i (0-based in the span) sees key jr when jr ≤ past + i.
+  int first = max(0, jr0 - past);  // the first query any row of the tile needs
+  int myfirst = max(0, jr - past);
+  float ak[ATT_MAXC], av[ATT_MAXC];
+  for (int j = 0; j < ATT_MAXC; j++) ak[j] = av[j] = 0.f;
+  for (int h = g * group; h < (g + 1) * group; h++) {
+    for (int it = first; it < qlen; it += ATT_BK) {
+      int nq = min(ATT_BK, qlen - it);
+      __syncthreads();
+      for (int i = threadIdx.x; i < nq * hd; i += blockDim.x) {
+        long long src = (q0 + it + i / hd) * qRow + h * hd + i % hd;
+        int dst = (i / hd) * (hd + 1) + i % hd;
+        sq[dst] = q[src];
+        sdo[dst] = dout[src];
+      }
+      __syncthreads();
+      if (!active) continue;
+      int qi = it + lane;
+      float p = 0.f, ds = 0.f;
+      if (lane < nq && qi >= myfirst) {
+        long long row = (long long)(q0 + qi) * heads + h;
+        float s = 0.f, dp = 0.f;
+        for (int c = 0; c < hd; c++) {
+          s += sq[lane * (hd + 1) + c] * skr[warp * hd + c];
+          dp += sdo[lane * (hd + 1) + c] * svr[warp * hd + c];
+        }
+        p = expf(s * scale - lse[row]);
+        ds = p * (dp - D[row]);
+      }
+      for (int ii = 0; ii < nq; ii++) {
+        float pi = __shfl_sync(FULL, p, ii), di = __shfl_sync(FULL, ds, ii);
+        for (int j = 0; j < ATT_MAXC; j++) {
+          int c = lane + 32 * j;
+          if (c < hd) {
+            av[j] += pi * sdo[ii * (hd + 1) + c];
+            ak[j] += di * sq[ii * (hd + 1) + c];
+          }
+        }
+      }
+    }
+  }
+  if (!active) return;
+  long long krow = (kr0 + warp) * kRow + g * hd;
+  for (int j = 0; j < ATT_MAXC; j++) {
+    int c = lane + 32 * j;
+    if (c >= hd) continue;
+    if (dk != 0) dk[krow + c] += scale * ak[j];
+    if (dv != 0) dv[krow + c] += av[j];
+  }
+}
+
+// ---- log-softmax, gather, entropy over vocabulary chunks --------------------
+
+// lm_stats updates, per row of a logits chunk z [nr, nc] covering vocabulary
+// [c0, c0+nc), the running max m, s = Σ e^(z−m), t = Σ e^(z−m)·z and the
+// target logit zt (rows r0… of the full batch; targets < 0 have none). A
+// block per row; sums in float32 per chunk, carried in float64.
+extern "C" __global__ void lm_stats(const float* z, int nc, int c0, const int* targets, double* m, double* s, double* t, float* zt) {
+  __shared__ float sh[32];
+  int r = blockIdx.x;
+  const float* row = z + (long long)r * nc;
+  float cm = -INFINITY;
+  for (int j = threadIdx.x; j < nc; j += blockDim.x) cm = fmaxf(cm, row[j]);
+  cm = block_max(cm, sh);
+  double mo = m[r];
+  double mn = fmax(mo, (double)cm);
+  float mf = (float)mn;
+  float cs = 0.f, ct = 0.f;
+  for (int j = threadIdx.x; j < nc; j += blockDim.x) {
+    float e = expf(row[j] - mf);
+    cs += e;
+    ct += e * row[j];
+  }
+  cs = block_sum(cs, sh);
+  ct = block_sum(ct, sh);
+  if (threadIdx.x == 0) {
+    double f = mo == -INFINITY ? 0.0 : exp(mo - mn);
+    s[r] = s[r] * f + cs;
+    t[r] = t[r] * f + ct;
+    m[r] = mn;
+    int tg = targets[r];
+    if (tg >= c0 && tg < c0 + nc) zt[r] = row[tg - c0];
+  }
+}
+
+// lm_finish: lse = m + log s, logp = zt − lse (0 without target),
+// entropy = lse − t/s (entropy may be null).
+extern "C" __global__ void lm_finish(float* logp, float* entropy, float* lse, const double* m, const double* s, const double* t, const float* zt,
+                                     const int* targets, int rows) {
+  int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  double l = m[r] + log(s[r]);
+  lse[r] = (float)l;
+  logp[r] = targets[r] >= 0 ? (float)((double)zt[r] - l) : 0.f;
+  if (entropy != 0) entropy[r] = (float)(l - t[r] / s[r]);
+}
+
+// lm_init sets m = −∞ and s = t = 0 for rows.
+extern "C" __global__ void lm_init(double* m, double* s, double* t, float* zt, int rows) {
+  int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  m[r] = -INFINITY;
+  s[r] = 0;
+  t[r] = 0;
+  zt[r] = 0.f;
+}
+
+// lm_dz turns a logits chunk into dL/dz in place:
+// dz_j = gL·(1[j = target] − p_j) − gH·p_j·((z_j − lse) + H).
+// dentropy (and entropy) may be null. A block per row.
+extern "C" __global__ void lm_dz(float* z, int nc, int c0, const int* targets, const float* dlogp, const float* dentropy, const float* lse,
+                                 const float* entropy) {
+  int r = blockIdx.x;
+  float* row = z + (long long)r * nc;
+  int tg = targets[r];
+  float gL = tg >= 0 ? dlogp[r] : 0.f;
+  float gH = 0.f, H = 0.f;
+  if (dentropy != 0) {
+    gH = dentropy[r];
+    H = entropy[r];
+  }
+  float l = lse[r];
+  for (int j = threadIdx.x; j < nc; j += blockDim.x) {
+    float x = row[j];
+    float p = expf(x - l);
+    float d = -gL * p - gH * p * ((x - l) + H);
+    if (c0 + j == tg) d += gL;
+    row[j] = d;
+  }
+}
+
+// ---- fallback GEMM ----------------------------------------------------------
+
+// sgemm_tiled is the GEMM used when no cuBLAS library can be loaded:
+// C = alpha·op(A)·op(B) + beta·C, row-major, strided batches over
+// blockIdx.z, 16×16 shared-memory tiles, float32 accumulation. beta = 0
+// writes C without reading it.
+#define GT 16
+extern "C" __global__ void sgemm_tiled(int transA, int transB, int M, int N, int K, float alpha, const float* A, int lda, long long sA,
+                                       const float* B, int ldb, long long sB, float beta, float* C, int ldc, long long sC) {
+  __shared__ float ta[GT][GT + 1], tb[GT][GT + 1];
+  A += blockIdx.z * sA;
+  B += blockIdx.z * sB;
+  C += blockIdx.z * sC;
+  int row = blockIdx.y * GT + threadIdx.y, col = blockIdx.x * GT + threadIdx.x;
+  float acc = 0.f;
+  for (int p0 = 0; p0 < K; p0 += GT) {
+    int pa = p0 + threadIdx.x, pb = p0 + threadIdx.y;
+    ta[threadIdx.y][threadIdx.x] = (row < M && pa < K) ? (transA ? A[(long long)pa * lda + row] : A[(long long)row * lda + pa]) : 0.f;
+    tb[threadIdx.y][threadIdx.x] = (col < N && pb < K) ? (transB ? B[(long long)col * ldb + pb] : B[(long long)pb * ldb + col]) : 0.f;
+    __syncthreads();
+    for (int p = 0; p < GT; p++) acc += ta[threadIdx.y][p] * tb[p][threadIdx.x];
+    __syncthreads();
+  }
+  if (row < M && col < N) {
+    long long o = (long long)row * ldc + col;
+    C[o] = beta == 0.f ? alpha * acc : alpha * acc + beta * C[o];
+  }
+}
+
+// ---- optimizer ----------------------------------------------------------------
+
+// adamw: torch.optim.AdamW's single-tensor update, operation for operation
+// as policy.AdamW (each product rounded to float32, no fused multiply-add):
+// p ← p·decay; m ← b1·m + ob1·g; v ← b2·v + (ob2·g)·g;
+// p ← p + negStep·(m / (√v / bc2Sqrt + eps)).
+extern "C" __global__ void adamw(float* p, const float* grad, float* m, float* v, long long n, float decay, int useDecay, float b1, float ob1,
+                                 float b2, float ob2, float negStep, float bc2Sqrt, float eps) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    float x = p[i];
+    if (useDecay) x = __fmul_rn(x, decay);
+    float g = grad[i];
+    float mj = __fadd_rn(__fmul_rn(m[i], b1), __fmul_rn(g, ob1));
+    float vj = __fadd_rn(__fmul_rn(v[i], b2), __fmul_rn(__fmul_rn(ob2, g), g));
+    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vj), bc2Sqrt), eps);
+    p[i] = __fadd_rn(x, __fmul_rn(negStep, __fdiv_rn(mj, denom)));
+    m[i] = mj;
+    v[i] = vj;
+  }
+}
+
+// sumsq adds Σ x² of one buffer into *out, float64 per thread and per block.
+extern "C" __global__ void sumsq(double* out, const float* x, long long n) {
+  __shared__ double sh[32];
+  double s = 0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) s += (double)x[i] * x[i];
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
+  int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  if (lane == 0) sh[w] = s;
+  __syncthreads();
+  if (w == 0) {
+    s = lane < (int)(blockDim.x >> 5) ? sh[lane] : 0;
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
+    if (lane == 0) atomicAdd(out, s);
+  }
+}

@@ -1,0 +1,164 @@
+package gpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/agentrl/agentrl/policy/backend"
+)
+
+// Launch geometry shared by the Go side and kernels/kernels.cu (the
+// constants must agree with ATT_ROWS, ATT_BK, ATT_MAXC and GT there).
+const (
+	blockElem   = 256       // threads per block of elementwise kernels
+	maxGrid1D   = 65535 * 8 // grid-stride loops cover the rest
+	blockRow    = 256       // threads per block of row kernels (RMSNorm, LM head)
+	attRows     = 4         // query (or key) rows per attention block, a warp each
+	attBK       = 32        // keys (or queries) per shared-memory tile, a lane each
+	attMaxHead  = 256       // largest head dim: 8 channels per lane
+	gemmTile    = 16        // tile of the fallback GEMM kernel
+	decodeMaxQ  = 4         // spans with at most this many queries may decode split-K
+	decodeChunk = 256       // keys per split of the decode kernel
+	decodeMaxSp = 64        // most splits per row
+	lmMaxElems  = 8 << 20   // largest logits chunk, in float32 elements (32 MiB)
+	lmMaxVocab  = 32768     // largest vocabulary chunk
+)
+
+// grid1D is the number of blocks of size block for a grid-stride loop over
+// n elements: enough to cover n, at most maxGrid1D; 0 when n is 0.
+func grid1D(n int64, block int) uint32 {
+	if n <= 0 {
+		return 0
+	}
+	g := (n + int64(block) - 1) / int64(block)
+	return uint32(min(g, maxGrid1D))
+}
+
+// attnTiles splits the query rows of every span into tiles of up to
+// attRows consecutive rows. Each tile is {first query row, rows, first key
+// row, keys visible to its first row}; row i of a tile sees one key more
+// than row i−1 (query i of a span sees KLen−QLen+i+1 keys).
+func attnTiles(spans []backend.Span) []int32 {
+	var t []int32
+	for _, s := range spans {
+		past := s.KLen - s.QLen
+		for r := 0; r < s.QLen; r += attRows {
+			n := min(attRows, s.QLen-r)
+			t = append(t, int32(s.Q0+r), int32(n), int32(s.K0), int32(past+r+1))
+		}
+	}
+	return t
+}
+
+// attnKeyTiles splits the key rows of every span that has queries into
+// tiles of up to attRows rows for the dK/dV kernel. Each tile is {first key
+// row, rows, index of the first key within its span, first query row of the
+// span, QLen, KLen−QLen}.
+func attnKeyTiles(spans []backend.Span) []int32 {
+	var t []int32
+	for _, s := range spans {
+		if s.QLen == 0 {
+			continue
+		}
+		for j := 0; j < s.KLen; j += attRows {
+			n := min(attRows, s.KLen-j)
+			t = append(t, int32(s.K0+j), int32(n), int32(j), int32(s.Q0), int32(s.QLen), int32(s.KLen-s.QLen))
+		}
+	}
+	return t
+}
+
+// decodePlan decides whether an attention forward is a decode step — every
+// span with queries has at most decodeMaxQ of them and reads a cache
+// (KLen > QLen) — and, if so, returns the per-query rows {query row, first
+// key row, visible keys} and the number of key splits, enough that each
+// covers at most decodeChunk keys (capped at decodeMaxSp, with chunk grown
+// to match). Decode steps have too few query rows to fill the GPU with one
+// block per row tile, so the keys are split across blocks instead
+// (flash-decoding) and merged by a second kernel.
+func decodePlan(spans []backend.Span) (rows []int32, splits, chunk int, ok bool) {
+	maxK := 0
+	for _, s := range spans {
+		if s.QLen == 0 {
+			continue
+		}
+		if s.QLen > decodeMaxQ || s.KLen == s.QLen {
+			return nil, 0, 0, false
+		}
+		for i := range s.QLen {
+			cnt := s.KLen - s.QLen + i + 1
+			rows = append(rows, int32(s.Q0+i), int32(s.K0), int32(cnt))
+			maxK = max(maxK, cnt)
+		}
+	}
+	if len(rows) == 0 {
+		return nil, 0, 0, false
+	}
+	splits = min((maxK+decodeChunk-1)/decodeChunk, decodeMaxSp)
+	chunk = (maxK + splits - 1) / splits
+	return rows, splits, chunk, true
+}
+
+// Dynamic shared memory of the attention kernels, in bytes, for head dim hd.
+func attnFwdSmem(hd int) int    { return 4 * (attRows*hd + attBK*(hd+1)) }
+func attnDecodeSmem(hd int) int { return 4 * (hd + attBK*(hd+1)) }
+func attnBwdSmem(hd int) int    { return 4 * (2*attRows*hd + 2*attBK*(hd+1)) }
+
+// lmChunk is the logits block of the LM-head kernels: nc vocabulary columns
+// (at most lmMaxVocab) by nr rows, at most lmMaxElems elements in all.
+func lmChunk(rows, vocab int) (nr, nc int) {
+	nc = max(1, min(vocab, lmMaxVocab))
+	nr = max(1, min(rows, lmMaxElems/nc))
+	return nr, nc
+}
+
+// kernel argument types, packed by packArgs.
+type (
+	argF32 = float32
+	argI32 = int32
+	argI64 = int64
+)
+
+// packArgs lays out kernel parameters for cuLaunchKernel, which takes an
+// array of pointers, one per parameter: the values go into one byte slice,
+// each aligned to its size, and offs[i] is where parameter i starts.
+// Device pointers (devPtr) take 8 bytes, int32 and float32 4, int64 8.
+func packArgs(args ...any) (buf []byte, offs []int32, err error) {
+	for i, a := range args {
+		var size int
+		switch a.(type) {
+		case devPtr, int64:
+			size = 8
+		case int32, float32:
+			size = 4
+		default:
+			return nil, nil, fmt.Errorf("gpu: kernel argument %d has unsupported type %T", i, a)
+		}
+		for len(buf)%size != 0 {
+			buf = append(buf, 0)
+		}
+		offs = append(offs, int32(len(buf)))
+		switch v := a.(type) {
+		case devPtr:
+			buf = binary.LittleEndian.AppendUint64(buf, uint64(v))
+		case int64:
+			buf = binary.LittleEndian.AppendUint64(buf, uint64(v))
+		case int32:
+			buf = binary.LittleEndian.AppendUint32(buf, uint32(v))
+		case float32:
+			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+		}
+	}
+	return buf, offs, nil
+}
+
+// gemmSpan is the number of elements a row-major matrix operand spans:
+// rows×cols stored with leading dimension ld (rows of ld elements), over
+// batch matrices stride apart.
+func gemmSpan(rows, cols, ld, batch int, stride int64) int64 {
+	if rows == 0 || cols == 0 {
+		return 0
+	}
+	return int64(batch-1)*stride + int64(rows-1)*int64(ld) + int64(cols)
+}

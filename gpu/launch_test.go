@@ -1,0 +1,129 @@
+package gpu
+
+import (
+	"encoding/binary"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentrl/agentrl/policy/backend"
+)
+
+func TestGrid1D(t *testing.T) {
+	require.Equal(t, uint32(0), grid1D(0, 256))
+	require.Equal(t, uint32(1), grid1D(1, 256))
+	require.Equal(t, uint32(1), grid1D(256, 256))
+	require.Equal(t, uint32(2), grid1D(257, 256))
+	// Huge n: capped, the grid-stride loop covers the rest.
+	require.Equal(t, uint32(maxGrid1D), grid1D(1<<40, 256))
+}
+
+func TestAttnTiles(t *testing.T) {
+	// Span A: 6 queries on their own 6 keys (training); rows 0–3 then 4–5.
+	// Query i sees i+1 keys, so tile 1 starts at 1 key and tile 2 at 5.
+	// Span B: 2 queries at rows 6–7 after 10 cached keys at key row 20
+	// (KLen 12): they see 11 and 12 keys. An empty span adds nothing.
+	spans := []backend.Span{{Q0: 0, QLen: 6, K0: 0, KLen: 6}, {Q0: 6, QLen: 2, K0: 20, KLen: 12}, {Q0: 8, QLen: 0, K0: 0, KLen: 3}}
+	require.Equal(t, []int32{
+		0, 4, 0, 1,
+		4, 2, 0, 5,
+		6, 2, 20, 11,
+	}, attnTiles(spans))
+}
+
+func TestAttnKeyTiles(t *testing.T) {
+	// Span B of TestAttnTiles: 12 keys from row 20, 2 queries from row 6,
+	// past = 10. Keys in tiles of 4: {20,4,0}, {24,4,4}, {28,4,8}. The
+	// span without queries contributes no gradient and no tile.
+	spans := []backend.Span{{Q0: 6, QLen: 2, K0: 20, KLen: 12}, {Q0: 8, QLen: 0, K0: 0, KLen: 3}, {Q0: 9, QLen: 1, K0: 40, KLen: 1}}
+	require.Equal(t, []int32{
+		20, 4, 0, 6, 2, 10,
+		24, 4, 4, 6, 2, 10,
+		28, 4, 8, 6, 2, 10,
+		40, 1, 0, 9, 1, 0,
+	}, attnKeyTiles(spans))
+}
+
+func TestDecodePlan(t *testing.T) {
+	// Two decode spans: one new token after 5 cached (sees 6 keys), three
+	// new tokens after 6 cached (see 7, 8, 9). 9 ≤ 256 keys: one split.
+	spans := []backend.Span{{Q0: 0, QLen: 1, K0: 0, KLen: 6}, {Q0: 1, QLen: 3, K0: 16, KLen: 9}}
+	rows, splits, chunk, ok := decodePlan(spans)
+	require.True(t, ok)
+	require.Equal(t, []int32{0, 0, 6, 1, 16, 7, 2, 16, 8, 3, 16, 9}, rows)
+	require.Equal(t, 1, splits)
+	require.Equal(t, 9, chunk)
+
+	// 1000 visible keys: ⌈1000/256⌉ = 4 splits of ⌈1000/4⌉ = 250.
+	_, splits, chunk, ok = decodePlan([]backend.Span{{Q0: 0, QLen: 1, K0: 0, KLen: 1000}})
+	require.True(t, ok)
+	require.Equal(t, 4, splits)
+	require.Equal(t, 250, chunk)
+	// Very long caches: splits capped at 64, chunks grow: ⌈100000/64⌉ = 1563.
+	_, splits, chunk, _ = decodePlan([]backend.Span{{Q0: 0, QLen: 1, K0: 0, KLen: 100000}})
+	require.Equal(t, decodeMaxSp, splits)
+	require.Equal(t, 1563, chunk)
+	require.GreaterOrEqual(t, splits*chunk, 100000, "splits must cover every key")
+
+	for name, sp := range map[string][]backend.Span{
+		"prefill (no cache)": {{Q0: 0, QLen: 1, K0: 0, KLen: 1}},
+		"too many queries":   {{Q0: 0, QLen: 5, K0: 0, KLen: 9}},
+		"mixed":              {{Q0: 0, QLen: 1, K0: 0, KLen: 9}, {Q0: 1, QLen: 3, K0: 9, KLen: 3}},
+		"no queries":         {{Q0: 0, QLen: 0, K0: 0, KLen: 9}},
+	} {
+		_, _, _, ok := decodePlan(sp)
+		require.False(t, ok, name)
+	}
+}
+
+func TestAttnSharedMemoryFitsDevices(t *testing.T) {
+	// Forward and decode stay under the default 48 KiB at every head dim;
+	// backward at head dim 256 needs the opt-in, which is 99 KiB on sm_86,
+	// 163 KiB on sm_80 and 227 KiB on sm_90.
+	for _, hd := range []int{2, 64, 128, 256} {
+		require.LessOrEqual(t, attnFwdSmem(hd), 48<<10, "forward, hd %d", hd)
+		require.LessOrEqual(t, attnDecodeSmem(hd), 48<<10, "decode, hd %d", hd)
+		require.LessOrEqual(t, attnBwdSmem(hd), 99<<10, "backward, hd %d", hd)
+	}
+	// hd 128: (4·128 + 32·129) floats = 4640 floats = 18560 bytes.
+	require.Equal(t, 18560, attnFwdSmem(128))
+}
+
+func TestLMChunk(t *testing.T) {
+	nr, nc := lmChunk(4096, 151936) // Qwen vocabulary
+	require.Equal(t, lmMaxVocab, nc)
+	require.Equal(t, 256, nr) // 8 Mi elements / 32768
+	require.LessOrEqual(t, nr*nc, lmMaxElems)
+	nr, nc = lmChunk(260, 4200)
+	require.Equal(t, 4200, nc)
+	require.Equal(t, 260, nr)
+	nr, nc = lmChunk(0, 3)
+	require.Equal(t, 1, nr)
+	require.Equal(t, 3, nc)
+}
+
+func TestPackArgs(t *testing.T) {
+	buf, offs, err := packArgs(devPtr(0x1122334455667788), int32(-3), float32(1.5), int64(7), int32(9), devPtr(1))
+	require.NoError(t, err)
+	// ptr at 0; int32 at 8; float32 at 12; int64 aligned to 16; int32 at
+	// 24; ptr aligned from 28 to 32.
+	require.Equal(t, []int32{0, 8, 12, 16, 24, 32}, offs)
+	require.Len(t, buf, 40)
+	require.Equal(t, uint64(0x1122334455667788), binary.LittleEndian.Uint64(buf[0:]))
+	require.Equal(t, int32(-3), int32(binary.LittleEndian.Uint32(buf[8:])))
+	require.Equal(t, float32(1.5), math.Float32frombits(binary.LittleEndian.Uint32(buf[12:])))
+	require.Equal(t, uint64(7), binary.LittleEndian.Uint64(buf[16:]))
+	_, _, err = packArgs(3) // a Go int has no fixed kernel type
+	require.Error(t, err)
+}
+
+func TestGemmSpan(t *testing.T) {
+	// One 3×4 matrix with ld 4: 12 elements; with ld 6 the last row still
+	// ends after 4: 2·6 + 4 = 16. Batches of 3 at stride 20: 40 + 16.
+	require.Equal(t, int64(12), gemmSpan(3, 4, 4, 1, 0))
+	require.Equal(t, int64(16), gemmSpan(3, 4, 6, 1, 0))
+	require.Equal(t, int64(56), gemmSpan(3, 4, 6, 3, 20))
+	require.Equal(t, int64(16), gemmSpan(3, 4, 6, 3, 0), "stride 0 reuses one matrix")
+	require.Equal(t, int64(0), gemmSpan(0, 4, 4, 1, 0))
+}

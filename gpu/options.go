@@ -1,0 +1,119 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors of New and of the backend's own calls; kernel argument errors
+// wrap the sentinels of policy/backend, as on the CPU.
+var (
+	// ErrNotCompiled: the binary was built without the cuda tag (or cgo).
+	ErrNotCompiled = errors.New("gpu: CUDA support not compiled in (build with -tags cuda and cgo)")
+	// ErrNoDriver: libcuda.so.1 could not be loaded or initialized.
+	ErrNoDriver = errors.New("gpu: CUDA driver not available")
+	// ErrNoDevice: no CUDA device with the requested ordinal, or one below
+	// compute capability 8.0.
+	ErrNoDevice = errors.New("gpu: no usable CUDA device")
+	// ErrCUDA: a driver, cuBLAS or kernel call failed; see *DriverError.
+	ErrCUDA = errors.New("gpu: CUDA call failed")
+	// ErrClosed: the Backend has been closed.
+	ErrClosed = errors.New("gpu: backend closed")
+)
+
+// DriverError is a failed CUDA driver or cuBLAS call: the function, its
+// status code and the driver's description.
+type DriverError struct {
+	Call string
+	Code int
+	Msg  string
+}
+
+func (e *DriverError) Error() string {
+	return fmt.Sprintf("gpu: %s failed: status %d (%s)", e.Call, e.Code, e.Msg)
+}
+
+// Unwrap makes errors.Is(err, ErrCUDA) true.
+func (e *DriverError) Unwrap() error { return ErrCUDA }
+
+// Precision chooses the arithmetic of the matrix products (see the package
+// doc); every other kernel is float32 in all modes.
+type Precision int
+
+const (
+	// BF16 multiplies bfloat16-rounded inputs on tensor cores with float32
+	// accumulation (the default).
+	BF16 Precision = iota
+	// TF32 uses cuBLAS's TF32 tensor-core mode on float32 inputs.
+	TF32
+	// FP32 is exact float32 GEMM (CUDA cores).
+	FP32
+)
+
+func (p Precision) String() string {
+	switch p {
+	case BF16:
+		return "bf16"
+	case TF32:
+		return "tf32"
+	case FP32:
+		return "fp32"
+	}
+	return fmt.Sprintf("Precision(%d)", int(p))
+}
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	device     int
+	precision  Precision
+	cacheLimit int64
+	cublas     []string // library names to try; empty: no cuBLAS
+}
+
+func defaultConfig() config {
+	return config{precision: BF16, cacheLimit: 1 << 62, cublas: cublasLibraries()}
+}
+
+func (c config) validate() error {
+	if c.device < 0 {
+		return fmt.Errorf("%w: device ordinal %d", ErrNoDevice, c.device)
+	}
+	if c.precision < BF16 || c.precision > FP32 {
+		return fmt.Errorf("gpu: unknown precision %v", c.precision)
+	}
+	if c.cacheLimit < 0 {
+		return fmt.Errorf("gpu: negative cache limit %d", c.cacheLimit)
+	}
+	return nil
+}
+
+// WithDevice selects the CUDA device by ordinal (default 0).
+func WithDevice(ordinal int) Option { return func(c *config) { c.device = ordinal } }
+
+// WithPrecision sets the GEMM precision (default BF16).
+func WithPrecision(p Precision) Option { return func(c *config) { c.precision = p } }
+
+// WithCacheLimit bounds the bytes of freed device blocks the caching
+// allocator keeps for reuse (default: no bound; 0 returns every freed block
+// to the driver at once).
+func WithCacheLimit(bytes int64) Option { return func(c *config) { c.cacheLimit = bytes } }
+
+// WithCuBLAS sets the cuBLAS libraries to try, in order, instead of the
+// default search (libcublas.so.13, .12, .11, libcublas.so). With no names
+// cuBLAS is not used and the built-in tiled GEMM kernel runs every product.
+func WithCuBLAS(names ...string) Option {
+	return func(c *config) { c.cublas = append([]string(nil), names...) }
+}
+
+// driverLibraries are the names dlopen tries for the driver API: the
+// versioned soname the driver package installs, then the development link.
+func driverLibraries() []string { return []string{"libcuda.so.1", "libcuda.so"} }
+
+// cublasLibraries is the default cuBLAS search, newest first, so one binary
+// uses whatever CUDA release the machine has (GemmEx and
+// GemmStridedBatchedEx keep their ABI from 11 to 13).
+func cublasLibraries() []string {
+	return []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"}
+}

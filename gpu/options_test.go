@@ -1,0 +1,50 @@
+package gpu
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestLibrarySearchOrder(t *testing.T) {
+	require.Equal(t, []string{"libcuda.so.1", "libcuda.so"}, driverLibraries())
+	// Newest cuBLAS first, the unversioned development link last.
+	require.Equal(t, []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"}, cublasLibraries())
+	c := defaultConfig()
+	require.Equal(t, cublasLibraries(), c.cublas)
+	WithCuBLAS()(&c)
+	require.Empty(t, c.cublas, "WithCuBLAS() disables cuBLAS")
+	WithCuBLAS("/opt/x/libcublas.so.12")(&c)
+	require.Equal(t, []string{"/opt/x/libcublas.so.12"}, c.cublas)
+}
+
+func TestConfig(t *testing.T) {
+	c := defaultConfig()
+	require.Equal(t, BF16, c.precision, "bf16 tensor cores by default")
+	require.NoError(t, c.validate())
+	for name, o := range map[string]Option{
+		"negative device": WithDevice(-1),
+		"bad precision":   WithPrecision(Precision(7)),
+		"negative cache":  WithCacheLimit(-1),
+	} {
+		c := defaultConfig()
+		o(&c)
+		require.Error(t, c.validate(), name)
+	}
+	c = defaultConfig()
+	WithDevice(-1)(&c)
+	require.ErrorIs(t, c.validate(), ErrNoDevice)
+	require.Equal(t, "bf16", BF16.String())
+	require.Equal(t, "tf32", TF32.String())
+	require.Equal(t, "fp32", FP32.String())
+	require.Equal(t, "Precision(9)", Precision(9).String())
+}
+
+func TestDriverError(t *testing.T) {
+	var err error = &DriverError{Call: "cuMemAlloc", Code: 2, Msg: "out of memory"}
+	require.ErrorIs(t, err, ErrCUDA)
+	var de *DriverError
+	require.True(t, errors.As(err, &de))
+	require.Equal(t, "gpu: cuMemAlloc failed: status 2 (out of memory)", err.Error())
+}

@@ -1,0 +1,148 @@
+//go:build !cuda || !cgo
+
+package gpu
+
+import (
+	"context"
+
+	"github.com/agentrl/agentrl/policy/backend"
+)
+
+// Backend is the CUDA backend. In this build (without the cuda tag or
+// without cgo) it cannot be created: New returns ErrNotCompiled, and every
+// method of a zero Backend returns ErrNotCompiled.
+type Backend struct{}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New returns ErrNotCompiled: this binary has no CUDA support.
+func New(ctx context.Context, opts ...Option) (*Backend, error) {
+	return nil, ErrNotCompiled
+}
+
+// Name reports that CUDA is not compiled in.
+func (*Backend) Name() string { return "gpu(not compiled in)" }
+
+// Close returns ErrNotCompiled.
+func (*Backend) Close() error { return ErrNotCompiled }
+
+// Stats returns zero statistics.
+func (*Backend) Stats() CacheStats { return CacheStats{} }
+
+// Alloc returns ErrNotCompiled.
+func (*Backend) Alloc(int) (backend.Buffer, error) { return nil, ErrNotCompiled }
+
+// Free returns ErrNotCompiled.
+func (*Backend) Free(backend.Buffer) error { return ErrNotCompiled }
+
+// Upload returns ErrNotCompiled.
+func (*Backend) Upload(backend.Buffer, int, []float32) error { return ErrNotCompiled }
+
+// Download returns ErrNotCompiled.
+func (*Backend) Download([]float32, backend.Buffer, int) error { return ErrNotCompiled }
+
+// Copy returns ErrNotCompiled.
+func (*Backend) Copy(backend.Buffer, int, backend.Buffer, int, int) error { return ErrNotCompiled }
+
+// Fill returns ErrNotCompiled.
+func (*Backend) Fill(backend.Buffer, float32) error { return ErrNotCompiled }
+
+// Gemm returns ErrNotCompiled.
+func (*Backend) Gemm(backend.Gemm, backend.Buffer, backend.Buffer, backend.Buffer) error {
+	return ErrNotCompiled
+}
+
+// LinearForward returns ErrNotCompiled.
+func (*Backend) LinearForward(backend.Linear, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer) error {
+	return ErrNotCompiled
+}
+
+// LinearBackward returns ErrNotCompiled.
+func (*Backend) LinearBackward(backend.Linear, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer) error {
+	return ErrNotCompiled
+}
+
+// EmbeddingForward returns ErrNotCompiled.
+func (*Backend) EmbeddingForward(backend.Buffer, backend.Buffer, []int32, int) error {
+	return ErrNotCompiled
+}
+
+// EmbeddingBackward returns ErrNotCompiled.
+func (*Backend) EmbeddingBackward(backend.Buffer, backend.Buffer, []int32, int) error {
+	return ErrNotCompiled
+}
+
+// RMSNormForward returns ErrNotCompiled.
+func (*Backend) RMSNormForward(int, int, float32, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer) error {
+	return ErrNotCompiled
+}
+
+// RMSNormBackward returns ErrNotCompiled.
+func (*Backend) RMSNormBackward(int, int, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer) error {
+	return ErrNotCompiled
+}
+
+// RoPEForward returns ErrNotCompiled.
+func (*Backend) RoPEForward(int, int, []int32, []float32, backend.Buffer, backend.Buffer) error {
+	return ErrNotCompiled
+}
+
+// RoPEBackward returns ErrNotCompiled.
+func (*Backend) RoPEBackward(int, int, []int32, []float32, backend.Buffer, backend.Buffer) error {
+	return ErrNotCompiled
+}
+
+// AttentionForward returns ErrNotCompiled.
+func (*Backend) AttentionForward(backend.Attention, []backend.Span, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer) error {
+	return ErrNotCompiled
+}
+
+// AttentionBackward returns ErrNotCompiled.
+func (*Backend) AttentionBackward(backend.Attention, []backend.Span, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer) error {
+	return ErrNotCompiled
+}
+
+// SwiGLUForward returns ErrNotCompiled.
+func (*Backend) SwiGLUForward(backend.Buffer, backend.Buffer, backend.Buffer) error {
+	return ErrNotCompiled
+}
+
+// SwiGLUBackward returns ErrNotCompiled.
+func (*Backend) SwiGLUBackward(backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer) error {
+	return ErrNotCompiled
+}
+
+// Add returns ErrNotCompiled.
+func (*Backend) Add(backend.Buffer, backend.Buffer, backend.Buffer) error { return ErrNotCompiled }
+
+// Axpy returns ErrNotCompiled.
+func (*Backend) Axpy(float32, backend.Buffer, backend.Buffer) error { return ErrNotCompiled }
+
+// LogProbEntropy returns ErrNotCompiled.
+func (*Backend) LogProbEntropy(backend.LMHead, []int32, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer) error {
+	return ErrNotCompiled
+}
+
+// LogProbEntropyBackward returns ErrNotCompiled.
+func (*Backend) LogProbEntropyBackward(backend.LMHead, []int32, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer) error {
+	return ErrNotCompiled
+}
+
+// Logits returns ErrNotCompiled.
+func (*Backend) Logits(backend.LMHead, []int32, backend.Buffer, backend.Buffer, backend.Buffer) error {
+	return ErrNotCompiled
+}
+
+// AdamW returns ErrNotCompiled.
+func (*Backend) AdamW(AdamWStep, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer) error {
+	return ErrNotCompiled
+}
+
+// GradNorm returns ErrNotCompiled.
+func (*Backend) GradNorm(...backend.Buffer) (float64, error) { return 0, ErrNotCompiled }
+
+// Scale returns ErrNotCompiled.
+func (*Backend) Scale(float32, backend.Buffer) error { return ErrNotCompiled }
+
+// Synchronize returns ErrNotCompiled.
+func (*Backend) Synchronize() error { return ErrNotCompiled }
