@@ -1,0 +1,297 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/examples/internal/setup"
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/tokenizer"
+	"github.com/agentrl/agentrl/reward"
+	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/tool"
+)
+
+// toolCallsVar is the per-sample variable counting tool calls.
+const toolCallsVar = "tool_calls"
+
+// evaluate wires the parts, rolls out and scores every prompt, and
+// prints the report.
+func evaluate(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	start := time.Now()
+	tok, err := tokenizer.Load(o.model)
+	if err != nil {
+		return fmt.Errorf("tokenizer: %w", err)
+	}
+	var model *policy.Model
+	if o.sampler == "local" {
+		if model, err = policy.Load(o.model, policy.WithDecoder(tok.Decode), policy.WithSamplerSeed(o.seed)); err != nil {
+			return fmt.Errorf("model: %w", err)
+		}
+		defer model.Close()
+		if err := setup.CheckVocab(tok, model); err != nil {
+			return fmt.Errorf("model %s: %w", o.model, err)
+		}
+	}
+	sampler, batch, err := setup.NewSampler(o.sampler, model, o.servedModel)
+	if err != nil {
+		return err
+	}
+	workers := o.sandboxWorkers
+	if workers == 0 && o.sandbox != "local" {
+		workers = 16
+	}
+	codeTool, harness, closeTools, err := setup.CodeTools(o.sandbox, workers, o.toolTimeout)
+	if err != nil {
+		return err
+	}
+	defer closeTools()
+	rf, err := setup.NewReward(harness, o.toolBonus)
+	if err != nil {
+		return err
+	}
+	tools := []tool.Tool{codeTool}
+	prompts, dropped, err := setup.LoadPrompts(ctx, o.data, o.promptKey, tok, tools, o.thinking, o.maxPrompt, o.n)
+	if err != nil {
+		return fmt.Errorf("-data: %w", err)
+	}
+	if dropped > 0 {
+		fmt.Fprintf(stderr, "eval: %d prompts over -max-prompt %d tokens left out\n", dropped, o.maxPrompt)
+	}
+	if len(prompts) == 0 {
+		return fmt.Errorf("-data: no prompts to evaluate")
+	}
+
+	format := rollout.ChatML{}
+	if !o.thinking {
+		format.GenerationPrompt = setup.NoThinkPrompt
+	}
+	ecfg := rollout.Config{
+		Sampler: sampler, Tokenizer: tok, Tools: tools,
+		Parser: rollout.Hermes{}, Format: format,
+		MaxTurns: o.maxTurns, MaxResponseTokens: o.maxResponse,
+		ToolTimeout: o.toolTimeout + o.toolTimeout/2, Batch: batch,
+		MaxConcurrent: o.concurrency,
+	}
+	if model != nil {
+		ecfg.MaxTotalTokens = model.Config().MaxPositionEmbeddings
+	}
+	engine, err := rollout.NewEngine(ecfg)
+	if err != nil {
+		return err
+	}
+
+	var samples *bufio.Writer
+	if o.samples != "" {
+		f, err := os.Create(o.samples)
+		if err != nil {
+			return fmt.Errorf("-samples: %w", err)
+		}
+		defer f.Close()
+		samples = bufio.NewWriter(f)
+	}
+	params := policy.SampleParams{Temperature: o.temperature, TopP: o.topP, TopK: -1}
+	// Prompts go to the engine in chunks that keep about -concurrency
+	// responses in flight, so that progress can be reported.
+	chunk := max(1, o.concurrency/o.k)
+	var recs []agentrl.EvalRecord
+	for lo := 0; lo < len(prompts); lo += chunk {
+		hi := min(lo+chunk, len(prompts))
+		part, err := rollOut(ctx, engine, rf, prompts, lo, hi, o.k, params, o.seed, samples)
+		if err != nil {
+			return err
+		}
+		recs = append(recs, part...)
+		fmt.Fprintf(stderr, "eval: %d/%d prompts (%s)\n", hi, len(prompts), time.Since(start).Round(time.Second))
+	}
+	if samples != nil {
+		if err := samples.Flush(); err != nil {
+			return fmt.Errorf("-samples: %w", err)
+		}
+	}
+	res, err := agentrl.Evaluate(ctx, recs, agentrl.DefaultEvalConfig())
+	if err != nil {
+		return err
+	}
+	return report(stdout, o, res, recs)
+}
+
+// rollOut samples k responses for prompts[lo:hi] and scores them. Sample
+// s of prompt i is seeded with seed + i·k + s, so a run is reproducible on
+// a sampler that honours seeds, whatever the chunking.
+func rollOut(ctx context.Context, engine *rollout.Engine, rf reward.Func, prompts []agentrl.Prompt, lo, hi, k int, params policy.SampleParams, seed uint64, samples *bufio.Writer) ([]agentrl.EvalRecord, error) {
+	reqs := make([]rollout.Request, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		ps := params
+		ps.Seed = new(seed + uint64(i)*uint64(k))
+		reqs = append(reqs, rollout.Request{ID: strconv.Itoa(i), Prompt: prompts[i].Tokens, Params: ps, N: k})
+	}
+	trajs, err := engine.Run(ctx, reqs)
+	if err != nil {
+		return nil, fmt.Errorf("rollout: %w", err)
+	}
+	inputs := make([]reward.Input, len(trajs))
+	for j, t := range trajs {
+		p := &prompts[lo+t.Request]
+		inputs[j] = reward.Input{
+			Response: t.Response, GroundTruth: p.GroundTruth, DataSource: p.DataSource, Extra: p.Extra,
+			Turns: len(t.Turns), ToolCalls: len(t.ToolCalls), ToolRewards: t.ToolRewards(),
+			ResponseTokens: t.SampledTokens(), ToolTokens: t.ResultTokens(),
+		}
+	}
+	outs, err := reward.Batch(ctx, rf, inputs, reward.BatchOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reward: %w", err)
+	}
+	recs := make([]agentrl.EvalRecord, len(trajs))
+	for j, t := range trajs {
+		p := &prompts[lo+t.Request]
+		recs[j] = agentrl.EvalRecord{
+			DataSource: p.DataSource, PromptID: t.ID,
+			Score: outs[j].Score, Acc: outs[j].Acc, Pred: outs[j].Pred,
+			Extra: map[string]float64{toolCallsVar: float64(len(t.ToolCalls))},
+		}
+		if samples != nil {
+			line, err := json.Marshal(sampleLine{
+				Prompt: p.ID, DataSource: p.DataSource, Sample: t.Sample,
+				Response: t.Response, GroundTruth: p.GroundTruth,
+				Score: outs[j].Score, Acc: outs[j].Acc, Pred: outs[j].Pred, Reason: outs[j].Reason,
+				Turns: len(t.Turns), ToolCalls: len(t.ToolCalls), Stop: string(t.Stop),
+				ResponseTokens: t.ResponseLen(),
+			})
+			if err != nil {
+				return nil, err
+			}
+			samples.Write(append(line, '\n'))
+		}
+	}
+	return recs, nil
+}
+
+// sampleLine is one line of the -samples file.
+type sampleLine struct {
+	Prompt         string  `json:"prompt"`
+	DataSource     string  `json:"data_source"`
+	Sample         int     `json:"sample"`
+	Response       string  `json:"response"`
+	GroundTruth    string  `json:"ground_truth"`
+	Score          float64 `json:"score"`
+	Acc            bool    `json:"acc"`
+	Pred           string  `json:"pred"`
+	Reason         string  `json:"reason"`
+	Turns          int     `json:"turns"`
+	ToolCalls      int     `json:"tool_calls"`
+	Stop           string  `json:"stop"`
+	ResponseTokens int     `json:"response_tokens"`
+}
+
+// sourceRow is the summary of one data source.
+type sourceRow struct {
+	source  string
+	prompts int
+	// cols holds the values in column order.
+	cols []col
+}
+
+// col is one column of a row; ok is false when the metric does not
+// exist for the source (maj@k and best@k need k ≥ 2), printed as "-".
+type col struct {
+	name  string
+	value float64
+	ok    bool
+}
+
+// summarise picks, per data source, the columns of the report.
+func summarise(k int, res agentrl.EvalResult, recs []agentrl.EvalRecord) []sourceRow {
+	var rows []sourceRow
+	prompts := map[string]map[string]bool{}
+	for _, r := range recs {
+		if prompts[r.DataSource] == nil {
+			prompts[r.DataSource] = map[string]bool{}
+			rows = append(rows, sourceRow{source: r.DataSource})
+		}
+		prompts[r.DataSource][r.PromptID] = true
+	}
+	for i := range rows {
+		src := rows[i].source
+		rows[i].prompts = len(prompts[src])
+		get := func(name, variable, metric string) col {
+			v, ok := res.Value(src, variable, metric)
+			return col{name, v, ok}
+		}
+		cs := []col{get(fmt.Sprintf("avg@%d", k), agentrl.EvalVarAcc, fmt.Sprintf("mean@%d", k))}
+		for _, kk := range agentrl.EvalKs(k) {
+			cs = append(cs, get(fmt.Sprintf("pass@%d", kk), agentrl.EvalVarAcc, fmt.Sprintf("pass@%d", kk)))
+		}
+		cs = append(cs,
+			get(fmt.Sprintf("maj@%d", k), agentrl.EvalVarAcc, fmt.Sprintf("maj@%d/mean", k)),
+			get(fmt.Sprintf("best@%d", k), agentrl.EvalVarAcc, fmt.Sprintf("best@%d/mean", k)),
+			get("reward", agentrl.EvalVarReward, fmt.Sprintf("mean@%d", k)),
+			get("tool_calls", toolCallsVar, fmt.Sprintf("mean@%d", k)),
+		)
+		rows[i].cols = cs
+	}
+	return rows
+}
+
+// report prints the table and the JSON line.
+func report(w io.Writer, o options, res agentrl.EvalResult, recs []agentrl.EvalRecord) error {
+	rows := summarise(o.k, res, recs)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	header := "data_source\tprompts\t"
+	for _, c := range rows[0].cols {
+		header += c.name + "\t"
+	}
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		line := r.source + "\t" + strconv.Itoa(r.prompts) + "\t"
+		for _, c := range r.cols {
+			if c.ok {
+				line += strconv.FormatFloat(c.value, 'f', 4, 64) + "\t"
+			} else {
+				line += "-\t"
+			}
+		}
+		fmt.Fprintln(tw, line)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	type jsonSource struct {
+		DataSource string             `json:"data_source"`
+		Prompts    int                `json:"prompts"`
+		Metrics    map[string]float64 `json:"metrics"`
+	}
+	out := struct {
+		Model       string             `json:"model"`
+		Data        string             `json:"data"`
+		K           int                `json:"k"`
+		Temperature float64            `json:"temperature"`
+		TopP        float64            `json:"top_p"`
+		Sources     []jsonSource       `json:"sources"`
+		Verl        map[string]float64 `json:"verl"`
+	}{Model: o.model, Data: o.data, K: o.k, Temperature: o.temperature, TopP: o.topP, Verl: res.Map()}
+	for _, r := range rows {
+		js := jsonSource{DataSource: r.source, Prompts: r.prompts, Metrics: map[string]float64{}}
+		for _, c := range r.cols {
+			if c.ok {
+				js.Metrics[c.name] = c.value
+			}
+		}
+		out.Sources = append(out.Sources, js)
+	}
+	line, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", line)
+	return err
+}

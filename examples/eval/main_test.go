@@ -1,0 +1,355 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/tokenizer"
+)
+
+// qwen3Testdata holds the real Qwen3 tokenizer files, shared with package
+// policy/tokenizer rather than copied (tokenizer.json is 11 MB).
+const qwen3Testdata = "../../policy/tokenizer/testdata"
+
+// Qwen3's special tokens.
+const (
+	imEnd       = 151645 // <|im_end|>
+	qwen3Vocab  = 151936 // Qwen3's embedding rows (the tokenizer uses 151669)
+	maxPosition = 4096
+)
+
+// tinyCheckpoint writes a random Qwen3 with Qwen3's vocabulary and a tiny
+// body, plus links to the real tokenizer files: a checkpoint folder as
+// Hugging Face lays it out, small enough to train on a CPU in seconds.
+func tinyCheckpoint(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	m, err := policy.New(policy.Config{
+		ModelType: policy.ModelQwen3, VocabSize: qwen3Vocab, HiddenSize: 8, IntermediateSize: 16,
+		NumHiddenLayers: 1, NumAttentionHeads: 2, NumKeyValueHeads: 1, HeadDim: 4,
+		MaxPositionEmbeddings: maxPosition, RMSNormEps: 1e-6, RopeTheta: 1e6, TieWordEmbeddings: true,
+		EOSTokenIDs: []int{imEnd},
+	}, 7)
+	require.NoError(t, err)
+	require.NoError(t, m.Save(dir, policy.SaveOptions{}))
+	require.NoError(t, m.Close())
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		src, err := filepath.Abs(filepath.Join(qwen3Testdata, f))
+		require.NoError(t, err)
+		require.NoError(t, os.Symlink(src, filepath.Join(dir, f)))
+	}
+	return dir
+}
+
+func needPython(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 for the local sandbox")
+	}
+}
+
+// runMain runs the program in-process and returns its exit code, stdout
+// and stderr.
+func runMain(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// fakeVLLM is an OpenAI-compatible /v1/completions server that plays a
+// competent agent: for an arithmetic question it first calls the code
+// interpreter with the expression, and once it sees the tool's output it
+// answers with that output boxed; for a coding task it answers with a
+// program. The answers are only right if the sandbox really ran the code.
+type fakeVLLM struct {
+	tok *tokenizer.BPE
+	mu  sync.Mutex
+	// calls counts the requests, afterTool those that continued a tool
+	// result.
+	calls, afterTool int
+}
+
+var (
+	questionRe = regexp.MustCompile(`What is ([0-9*+\- ]+)\?`)
+	responseRe = regexp.MustCompile(`(?s)<tool_response>\n(.*?)\n</tool_response>`)
+)
+
+func (f *fakeVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Prompt []int    `json:"prompt"`
+		Stop   []string `json:"stop"`
+	}
+	if r.URL.Path != "/v1/completions" || json.NewDecoder(r.Body).Decode(&req) != nil {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	prompt := f.tok.Decode(req.Prompt)
+	// The turn being continued starts after the last user message.
+	last := prompt[strings.LastIndex(prompt, "<|im_start|>user"):]
+	var text string
+	var stop any // vLLM's stop_reason: null for end of sequence
+	switch {
+	case strings.Contains(last, "<tool_response>"):
+		m := responseRe.FindStringSubmatch(last)
+		if m == nil {
+			http.Error(w, "no tool response in: "+last, http.StatusBadRequest)
+			return
+		}
+		result := strings.TrimSpace(m[1])
+		text = fmt.Sprintf("The tool printed %s, so the answer is \\boxed{%s}.<|im_end|>", result, result)
+		f.mu.Lock()
+		f.afterTool++
+		f.mu.Unlock()
+	case questionRe.MatchString(last):
+		expr := questionRe.FindStringSubmatch(last)[1]
+		text = fmt.Sprintf("<tool_call>\n{\"name\": \"code_interpreter\", \"arguments\": {\"code\": \"print(%s)\"}}\n</tool_call>", expr)
+		stop = "</tool_call>"
+	case strings.Contains(last, "print their sum"):
+		text = "```python\na, b = map(int, input().split())\nprint(a + b)\n```<|im_end|>"
+	case strings.Contains(last, "twoSum"):
+		text = "```python\nclass Solution:\n    def twoSum(self, nums, target):\n        seen = {}\n        for i, x in enumerate(nums):\n            if target - x in seen:\n                return [seen[target - x], i]\n            seen[x] = i\n```<|im_end|>"
+	case strings.Contains(last, "print their product"):
+		text = "```python\na, b = map(int, input().split())\nprint(a * b)\n```<|im_end|>"
+	default:
+		http.Error(w, "unexpected prompt: "+last, http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	f.calls++
+	f.mu.Unlock()
+	ids := f.tok.Encode(text)
+	toks := make([]string, len(ids))
+	lps := make([]float64, len(ids))
+	for i, id := range ids {
+		toks[i], lps[i] = fmt.Sprintf("token_id:%d", id), -0.5
+	}
+	resp := map[string]any{
+		"choices": []any{map[string]any{
+			"index": 0, "text": text, "token_ids": ids,
+			"logprobs":      map[string]any{"tokens": toks, "token_logprobs": lps},
+			"finish_reason": "stop", "stop_reason": stop,
+		}},
+		"usage": map[string]any{"prompt_tokens": len(req.Prompt)},
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(resp)
+}
+
+// report is the JSON line's shape.
+type jsonReport struct {
+	K       int `json:"k"`
+	Sources []struct {
+		DataSource string             `json:"data_source"`
+		Prompts    int                `json:"prompts"`
+		Metrics    map[string]float64 `json:"metrics"`
+	} `json:"sources"`
+	Verl map[string]float64 `json:"verl"`
+}
+
+// lastJSON parses the last line of stdout.
+func lastJSON(t *testing.T, stdout string) jsonReport {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var r jsonReport
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &r), stdout)
+	return r
+}
+
+// TestEvalRemoteWithTools evaluates the scripted agent of fakeVLLM, whose
+// answers are right exactly when the sandbox computed them, on four
+// prompts: three arithmetic questions (the third with a deliberately
+// wrong ground truth) and one coding task. Every sample of a prompt is
+// the same, so the expected values follow by hand:
+//
+//	aime_toy (3 prompts, 2 right): avg@4 = pass@k = maj@4 = best@4 = 2/3;
+//	  reward = (1 + 1 + s)/3 with s the wrong answer's score after the
+//	  tool bonus, min(−0.6, −1 + 0.1·(2 turns − 1)) = −0.9; 1 tool call each.
+//	skywork_code (1 prompt, right): every accuracy metric 1, reward 1
+//	  (2 of 2 tests pass), no tool calls.
+func TestEvalRemoteWithTools(t *testing.T) {
+	needPython(t)
+	model := tinyCheckpoint(t)
+	tok, err := tokenizer.Load(model)
+	require.NoError(t, err)
+	srv := httptest.NewServer(&fakeVLLM{tok: tok})
+	defer srv.Close()
+	// Only the tokenizer is read with a remote sampler.
+	require.NoError(t, os.Remove(filepath.Join(model, "model.safetensors")))
+	samplesPath := filepath.Join(t.TempDir(), "samples.jsonl")
+	code, stdout, stderr := runMain(t, "-model", model, "-data", "testdata/eval.jsonl", "-k", "4",
+		"-sampler", srv.URL, "-max-response", "256", "-thinking=false", "-sandbox-workers", "2",
+		"-samples", samplesPath)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	assert.Contains(t, stdout, "avg@4")
+	assert.Contains(t, stderr, "eval: 4/4 prompts")
+
+	r := lastJSON(t, stdout)
+	assert.Equal(t, 4, r.K)
+	require.Len(t, r.Sources, 2)
+	math, code2 := r.Sources[0], r.Sources[1]
+	assert.Equal(t, "aime_toy", math.DataSource)
+	assert.Equal(t, 3, math.Prompts)
+	for _, name := range []string{"avg@4", "pass@1", "pass@2", "pass@4", "maj@4", "best@4"} {
+		assert.InDelta(t, 2.0/3, math.Metrics[name], 1e-12, name)
+		assert.InDelta(t, 1, code2.Metrics[name], 1e-12, name)
+	}
+	assert.InDelta(t, (1+1-0.9)/3, math.Metrics["reward"], 1e-12)
+	assert.InDelta(t, 1, math.Metrics["tool_calls"], 1e-12)
+	assert.Equal(t, "skywork_code", code2.DataSource)
+	assert.Equal(t, 1, code2.Prompts)
+	assert.InDelta(t, 1, code2.Metrics["reward"], 1e-12)
+	assert.InDelta(t, 0, code2.Metrics["tool_calls"], 1e-12)
+	assert.InDelta(t, 2.0/3, r.Verl["val-core/aime_toy/acc/mean@4"], 1e-12)
+
+	data, err := os.ReadFile(samplesPath)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	require.Len(t, lines, 16)
+	var first sampleLine
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &first))
+	assert.Equal(t, "aime_toy", first.DataSource)
+	assert.True(t, first.Acc)
+	assert.Equal(t, "79792266297612001", first.Pred)
+	assert.Equal(t, 1, first.ToolCalls)
+	assert.Equal(t, 2, first.Turns)
+	assert.Contains(t, first.Response, "<tool_response>\n79792266297612001\n\n</tool_response>", "the tool output is stdout as printed, newline included")
+}
+
+// TestEvalParquetCode evaluates Open-AgentRL's LiveCodeBench layout (the
+// problem in a string column, reward_model and extra_info as JSON
+// strings) from package dataset's parquet fixture: a stdin task and a
+// call-based one (twoSum), both answered right by fakeVLLM, so every
+// accuracy is 1 — only if the tests really ran in the sandbox.
+func TestEvalParquetCode(t *testing.T) {
+	needPython(t)
+	model := tinyCheckpoint(t)
+	tok, err := tokenizer.Load(model)
+	require.NoError(t, err)
+	srv := httptest.NewServer(&fakeVLLM{tok: tok})
+	defer srv.Close()
+	code, stdout, stderr := runMain(t, "-model", model, "-data", "../../dataset/testdata/openagentrl_lcb_hyparquet.parquet",
+		"-prompt-key", "problem", "-k", "2", "-sampler", srv.URL, "-sandbox-workers", "2")
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	r := lastJSON(t, stdout)
+	require.Len(t, r.Sources, 1)
+	assert.Equal(t, "LiveCodeBench_v6", r.Sources[0].DataSource)
+	assert.Equal(t, 2, r.Sources[0].Prompts)
+	for _, name := range []string{"avg@2", "pass@1", "pass@2", "maj@2", "best@2", "reward"} {
+		assert.InDelta(t, 1, r.Sources[0].Metrics[name], 1e-12, name)
+	}
+}
+
+// TestEvalLocal evaluates the tiny random Qwen3 itself on the CPU: it
+// never answers, so every accuracy is 0 and every math score −1.
+func TestEvalLocal(t *testing.T) {
+	needPython(t)
+	model := tinyCheckpoint(t)
+	code, stdout, stderr := runMain(t, "-model", model, "-data", "testdata/eval.jsonl", "-k", "2", "-n", "3",
+		"-max-response", "8", "-sandbox-workers", "1")
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	r := lastJSON(t, stdout)
+	require.Len(t, r.Sources, 1, "-n 3 keeps the three math prompts")
+	assert.Equal(t, 3, r.Sources[0].Prompts)
+	for _, name := range []string{"avg@2", "pass@1", "pass@2", "maj@2", "best@2"} {
+		assert.Zero(t, r.Sources[0].Metrics[name], name)
+	}
+	assert.Equal(t, -1.0, r.Sources[0].Metrics["reward"])
+}
+
+// TestUsage checks that bad flags and paths exit with status 2 and bad
+// content with status 1, each with a message that names the problem.
+func TestUsage(t *testing.T) {
+	model := tinyCheckpoint(t)
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	require.NoError(t, os.WriteFile(bad, []byte("{\"prompt\": 3}\n"), 0o644))
+	cases := []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"help", []string{"-h"}, 0, "usage: eval"},
+		{"no flags", nil, 2, "-model is required"},
+		{"no data", []string{"-model", model}, 2, "-data is required"},
+		{"unknown flag", []string{"-model", model, "-data", "testdata/eval.jsonl", "-x"}, 2, "flag provided but not defined: -x"},
+		{"missing model", []string{"-model", "no/such/dir", "-data", "testdata/eval.jsonl"}, 2, "no/such/dir"},
+		{"missing data", []string{"-model", model, "-data", "testdata/none.jsonl"}, 2, "testdata/none.jsonl"},
+		{"bad k", []string{"-model", model, "-data", "testdata/eval.jsonl", "-k", "0"}, 2, "-k 0"},
+		{"bad top-p", []string{"-model", model, "-data", "testdata/eval.jsonl", "-top-p", "1.5"}, 2, "-top-p"},
+		{"NaN temperature", []string{"-model", model, "-data", "testdata/eval.jsonl", "-temperature", "NaN"}, 2, "-temperature NaN: want a finite, non-negative number"},
+		{"bad sampler", []string{"-model", model, "-data", "testdata/eval.jsonl", "-sampler", "ftp://x"}, 2, `"ftp://x" is neither "local" nor an http(s) URL`},
+		{"two sandboxes", []string{"-model", model, "-data", "testdata/eval.jsonl", "-sandbox", "http://a,http://b"}, 2, "want one SandboxFusion URL"},
+		{"extra args", []string{"-model", model, "-data", "testdata/eval.jsonl", "more"}, 2, "unexpected arguments"},
+		{"malformed data", []string{"-model", model, "-data", bad, "-sandbox-workers", "1"}, 1, "bad.jsonl:1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.code == 1 {
+				needPython(t)
+			}
+			code, _, stderr := runMain(t, c.args...)
+			assert.Equal(t, c.code, code, stderr)
+			assert.Contains(t, stderr, c.msg)
+		})
+	}
+}
+
+// TestInterrupted: SIGINT cancels the context run gets (here cancelled up
+// front); the program stops with status 1 and says so.
+func TestInterrupted(t *testing.T) {
+	needPython(t)
+	model := tinyCheckpoint(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"-model", model, "-data", "testdata/eval.jsonl", "-sandbox-workers", "1"}, &stdout, &stderr)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr.String(), "interrupted")
+	assert.Contains(t, stderr.String(), "context canceled")
+}
+
+// TestInterruptedMidRollout cancels the context while the sampler is
+// busy: the rollout must give up at once rather than wait for it.
+func TestInterruptedMidRollout(t *testing.T) {
+	needPython(t)
+	model := tinyCheckpoint(t)
+	arrived := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // so that the server sees the client go away
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		<-r.Context().Done() // a generation that never finishes
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-arrived
+		cancel()
+	}()
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	code := run(ctx, []string{"-model", model, "-data", "testdata/eval.jsonl", "-sampler", srv.URL, "-sandbox-workers", "1"}, &stdout, &stderr)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr.String(), "interrupted")
+	assert.Less(t, time.Since(start), 20*time.Second)
+}

@@ -1,0 +1,258 @@
+// Command grpotcr trains a tool-using agent with GRPO-TCR, the recipe of
+// "Demystifying Reinforcement Learning in Agentic Reasoning" (Yu et al.,
+// 2025, arXiv:2510.11701), on the paper's setup: a Hugging Face checkpoint
+// folder, a verl-format prompt set (parquet or JSON Lines, math and code
+// mixed) and a code interpreter called inside the rollout.
+//
+// Usage:
+//
+//	grpotcr -model DIR -train FILE[,FILE...] [-val FILE[,FILE...]] [flags]
+//
+// For example, Open-AgentRL's run (recipe/demystify/grpo_tcr_qwen3_4b_test.sh)
+// on a SandboxFusion server and two vLLM servers:
+//
+//	grpotcr -model Qwen3-4B-RA-SFT -train Open-AgentRL-30K.parquet \
+//	    -val aime_2024.parquet,aime_2025.parquet \
+//	    -sandbox http://sandbox:8080 -sampler http://gpu0:8000,http://gpu1:8000 \
+//	    -steps 300 -batch 16 -n 16 -max-response 20480 -out runs/grpo-tcr
+//
+// The folder given to -model holds config.json, the safetensors weights,
+// tokenizer.json and tokenizer_config.json (its chat template). Each prompt
+// is rendered once with that template, the code_interpreter tool's schema
+// and the generation prompt; prompts over -max-prompt tokens are left out,
+// as verl's filter_overlong_prompts does. The rollout engine parses Hermes
+// <tool_call> blocks, runs the code in the sandbox (-sandbox local: the
+// pure-Go-managed, namespace-isolated Python pool of package tool; a URL:
+// a SandboxFusion server) and appends the results as Qwen's chat template
+// renders tool messages, for at most -max-turns assistant turns and
+// -max-response tokens.
+//
+// Rewards follow Open-AgentRL's compute_score (recipe/demystify/reward.py),
+// routed by data_source: code sources (those reward.SourceKind classifies
+// as code, and any whose name contains "code") score the fraction of the
+// ground truth's tests the last Python block passes, −1 without a block;
+// every other source is math: +1 when the last \boxed{} answer is right,
+// −1 otherwise; a wrong answer earns 0.1 per tool round up to −0.6
+// (-tool-bonus). The trainer adds DAPO's overlong penalty (-overlong-buffer
+// tokens before -max-response) and trains with agentrl.GRPOTCR: GRPO
+// advantages, token-mean loss, clip-higher (0.2, 0.28), dual-clip 10.
+//
+// Everything is written under -out: metrics.jsonl (one line per step under
+// verl's metric names, validation metrics merged into the step's line),
+// metrics.png (the curves), checkpoints/step-N (params, optimizer state
+// and trainer position, the newest -keep kept) and, at the end, final/,
+// a Hugging Face checkpoint folder of the trained policy with the
+// tokenizer files. -resume continues from the newest checkpoint, bit for
+// bit as an uninterrupted run would (with a sampler that honours seeds, as
+// the local one does); the metrics log is appended to. Without
+// -resume, an -out that already holds checkpoints is an error.
+//
+// Validation runs before training (-val-before-train) and every -val-every
+// steps: -val-n samples per prompt at -val-temperature and -val-top-p
+// (Open-AgentRL: 1.0 and 0.6), scored by the same reward and summarised
+// by agentrl.Evaluate (mean@n, pass@k, maj@k, best@k per data source).
+//
+// Sampling: -sampler local generates with the policy being trained, on
+// this machine's CPU. -sampler URL[,URL...] sends generation to
+// OpenAI-compatible servers (vLLM, SGLang) through package policy/openai,
+// and training still runs here on the local copy of the weights. The
+// trainer does not send its updated weights to the servers: they keep
+// sampling from the weights they loaded, so after the first update the
+// rollouts are off-policy and drift further with every step. Reload the
+// servers from a checkpoint (export one with final/, or Model.Save) to
+// bring them back in step; until then, treat a remote-sampler run as an
+// experiment in off-policy training.
+//
+// Exit status: 0 on success, 2 for a usage error (bad flag, missing or
+// unreadable path), 1 for any other failure. SIGINT or SIGTERM cancels the
+// run; the newest periodic checkpoint is where -resume picks up.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/agentrl/agentrl/examples/internal/setup"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// options are the parsed flags.
+type options struct {
+	model, train, val, out   string
+	promptKey                string
+	sampler, servedModel     string
+	sandbox                  string
+	steps, batch, n          int
+	miniBatch, microBatch    int
+	maxResponse, maxPrompt   int
+	maxTurns, overlongBuffer int
+	lr, temperature, topP    float64
+	thinking, toolBonus      bool
+	valEvery, valN           int
+	valTemperature, valTopP  float64
+	valBeforeTrain           bool
+	saveEvery, keep          int
+	resume                   bool
+	seed                     uint64
+	sandboxWorkers           int
+	toolTimeout              time.Duration
+}
+
+// errUsage marks errors that exit with status 2.
+var errUsage = errors.New("usage")
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("grpotcr", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: grpotcr -model DIR -train FILE[,FILE...] [-val FILE[,FILE...]] [flags]")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.model, "model", "", "Hugging Face checkpoint folder: config.json, *.safetensors, tokenizer.json, tokenizer_config.json (required)")
+	fs.StringVar(&o.train, "train", "", "training prompts: verl-format .parquet or .jsonl files, comma-separated (required)")
+	fs.StringVar(&o.val, "val", "", "validation prompts, as -train; empty: no validation")
+	fs.StringVar(&o.promptKey, "prompt-key", "prompt", "field of the prompt (verl data.prompt_key); a string prompt is one user message")
+	fs.StringVar(&o.out, "out", "grpotcr-out", "output folder: metrics, plot, checkpoints, final model")
+	fs.StringVar(&o.sampler, "sampler", "local", `"local" (the policy itself) or OpenAI-compatible base URLs, comma-separated (vLLM, SGLang); weights are NOT synced to servers`)
+	fs.StringVar(&o.servedModel, "served-model", "", "model name sent to the -sampler servers")
+	fs.StringVar(&o.sandbox, "sandbox", "local", `"local" (isolated Python pool) or a SandboxFusion base URL`)
+	fs.IntVar(&o.steps, "steps", 100, "total training steps (a resumed run counts the steps already done)")
+	fs.IntVar(&o.batch, "batch", 16, "prompts per step (verl data.train_batch_size)")
+	fs.IntVar(&o.n, "n", 16, "samples per prompt (verl rollout.n)")
+	fs.IntVar(&o.miniBatch, "mini-batch", 0, "trajectories per optimiser update; 0: the whole batch, one update per step")
+	fs.IntVar(&o.microBatch, "micro-batch", 8, "trajectories per forward/backward pass, at most the mini-batch; 0: the mini-batch")
+	fs.IntVar(&o.maxResponse, "max-response", 20480, "response budget in tokens, tool results included (verl data.max_response_length)")
+	fs.IntVar(&o.maxPrompt, "max-prompt", 2560, "prompts over this many tokens are left out; 0: keep all")
+	fs.IntVar(&o.maxTurns, "max-turns", 16, "assistant turns per trajectory")
+	fs.IntVar(&o.overlongBuffer, "overlong-buffer", 4096, "DAPO overlong buffer: the penalty grows over the last this many tokens of -max-response; 0: no overlong shaping")
+	fs.Float64Var(&o.lr, "lr", 4e-6, "learning rate")
+	fs.Float64Var(&o.temperature, "temperature", 1, "rollout temperature")
+	fs.Float64Var(&o.topP, "top-p", 1, "rollout top-p")
+	fs.BoolVar(&o.thinking, "thinking", true, "render prompts with enable_thinking (Qwen3 templates)")
+	fs.BoolVar(&o.toolBonus, "tool-bonus", true, "Open-AgentRL's +0.1 per tool round for a wrong answer, capped at -0.6")
+	fs.IntVar(&o.valEvery, "val-every", 10, "validate every this many steps; 0: only at the end")
+	fs.IntVar(&o.valN, "val-n", 2, "validation samples per prompt")
+	fs.Float64Var(&o.valTemperature, "val-temperature", 1, "validation temperature")
+	fs.Float64Var(&o.valTopP, "val-top-p", 0.6, "validation top-p")
+	fs.BoolVar(&o.valBeforeTrain, "val-before-train", true, "validate before the first step")
+	fs.IntVar(&o.saveEvery, "save-every", 30, "checkpoint every this many steps (and at the end); 0: only at the end")
+	fs.IntVar(&o.keep, "keep", 3, "checkpoints to keep; 0: all")
+	fs.BoolVar(&o.resume, "resume", false, "continue from the newest checkpoint under -out")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of prompt order, rollouts and mini-batches")
+	fs.IntVar(&o.sandboxWorkers, "sandbox-workers", 0, "code executions at once; 0: the number of CPUs (local) or 16 (SandboxFusion)")
+	fs.DurationVar(&o.toolTimeout, "tool-timeout", 10*time.Second, "wall-clock limit of one code execution")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	bad := func(format string, a ...any) (options, error) {
+		fs.Usage()
+		return o, fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"lr", o.lr}, {"temperature", o.temperature}, {"top-p", o.topP}, {"val-temperature", o.valTemperature}, {"val-top-p", o.valTopP}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
+			return bad("-%s %v: want a finite, non-negative number", f.name, f.v)
+		}
+	}
+	switch {
+	case fs.NArg() > 0:
+		return bad("unexpected arguments %q", fs.Args())
+	case o.model == "":
+		return bad("-model is required")
+	case o.train == "":
+		return bad("-train is required")
+	case o.out == "":
+		return bad("-out is empty")
+	case o.topP > 1 || o.valTopP > 1:
+		return bad("-top-p and -val-top-p must be at most 1")
+	case o.steps < 1:
+		return bad("-steps %d: want at least 1", o.steps)
+	case o.batch < 1:
+		return bad("-batch %d: want at least 1", o.batch)
+	case o.n < 2:
+		return bad("-n %d: group-relative advantages need at least 2 samples per prompt", o.n)
+	case o.miniBatch < 0 || o.microBatch < 0:
+		return bad("-mini-batch and -micro-batch must not be negative")
+	case o.maxResponse < 1:
+		return bad("-max-response %d: want at least 1", o.maxResponse)
+	case o.maxPrompt < 0 || o.maxTurns < 1:
+		return bad("-max-prompt must not be negative and -max-turns must be at least 1")
+	case o.overlongBuffer < 0 || o.overlongBuffer >= o.maxResponse:
+		return bad("-overlong-buffer %d: want 0 ≤ buffer < -max-response %d", o.overlongBuffer, o.maxResponse)
+	case o.valEvery < 0 || o.valN < 1:
+		return bad("-val-every must not be negative and -val-n must be at least 1")
+	case o.saveEvery < 0 || o.keep < 0:
+		return bad("-save-every and -keep must not be negative")
+	case o.sandboxWorkers < 0 || o.toolTimeout <= 0:
+		return bad("-sandbox-workers must not be negative and -tool-timeout must be positive")
+	}
+	mini := o.miniBatch
+	if mini == 0 {
+		mini = o.batch * o.n
+	}
+	switch {
+	case (o.batch*o.n)%mini != 0:
+		return bad("-mini-batch %d does not divide the batch of %d trajectories (-batch × -n)", mini, o.batch*o.n)
+	case o.microBatch > mini:
+		o.microBatch = mini // a micro-batch is at most the mini-batch
+	case o.microBatch > 0 && mini%o.microBatch != 0:
+		return bad("-micro-batch %d does not divide the mini-batch of %d trajectories", o.microBatch, mini)
+	}
+	if err := setup.CheckDir(o.model, "config.json", "tokenizer.json"); err != nil {
+		return bad("-model: %v", err)
+	}
+	for _, f := range append(setup.SplitList(o.train), setup.SplitList(o.val)...) {
+		if err := setup.CheckFile(f); err != nil {
+			return bad("%v", err)
+		}
+	}
+	if o.val != "" && len(setup.SplitList(o.val)) == 0 || len(setup.SplitList(o.train)) == 0 {
+		return bad("-train and -val must name files")
+	}
+	if err := setup.CheckURLs("-sampler", o.sampler); err != nil {
+		return bad("%v", err)
+	}
+	if err := setup.CheckURLs("-sandbox", o.sandbox); err != nil {
+		return bad("%v", err)
+	}
+	if o.sandbox != "local" && len(setup.SplitList(o.sandbox)) != 1 {
+		return bad("-sandbox: want one SandboxFusion URL, got %q", o.sandbox)
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case err != nil:
+		fmt.Fprintln(stderr, "grpotcr:", err)
+		return 2
+	}
+	if err := train(ctx, o, stdout, stderr); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("interrupted: %w", err)
+		}
+		fmt.Fprintln(stderr, "grpotcr:", err)
+		return 1
+	}
+	return 0
+}

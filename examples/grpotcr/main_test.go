@@ -1,0 +1,320 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/tokenizer"
+)
+
+// qwen3Testdata holds the real Qwen3 tokenizer files, shared with package
+// policy/tokenizer rather than copied (tokenizer.json is 11 MB).
+const qwen3Testdata = "../../policy/tokenizer/testdata"
+
+// Qwen3's special tokens.
+const (
+	imEnd       = 151645 // <|im_end|>
+	qwen3Vocab  = 151936 // Qwen3's embedding rows (the tokenizer uses 151669)
+	maxPosition = 4096
+)
+
+// tinyCheckpoint writes a random Qwen3 with Qwen3's vocabulary and a tiny
+// body, plus links to the real tokenizer files: a checkpoint folder as
+// Hugging Face lays it out, small enough to train on a CPU in seconds.
+func tinyCheckpoint(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	m, err := policy.New(policy.Config{
+		ModelType: policy.ModelQwen3, VocabSize: qwen3Vocab, HiddenSize: 8, IntermediateSize: 16,
+		NumHiddenLayers: 1, NumAttentionHeads: 2, NumKeyValueHeads: 1, HeadDim: 4,
+		MaxPositionEmbeddings: maxPosition, RMSNormEps: 1e-6, RopeTheta: 1e6, TieWordEmbeddings: true,
+		EOSTokenIDs: []int{imEnd},
+	}, 7)
+	require.NoError(t, err)
+	require.NoError(t, m.Save(dir, policy.SaveOptions{}))
+	require.NoError(t, m.Close())
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		src, err := filepath.Abs(filepath.Join(qwen3Testdata, f))
+		require.NoError(t, err)
+		require.NoError(t, os.Symlink(src, filepath.Join(dir, f)))
+	}
+	return dir
+}
+
+func needPython(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 for the local sandbox")
+	}
+}
+
+// runMain runs the program in-process and returns its exit code, stdout
+// and stderr.
+func runMain(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// TestTrainLocal runs the program end to end on a tiny random Qwen3 with
+// the real tokenizer: two steps with validation before the first and
+// after the second, checkpoints, metrics, plot and export; then a resumed third step; then
+// a refusal to overwrite the run without -resume.
+func TestTrainLocal(t *testing.T) {
+	needPython(t)
+	model := tinyCheckpoint(t)
+	out := filepath.Join(t.TempDir(), "run")
+	args := []string{
+		"-model", model, "-train", "testdata/train.jsonl", "-val", "testdata/val.jsonl",
+		"-batch", "2", "-n", "2", "-max-response", "12", "-overlong-buffer", "4",
+		"-val-every", "2", "-save-every", "1", "-keep", "2", "-sandbox-workers", "1", "-out", out,
+	}
+	code, stdout, stderr := runMain(t, append(args, "-steps", "2")...)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	assert.Contains(t, stdout, "train: 4 prompts (0 over 2560 tokens left out)")
+	assert.Contains(t, stdout, "step 2: checkpoint")
+
+	rows, err := agentrl.ReadMetricsLogFile(filepath.Join(out, metricsFile))
+	require.NoError(t, err)
+	require.Len(t, rows, 3, "validation at step 0, then steps 1 and 2")
+	assert.Equal(t, []int{0, 1, 2}, []int{rows[0].Step, rows[1].Step, rows[2].Step})
+	assert.Contains(t, rows[0].Values, "val-core/aime_toy/acc/mean@2")
+	assert.NotContains(t, rows[0].Values, "critic/score/mean", "step 0 holds validation only")
+	assert.NotContains(t, rows[1].Values, "val-core/skywork_code/acc/mean@2", "-val-every 2")
+	assert.Contains(t, rows[2].Values, "val-core/skywork_code/acc/mean@2")
+	for _, r := range rows[1:] {
+		// 2 prompts × 2 samples, each cut at the 12-token budget: a random
+		// model never closes its turn.
+		assert.Equal(t, 4.0, r.Values["train/trajectories"])
+		assert.Equal(t, 1.0, r.Values["actor/updates"])
+		assert.LessOrEqual(t, r.Values["response_length/max"], 12.0)
+		// Nothing is right: math scores −1, code without a block −1; the
+		// overlong penalty (buffer 4 before 12) can only lower that.
+		assert.Equal(t, 0.0, r.Values["critic/acc/mean"])
+		assert.LessOrEqual(t, r.Values["critic/score/mean"], -1.0)
+	}
+	for _, f := range []string{plotFile, "checkpoints/latest", "checkpoints/step-2/trainer_state.json", "final/config.json", "final/model.safetensors", "final/tokenizer.json"} {
+		assert.FileExists(t, filepath.Join(out, f))
+	}
+	steps, err := agentrl.CheckpointRoot{Dir: filepath.Join(out, checkpointsDir)}.Steps()
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 2}, steps)
+
+	code, stdout, stderr = runMain(t, append(args, "-steps", "3", "-resume")...)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	assert.Contains(t, stdout, "resumed from step 2")
+	rows, err = agentrl.ReadMetricsLogFile(filepath.Join(out, metricsFile))
+	require.NoError(t, err)
+	require.Len(t, rows, 4)
+	assert.Equal(t, 3, rows[3].Step)
+
+	code, _, stderr = runMain(t, append(args, "-steps", "4")...)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "already holds checkpoints (step 3): pass -resume")
+}
+
+// fakeVLLM is an OpenAI-compatible /v1/completions server that plays a
+// competent agent: for an arithmetic question it first calls the code
+// interpreter with the expression, and once it sees the tool's output it
+// answers with that output boxed; for a coding task it answers with a
+// program. The answers are only right if the sandbox really ran the code.
+type fakeVLLM struct {
+	tok *tokenizer.BPE
+	mu  sync.Mutex
+	// calls counts the requests, afterTool those that continued a tool
+	// result.
+	calls, afterTool int
+}
+
+var (
+	questionRe = regexp.MustCompile(`What is ([0-9*+\- ]+)\?`)
+	responseRe = regexp.MustCompile(`(?s)<tool_response>\n(.*?)\n</tool_response>`)
+)
+
+func (f *fakeVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Prompt []int    `json:"prompt"`
+		Stop   []string `json:"stop"`
+	}
+	if r.URL.Path != "/v1/completions" || json.NewDecoder(r.Body).Decode(&req) != nil {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	prompt := f.tok.Decode(req.Prompt)
+	// The turn being continued starts after the last user message.
+	last := prompt[strings.LastIndex(prompt, "<|im_start|>user"):]
+	var text string
+	var stop any // vLLM's stop_reason: null for end of sequence
+	switch {
+	case strings.Contains(last, "<tool_response>"):
+		m := responseRe.FindStringSubmatch(last)
+		if m == nil {
+			http.Error(w, "no tool response in: "+last, http.StatusBadRequest)
+			return
+		}
+		result := strings.TrimSpace(m[1])
+		text = fmt.Sprintf("The tool printed %s, so the answer is \\boxed{%s}.<|im_end|>", result, result)
+		f.mu.Lock()
+		f.afterTool++
+		f.mu.Unlock()
+	case questionRe.MatchString(last):
+		expr := questionRe.FindStringSubmatch(last)[1]
+		text = fmt.Sprintf("<tool_call>\n{\"name\": \"code_interpreter\", \"arguments\": {\"code\": \"print(%s)\"}}\n</tool_call>", expr)
+		stop = "</tool_call>"
+	case strings.Contains(last, "print their sum"):
+		text = "```python\na, b = map(int, input().split())\nprint(a + b)\n```<|im_end|>"
+	case strings.Contains(last, "print their product"):
+		text = "```python\na, b = map(int, input().split())\nprint(a * b)\n```<|im_end|>"
+	default:
+		http.Error(w, "unexpected prompt: "+last, http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	f.calls++
+	f.mu.Unlock()
+	ids := f.tok.Encode(text)
+	toks := make([]string, len(ids))
+	lps := make([]float64, len(ids))
+	for i, id := range ids {
+		toks[i], lps[i] = fmt.Sprintf("token_id:%d", id), -0.5
+	}
+	resp := map[string]any{
+		"choices": []any{map[string]any{
+			"index": 0, "text": text, "token_ids": ids,
+			"logprobs":      map[string]any{"tokens": toks, "token_logprobs": lps},
+			"finish_reason": "stop", "stop_reason": stop,
+		}},
+		"usage": map[string]any{"prompt_tokens": len(req.Prompt)},
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(resp)
+}
+
+// TestTrainRemoteSamplerWithTools runs a step with rollouts from an
+// OpenAI-compatible server whose scripted agent calls the code
+// interpreter: the Hermes parser, the local sandbox, the tool-result
+// rendering and the routed rewards (math through \boxed{}, code through
+// the tests) must all work for the answers to score 1.
+func TestTrainRemoteSamplerWithTools(t *testing.T) {
+	needPython(t)
+	model := tinyCheckpoint(t)
+	tok, err := tokenizer.Load(model)
+	require.NoError(t, err)
+	fake := &fakeVLLM{tok: tok}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	out := filepath.Join(t.TempDir(), "run")
+	code, stdout, stderr := runMain(t,
+		"-model", model, "-train", "testdata/train.jsonl", "-val", "testdata/val.jsonl",
+		"-sampler", srv.URL, "-steps", "1", "-batch", "4", "-n", "2", "-max-response", "256",
+		"-overlong-buffer", "16", "-thinking=false", "-sandbox-workers", "2", "-out", out)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	assert.Contains(t, stderr, "does not sync its updates")
+
+	rows, err := agentrl.ReadMetricsLogFile(filepath.Join(out, metricsFile))
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	for _, key := range []string{"val-core/aime_toy/acc/mean@2", "val-core/skywork_code/acc/mean@2"} {
+		assert.Equal(t, 1.0, rows[0].Values[key], key)
+		assert.Equal(t, 1.0, rows[1].Values[key], key)
+	}
+	st := rows[1].Values
+	// 4 prompts × 2 samples: 3 math prompts call the tool once, the code
+	// prompt answers directly, and every answer is right (score +1).
+	assert.Equal(t, 8.0, st["train/trajectories"])
+	assert.Equal(t, 1.0, st["critic/acc/mean"])
+	assert.Equal(t, 1.0, st["critic/score/mean"])
+	assert.Equal(t, 0.75, st["tool_call_counts/mean"])
+	assert.Equal(t, 0.0, st["tool_errors/total"])
+	assert.Equal(t, 0.0, st["critic/score/std"])
+	// All scores equal: GRPO advantages are 0, so the loss is 0.
+	assert.Equal(t, 0.0, st["actor/pg_loss"])
+	// Requests: training 3 math prompts × 2 samples × 2 turns + 2 code
+	// answers = 14; each of the two validations (before training and at
+	// the last step) 1 math prompt × 2 × 2 + 2 code answers = 6.
+	assert.Equal(t, 14+2*6, fake.calls)
+	assert.Equal(t, 6+2*2, fake.afterTool)
+}
+
+// TestUsage checks that bad flags and paths exit with status 2 and a
+// message naming the problem, before anything is loaded.
+func TestUsage(t *testing.T) {
+	model := tinyCheckpoint(t)
+	base := []string{"-model", model, "-train", "testdata/train.jsonl"}
+	with := func(extra ...string) []string { return append(slices.Clone(base), extra...) }
+	cases := []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"help", []string{"-help"}, 0, "usage: grpotcr"},
+		{"no flags", nil, 2, "-model is required"},
+		{"no train", []string{"-model", model}, 2, "-train is required"},
+		{"unknown flag", with("-epochs", "3"), 2, "flag provided but not defined: -epochs"},
+		{"missing model", []string{"-model", "no/such/dir", "-train", "testdata/train.jsonl"}, 2, "no/such/dir"},
+		{"model without tokenizer", []string{"-model", "testdata", "-train", "testdata/train.jsonl"}, 2, "config.json"},
+		{"missing val", with("-val", "testdata/none.parquet"), 2, "testdata/none.parquet"},
+		{"one sample", with("-n", "1"), 2, "at least 2 samples per prompt"},
+		{"infinite lr", with("-lr", "+Inf"), 2, "-lr +Inf: want a finite, non-negative number"},
+		{"top-p over 1", with("-val-top-p", "1.01"), 2, "must be at most 1"},
+		{"mini-batch", with("-batch", "2", "-n", "2", "-mini-batch", "3"), 2, "-mini-batch 3 does not divide the batch of 4"},
+		{"micro-batch", with("-batch", "2", "-n", "4", "-micro-batch", "3"), 2, "-micro-batch 3 does not divide the mini-batch of 8"},
+		{"overlong buffer", with("-max-response", "100", "-overlong-buffer", "100"), 2, "-overlong-buffer 100"},
+		{"bad sampler", with("-sampler", "gpu0:8000"), 2, `"gpu0:8000" is neither "local" nor an http(s) URL`},
+		{"bad sandbox", with("-sandbox", "remote"), 2, `-sandbox: "remote" is neither`},
+		{"extra args", with("train.parquet"), 2, "unexpected arguments"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, stderr := runMain(t, c.args...)
+			assert.Equal(t, c.code, code, stderr)
+			assert.Contains(t, stderr, c.msg)
+		})
+	}
+}
+
+// TestRuntimeErrors checks failures after the flags are accepted: exit
+// status 1 and a message that names the cause.
+func TestRuntimeErrors(t *testing.T) {
+	needPython(t)
+	model := tinyCheckpoint(t)
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.jsonl")
+	require.NoError(t, os.WriteFile(bad, []byte("{\"prompt\": [{\"role\": \"user\", \"content\": \"hi\"}]}\nnot json\n"), 0o644))
+
+	code, _, stderr := runMain(t, "-model", model, "-train", bad, "-sandbox-workers", "1", "-out", filepath.Join(dir, "a"))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "bad.jsonl:2")
+
+	code, _, stderr = runMain(t, "-model", model, "-train", "testdata/train.jsonl", "-batch", "5", "-sandbox-workers", "1", "-out", filepath.Join(dir, "b"))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "4 prompts, fewer than -batch 5")
+
+	// SIGINT cancels the context run gets; here it is cancelled up front.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, errb bytes.Buffer
+	code = run(ctx, []string{"-model", model, "-train", "testdata/train.jsonl", "-sandbox-workers", "1", "-out", filepath.Join(dir, "c")}, &stdout, &errb)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errb.String(), "interrupted")
+	assert.Contains(t, errb.String(), "context canceled")
+}

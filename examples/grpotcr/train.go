@@ -1,0 +1,296 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/examples/internal/setup"
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/tokenizer"
+	"github.com/agentrl/agentrl/reward"
+	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/tool"
+)
+
+// Files under -out.
+const (
+	metricsFile    = "metrics.jsonl"
+	plotFile       = "metrics.png"
+	checkpointsDir = "checkpoints"
+	finalDir       = "final"
+)
+
+// train wires the parts and runs the training loop.
+func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	// A run that would write over another's checkpoints is refused before
+	// anything is loaded.
+	root := agentrl.CheckpointRoot{Dir: filepath.Join(o.out, checkpointsDir)}
+	if steps, err := root.Steps(); !o.resume && err == nil && len(steps) > 0 {
+		return fmt.Errorf("%s already holds checkpoints (step %d): pass -resume to continue, or choose another -out", root.Dir, steps[len(steps)-1])
+	}
+	tok, err := tokenizer.Load(o.model)
+	if err != nil {
+		return fmt.Errorf("tokenizer: %w", err)
+	}
+	model, err := policy.Load(o.model, policy.WithDecoder(tok.Decode), policy.WithSamplerSeed(o.seed))
+	if err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	defer model.Close()
+	if err := setup.CheckVocab(tok, model); err != nil {
+		return fmt.Errorf("model %s: %w", o.model, err)
+	}
+	sampler, batch, err := setup.NewSampler(o.sampler, model, o.servedModel)
+	if err != nil {
+		return err
+	}
+	if o.sampler != "local" {
+		fmt.Fprintln(stderr, "grpotcr: note: the -sampler servers keep their own weights; the trainer does not sync its updates to them, so rollouts become off-policy after the first step")
+	}
+	workers := o.sandboxWorkers
+	if workers == 0 && o.sandbox != "local" {
+		workers = 16
+	}
+	codeTool, harness, closeTools, err := setup.CodeTools(o.sandbox, workers, o.toolTimeout)
+	if err != nil {
+		return err
+	}
+	defer closeTools()
+	rf, err := setup.NewReward(harness, o.toolBonus)
+	if err != nil {
+		return err
+	}
+	tools := []tool.Tool{codeTool}
+
+	trainPrompts, dropped, err := setup.LoadPrompts(ctx, o.train, o.promptKey, tok, tools, o.thinking, o.maxPrompt, 0)
+	if err != nil {
+		return fmt.Errorf("-train: %w", err)
+	}
+	fmt.Fprintf(stdout, "train: %d prompts%s\n", len(trainPrompts), droppedNote(dropped, o.maxPrompt))
+	if len(trainPrompts) < o.batch {
+		return fmt.Errorf("-train: %d prompts, fewer than -batch %d", len(trainPrompts), o.batch)
+	}
+	var valPrompts []agentrl.Prompt
+	if o.val != "" {
+		valPrompts, dropped, err = setup.LoadPrompts(ctx, o.val, o.promptKey, tok, tools, o.thinking, o.maxPrompt, 0)
+		if err != nil {
+			return fmt.Errorf("-val: %w", err)
+		}
+		fmt.Fprintf(stdout, "val: %d prompts%s\n", len(valPrompts), droppedNote(dropped, o.maxPrompt))
+	}
+
+	format := rollout.ChatML{}
+	if !o.thinking {
+		format.GenerationPrompt = setup.NoThinkPrompt
+	}
+	ecfg := rollout.Config{
+		Sampler: sampler, Tokenizer: tok, Tools: tools,
+		Parser: rollout.Hermes{}, Format: format,
+		MaxTurns: o.maxTurns, MaxResponseTokens: o.maxResponse,
+		ToolTimeout: o.toolTimeout + o.toolTimeout/2, Batch: batch,
+	}
+	if o.sampler == "local" {
+		ecfg.MaxTotalTokens = model.Config().MaxPositionEmbeddings
+	}
+	engine, err := rollout.NewEngine(ecfg)
+	if err != nil {
+		return err
+	}
+
+	cfg := agentrl.GRPOTCR()
+	cfg.PromptsPerStep, cfg.SamplesPerPrompt = o.batch, o.n
+	cfg.MiniBatchSize, cfg.MicroBatchSize = o.miniBatch, o.microBatch
+	cfg.Sampling = policy.SampleParams{Temperature: o.temperature, TopP: o.topP, TopK: -1}
+	cfg.Optimizer.LR = o.lr
+	cfg.MaxResponseTokens = o.maxResponse
+	if o.overlongBuffer == 0 {
+		cfg.Overlong = nil
+	} else {
+		cfg.Overlong.Buffer = o.overlongBuffer
+	}
+	cfg.Seed = o.seed
+	tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{Policy: model, Engine: engine, Reward: rf, Prompts: trainPrompts})
+	if err != nil {
+		return err
+	}
+
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	if o.resume {
+		ok, err := tr.Resume(root)
+		if err != nil {
+			return fmt.Errorf("-resume: %w", err)
+		}
+		if ok {
+			fmt.Fprintf(stdout, "resumed from step %d\n", tr.StepsDone())
+		} else {
+			fmt.Fprintf(stdout, "no checkpoint under %s: starting at step 0\n", root.Dir)
+		}
+	}
+	logPath := filepath.Join(o.out, metricsFile)
+	mlog, err := agentrl.OpenMetricsLog(logPath, agentrl.MetricsLogOptions{})
+	if err != nil {
+		return err
+	}
+	defer mlog.Close()
+
+	val := func(step int) (map[string]float64, error) {
+		res, err := validate(ctx, engine, rf, valPrompts, o.valN,
+			policy.SampleParams{Temperature: o.valTemperature, TopP: o.valTopP, TopK: -1}, o.seed)
+		if err != nil {
+			return nil, fmt.Errorf("validation at step %d: %w", step, err)
+		}
+		printValidation(stdout, step, res)
+		return res.Map(), nil
+	}
+	start := tr.StepsDone()
+	if start >= o.steps {
+		fmt.Fprintf(stdout, "already at step %d of %d\n", start, o.steps)
+	}
+	if len(valPrompts) > 0 && o.valBeforeTrain && start == 0 {
+		row, err := val(0)
+		if err != nil {
+			return err
+		}
+		if err := mlog.Log(0, row); err != nil {
+			return err
+		}
+	}
+	prog, err := agentrl.NewProgress(agentrl.ProgressConfig{Total: o.steps, StartStep: min(start, o.steps), Out: stderr, Description: "grpo-tcr"})
+	if err != nil {
+		return err
+	}
+	for tr.StepsDone() < o.steps {
+		st, err := tr.Step(ctx)
+		if err != nil {
+			return err
+		}
+		step, last := st.Step, st.Step == o.steps
+		row := st.Map()
+		if len(valPrompts) > 0 && (last || o.valEvery > 0 && step%o.valEvery == 0) {
+			vrow, err := val(step)
+			if err != nil {
+				return err
+			}
+			maps.Copy(row, vrow)
+		}
+		if err := mlog.Log(step, row); err != nil {
+			return err
+		}
+		tokens := st.RolloutTokensPerSec*st.RolloutSeconds + st.TrainTokensPerSec*st.TrainSeconds
+		if err := prog.Update(agentrl.ProgressStats{Step: step, RewardMean: st.RewardMean, Acc: st.Acc, Tokens: int64(math.Round(tokens))}); err != nil {
+			return err
+		}
+		if last || o.saveEvery > 0 && step%o.saveEvery == 0 {
+			dir, err := tr.SaveCheckpoint(ctx, root, o.keep)
+			if err != nil {
+				return fmt.Errorf("checkpoint at step %d: %w", step, err)
+			}
+			fmt.Fprintf(stdout, "step %d: checkpoint %s\n", step, dir)
+		}
+	}
+	if err := prog.Finish(); err != nil {
+		return err
+	}
+	if err := mlog.Close(); err != nil {
+		return err
+	}
+	pngPath := filepath.Join(o.out, plotFile)
+	switch err := agentrl.PlotMetricsFile(logPath, pngPath, agentrl.PlotConfig{}); {
+	case errors.Is(err, agentrl.ErrNoPlotData):
+		fmt.Fprintln(stderr, "grpotcr: no metrics to plot yet")
+	case err != nil:
+		return fmt.Errorf("plot: %w", err)
+	default:
+		fmt.Fprintf(stdout, "metrics: %s, plot: %s\n", logPath, pngPath)
+	}
+	final := filepath.Join(o.out, finalDir)
+	if err := exportHF(model, o.model, final); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	fmt.Fprintf(stdout, "trained policy: %s\n", final)
+	return nil
+}
+
+// validate rolls out n samples of every prompt, scores them and returns
+// verl's validation metrics. Sample s of prompt i is seeded with
+// seed + i·n + s, so that every validation of a run draws the same
+// random numbers and differences between steps come from the policy.
+func validate(ctx context.Context, engine *rollout.Engine, rf reward.Func, prompts []agentrl.Prompt, n int, params policy.SampleParams, seed uint64) (agentrl.EvalResult, error) {
+	reqs := make([]rollout.Request, len(prompts))
+	for i, p := range prompts {
+		ps := params
+		ps.Seed = new(seed + uint64(i)*uint64(n))
+		reqs[i] = rollout.Request{ID: strconv.Itoa(i), Prompt: p.Tokens, Params: ps, N: n}
+	}
+	trajs, err := engine.Run(ctx, reqs)
+	if err != nil {
+		return agentrl.EvalResult{}, err
+	}
+	inputs := make([]reward.Input, len(trajs))
+	for i, t := range trajs {
+		p := prompts[t.Request]
+		inputs[i] = reward.Input{
+			Response: t.Response, GroundTruth: p.GroundTruth, DataSource: p.DataSource, Extra: p.Extra,
+			Turns: len(t.Turns), ToolCalls: len(t.ToolCalls), ToolRewards: t.ToolRewards(),
+			ResponseTokens: t.SampledTokens(), ToolTokens: t.ResultTokens(),
+		}
+	}
+	outs, err := reward.Batch(ctx, rf, inputs, reward.BatchOptions{})
+	if err != nil {
+		return agentrl.EvalResult{}, err
+	}
+	recs := make([]agentrl.EvalRecord, len(trajs))
+	for i, t := range trajs {
+		recs[i] = agentrl.EvalRecord{
+			DataSource: prompts[t.Request].DataSource, PromptID: t.ID,
+			Score: outs[i].Score, Acc: outs[i].Acc, Pred: outs[i].Pred,
+			Extra: map[string]float64{"tool_calls": float64(len(t.ToolCalls))},
+		}
+	}
+	return agentrl.Evaluate(ctx, recs, agentrl.DefaultEvalConfig())
+}
+
+// printValidation writes one line per data source: the accuracy's mean@n
+// and pass@n, and the tool calls per answer.
+func printValidation(w io.Writer, step int, res agentrl.EvalResult) {
+	var sources []string
+	for _, m := range res.Metrics {
+		if !slices.Contains(sources, m.Source) {
+			sources = append(sources, m.Source)
+		}
+	}
+	for _, src := range sources {
+		line := fmt.Sprintf("step %d: val %s:", step, src)
+		for _, m := range res.Metrics {
+			if m.Source != src {
+				continue
+			}
+			switch {
+			case m.Var == agentrl.EvalVarAcc && (m.Name == fmt.Sprintf("mean@%d", m.K) || m.Name == fmt.Sprintf("pass@%d", m.K)):
+				line += fmt.Sprintf(" acc/%s=%.4f", m.Name, m.Value)
+			case m.Var == "tool_calls" && m.Name == fmt.Sprintf("mean@%d", m.K):
+				line += fmt.Sprintf(" tool_calls/%s=%.2f", m.Name, m.Value)
+			}
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// droppedNote says how many prompts -max-prompt left out, if it is set.
+func droppedNote(dropped, maxPrompt int) string {
+	if maxPrompt == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d over %d tokens left out)", dropped, maxPrompt)
+}

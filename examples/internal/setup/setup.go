@@ -1,0 +1,253 @@
+// Package setup holds the wiring that the example programs share: the
+// sampler (local model or OpenAI-compatible servers), the code tools (local
+// sandbox or SandboxFusion), the reward routed by data_source as
+// Open-AgentRL's compute_score does, the verl prompts rendered with the
+// chat template, and the checks of command-line paths and URLs.
+//
+// It is internal to examples: programs outside examples/ build their own
+// wiring from the public packages.
+package setup
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/dataset"
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/openai"
+	"github.com/agentrl/agentrl/policy/tokenizer"
+	"github.com/agentrl/agentrl/reward"
+	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/tool"
+)
+
+// NoThinkPrompt opens an assistant turn of Qwen3 with thinking disabled:
+// its chat template writes an empty think block after the header.
+const NoThinkPrompt = "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+
+// NewSampler returns the sampler of the rollouts: the local model, or the
+// OpenAI-compatible servers listed in spec (comma-separated base URLs).
+// The rollout engine batches the local model's requests (Batch); remote
+// servers batch on their own.
+func NewSampler(spec string, model *policy.Model, servedModel string) (policy.Sampler, *rollout.BatchConfig, error) {
+	if spec == "local" {
+		return model, &rollout.BatchConfig{}, nil
+	}
+	urls := SplitList(spec)
+	s, err := openai.New(openai.Config{BaseURLs: urls, Model: servedModel})
+	if err != nil {
+		return nil, nil, fmt.Errorf("-sampler: %w", err)
+	}
+	return s, nil, nil
+}
+
+// CodeTools returns the code_interpreter tool the model calls and the tool
+// the code reward runs test harnesses through: both on the local sandbox
+// (spec "local") or on a SandboxFusion server (spec a URL). The reward's
+// tool reads the harness's whole output (its verdict is the last line),
+// so it has a larger output budget than the model's. close stops the
+// local sandbox.
+func CodeTools(spec string, workers int, timeout time.Duration) (model, harness tool.Tool, close func() error, err error) {
+	var ci *tool.CodeInterpreter
+	if spec == "local" {
+		ci, err = tool.NewCodeInterpreter(tool.SandboxConfig{Workers: workers, Timeout: timeout})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("-sandbox local: %w", err)
+		}
+	} else {
+		sf, err := tool.NewSandboxFusion(tool.SandboxFusionConfig{URL: spec, RunTimeout: timeout, MaxConcurrent: workers})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("-sandbox: %w", err)
+		}
+		if ci, err = tool.NewCodeInterpreterOn(sf, tool.OutputBudget{}); err != nil {
+			return nil, nil, nil, fmt.Errorf("-sandbox: %w", err)
+		}
+	}
+	h, err := tool.NewCodeInterpreterOn(ci.Executor(), tool.OutputBudget{Chars: 1 << 20})
+	if err != nil {
+		ci.Close()
+		return nil, nil, nil, err
+	}
+	return ci, h, ci.Close, nil
+}
+
+// NewReward returns Open-AgentRL's reward (recipe/demystify/reward.py,
+// compute_score), routed by data_source: sources reward.SourceKind calls
+// code, and any other whose name contains "code" (Open-AgentRL's rule),
+// run the response's last Python block against the tests in the ground
+// truth (score = fraction of tests passed; −1 without a code block, as
+// Open-AgentRL); everything else is math, checked by the math verifier
+// on the last \boxed{} only (strict_box_verify) with scores +1 and −1.
+// With toolBonus a wrong answer earns 0.1 per tool round, capped at −0.6
+// (reward.DefaultToolBonus).
+func NewReward(harness tool.Tool, toolBonus bool) (reward.Func, error) {
+	mc := reward.DefaultMathConfig()
+	mc.Strict = true
+	math, err := reward.MathFunc(mc)
+	if err != nil {
+		return nil, err
+	}
+	tests, err := reward.CodeFunc(reward.CodeConfig{Executor: harness})
+	if err != nil {
+		return nil, err
+	}
+	code := func(ctx context.Context, in reward.Input) (reward.Output, error) {
+		if _, ok := reward.ExtractCode(in.Response); !ok {
+			return reward.Output{Score: mc.Wrong, Reason: "no code block in the response"}, nil
+		}
+		return tests(ctx, in)
+	}
+	fallback := func(ctx context.Context, in reward.Input) (reward.Output, error) {
+		if strings.Contains(strings.ToLower(in.DataSource), "code") {
+			return code(ctx, in)
+		}
+		return math(ctx, in)
+	}
+	f := reward.Router{Math: math, Code: code, Default: fallback}.Func()
+	if toolBonus {
+		return reward.WithToolBonus(f, reward.DefaultToolBonus())
+	}
+	return f, nil
+}
+
+// LoadPrompts reads verl-format files (comma-separated; the prompt in the
+// promptKey field, a chat or a plain string taken as one user message) and
+// renders each
+// prompt once with the chat template, the tools' schemas and the
+// generation prompt, so that the trainer and the engine work on token ids.
+// Prompts longer than maxPrompt tokens are left out, as verl's
+// data.filter_overlong_prompts does; the count is returned. limit > 0
+// keeps the first limit prompts.
+func LoadPrompts(ctx context.Context, files, promptKey string, tok *tokenizer.BPE, tools []tool.Tool, thinking bool, maxPrompt, limit int) ([]agentrl.Prompt, int, error) {
+	exs, err := dataset.Load(ctx, dataset.Options{PromptKey: promptKey, StringPrompt: true}, SplitList(files)...)
+	if err != nil {
+		return nil, 0, err
+	}
+	if limit > 0 && len(exs) > limit {
+		exs = exs[:limit]
+	}
+	prompts, err := agentrl.PromptsFromExamples(exs)
+	if err != nil {
+		return nil, 0, err
+	}
+	schemas := make([]json.RawMessage, len(tools))
+	for i, t := range tools {
+		schemas[i] = t.Schema()
+	}
+	opts := tokenizer.ChatOptions{AddGenerationPrompt: true, Vars: map[string]any{"enable_thinking": thinking}}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i := range prompts {
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			p := &prompts[i]
+			msgs := make([]tokenizer.Message, len(p.Messages))
+			for j, m := range p.Messages {
+				msgs[j] = tokenizer.Message{Role: m.Role, Content: m.Content}
+			}
+			text, err := tok.ApplyChatTemplate(msgs, schemas, opts)
+			if err != nil {
+				return fmt.Errorf("prompt %s: chat template: %w", p.ID, err)
+			}
+			p.Tokens, p.Messages = tok.Encode(text), nil
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, 0, err
+	}
+	kept := prompts[:0]
+	for _, p := range prompts {
+		if maxPrompt <= 0 || len(p.Tokens) <= maxPrompt {
+			kept = append(kept, p)
+		}
+	}
+	return kept, len(prompts) - len(kept), nil
+}
+
+// CheckVocab makes sure that every id the tokenizer can produce has a row
+// in the model's embedding.
+func CheckVocab(tok *tokenizer.BPE, m *policy.Model) error {
+	if tv, mv := tok.VocabSize(), m.Config().VocabSize; tv > mv {
+		return fmt.Errorf("tokenizer has %d ids but the model's vocab_size is %d: the tokenizer does not belong to this model", tv, mv)
+	}
+	return nil
+}
+
+// SplitList splits a comma-separated flag value, dropping empty items.
+func SplitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// CheckDir reports a folder that does not exist or lacks one of files.
+func CheckDir(dir string, files ...string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a folder", dir)
+	}
+	for _, f := range files {
+		if err := CheckFile(filepath.Join(dir, f)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckFile reports a path that is not a readable regular file.
+func CheckFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", path)
+	}
+	return nil
+}
+
+// CheckURLs accepts "local" or comma-separated http(s) URLs.
+func CheckURLs(name, spec string) error {
+	if spec == "local" {
+		return nil
+	}
+	urls := SplitList(spec)
+	if len(urls) == 0 {
+		return fmt.Errorf(`%s: want "local" or URLs`, name)
+	}
+	for _, s := range urls {
+		u, err := url.Parse(s)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf(`%s: %q is neither "local" nor an http(s) URL`, name, s)
+		}
+	}
+	return nil
+}
