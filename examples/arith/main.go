@@ -1,0 +1,53 @@
+// Command arith is the paper's pipeline in miniature: a tiny policy learns
+// multi-step arithmetic word problems whose numbers are too big to compute
+// in its head, by calling a code interpreter.
+//
+// It generates tool-use trajectories (call the interpreter with Python that
+// prints the problem's expression, read the result, answer in \boxed{}),
+// fine-tunes a freshly initialised Qwen3-style model with a byte-level
+// tokenizer on them (SFT), evaluates it on held-out problems, trains it
+// with GRPO-TCR with the tool in the loop (reward +1 for a correct boxed
+// answer, −1 otherwise, overlong shaping against the response budget), and
+// evaluates it again. A fraction of the SFT trajectories (-no-tool-frac)
+// answer at once with a rough guess, so the SFT policy sometimes skips the
+// tool and is wrong: RL has to learn that calling the tool pays.
+//
+// It prints a before/after table (avg@k, pass@k, maj@k, tool calls per
+// answer, answers without a tool call), where the plot, metrics and
+// checkpoints are, and one JSON line:
+//
+//	{"sft": {"avg@8": …, "pass@8": …, "maj@8": …}, "rl": {…}, "seconds": …}
+//
+// The run folder (-out, default ./runs/arith-<timestamp>) holds
+// metrics.jsonl (one line per RL step, verl's names, held-out metrics at
+// steps 0 and last), sft_metrics.jsonl, curves.png, model/ (Hugging Face
+// format, with byte_tokenizer.json) and checkpoints/ (the trainer's
+// resumable checkpoint).
+//
+//	go run ./examples/arith                                  # the default run
+//	go run ./examples/arith -rl-steps 60 -n 16 -hidden 192   # larger
+//	go run ./examples/arith -remote http://host:8000 -tokenizer tokenizer.json
+//
+// Without python3 the calculator tool replaces the code interpreter (the
+// program says so), and the trajectories follow the calculator's schema.
+// With -remote the program evaluates the model served by OpenAI-compatible
+// servers (vLLM, SGLang) on the held-out problems, with the tool in the
+// loop, instead of training the local model: a server's weights cannot
+// follow the local updates.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "arith:", err)
+		os.Exit(1)
+	}
+}

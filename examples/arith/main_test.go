@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/tool"
+)
+
+// tinyArgs is a configuration that runs every stage in seconds: a
+// one-layer model, 3 SFT updates, 1 RL step, 4 evaluation problems.
+func tinyArgs(dir string, extra ...string) []string {
+	return append([]string{"-out", dir, "-hidden", "32", "-layers", "1", "-heads", "2", "-kv-heads", "1",
+		"-head-dim", "16", "-ffn", "64", "-sft-samples", "32", "-sft-steps", "3", "-sft-batch", "8",
+		"-rl-steps", "1", "-prompts", "2", "-n", "4", "-eval", "4", "-max-response", "64"}, extra...)
+}
+
+// TestRunEndToEnd runs the whole pipeline (SFT, evaluation, GRPO-TCR,
+// evaluation, plot, checkpoints) at a tiny size and checks its outputs;
+// it asserts nothing about learning.
+func TestRunEndToEnd(t *testing.T) {
+	for _, toolName := range []string{"auto", "calculator"} {
+		t.Run(toolName, func(t *testing.T) {
+			dir := t.TempDir()
+			var stdout, stderr bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			require.NoError(t, run(ctx, tinyArgs(dir, "-tool", toolName), &stdout, &stderr), stderr.String())
+
+			lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+			last := lines[len(lines)-1]
+			var got map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal([]byte(last), &got), last)
+			assert.True(t, strings.HasPrefix(last, `{"sft": `), "the line starts with sft: %s", last)
+			require.Contains(t, got, "seconds")
+			var secs float64
+			require.NoError(t, json.Unmarshal(got["seconds"], &secs))
+			assert.Greater(t, secs, 0.0)
+			for _, stage := range []string{"sft", "rl"} {
+				require.Contains(t, got, stage)
+				var m map[string]float64
+				require.NoError(t, json.Unmarshal(got[stage], &m))
+				for _, k := range []string{"avg@4", "pass@4", "maj@4"} {
+					require.Contains(t, m, k, stage)
+					assert.GreaterOrEqual(t, m[k], 0.0)
+					assert.LessOrEqual(t, m[k], 1.0)
+				}
+				// pass@k counts a prompt solved by any sample: never below avg@k.
+				assert.GreaterOrEqual(t, m["pass@4"], m["avg@4"])
+			}
+			assert.Contains(t, stdout.String(), "avg@4")
+			for _, f := range []string{"metrics.jsonl", "sft_metrics.jsonl", "curves.png", "model/config.json",
+				"model/model.safetensors", "model/byte_tokenizer.json", "checkpoints/latest", "checkpoints/step-1/trainer_state.json"} {
+				_, err := os.Stat(filepath.Join(dir, f))
+				assert.NoError(t, err, f)
+			}
+			if toolName == "calculator" {
+				assert.Contains(t, stdout.String(), "tool: calculator")
+			}
+		})
+	}
+}
+
+func TestParseFlagsRejects(t *testing.T) {
+	for _, args := range [][]string{
+		{"-n", "0"},
+		{"-rl-steps", "-1"},
+		{"-prompts", "0"},
+		{"-eval", "0"},
+		{"-sft-samples", "4", "-sft-batch", "8"},
+		{"-no-tool-frac", "1.5"},
+		{"-max-response", "8"},
+		{"extra"},
+		{"-tool", "abacus"},
+	} {
+		var stderr bytes.Buffer
+		err := run(context.Background(), args, &bytes.Buffer{}, &stderr)
+		assert.Error(t, err, "%v", args)
+	}
+}
+
+// The generator's expressions, evaluated by the exact calculator (an
+// evaluator independent of the templates' Go functions), give the gold
+// answers; numbers have 2–7 digits and answers are positive.
+func TestProblemsAgreeWithCalculator(t *testing.T) {
+	calc := &tool.Calculator{}
+	probs := generateProblems(3, 300, "t")
+	steps := map[int]int{}
+	for _, p := range probs {
+		v, err := calc.Evaluate(p.Expr)
+		require.NoError(t, err, p.Expr)
+		assert.Equal(t, p.Answer, mustInt(t, v.String()), p.Expr)
+		assert.Positive(t, p.Answer)
+		steps[p.Steps]++
+		for _, f := range strings.FieldsFunc(p.Expr, func(r rune) bool { return r < '0' || r > '9' }) {
+			assert.Contains(t, p.Text, f, "every number of the expression is in the text")
+			assert.LessOrEqual(t, len(f), 7)
+		}
+	}
+	assert.Positive(t, steps[2])
+	assert.Positive(t, steps[3])
+	assert.Equal(t, probs, generateProblems(3, 300, "t"), "same seed, same problems")
+	assert.NotEqual(t, probs[0].Text, generateProblems(4, 1, "t")[0].Text)
+}
+
+func mustInt(t *testing.T, s string) int64 {
+	t.Helper()
+	var v int64
+	require.NoError(t, json.Unmarshal([]byte(s), &v), s)
+	return v
+}
+
+func TestRoughGuess(t *testing.T) {
+	// Two significant digits, truncated: by hand.
+	for in, want := range map[int64]string{1195992: "1100000", 98: "98", 7: "7", 12345: "12000"} {
+		assert.Equal(t, want, roughGuess(in), in)
+	}
+}
+
+// An SFT sequence is laid out as the rollout engine lays out a
+// trajectory, with the loss on the assistant's tokens only.
+func TestBuildSFTLayout(t *testing.T) {
+	tok, err := newTokenizer()
+	require.NoError(t, err)
+	spec := specFor(&tool.Calculator{})
+	p := problem{Text: "A farm has 1000 hens and buys 2345 more. Each hen lays 12 eggs. How many eggs are laid?",
+		Expr: "(1000+2345)*12", Answer: 40140}
+	ctx := context.Background()
+
+	withTool, err := buildSFT(ctx, []problem{p}, tok, spec, 0, 1)
+	require.NoError(t, err)
+	s := withTool[0]
+	require.Len(t, s.Mask, len(s.IDs))
+	var trained, all strings.Builder
+	for i, id := range s.IDs {
+		all.WriteString(tok.Decode([]int{id}))
+		if s.Mask[i] == 1 {
+			trained.WriteString(tok.Decode([]int{id}))
+		}
+	}
+	call := `<tool_call>{"name": "calculator", "arguments": {"expression": "(1000+2345)*12"}}</tool_call>`
+	assert.Equal(t, call+`\boxed{40140}<|im_end|>`, trained.String())
+	assert.Equal(t, "<|im_start|>user\n"+p.Text+"<|im_end|>\n<|im_start|>assistant\n"+call+
+		"<|im_end|>\n<|im_start|>user\n<tool_response>\n40140\n</tool_response><|im_end|>\n<|im_start|>assistant\n"+
+		`\boxed{40140}<|im_end|>`, all.String())
+
+	guess, err := buildSFT(ctx, []problem{p}, tok, spec, 1, 1)
+	require.NoError(t, err)
+	assert.Equal(t, "<|im_start|>user\n"+p.Text+"<|im_end|>\n<|im_start|>assistant\n"+`\boxed{40000}<|im_end|>`,
+		tok.Decode(guess[0].IDs))
+
+	// The call text parses as the engine parses it.
+	calls := rollout.Hermes{}.Parse(call)
+	require.Len(t, calls, 1)
+	assert.Equal(t, "calculator", calls[0].Name)
+	assert.JSONEq(t, `{"expression": "(1000+2345)*12"}`, string(calls[0].Arguments))
+}
+
+func TestWriteJSONLine(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, writeJSONLine(&b, 8, []namedEval{{"sft", evalSummary{avg: 0.123456, pass: 0.5, maj: 0.25}},
+		{"rl", evalSummary{avg: 1, pass: 1, maj: 1}}}, 1234567*time.Millisecond))
+	assert.Equal(t, `{"sft": {"avg@8": 0.1235, "pass@8": 0.5, "maj@8": 0.25}, "rl": {"avg@8": 1, "pass@8": 1, "maj@8": 1}, "seconds": 1234.6}`+"\n", b.String())
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+)
+
+// problem is one arithmetic word problem: the text the model reads, the
+// Python expression that solves it (its numbers in the order the text
+// gives them), and the exact integer answer.
+type problem struct {
+	ID     string
+	Text   string
+	Expr   string
+	Answer int64
+	Steps  int
+}
+
+// template is one kind of word problem. Each draws its numbers, in order
+// of appearance, and combines them with a fixed expression shape.
+type template struct {
+	text  string // fmt verbs %d for each number, in order
+	expr  string // fmt verbs %d, same order
+	steps int    // arithmetic operations
+	draw  func(*rand.Rand) []int64
+	eval  func(n []int64) int64
+}
+
+// digits draws a number with between lo and hi decimal digits.
+func digits(r *rand.Rand, lo, hi int) int64 {
+	d := lo + r.IntN(hi-lo+1)
+	min := int64(1)
+	for range d - 1 {
+		min *= 10
+	}
+	return min + r.Int64N(9*min)
+}
+
+// templates are the problem kinds. The quantities are 4–7 digits, the
+// multipliers 2 digits, and every answer is a positive integer.
+var templates = []template{
+	{
+		text: "A warehouse holds %d boxes; %d are shipped and each remaining box holds %d items. How many items are left?",
+		expr: "(%d-%d)*%d", steps: 2,
+		draw: func(r *rand.Rand) []int64 { return []int64{digits(r, 5, 7), digits(r, 4, 4), digits(r, 2, 2)} },
+		eval: func(n []int64) int64 { return (n[0] - n[1]) * n[2] },
+	},
+	{
+		text: "A farm has %d hens and buys %d more. Each hen lays %d eggs. How many eggs are laid?",
+		expr: "(%d+%d)*%d", steps: 2,
+		draw: func(r *rand.Rand) []int64 { return []int64{digits(r, 4, 6), digits(r, 4, 4), digits(r, 2, 2)} },
+		eval: func(n []int64) int64 { return (n[0] + n[1]) * n[2] },
+	},
+	{
+		text: "A factory makes %d parts a day for %d days and ships %d parts. How many parts remain?",
+		expr: "%d*%d-%d", steps: 2,
+		draw: func(r *rand.Rand) []int64 { return []int64{digits(r, 4, 5), digits(r, 2, 2), digits(r, 4, 4)} },
+		eval: func(n []int64) int64 { return n[0]*n[1] - n[2] },
+	},
+	{
+		text: "A library has %d books, receives %d more, then lends out %d. How many books are on the shelves?",
+		expr: "%d+%d-%d", steps: 2,
+		draw: func(r *rand.Rand) []int64 { return []int64{digits(r, 5, 7), digits(r, 4, 5), digits(r, 4, 4)} },
+		eval: func(n []int64) int64 { return n[0] + n[1] - n[2] },
+	},
+	{
+		text: "A town has %d homes and %d more are built. Each home uses %d liters a day and %d liters are recycled. How many liters are used?",
+		expr: "(%d+%d)*%d-%d", steps: 3,
+		draw: func(r *rand.Rand) []int64 {
+			return []int64{digits(r, 4, 5), digits(r, 4, 4), digits(r, 2, 2), digits(r, 4, 4)}
+		},
+		eval: func(n []int64) int64 { return (n[0]+n[1])*n[2] - n[3] },
+	},
+	{
+		text: "A ship carries %d crates of %d kg each. It unloads %d kg, then %d kg more. How many kg are still on board?",
+		expr: "%d*%d-%d-%d", steps: 3,
+		draw: func(r *rand.Rand) []int64 {
+			return []int64{digits(r, 4, 5), digits(r, 2, 2), digits(r, 4, 4), digits(r, 4, 4)}
+		},
+		eval: func(n []int64) int64 { return n[0]*n[1] - n[2] - n[3] },
+	},
+}
+
+// generateProblems returns n problems drawn from seed; the same seed
+// gives the same problems. Problems whose answer would not be positive
+// are redrawn.
+func generateProblems(seed uint64, n int, prefix string) []problem {
+	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	out := make([]problem, 0, n)
+	for len(out) < n {
+		t := templates[r.IntN(len(templates))]
+		nums := t.draw(r)
+		ans := t.eval(nums)
+		if ans <= 0 {
+			continue
+		}
+		args := make([]any, len(nums))
+		for i, v := range nums {
+			args[i] = v
+		}
+		out = append(out, problem{
+			ID:     fmt.Sprintf("%s-%d", prefix, len(out)),
+			Text:   fmt.Sprintf(t.text, args...),
+			Expr:   fmt.Sprintf(t.expr, args...),
+			Answer: ans,
+			Steps:  t.steps,
+		})
+	}
+	return out
+}
+
+// roughGuess is what a model answering without a tool writes: the answer
+// rounded to two significant digits, almost always wrong.
+func roughGuess(v int64) string {
+	s := strconv.FormatInt(v, 10)
+	if len(s) <= 2 {
+		return s
+	}
+	return s[:2] + strings.Repeat("0", len(s)-2)
+}

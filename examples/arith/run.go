@@ -1,0 +1,458 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/openai"
+	"github.com/agentrl/agentrl/policy/tokenizer"
+	"github.com/agentrl/agentrl/reward"
+	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/tool"
+)
+
+// options are the command-line settings.
+type options struct {
+	out  string
+	seed uint64
+
+	// Model size.
+	hidden, layers, heads, kvHeads, headDim, ffn int
+
+	// SFT.
+	sftSamples, sftSteps, sftBatch int
+	sftLR                          float64
+	noToolFrac                     float64
+
+	// RL.
+	rlSteps, prompts, n int
+	rlLR                float64
+	maxResponse         int
+
+	// Evaluation.
+	evalProblems int
+	temperature  float64
+
+	toolName string
+
+	remote, remoteModel, remoteKey, tokenizerFile string
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("arith", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.out, "out", "", "run folder (default ./runs/arith-<timestamp>)")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the model, the training problems and sampling; held-out problems use seed+1000")
+	fs.IntVar(&o.hidden, "hidden", 128, "model hidden size")
+	fs.IntVar(&o.layers, "layers", 2, "transformer layers")
+	fs.IntVar(&o.heads, "heads", 4, "attention heads")
+	fs.IntVar(&o.kvHeads, "kv-heads", 2, "key/value heads")
+	fs.IntVar(&o.headDim, "head-dim", 32, "attention head size")
+	fs.IntVar(&o.ffn, "ffn", 384, "MLP intermediate size")
+	fs.IntVar(&o.sftSamples, "sft-samples", 12800, "generated SFT trajectories")
+	fs.IntVar(&o.sftSteps, "sft-steps", 2000, "SFT updates")
+	fs.IntVar(&o.sftBatch, "sft-batch", 16, "SFT sequences per update")
+	fs.Float64Var(&o.sftLR, "sft-lr", 3e-3, "SFT peak learning rate (cosine decay to a tenth)")
+	fs.Float64Var(&o.noToolFrac, "no-tool-frac", 0.3, "fraction of SFT trajectories that guess the answer without the tool")
+	fs.IntVar(&o.rlSteps, "rl-steps", 16, "GRPO-TCR steps")
+	fs.IntVar(&o.prompts, "prompts", 8, "prompts per RL step")
+	fs.IntVar(&o.n, "n", 8, "samples per prompt, in RL and evaluation (the k of avg@k, pass@k, maj@k)")
+	fs.Float64Var(&o.rlLR, "rl-lr", 3e-4, "RL learning rate")
+	fs.IntVar(&o.maxResponse, "max-response", 128, "response budget in tokens (tool results included)")
+	fs.IntVar(&o.evalProblems, "eval", 32, "held-out evaluation problems")
+	fs.Float64Var(&o.temperature, "temperature", 1, "sampling temperature of rollouts and evaluation")
+	fs.StringVar(&o.toolName, "tool", "auto", `tool: "code_interpreter" (python sandbox), "calculator", or "auto" (the interpreter when python3 exists)`)
+	fs.StringVar(&o.remote, "remote", "", "comma-separated base URLs of OpenAI-compatible servers: evaluate the served model instead of training")
+	fs.StringVar(&o.remoteModel, "remote-model", "", "model name sent to the server")
+	fs.StringVar(&o.remoteKey, "remote-key-env", "", "environment variable holding the server's API key")
+	fs.StringVar(&o.tokenizerFile, "tokenizer", "", "tokenizer.json of the served model (with -remote; default the byte tokenizer of this program)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	switch {
+	case o.n < 1:
+		return o, fmt.Errorf("-n %d: want ≥ 1", o.n)
+	case o.rlSteps < 0 || o.prompts < 1:
+		return o, fmt.Errorf("-rl-steps %d, -prompts %d: want ≥ 0 and ≥ 1", o.rlSteps, o.prompts)
+	case o.evalProblems < 1:
+		return o, fmt.Errorf("-eval %d: want ≥ 1", o.evalProblems)
+	case o.sftSteps < 0 || o.sftBatch < 1 || o.sftSamples < o.sftBatch:
+		return o, fmt.Errorf("-sft-steps %d, -sft-batch %d, -sft-samples %d: want steps ≥ 0 and samples ≥ batch ≥ 1",
+			o.sftSteps, o.sftBatch, o.sftSamples)
+	case o.noToolFrac < 0 || o.noToolFrac > 1:
+		return o, fmt.Errorf("-no-tool-frac %g: want within [0, 1]", o.noToolFrac)
+	case o.maxResponse < 16:
+		return o, fmt.Errorf("-max-response %d: want ≥ 16", o.maxResponse)
+	}
+	return o, nil
+}
+
+// run is the whole program; main only wires signals and the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	start := time.Now()
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	tok, err := newTokenizer()
+	if err != nil {
+		return err
+	}
+	tl, closeTool, err := openTool(o.toolName, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeTool()
+	spec := specFor(tl)
+
+	if o.remote != "" {
+		return runRemote(ctx, o, tl, spec, stdout, stderr)
+	}
+
+	dir := o.out
+	if dir == "" {
+		dir = filepath.Join("runs", "arith-"+time.Now().UTC().Format("20060102-150405"))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("run folder: %w", err)
+	}
+
+	cfg, err := modelConfig(o, tok)
+	if err != nil {
+		return err
+	}
+	model, err := policy.New(cfg, o.seed, policy.WithDecoder(tok.Decode), policy.WithSamplerSeed(o.seed))
+	if err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	defer model.Close()
+	fmt.Fprintf(stderr, "model: qwen3, %d layers, hidden %d, %d parameters; tool: %s; run folder: %s\n",
+		cfg.NumHiddenLayers, cfg.HiddenSize, cfg.NumParams(), tl.Name(), dir)
+
+	// SFT data: generated trajectories with the tool's real output.
+	train := generateProblems(o.seed, o.sftSamples, "sft")
+	sft, err := buildSFT(ctx, train, tok, spec, o.noToolFrac, o.seed)
+	if err != nil {
+		return err
+	}
+	if err := runSFT(ctx, o, model, sft, dir, stderr); err != nil {
+		return err
+	}
+
+	engine, err := newEngine(model, tok, tl, o)
+	if err != nil {
+		return err
+	}
+	rf, err := reward.MathFunc(reward.MathConfig{Correct: 1, Wrong: -1, Strict: true})
+	if err != nil {
+		return err
+	}
+	heldOut := generateProblems(o.seed+1000, o.evalProblems, "eval")
+	params := policy.SampleParams{Temperature: o.temperature, TopP: 1, TopK: -1, MaxNewTokens: o.maxResponse}
+
+	fmt.Fprintf(stderr, "evaluating the SFT policy on %d held-out problems × %d samples\n", len(heldOut), o.n)
+	before, err := evaluate(ctx, engine, rf, heldOut, spec, params, o.n)
+	if err != nil {
+		return fmt.Errorf("evaluating the SFT policy: %w", err)
+	}
+
+	// GRPO-TCR with the tool in the loop.
+	rlProblems := generateProblems(o.seed+1, o.prompts*max(o.rlSteps, 1), "rl")
+	prompts := make([]agentrl.Prompt, len(rlProblems))
+	for i, p := range rlProblems {
+		prompts[i] = agentrl.Prompt{ID: p.ID, Text: promptText(p, spec), GroundTruth: strconv.FormatInt(p.Answer, 10), DataSource: "arith"}
+	}
+	tcfg := rlConfig(o)
+	log, err := agentrl.OpenMetricsLog(filepath.Join(dir, "metrics.jsonl"), agentrl.MetricsLogOptions{})
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	tr, err := agentrl.NewTrainer(tcfg, agentrl.TrainerParts{Policy: model, Engine: engine, Reward: rf, Prompts: prompts})
+	if err != nil {
+		return err
+	}
+	if err := log.Log(0, before.metrics); err != nil {
+		return err
+	}
+	after := before
+	if o.rlSteps > 0 {
+		after, err = runRL(ctx, o, tr, log, engine, rf, heldOut, spec, params, stderr)
+		if err != nil {
+			return err
+		}
+	}
+
+	// Outputs: plot, HF model, trainer checkpoint.
+	plotPath := filepath.Join(dir, "curves.png")
+	panels := append(agentrl.DefaultPlotPanels(), agentrl.PlotPanel{Title: "held-out avg@k / pass@k", Keys: []string{"val-core/arith/acc/*", "val-aux/arith/acc/pass@*"}})
+	if err := agentrl.PlotMetricsFile(filepath.Join(dir, "metrics.jsonl"), plotPath, agentrl.PlotConfig{Panels: panels}); err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	modelDir := filepath.Join(dir, "model")
+	if err := model.Save(modelDir, policy.SaveOptions{}); err != nil {
+		return fmt.Errorf("saving the model: %w", err)
+	}
+	if err := writeTokenizerInfo(modelDir, tok); err != nil {
+		return err
+	}
+	ckpt, err := tr.SaveCheckpoint(ctx, agentrl.CheckpointRoot{Dir: filepath.Join(dir, "checkpoints")}, 1)
+	if err != nil {
+		return fmt.Errorf("trainer checkpoint: %w", err)
+	}
+
+	printTable(stdout, o.n, []namedEval{{"SFT", before}, {"SFT+GRPO-TCR", after}})
+	fmt.Fprintf(stdout, "tool: %s\nplot: %s\nmetrics: %s\nmodel (HF format): %s\ntrainer checkpoint: %s\n",
+		tl.Name(), plotPath, filepath.Join(dir, "metrics.jsonl"), modelDir, ckpt)
+	return writeJSONLine(stdout, o.n, []namedEval{{"sft", before}, {"rl", after}}, time.Since(start))
+}
+
+// modelConfig is a Qwen3-style configuration over the byte tokenizer.
+func modelConfig(o options, tok *tokenizer.Bytes) (policy.Config, error) {
+	eos, _ := tok.TokenID(imEnd)
+	raw, err := json.Marshal(map[string]any{
+		"model_type": "qwen3", "vocab_size": tok.VocabSize(), "hidden_size": o.hidden,
+		"intermediate_size": o.ffn, "num_hidden_layers": o.layers, "num_attention_heads": o.heads,
+		"num_key_value_heads": o.kvHeads, "head_dim": o.headDim, "max_position_embeddings": 512,
+		"rope_theta": 10000, "tie_word_embeddings": true, "eos_token_id": eos, "torch_dtype": "float32",
+	})
+	if err != nil {
+		return policy.Config{}, err
+	}
+	cfg, err := policy.ParseConfig(raw)
+	if err != nil {
+		return policy.Config{}, fmt.Errorf("model config: %w", err)
+	}
+	return cfg, nil
+}
+
+func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.SFTSample, dir string, stderr io.Writer) error {
+	if o.sftSteps == 0 {
+		return nil
+	}
+	per := len(data) / o.sftBatch
+	epochs := (o.sftSteps + per - 1) / per
+	opt := policy.DefaultAdamWConfig()
+	opt.LR = o.sftLR
+	opt.WeightDecay = 0.01
+	// Copying digits from the prompt (an induction-head circuit) appears
+	// only after a plateau of loss ≈ 1.1 whose length varies from run to
+	// run (≈ 400 updates in the measured default run, > 1300 with 1400
+	// steps); the rate must stay high while the model is on it.
+	opt.Schedule = policy.CosineSchedule{WarmupSteps: int64(max(o.sftSteps/20, 1)), TotalSteps: int64(o.sftSteps), MinLRRatio: 0.1}
+	log, err := agentrl.OpenMetricsLog(filepath.Join(dir, "sft_metrics.jsonl"), agentrl.MetricsLogOptions{})
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	tr, err := agentrl.NewSFTTrainer(model, data, agentrl.SFTConfig{
+		BatchSize: o.sftBatch, Epochs: epochs, Optimizer: opt, MaxGradNorm: 1, Seed: o.seed, Metrics: log,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "sft: %d trajectories (%.0f%% answer without the tool), %d updates of %d; the progress line's reward is −loss per trained token\n",
+		len(data), 100*o.noToolFrac, o.sftSteps, o.sftBatch)
+	prog, err := agentrl.NewProgress(agentrl.ProgressConfig{Total: o.sftSteps, Out: stderr, Description: "sft", Interval: 10 * time.Second})
+	if err != nil {
+		return err
+	}
+	for tr.StepsDone() < o.sftSteps {
+		m, err := tr.Step(ctx)
+		if err != nil {
+			return fmt.Errorf("sft step %d: %w", tr.StepsDone()+1, err)
+		}
+		if err := prog.Update(agentrl.ProgressStats{Step: m.Step, RewardMean: -m.Loss, Tokens: int64(m.SeqTokens)}); err != nil {
+			return err
+		}
+	}
+	if err := prog.Finish(); err != nil {
+		return err
+	}
+	loss, err := tr.Loss(ctx, data[:min(len(data), 256)])
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "sft: %d updates, loss per trained token %.4f\n", o.sftSteps, loss)
+	return nil
+}
+
+// rlConfig is GRPO-TCR scaled down to the tiny model: 8 samples per
+// prompt, a short response budget with its overlong buffer, one update
+// per step and a learning rate for a few million parameters.
+func rlConfig(o options) agentrl.TrainerConfig {
+	c := agentrl.GRPOTCR()
+	c.PromptsPerStep = o.prompts
+	c.SamplesPerPrompt = o.n
+	c.MiniBatchSize = c.PromptsPerStep * c.SamplesPerPrompt
+	c.MicroBatchSize = min(c.MiniBatchSize, 32)
+	c.Sampling = policy.SampleParams{Temperature: o.temperature, TopP: 1, TopK: -1, MaxNewTokens: o.maxResponse}
+	c.MaxResponseTokens = o.maxResponse
+	c.Overlong = &reward.OverlongConfig{Buffer: o.maxResponse / 4, Factor: 1}
+	c.Optimizer.LR = o.rlLR
+	c.Optimizer.WeightDecay = 0
+	c.Seed = o.seed
+	return c
+}
+
+func runRL(ctx context.Context, o options, tr *agentrl.Trainer, log *agentrl.MetricsLogger, engine *rollout.Engine,
+	rf reward.Func, heldOut []problem, spec toolSpec, params policy.SampleParams, stderr io.Writer) (evalSummary, error) {
+	steps := o.rlSteps
+	prog, err := agentrl.NewProgress(agentrl.ProgressConfig{Total: steps, Out: stderr, Description: "grpo-tcr", Interval: 10 * time.Second})
+	if err != nil {
+		return evalSummary{}, err
+	}
+	var last map[string]float64
+	for tr.StepsDone() < steps {
+		m, err := tr.Step(ctx)
+		if err != nil {
+			return evalSummary{}, fmt.Errorf("rl step %d: %w", tr.StepsDone()+1, err)
+		}
+		last = m.Map()
+		if m.Step < steps {
+			if err := log.Log(m.Step, last); err != nil {
+				return evalSummary{}, err
+			}
+		}
+		if err := prog.Update(agentrl.ProgressStats{Step: m.Step, RewardMean: m.RewardMean, Acc: m.Acc,
+			Tokens: int64(m.ResponseLenMean * float64(m.Trajectories))}); err != nil {
+			return evalSummary{}, err
+		}
+	}
+	if err := prog.Finish(); err != nil {
+		return evalSummary{}, err
+	}
+	fmt.Fprintf(stderr, "evaluating the RL policy on %d held-out problems × %d samples\n", len(heldOut), o.n)
+	after, err := evaluate(ctx, engine, rf, heldOut, spec, params, o.n)
+	if err != nil {
+		return evalSummary{}, fmt.Errorf("evaluating the RL policy: %w", err)
+	}
+	// The last step's line carries the final evaluation too.
+	for k, v := range after.metrics {
+		last[k] = v
+	}
+	return after, log.Log(steps, last)
+}
+
+func newEngine(s policy.Sampler, tok rollout.Tokenizer, tl tool.Tool, o options) (*rollout.Engine, error) {
+	return rollout.NewEngine(rollout.Config{
+		Sampler: s, Tokenizer: tok, Tools: []tool.Tool{tl},
+		MaxTurns: 4, MaxResponseTokens: o.maxResponse, MaxToolCalls: 3, MaxCallsPerTurn: 1,
+		ToolTimeout: 10 * time.Second, MaxConcurrentTools: 8,
+		Batch: &rollout.BatchConfig{MaxSize: 512, Window: 5 * time.Millisecond},
+	})
+}
+
+// runRemote evaluates a served model on the held-out problems.
+func runRemote(ctx context.Context, o options, tl tool.Tool, spec toolSpec, stdout, stderr io.Writer) error {
+	start := time.Now()
+	var tk rollout.Tokenizer
+	if o.tokenizerFile != "" {
+		bpe, err := tokenizer.FromFile(o.tokenizerFile)
+		if err != nil {
+			return err
+		}
+		tk = bpe
+	} else {
+		b, err := newTokenizer()
+		if err != nil {
+			return err
+		}
+		tk = b
+	}
+	key := ""
+	if o.remoteKey != "" {
+		key = os.Getenv(o.remoteKey)
+	}
+	s, err := openai.New(openai.Config{BaseURLs: strings.Split(o.remote, ","), Model: o.remoteModel, APIKey: key})
+	if err != nil {
+		return err
+	}
+	engine, err := rollout.NewEngine(rollout.Config{
+		Sampler: s, Tokenizer: tk, Tools: []tool.Tool{tl},
+		MaxTurns: 4, MaxResponseTokens: o.maxResponse, MaxToolCalls: 3, ToolTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	rf, err := reward.MathFunc(reward.MathConfig{Correct: 1, Wrong: -1, Strict: true})
+	if err != nil {
+		return err
+	}
+	spec.system = true
+	heldOut := generateProblems(o.seed+1000, o.evalProblems, "eval")
+	params := policy.SampleParams{Temperature: o.temperature, TopP: 1, TopK: -1, MaxNewTokens: o.maxResponse, StopTokenIDs: nil}
+	fmt.Fprintf(stderr, "evaluating the served model at %s on %d held-out problems × %d samples\n", o.remote, len(heldOut), o.n)
+	res, err := evaluate(ctx, engine, rf, heldOut, spec, params, o.n)
+	if err != nil {
+		return err
+	}
+	printTable(stdout, o.n, []namedEval{{"remote", res}})
+	return writeJSONLine(stdout, o.n, []namedEval{{"remote", res}}, time.Since(start))
+}
+
+// writeJSONLine prints the summary line, {"sft": {...}, "rl": {...},
+// "seconds": s}, with the evaluations in the order given.
+func writeJSONLine(w io.Writer, k int, evals []namedEval, d time.Duration) error {
+	var b strings.Builder
+	b.WriteByte('{')
+	for _, e := range evals {
+		name, err := json.Marshal(e.name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, `%s: {"avg@%d": %s, "pass@%d": %s, "maj@%d": %s}, `, name,
+			k, jsonNumber(e.e.avg, 4), k, jsonNumber(e.e.pass, 4), k, jsonNumber(e.e.maj, 4))
+	}
+	fmt.Fprintf(&b, `"seconds": %s}`, jsonNumber(d.Seconds(), 1))
+	_, err := fmt.Fprintln(w, b.String())
+	return err
+}
+
+// jsonNumber formats v with at most prec decimals, trailing zeros dropped.
+func jsonNumber(v float64, prec int) string {
+	return strconv.FormatFloat(roundTo(v, prec), 'f', -1, 64)
+}
+
+// openTool starts the tool the flag names; "auto" falls back to the
+// calculator when there is no python3, and says so.
+func openTool(name string, stderr io.Writer) (tool.Tool, func(), error) {
+	nop := func() {}
+	switch name {
+	case "calculator":
+		return &tool.Calculator{}, nop, nil
+	case "code_interpreter", "auto":
+		ci, err := tool.NewCodeInterpreter(tool.SandboxConfig{Workers: 2, Timeout: 10 * time.Second})
+		if errors.Is(err, tool.ErrNoPython) && name == "auto" {
+			fmt.Fprintln(stderr, "notice: python3 not found; using the calculator tool instead of the code interpreter")
+			return &tool.Calculator{}, nop, nil
+		}
+		if err != nil {
+			return nil, nop, fmt.Errorf("code interpreter: %w", err)
+		}
+		return ci, func() { _ = ci.Close() }, nil
+	default:
+		return nil, nop, fmt.Errorf("-tool %q: want auto, code_interpreter or calculator", name)
+	}
+}
+
+func roundTo(v float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(v*p) / p
+}
