@@ -4,23 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/examples/internal/setup/setuptest"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 )
 
@@ -28,42 +24,7 @@ import (
 // policy/tokenizer rather than copied (tokenizer.json is 11 MB).
 const qwen3Testdata = "../../policy/tokenizer/testdata"
 
-// Qwen3's special tokens.
-const (
-	imEnd       = 151645 // <|im_end|>
-	qwen3Vocab  = 151936 // Qwen3's embedding rows (the tokenizer uses 151669)
-	maxPosition = 4096
-)
-
-// tinyCheckpoint writes a random Qwen3 with Qwen3's vocabulary and a tiny
-// body, plus links to the real tokenizer files: a checkpoint folder as
-// Hugging Face lays it out, small enough to train on a CPU in seconds.
-func tinyCheckpoint(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	m, err := policy.New(policy.Config{
-		ModelType: policy.ModelQwen3, VocabSize: qwen3Vocab, HiddenSize: 8, IntermediateSize: 16,
-		NumHiddenLayers: 1, NumAttentionHeads: 2, NumKeyValueHeads: 1, HeadDim: 4,
-		MaxPositionEmbeddings: maxPosition, RMSNormEps: 1e-6, RopeTheta: 1e6, TieWordEmbeddings: true,
-		EOSTokenIDs: []int{imEnd},
-	}, 7)
-	require.NoError(t, err)
-	require.NoError(t, m.Save(dir, policy.SaveOptions{}))
-	require.NoError(t, m.Close())
-	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
-		src, err := filepath.Abs(filepath.Join(qwen3Testdata, f))
-		require.NoError(t, err)
-		require.NoError(t, os.Symlink(src, filepath.Join(dir, f)))
-	}
-	return dir
-}
-
-func needPython(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("no python3 for the local sandbox")
-	}
-}
+func tinyCheckpoint(t *testing.T) string { return setuptest.TinyCheckpoint(t, qwen3Testdata) }
 
 // runMain runs the program in-process and returns its exit code, stdout
 // and stderr.
@@ -72,85 +33,6 @@ func runMain(t *testing.T, args ...string) (int, string, string) {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), args, &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
-}
-
-// fakeVLLM is an OpenAI-compatible /v1/completions server that plays a
-// competent agent: for an arithmetic question it first calls the code
-// interpreter with the expression, and once it sees the tool's output it
-// answers with that output boxed; for a coding task it answers with a
-// program. The answers are only right if the sandbox really ran the code.
-type fakeVLLM struct {
-	tok *tokenizer.BPE
-	mu  sync.Mutex
-	// calls counts the requests, afterTool those that continued a tool
-	// result.
-	calls, afterTool int
-}
-
-var (
-	questionRe = regexp.MustCompile(`What is ([0-9*+\- ]+)\?`)
-	responseRe = regexp.MustCompile(`(?s)<tool_response>\n(.*?)\n</tool_response>`)
-)
-
-func (f *fakeVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Prompt []int    `json:"prompt"`
-		Stop   []string `json:"stop"`
-	}
-	if r.URL.Path != "/v1/completions" || json.NewDecoder(r.Body).Decode(&req) != nil {
-		http.Error(w, "bad request", http.StatusBadRequest)
-		return
-	}
-	prompt := f.tok.Decode(req.Prompt)
-	// The turn being continued starts after the last user message.
-	last := prompt[strings.LastIndex(prompt, "<|im_start|>user"):]
-	var text string
-	var stop any // vLLM's stop_reason: null for end of sequence
-	switch {
-	case strings.Contains(last, "<tool_response>"):
-		m := responseRe.FindStringSubmatch(last)
-		if m == nil {
-			http.Error(w, "no tool response in: "+last, http.StatusBadRequest)
-			return
-		}
-		result := strings.TrimSpace(m[1])
-		text = fmt.Sprintf("The tool printed %s, so the answer is \\boxed{%s}.<|im_end|>", result, result)
-		f.mu.Lock()
-		f.afterTool++
-		f.mu.Unlock()
-	case questionRe.MatchString(last):
-		expr := questionRe.FindStringSubmatch(last)[1]
-		text = fmt.Sprintf("<tool_call>\n{\"name\": \"code_interpreter\", \"arguments\": {\"code\": \"print(%s)\"}}\n</tool_call>", expr)
-		stop = "</tool_call>"
-	case strings.Contains(last, "print their sum"):
-		text = "```python\na, b = map(int, input().split())\nprint(a + b)\n```<|im_end|>"
-	case strings.Contains(last, "twoSum"):
-		text = "```python\nclass Solution:\n    def twoSum(self, nums, target):\n        seen = {}\n        for i, x in enumerate(nums):\n            if target - x in seen:\n                return [seen[target - x], i]\n            seen[x] = i\n```<|im_end|>"
-	case strings.Contains(last, "print their product"):
-		text = "```python\na, b = map(int, input().split())\nprint(a * b)\n```<|im_end|>"
-	default:
-		http.Error(w, "unexpected prompt: "+last, http.StatusBadRequest)
-		return
-	}
-	f.mu.Lock()
-	f.calls++
-	f.mu.Unlock()
-	ids := f.tok.Encode(text)
-	toks := make([]string, len(ids))
-	lps := make([]float64, len(ids))
-	for i, id := range ids {
-		toks[i], lps[i] = fmt.Sprintf("token_id:%d", id), -0.5
-	}
-	resp := map[string]any{
-		"choices": []any{map[string]any{
-			"index": 0, "text": text, "token_ids": ids,
-			"logprobs":      map[string]any{"tokens": toks, "token_logprobs": lps},
-			"finish_reason": "stop", "stop_reason": stop,
-		}},
-		"usage": map[string]any{"prompt_tokens": len(req.Prompt)},
-	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(resp)
 }
 
 // report is the JSON line's shape.
@@ -185,11 +67,11 @@ func lastJSON(t *testing.T, stdout string) jsonReport {
 //	skywork_code (1 prompt, right): every accuracy metric 1, reward 1
 //	  (2 of 2 tests pass), no tool calls.
 func TestEvalRemoteWithTools(t *testing.T) {
-	needPython(t)
+	setuptest.NeedPython(t)
 	model := tinyCheckpoint(t)
 	tok, err := tokenizer.Load(model)
 	require.NoError(t, err)
-	srv := httptest.NewServer(&fakeVLLM{tok: tok})
+	srv := httptest.NewServer(&setuptest.FakeVLLM{Tok: tok})
 	defer srv.Close()
 	// Only the tokenizer is read with a remote sampler.
 	require.NoError(t, os.Remove(filepath.Join(model, "model.safetensors")))
@@ -239,11 +121,11 @@ func TestEvalRemoteWithTools(t *testing.T) {
 // call-based one (twoSum), both answered right by fakeVLLM, so every
 // accuracy is 1 — only if the tests really ran in the sandbox.
 func TestEvalParquetCode(t *testing.T) {
-	needPython(t)
+	setuptest.NeedPython(t)
 	model := tinyCheckpoint(t)
 	tok, err := tokenizer.Load(model)
 	require.NoError(t, err)
-	srv := httptest.NewServer(&fakeVLLM{tok: tok})
+	srv := httptest.NewServer(&setuptest.FakeVLLM{Tok: tok})
 	defer srv.Close()
 	code, stdout, stderr := runMain(t, "-model", model, "-data", "../../dataset/testdata/openagentrl_lcb_hyparquet.parquet",
 		"-prompt-key", "problem", "-k", "2", "-sampler", srv.URL, "-sandbox-workers", "2")
@@ -260,7 +142,7 @@ func TestEvalParquetCode(t *testing.T) {
 // TestEvalLocal evaluates the tiny random Qwen3 itself on the CPU: it
 // never answers, so every accuracy is 0 and every math score −1.
 func TestEvalLocal(t *testing.T) {
-	needPython(t)
+	setuptest.NeedPython(t)
 	model := tinyCheckpoint(t)
 	code, stdout, stderr := runMain(t, "-model", model, "-data", "testdata/eval.jsonl", "-k", "2", "-n", "3",
 		"-max-response", "8", "-sandbox-workers", "1")
@@ -303,7 +185,7 @@ func TestUsage(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.code == 1 {
-				needPython(t)
+				setuptest.NeedPython(t)
 			}
 			code, _, stderr := runMain(t, c.args...)
 			assert.Equal(t, c.code, code, stderr)
@@ -315,7 +197,7 @@ func TestUsage(t *testing.T) {
 // TestInterrupted: SIGINT cancels the context run gets (here cancelled up
 // front); the program stops with status 1 and says so.
 func TestInterrupted(t *testing.T) {
-	needPython(t)
+	setuptest.NeedPython(t)
 	model := tinyCheckpoint(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -329,7 +211,7 @@ func TestInterrupted(t *testing.T) {
 // TestInterruptedMidRollout cancels the context while the sampler is
 // busy: the rollout must give up at once rather than wait for it.
 func TestInterruptedMidRollout(t *testing.T) {
-	needPython(t)
+	setuptest.NeedPython(t)
 	model := tinyCheckpoint(t)
 	arrived := make(chan struct{}, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

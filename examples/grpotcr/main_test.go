@@ -3,24 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentrl/agentrl"
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/examples/internal/setup/setuptest"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 )
 
@@ -28,42 +21,7 @@ import (
 // policy/tokenizer rather than copied (tokenizer.json is 11 MB).
 const qwen3Testdata = "../../policy/tokenizer/testdata"
 
-// Qwen3's special tokens.
-const (
-	imEnd       = 151645 // <|im_end|>
-	qwen3Vocab  = 151936 // Qwen3's embedding rows (the tokenizer uses 151669)
-	maxPosition = 4096
-)
-
-// tinyCheckpoint writes a random Qwen3 with Qwen3's vocabulary and a tiny
-// body, plus links to the real tokenizer files: a checkpoint folder as
-// Hugging Face lays it out, small enough to train on a CPU in seconds.
-func tinyCheckpoint(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	m, err := policy.New(policy.Config{
-		ModelType: policy.ModelQwen3, VocabSize: qwen3Vocab, HiddenSize: 8, IntermediateSize: 16,
-		NumHiddenLayers: 1, NumAttentionHeads: 2, NumKeyValueHeads: 1, HeadDim: 4,
-		MaxPositionEmbeddings: maxPosition, RMSNormEps: 1e-6, RopeTheta: 1e6, TieWordEmbeddings: true,
-		EOSTokenIDs: []int{imEnd},
-	}, 7)
-	require.NoError(t, err)
-	require.NoError(t, m.Save(dir, policy.SaveOptions{}))
-	require.NoError(t, m.Close())
-	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
-		src, err := filepath.Abs(filepath.Join(qwen3Testdata, f))
-		require.NoError(t, err)
-		require.NoError(t, os.Symlink(src, filepath.Join(dir, f)))
-	}
-	return dir
-}
-
-func needPython(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("no python3 for the local sandbox")
-	}
-}
+func tinyCheckpoint(t *testing.T) string { return setuptest.TinyCheckpoint(t, qwen3Testdata) }
 
 // runMain runs the program in-process and returns its exit code, stdout
 // and stderr.
@@ -79,7 +37,7 @@ func runMain(t *testing.T, args ...string) (int, string, string) {
 // after the second, checkpoints, metrics, plot and export; then a resumed third step; then
 // a refusal to overwrite the run without -resume.
 func TestTrainLocal(t *testing.T) {
-	needPython(t)
+	setuptest.NeedPython(t)
 	model := tinyCheckpoint(t)
 	out := filepath.Join(t.TempDir(), "run")
 	args := []string{
@@ -131,94 +89,17 @@ func TestTrainLocal(t *testing.T) {
 	assert.Contains(t, stderr, "already holds checkpoints (step 3): pass -resume")
 }
 
-// fakeVLLM is an OpenAI-compatible /v1/completions server that plays a
-// competent agent: for an arithmetic question it first calls the code
-// interpreter with the expression, and once it sees the tool's output it
-// answers with that output boxed; for a coding task it answers with a
-// program. The answers are only right if the sandbox really ran the code.
-type fakeVLLM struct {
-	tok *tokenizer.BPE
-	mu  sync.Mutex
-	// calls counts the requests, afterTool those that continued a tool
-	// result.
-	calls, afterTool int
-}
-
-var (
-	questionRe = regexp.MustCompile(`What is ([0-9*+\- ]+)\?`)
-	responseRe = regexp.MustCompile(`(?s)<tool_response>\n(.*?)\n</tool_response>`)
-)
-
-func (f *fakeVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Prompt []int    `json:"prompt"`
-		Stop   []string `json:"stop"`
-	}
-	if r.URL.Path != "/v1/completions" || json.NewDecoder(r.Body).Decode(&req) != nil {
-		http.Error(w, "bad request", http.StatusBadRequest)
-		return
-	}
-	prompt := f.tok.Decode(req.Prompt)
-	// The turn being continued starts after the last user message.
-	last := prompt[strings.LastIndex(prompt, "<|im_start|>user"):]
-	var text string
-	var stop any // vLLM's stop_reason: null for end of sequence
-	switch {
-	case strings.Contains(last, "<tool_response>"):
-		m := responseRe.FindStringSubmatch(last)
-		if m == nil {
-			http.Error(w, "no tool response in: "+last, http.StatusBadRequest)
-			return
-		}
-		result := strings.TrimSpace(m[1])
-		text = fmt.Sprintf("The tool printed %s, so the answer is \\boxed{%s}.<|im_end|>", result, result)
-		f.mu.Lock()
-		f.afterTool++
-		f.mu.Unlock()
-	case questionRe.MatchString(last):
-		expr := questionRe.FindStringSubmatch(last)[1]
-		text = fmt.Sprintf("<tool_call>\n{\"name\": \"code_interpreter\", \"arguments\": {\"code\": \"print(%s)\"}}\n</tool_call>", expr)
-		stop = "</tool_call>"
-	case strings.Contains(last, "print their sum"):
-		text = "```python\na, b = map(int, input().split())\nprint(a + b)\n```<|im_end|>"
-	case strings.Contains(last, "print their product"):
-		text = "```python\na, b = map(int, input().split())\nprint(a * b)\n```<|im_end|>"
-	default:
-		http.Error(w, "unexpected prompt: "+last, http.StatusBadRequest)
-		return
-	}
-	f.mu.Lock()
-	f.calls++
-	f.mu.Unlock()
-	ids := f.tok.Encode(text)
-	toks := make([]string, len(ids))
-	lps := make([]float64, len(ids))
-	for i, id := range ids {
-		toks[i], lps[i] = fmt.Sprintf("token_id:%d", id), -0.5
-	}
-	resp := map[string]any{
-		"choices": []any{map[string]any{
-			"index": 0, "text": text, "token_ids": ids,
-			"logprobs":      map[string]any{"tokens": toks, "token_logprobs": lps},
-			"finish_reason": "stop", "stop_reason": stop,
-		}},
-		"usage": map[string]any{"prompt_tokens": len(req.Prompt)},
-	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(resp)
-}
-
 // TestTrainRemoteSamplerWithTools runs a step with rollouts from an
 // OpenAI-compatible server whose scripted agent calls the code
 // interpreter: the Hermes parser, the local sandbox, the tool-result
 // rendering and the routed rewards (math through \boxed{}, code through
 // the tests) must all work for the answers to score 1.
 func TestTrainRemoteSamplerWithTools(t *testing.T) {
-	needPython(t)
+	setuptest.NeedPython(t)
 	model := tinyCheckpoint(t)
 	tok, err := tokenizer.Load(model)
 	require.NoError(t, err)
-	fake := &fakeVLLM{tok: tok}
+	fake := &setuptest.FakeVLLM{Tok: tok}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 	out := filepath.Join(t.TempDir(), "run")
@@ -250,8 +131,9 @@ func TestTrainRemoteSamplerWithTools(t *testing.T) {
 	// Requests: training 3 math prompts × 2 samples × 2 turns + 2 code
 	// answers = 14; each of the two validations (before training and at
 	// the last step) 1 math prompt × 2 × 2 + 2 code answers = 6.
-	assert.Equal(t, 14+2*6, fake.calls)
-	assert.Equal(t, 6+2*2, fake.afterTool)
+	calls, afterTool := fake.Counts()
+	assert.Equal(t, 14+2*6, calls)
+	assert.Equal(t, 6+2*2, afterTool)
 }
 
 // TestUsage checks that bad flags and paths exit with status 2 and a
@@ -295,7 +177,7 @@ func TestUsage(t *testing.T) {
 // TestRuntimeErrors checks failures after the flags are accepted: exit
 // status 1 and a message that names the cause.
 func TestRuntimeErrors(t *testing.T) {
-	needPython(t)
+	setuptest.NeedPython(t)
 	model := tinyCheckpoint(t)
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.jsonl")
