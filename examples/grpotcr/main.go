@@ -226,14 +226,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.val != "" && len(setup.SplitList(o.val)) == 0 || len(setup.SplitList(o.train)) == 0 {
 		return bad("-train and -val must name files")
 	}
-	if err := setup.CheckURLs("-sampler", o.sampler); err != nil {
+	if err := setup.CheckEndpoints(o.sampler, o.sandbox); err != nil {
 		return bad("%v", err)
-	}
-	if err := setup.CheckURLs("-sandbox", o.sandbox); err != nil {
-		return bad("%v", err)
-	}
-	if o.sandbox != "local" && len(setup.SplitList(o.sandbox)) != 1 {
-		return bad("-sandbox: want one SandboxFusion URL, got %q", o.sandbox)
 	}
 	return o, nil
 }

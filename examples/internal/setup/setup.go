@@ -251,3 +251,18 @@ func CheckURLs(name, spec string) error {
 	}
 	return nil
 }
+
+// CheckEndpoints checks the -sampler and -sandbox flags: each is "local"
+// or base URLs, and the sandbox names at most one SandboxFusion server.
+func CheckEndpoints(sampler, sandbox string) error {
+	if err := CheckURLs("-sampler", sampler); err != nil {
+		return err
+	}
+	if err := CheckURLs("-sandbox", sandbox); err != nil {
+		return err
+	}
+	if sandbox != "local" && len(SplitList(sandbox)) != 1 {
+		return fmt.Errorf("-sandbox: want one SandboxFusion URL, got %q", sandbox)
+	}
+	return nil
+}
