@@ -14,9 +14,10 @@ var (
 	_ SessionCloser = (*Model)(nil)
 )
 
-// prefillTokens bounds the rows of one batched prefill call; prompts are
-// grouped into calls of at most this many new tokens (a longer prompt
-// goes alone).
+// prefillTokens bounds the prompt tokens admitted in one scheduler step:
+// new requests join the running batch in groups of at most this many
+// prompt tokens (a longer prompt joins alone), so that a burst of new
+// prompts delays the sequences already decoding by a bounded amount.
 const prefillTokens = 2048
 
 // initialDecodeRoom is how many generated tokens a sequence's KV cache
@@ -24,16 +25,24 @@ const prefillTokens = 2048
 // by doubling.
 const initialDecodeRoom = 256
 
-// generator is the sampler's state besides the model: its random source
-// and the sessions' KV caches.
+// generator is the sampler's state besides the model: its random source,
+// the sessions' KV caches, and the queue of the continuous-batching
+// scheduler.
 type generator struct {
-	mu          sync.Mutex // guards rng, sessions, clock
+	mu          sync.Mutex // guards everything below but decode and decodeRoom
 	rng         *rand.Rand
 	decode      func([]int) string
 	maxSessions int
 	sessions    map[string]*session
 	clock       uint64
 	decodeRoom  int // initialDecodeRoom; tests lower it to exercise growth
+
+	pending []*genState // submitted, not yet admitted, in submission order
+	running bool        // a scheduler goroutine is working
+	doomed  []*session  // closed while the scheduler ran; it frees them
+	// onStep, when set (by tests), is called by the scheduler after each
+	// step with the number of sequences it advanced.
+	onStep func(sequences int)
 }
 
 // session is the KV cache of a session's last sequence: tokens and, per
@@ -62,6 +71,8 @@ func (s *session) free(be backend.Backend) {
 	s.k, s.v = nil, nil
 }
 
+// closeAll frees every session; the caller holds Model.mu, so no
+// scheduler is running.
 func (g *generator) closeAll(be backend.Backend) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -69,20 +80,40 @@ func (g *generator) closeAll(be backend.Backend) {
 		s.free(be)
 		delete(g.sessions, name)
 	}
+	g.freeDoomedLocked(be)
+}
+
+func (g *generator) freeDoomedLocked(be backend.Backend) {
+	for _, s := range g.doomed {
+		s.free(be)
+	}
+	g.doomed = nil
 }
 
 // CloseSession frees the KV cache kept for session; unknown sessions are
-// ignored.
+// ignored. It does not wait for a running generation: the scheduler frees
+// the cache between two steps.
 func (m *Model) CloseSession(name string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	g := m.gen
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	if s, ok := g.sessions[name]; ok {
-		s.free(m.be)
-		delete(g.sessions, name)
+	s, ok := g.sessions[name]
+	if !ok {
+		g.mu.Unlock()
+		return
 	}
+	delete(g.sessions, name)
+	if g.running {
+		g.doomed = append(g.doomed, s)
+		g.mu.Unlock()
+		return
+	}
+	g.mu.Unlock()
+	// Buffers are freed only under Model.mu, which serialises all use of
+	// the backend. The session is out of the map, so nothing else will
+	// reach it.
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s.free(m.be)
 }
 
 // Sessions reports how many sessions' KV caches are held.
@@ -92,201 +123,67 @@ func (m *Model) Sessions() int {
 	return len(m.gen.sessions)
 }
 
-// kvBatch is the KV cache of the sequences of one Generate call: per
-// layer one buffer of rows, sequence i owning rows
-// [slots[i].base, slots[i].base+slots[i].cap), of which the first
-// slots[i].len hold keys/values of its tokens so far.
-type kvBatch struct {
-	k, v  []backend.Buffer
-	slots []kvSlot
-	rows  int
+// genJob is one Generate call: its requests' states, and what the
+// scheduler reports back.
+type genJob struct {
+	ctx    context.Context
+	states []*genState
+	done   chan struct{} // closed when every state finished or the job failed
+	err    error         // set before done is closed
+	left   int           // unfinished states; scheduler only
+	ended  bool          // done is closed; scheduler only
 }
 
-type kvSlot struct{ base, cap, len, limit int }
-
-func (m *Model) newKVBatch(caps, limits []int) (*kvBatch, error) {
-	kc := &kvBatch{}
-	for i, c := range caps {
-		kc.slots = append(kc.slots, kvSlot{base: kc.rows, cap: c, limit: limits[i]})
-		kc.rows += c
+// finish closes the job's done channel with err (nil on success) once.
+func (j *genJob) finish(err error) {
+	if j.ended {
+		return
 	}
-	kvw := m.cfg.NumKeyValueHeads * m.cfg.HeadDim
-	for range m.layers {
-		k, err := m.be.Alloc(kc.rows * kvw)
-		if err != nil {
-			kc.free(m.be)
-			return nil, fmt.Errorf("policy: allocating the KV cache (%d rows): %w", kc.rows, err)
-		}
-		kc.k = append(kc.k, k)
-		v, err := m.be.Alloc(kc.rows * kvw)
-		if err != nil {
-			_ = m.be.Free(k)
-			kc.k = kc.k[:len(kc.k)-1]
-			kc.free(m.be)
-			return nil, fmt.Errorf("policy: allocating the KV cache (%d rows): %w", kc.rows, err)
-		}
-		kc.v = append(kc.v, v)
-	}
-	return kc, nil
-}
-
-func (kc *kvBatch) free(be backend.Backend) {
-	for i := range kc.k {
-		_ = be.Free(kc.k[i])
-		_ = be.Free(kc.v[i])
-	}
-	kc.k, kc.v = nil, nil
-}
-
-// reserve makes room for need more rows in the slots listed, doubling
-// their capacity (bounded by their limit) and moving every sequence's
-// rows into new buffers when one must grow.
-func (m *Model) reserve(kc *kvBatch, seqs []int, need []int) error {
-	caps := make([]int, len(kc.slots))
-	grow := false
-	for i, s := range kc.slots {
-		caps[i] = s.cap
-	}
-	for j, i := range seqs {
-		s := kc.slots[i]
-		if s.len+need[j] <= s.cap {
-			continue
-		}
-		grow = true
-		caps[i] = min(max(s.len+need[j], 2*s.cap), max(s.limit, s.len+need[j]))
-	}
-	if !grow {
-		return nil
-	}
-	limits := make([]int, len(kc.slots))
-	for i, s := range kc.slots {
-		limits[i] = s.limit
-	}
-	nk, err := m.newKVBatch(caps, limits)
-	if err != nil {
-		return err
-	}
-	kvw := m.cfg.NumKeyValueHeads * m.cfg.HeadDim
-	for i, s := range kc.slots {
-		nk.slots[i].len = s.len
-		if s.len == 0 {
-			continue
-		}
-		for l := range kc.k {
-			if err := m.be.Copy(nk.k[l], nk.slots[i].base*kvw, kc.k[l], s.base*kvw, s.len*kvw); err != nil {
-				nk.free(m.be)
-				return err
-			}
-			if err := m.be.Copy(nk.v[l], nk.slots[i].base*kvw, kc.v[l], s.base*kvw, s.len*kvw); err != nil {
-				nk.free(m.be)
-				return err
-			}
-		}
-	}
-	kc.free(m.be)
-	*kc = *nk
-	return nil
-}
-
-// extend feeds chunks[j] to sequence seqs[j] of the KV cache (prefill
-// with many tokens, decode with one), appending their keys and values,
-// and returns the logits [vocab] after the last token of each chunk.
-func (m *Model) extend(kc *kvBatch, seqs []int, chunks [][]int) ([][]float32, error) {
-	need := make([]int, len(chunks))
-	for j, c := range chunks {
-		need[j] = len(c)
-	}
-	if err := m.reserve(kc, seqs, need); err != nil {
-		return nil, err
-	}
-	var ids, pos, last []int32
-	spans := make([]backend.Span, len(seqs))
-	offs := make([]int, len(seqs))
-	t := 0
-	for j, i := range seqs {
-		s := kc.slots[i]
-		offs[j] = t
-		for n, id := range chunks[j] {
-			ids = append(ids, int32(id))
-			pos = append(pos, int32(s.len+n))
-		}
-		spans[j] = backend.Span{Q0: t, QLen: len(chunks[j]), K0: s.base, KLen: s.len + len(chunks[j])}
-		t += len(chunks[j])
-		last = append(last, int32(t-1))
-	}
-	a := &arena{be: m.be}
-	defer a.free()
-	x, err := m.embedTokens(a, ids)
-	if err != nil {
-		return nil, err
-	}
-	kvw := m.cfg.NumKeyValueHeads * m.cfg.HeadDim
-	store := func(l int, k, v backend.Buffer) (backend.Buffer, backend.Buffer, error) {
-		for j, i := range seqs {
-			s := kc.slots[i]
-			n := len(chunks[j]) * kvw
-			if err := m.be.Copy(kc.k[l], (s.base+s.len)*kvw, k, offs[j]*kvw, n); err != nil {
-				return nil, nil, err
-			}
-			if err := m.be.Copy(kc.v[l], (s.base+s.len)*kvw, v, offs[j]*kvw, n); err != nil {
-				return nil, nil, err
-			}
-		}
-		return kc.k[l], kc.v[l], nil
-	}
-	if _, x, err = m.layersForward(a, x, t, pos, spans, store, false); err != nil {
-		return nil, err
-	}
-	for j, i := range seqs {
-		kc.slots[i].len += len(chunks[j])
-	}
-	hf, _, err := m.finalNorm(a, x, t, false)
-	if err != nil {
-		return nil, err
-	}
-	v := m.cfg.VocabSize
-	out := a.alloc(len(seqs) * v)
-	if a.err != nil {
-		return nil, a.err
-	}
-	if err := m.be.Logits(backend.LMHead{Rows: t, Dim: m.cfg.HiddenSize, Vocab: v, InvTemp: 1}, last, out, hf, m.head.w); err != nil {
-		return nil, fmt.Errorf("policy: lm_head: %w", err)
-	}
-	flat := make([]float32, len(seqs)*v)
-	if err := m.be.Download(flat, out, 0); err != nil {
-		return nil, err
-	}
-	logits := make([][]float32, len(seqs))
-	for j := range logits {
-		logits[j] = flat[j*v : (j+1)*v]
-	}
-	return logits, nil
+	j.ended, j.err = true, err
+	close(j.done)
 }
 
 // genState is one request's progress.
 type genState struct {
+	job     *genJob
+	index   int // the request's index in its Generate call
 	req     GenerateRequest
 	sampler *TokenSampler
 	stop    *StopChecker
 	text    *TextStream
 	out     Generation
 	done    bool
+	slot    *kvSlot // the sequence's KV rows while it is admitted
 }
 
-// Generate continues every request: the prompts' new tokens are prefilled
-// in batches, then all unfinished sequences decode together, one token
-// each per step, against a shared KV cache. Sampling follows SampleParams
-// (TokenSampler); a request with Seed draws from its own PCG source
-// seeded with it, others from seeds drawn from the sampler's source
-// (WithSamplerSeed), so results are reproducible for a fixed call order.
-// Generation ends on an end-of-sequence token (EOSTokenIDs) or one of
-// StopTokenIDs, a Stop string (decoded with the WithDecoder function), at
-// MaxNewTokens, or when the sequence fills max_position_embeddings.
+// Generate continues every request with continuous batching: the
+// requests join the sequences that the model is already decoding (from
+// other Generate calls, such as other trajectories of a rollout), and all
+// of them advance one token per step against a shared KV cache. A
+// sequence leaves the batch as soon as it finishes, and a call returns as
+// soon as its own requests have finished, without waiting for longer
+// generations of other calls; requests that arrive meanwhile are admitted
+// between two steps, their prompts prefilled in the same forward pass as
+// the other sequences' next tokens (at most prefillTokens prompt tokens
+// per step). Results do not depend on what else is in the batch.
+//
+// Sampling follows SampleParams (TokenSampler); a request with Seed draws
+// from its own PCG source seeded with it, others from seeds drawn from the
+// sampler's source (WithSamplerSeed) when the call is made, so results
+// are reproducible for a fixed call order. Generation ends on an
+// end-of-sequence token (EOSTokenIDs) or one of StopTokenIDs, a Stop
+// string (decoded with the WithDecoder function), at MaxNewTokens, or when
+// the sequence fills max_position_embeddings.
 //
 // With Session set, the KV cache of the session's last sequence is kept
-// after the call; a later request whose Prompt extends that sequence
-// prefills only the new tokens (Generation.CachedTokens). At most
+// when the request finishes; a later request whose Prompt extends that
+// sequence prefills only the new tokens (Generation.CachedTokens). At most
 // WithMaxSessions sessions are kept, least recently used dropped first.
+//
+// The weights are read from Params when a burst of generation starts and
+// stay fixed until the model falls idle, so do not step an optimizer
+// while Generate calls are in flight. When ctx ends, Generate returns its
+// error at once and the call's sequences leave the batch at the next step.
 func (m *Model) Generate(ctx context.Context, reqs []GenerateRequest) ([]Generation, error) {
 	maxPos := m.cfg.MaxPositionEmbeddings
 	for i, r := range reqs {
@@ -315,129 +212,219 @@ func (m *Model) Generate(ctx context.Context, reqs []GenerateRequest) ([]Generat
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.syncWeights(); err != nil {
-		return nil, err
-	}
 	g := m.gen
-	states := make([]*genState, len(reqs))
-	caps, limits, reuse := make([]int, len(reqs)), make([]int, len(reqs)), make([]int, len(reqs))
-	var reused []*session
+	job := &genJob{ctx: ctx, done: make(chan struct{}), left: len(reqs)}
 	g.mu.Lock()
 	for i, r := range reqs {
 		seed := g.rng.Uint64()
 		if r.Params.Seed != nil {
 			seed = *r.Params.Seed
 		}
-		st := &genState{req: r, sampler: NewTokenSampler(rand.New(rand.NewPCG(seed, 0))), stop: NewStopChecker(r.Params, m.eos)}
+		st := &genState{job: job, index: i, req: r, sampler: NewTokenSampler(rand.New(rand.NewPCG(seed, 0))), stop: NewStopChecker(r.Params, m.eos)}
 		if len(r.Params.Stop) > 0 {
 			st.text = NewTextStream(g.decode, r.Prompt)
 		}
-		states[i] = st
-		limits[i] = maxPos
-		room := maxPos - len(r.Prompt)
-		if r.Params.MaxNewTokens > 0 {
-			room = min(room, r.Params.MaxNewTokens)
-			limits[i] = len(r.Prompt) + room
-		}
-		caps[i] = len(r.Prompt) + min(room, g.decodeRoom)
-		var s *session
-		if r.Session != "" {
-			s = g.sessions[r.Session]
-		}
-		if s != nil && len(s.tokens) <= len(r.Prompt) && equalInts(s.tokens, r.Prompt[:len(s.tokens)]) {
-			// At least one token must be fed to get the next logits.
-			reuse[i] = min(len(s.tokens), len(r.Prompt)-1)
-		} else {
-			s = nil
-		}
-		reused = append(reused, s)
+		job.states = append(job.states, st)
+	}
+	g.pending = append(g.pending, job.states...)
+	if !g.running {
+		g.running = true
+		go m.schedule()
 	}
 	g.mu.Unlock()
-
-	kc, err := m.newKVBatch(caps, limits)
-	if err != nil {
-		return nil, err
+	select {
+	case <-job.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	defer kc.free(m.be)
-	kvw := m.cfg.NumKeyValueHeads * m.cfg.HeadDim
-	for i, s := range reused {
-		if s == nil || reuse[i] == 0 {
-			continue
-		}
-		for l := range kc.k {
-			if err := m.be.Copy(kc.k[l], kc.slots[i].base*kvw, s.k[l], 0, reuse[i]*kvw); err != nil {
-				return nil, err
-			}
-			if err := m.be.Copy(kc.v[l], kc.slots[i].base*kvw, s.v[l], 0, reuse[i]*kvw); err != nil {
-				return nil, err
-			}
-		}
-		kc.slots[i].len = reuse[i]
-		states[i].out.CachedTokens = reuse[i]
+	if job.err != nil {
+		return nil, job.err
 	}
-
-	// Prefill, in groups of at most prefillTokens new tokens.
-	for i := 0; i < len(reqs); {
-		var seqs []int
-		var chunks [][]int
-		n := 0
-		for ; i < len(reqs); i++ {
-			c := reqs[i].Prompt[reuse[i]:]
-			if len(seqs) > 0 && n+len(c) > prefillTokens {
-				break
-			}
-			seqs, chunks = append(seqs, i), append(chunks, c)
-			n += len(c)
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		logits, err := m.extend(kc, seqs, chunks)
-		if err != nil {
-			return nil, err
-		}
-		for j, i := range seqs {
-			if err := m.sampleNext(states[i], logits[j]); err != nil {
-				return nil, fmt.Errorf("request %d: %w", i, err)
-			}
-		}
-	}
-	// Decode: every unfinished sequence advances by one token per step.
-	for {
-		var seqs []int
-		var chunks [][]int
-		for i, st := range states {
-			if !st.done {
-				seqs = append(seqs, i)
-				chunks = append(chunks, st.out.Tokens[len(st.out.Tokens)-1:])
-			}
-		}
-		if len(seqs) == 0 {
-			break
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		logits, err := m.extend(kc, seqs, chunks)
-		if err != nil {
-			return nil, err
-		}
-		for j, i := range seqs {
-			if err := m.sampleNext(states[i], logits[j]); err != nil {
-				return nil, fmt.Errorf("request %d: %w", i, err)
-			}
-		}
-	}
-	if err := m.keepSessions(kc, states); err != nil {
-		return nil, err
-	}
-	out := make([]Generation, len(states))
-	for i, st := range states {
+	out := make([]Generation, len(job.states))
+	for i, st := range job.states {
 		out[i] = st.out
 	}
 	return out, nil
+}
+
+// schedule is the continuous-batching loop. It runs while there is work,
+// holding Model.mu (so training computations wait for generation to fall
+// idle), and exits when no sequence is admitted or pending.
+func (m *Model) schedule() {
+	g := m.gen
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pool := &kvPool{}
+	defer pool.free(m.be)
+	var active []*genState
+	// A failure of the backend leaves the KV cache in no known state:
+	// every sequence in it fails, and the pool starts afresh.
+	fail := func(err error, states ...[]*genState) {
+		for _, list := range states {
+			for _, st := range list {
+				st.job.finish(err)
+			}
+		}
+		pool.free(m.be)
+		active = nil
+	}
+	synced := m.syncWeights()
+	for {
+		active = dropEnded(pool, active)
+		g.mu.Lock()
+		g.freeDoomedLocked(m.be)
+		admit := g.takePendingLocked(synced == nil)
+		if synced != nil {
+			g.mu.Unlock()
+			fail(synced, admit)
+			g.mu.Lock()
+			if len(g.pending) == 0 {
+				g.running = false
+				g.mu.Unlock()
+				return
+			}
+			g.mu.Unlock()
+			continue
+		}
+		if len(active) == 0 && len(admit) == 0 {
+			g.running = false
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock()
+		if err := m.admit(pool, admit); err != nil {
+			fail(err, active, admit)
+			continue
+		}
+		steps := append(active, admit...)
+		slots := make([]*kvSlot, len(steps))
+		chunks := make([][]int, len(steps))
+		for j, st := range steps {
+			slots[j] = st.slot
+			if j < len(active) {
+				chunks[j] = st.out.Tokens[len(st.out.Tokens)-1:]
+			} else {
+				chunks[j] = st.req.Prompt[st.slot.len:]
+			}
+		}
+		logits, err := m.extend(pool, slots, chunks)
+		if err != nil {
+			fail(err, steps)
+			continue
+		}
+		if g.onStep != nil {
+			g.onStep(len(steps))
+		}
+		active = active[:0:0]
+		for j, st := range steps {
+			if err := m.sampleNext(st, logits[j]); err != nil {
+				st.job.finish(fmt.Errorf("request %d: %w", st.index, err))
+				pool.release(st.slot)
+				continue
+			}
+			if !st.done {
+				active = append(active, st)
+				continue
+			}
+			if err := m.keepSession(pool, st); err != nil {
+				st.job.finish(err)
+			}
+			pool.release(st.slot)
+			if st.job.left--; st.job.left == 0 {
+				st.job.finish(nil)
+			}
+		}
+	}
+}
+
+// dropEnded releases the rows of sequences whose call has failed or whose
+// caller has gone, and returns the others.
+func dropEnded(pool *kvPool, active []*genState) []*genState {
+	kept := active[:0]
+	for _, st := range active {
+		if st.job.ended || st.job.ctx.Err() != nil {
+			pool.release(st.slot)
+			continue
+		}
+		kept = append(kept, st)
+	}
+	return kept
+}
+
+// takePendingLocked removes from the queue the requests to admit in the
+// next step: those of live calls, in order, while their prompts total at
+// most prefillTokens (the first is always taken). With all set it takes
+// every pending request (to fail them).
+func (g *generator) takePendingLocked(limit bool) []*genState {
+	var out []*genState
+	n, i := 0, 0
+	for ; i < len(g.pending); i++ {
+		st := g.pending[i]
+		if st.job.ended || st.job.ctx.Err() != nil {
+			continue
+		}
+		if limit && len(out) > 0 && n+len(st.req.Prompt) > prefillTokens {
+			break
+		}
+		out = append(out, st)
+		n += len(st.req.Prompt)
+	}
+	g.pending = append(g.pending[:0], g.pending[i:]...)
+	return out
+}
+
+// admit gives each new sequence KV rows, copying a matching session's
+// cache into them so that only the prompt's new tokens are prefilled.
+func (m *Model) admit(pool *kvPool, states []*genState) error {
+	if len(states) == 0 {
+		return nil
+	}
+	g := m.gen
+	maxPos := m.cfg.MaxPositionEmbeddings
+	slots := make([]*kvSlot, len(states))
+	for i, st := range states {
+		p := st.req.Params
+		limit := maxPos
+		room := maxPos - len(st.req.Prompt)
+		if p.MaxNewTokens > 0 {
+			room = min(room, p.MaxNewTokens)
+			limit = len(st.req.Prompt) + room
+		}
+		slots[i] = &kvSlot{cap: len(st.req.Prompt) + min(room, g.decodeRoom), limit: limit}
+		st.slot = slots[i]
+	}
+	if err := m.place(pool, slots); err != nil {
+		return err
+	}
+	kvw := m.kvWidth()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, st := range states {
+		if st.req.Session == "" {
+			continue
+		}
+		s := g.sessions[st.req.Session]
+		prompt := st.req.Prompt
+		if s == nil || len(s.tokens) > len(prompt) || !equalInts(s.tokens, prompt[:len(s.tokens)]) {
+			continue
+		}
+		// At least one token must be fed to get the next logits.
+		reuse := min(len(s.tokens), len(prompt)-1)
+		if reuse == 0 {
+			continue
+		}
+		for l := range pool.k {
+			if err := m.be.Copy(pool.k[l], st.slot.base*kvw, s.k[l], 0, reuse*kvw); err != nil {
+				return err
+			}
+			if err := m.be.Copy(pool.v[l], st.slot.base*kvw, s.v[l], 0, reuse*kvw); err != nil {
+				return err
+			}
+		}
+		st.slot.len = reuse
+		st.out.CachedTokens = reuse
+	}
+	return nil
 }
 
 // sampleNext draws a token for st from logits and applies the stop rules.
@@ -474,50 +461,48 @@ func (m *Model) sampleNext(st *genState, logits []float32) error {
 	return nil
 }
 
-// keepSessions stores the KV cache of each request with a Session (the
-// last such request of a session wins) and evicts the least recently
-// used sessions above the cap.
-func (m *Model) keepSessions(kc *kvBatch, states []*genState) error {
+// keepSession stores the KV cache of a finished request with a Session
+// (replacing the session's earlier sequence) and evicts the least
+// recently used sessions above the cap.
+func (m *Model) keepSession(pool *kvPool, st *genState) error {
+	name := st.req.Session
+	if name == "" {
+		return nil
+	}
+	kvw := m.kvWidth()
+	n := st.slot.len
+	s := &session{tokens: append(append(make([]int, 0, n+1), st.req.Prompt...), st.out.Tokens...)[:n]}
+	for l := range pool.k {
+		k, err := m.be.Alloc(n * kvw)
+		if err != nil {
+			s.free(m.be)
+			return err
+		}
+		v, err := m.be.Alloc(n * kvw)
+		if err != nil {
+			_ = m.be.Free(k)
+			s.free(m.be)
+			return err
+		}
+		s.k, s.v = append(s.k, k), append(s.v, v)
+		if err := m.be.Copy(k, 0, pool.k[l], st.slot.base*kvw, n*kvw); err != nil {
+			s.free(m.be)
+			return err
+		}
+		if err := m.be.Copy(v, 0, pool.v[l], st.slot.base*kvw, n*kvw); err != nil {
+			s.free(m.be)
+			return err
+		}
+	}
 	g := m.gen
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	kvw := m.cfg.NumKeyValueHeads * m.cfg.HeadDim
-	for i, st := range states {
-		name := st.req.Session
-		if name == "" {
-			continue
-		}
-		n := kc.slots[i].len
-		s := &session{tokens: append(append(make([]int, 0, n), st.req.Prompt...), st.out.Tokens...)[:n]}
-		for l := range kc.k {
-			k, err := m.be.Alloc(n * kvw)
-			if err != nil {
-				s.free(m.be)
-				return err
-			}
-			v, err := m.be.Alloc(n * kvw)
-			if err != nil {
-				_ = m.be.Free(k)
-				s.free(m.be)
-				return err
-			}
-			s.k, s.v = append(s.k, k), append(s.v, v)
-			if err := m.be.Copy(k, 0, kc.k[l], kc.slots[i].base*kvw, n*kvw); err != nil {
-				s.free(m.be)
-				return err
-			}
-			if err := m.be.Copy(v, 0, kc.v[l], kc.slots[i].base*kvw, n*kvw); err != nil {
-				s.free(m.be)
-				return err
-			}
-		}
-		if old, ok := g.sessions[name]; ok {
-			old.free(m.be)
-		}
-		g.clock++
-		s.used = g.clock
-		g.sessions[name] = s
+	if old, ok := g.sessions[name]; ok {
+		old.free(m.be)
 	}
+	g.clock++
+	s.used = g.clock
+	g.sessions[name] = s
 	for len(g.sessions) > g.maxSessions {
 		var oldest string
 		var t uint64

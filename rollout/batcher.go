@@ -27,9 +27,12 @@ type BatchConfig struct {
 // Batcher is a policy.Sampler that gathers the requests of concurrent
 // Generate calls into batches for an underlying sampler: the requests that
 // arrive within Window of the first, up to MaxSize, go to the sampler in
-// one call. The rollout engine runs each trajectory in its own goroutine,
-// so a local model sees every sequence that is ready to decode together,
-// while sequences waiting on tools are simply absent from the batch.
+// one call. It serves samplers that cannot batch concurrent calls
+// themselves (a batch-at-a-time model, or a server without its own
+// scheduler): the rollout engine runs each trajectory in its own
+// goroutine, so such a sampler sees every sequence that is ready to
+// decode together, while sequences waiting on tools are absent from the
+// batch. policy.Model needs none: it batches continuously.
 //
 // A Batcher holds no goroutine while idle; it is safe for concurrent use.
 type Batcher struct {

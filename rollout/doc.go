@@ -16,9 +16,12 @@
 // which. The engine never re-renders or re-tokenises earlier turns, so
 // each sampler request's prompt is exactly the trajectory so far.
 //
-// A Batcher gathers the Generate calls of concurrent trajectories into
-// batches for a local model; trajectories waiting on tools are simply not
-// in the batch.
+// Concurrent trajectories share the sampler's batches: policy.Model
+// batches continuously (a turn joins the running decode and leaves it as
+// soon as it ends, so a trajectory waiting on a tool or a long generation
+// holds up no one), as inference servers do. A Batcher gathers the
+// Generate calls of concurrent trajectories into batches for samplers
+// that cannot batch on their own.
 //
 // rollout may import policy, policy/tokenizer and tool; it must not import
 // reward, advantage, loss or the root package. It defines the small

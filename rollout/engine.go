@@ -40,8 +40,10 @@ type RenderFunc func(messages []Message, tools []json.RawMessage) (string, error
 
 // Config configures an Engine. Zero values take the defaults given.
 type Config struct {
-	// Sampler generates the turns; required. Wrap a local model in a
-	// Batcher (or set Batch) so that concurrent trajectories share batches.
+	// Sampler generates the turns; required. Each trajectory calls it
+	// from its own goroutine with one request per turn, so it should batch
+	// concurrent calls itself, as policy.Model (continuous batching) and
+	// inference servers do; wrap one that does not in a Batcher (Batch).
 	Sampler policy.Sampler
 	// Tokenizer encodes prompts and tool results and decodes turns;
 	// required.
@@ -77,7 +79,9 @@ type Config struct {
 	// MaxConcurrent bounds the trajectories in flight; 0 means 256.
 	MaxConcurrent int
 	// Batch, when not nil, puts a Batcher with this configuration in
-	// front of Sampler for each Run.
+	// front of Sampler for each Run. Leave it nil for policy.Model: the
+	// model already admits each turn into its running batch, and a
+	// Batcher would make a turn wait for the batch it joined to finish.
 	Batch *BatchConfig
 }
 

@@ -41,7 +41,7 @@ func evaluate(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			return fmt.Errorf("model %s: %w", o.model, err)
 		}
 	}
-	sampler, batch, err := setup.NewSampler(o.sampler, model, o.servedModel)
+	sampler, err := setup.NewSampler(o.sampler, model, o.servedModel)
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func evaluate(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		Sampler: sampler, Tokenizer: tok, Tools: tools,
 		Parser: rollout.Hermes{}, Format: format,
 		MaxTurns: o.maxTurns, MaxResponseTokens: o.maxResponse,
-		ToolTimeout: o.toolTimeout + o.toolTimeout/2, Batch: batch,
+		ToolTimeout:   o.toolTimeout + o.toolTimeout/2,
 		MaxConcurrent: o.concurrency,
 	}
 	if model != nil {

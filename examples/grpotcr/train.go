@@ -49,7 +49,7 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err := setup.CheckVocab(tok, model); err != nil {
 		return fmt.Errorf("model %s: %w", o.model, err)
 	}
-	sampler, batch, err := setup.NewSampler(o.sampler, model, o.servedModel)
+	sampler, err := setup.NewSampler(o.sampler, model, o.servedModel)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		Sampler: sampler, Tokenizer: tok, Tools: tools,
 		Parser: rollout.Hermes{}, Format: format,
 		MaxTurns: o.maxTurns, MaxResponseTokens: o.maxResponse,
-		ToolTimeout: o.toolTimeout + o.toolTimeout/2, Batch: batch,
+		ToolTimeout: o.toolTimeout + o.toolTimeout/2,
 	}
 	if o.sampler == "local" {
 		ecfg.MaxTotalTokens = model.Config().MaxPositionEmbeddings

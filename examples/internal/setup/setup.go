@@ -27,7 +27,6 @@ import (
 	"github.com/agentrl/agentrl/policy/openai"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/reward"
-	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool"
 )
 
@@ -37,18 +36,18 @@ const NoThinkPrompt = "<|im_start|>assistant\n<think>\n\n</think>\n\n"
 
 // NewSampler returns the sampler of the rollouts: the local model, or the
 // OpenAI-compatible servers listed in spec (comma-separated base URLs).
-// The rollout engine batches the local model's requests (Batch); remote
-// servers batch on their own.
-func NewSampler(spec string, model *policy.Model, servedModel string) (policy.Sampler, *rollout.BatchConfig, error) {
+// Both batch on their own: the local model admits each trajectory's turn
+// into its running batch (continuous batching), as the servers do.
+func NewSampler(spec string, model *policy.Model, servedModel string) (policy.Sampler, error) {
 	if spec == "local" {
-		return model, &rollout.BatchConfig{}, nil
+		return model, nil
 	}
 	urls := SplitList(spec)
 	s, err := openai.New(openai.Config{BaseURLs: urls, Model: servedModel})
 	if err != nil {
-		return nil, nil, fmt.Errorf("-sampler: %w", err)
+		return nil, fmt.Errorf("-sampler: %w", err)
 	}
-	return s, nil, nil
+	return s, nil
 }
 
 // CodeTools returns the code_interpreter tool the model calls and the tool

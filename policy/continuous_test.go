@@ -1,0 +1,255 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// pauseAt makes the scheduler of m stop after step n until the returned
+// resume function is called; paused is closed when it stops. Every
+// step's sequence count is appended to *steps.
+func pauseAt(m *Model, n int, steps *[]int) (paused chan struct{}, resume func()) {
+	paused, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	m.gen.onStep = func(seqs int) {
+		*steps = append(*steps, seqs)
+		if len(*steps) == n {
+			close(paused)
+			<-release
+		}
+	}
+	return paused, func() { once.Do(func() { close(release) }) }
+}
+
+// waitPending polls until n requests are queued for admission.
+func waitPending(t *testing.T, m *Model, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		m.gen.mu.Lock()
+		defer m.gen.mu.Unlock()
+		return len(m.gen.pending) == n
+	}, 5*time.Second, time.Millisecond)
+}
+
+// waitIdle polls until the scheduler goroutine has exited.
+func waitIdle(t *testing.T, m *Model) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		m.gen.mu.Lock()
+		defer m.gen.mu.Unlock()
+		return !m.gen.running
+	}, 5*time.Second, time.Millisecond)
+}
+
+// alone generates req by itself on a fresh copy of the tiny model.
+func alone(t *testing.T, name string, req GenerateRequest) Generation {
+	t.Helper()
+	m := loadTiny(t, name)
+	m.eos = nil
+	g, err := m.Generate(context.Background(), []GenerateRequest{req})
+	require.NoError(t, err)
+	return g[0]
+}
+
+// A short request that arrives while a long one decodes joins the
+// running batch (its prompt is prefilled in the same forward pass as the
+// long sequence's next token), returns while the long one still decodes,
+// and gets the same tokens and log-probs as when generated alone.
+func TestShortRequestJoinsRunningDecode(t *testing.T) {
+	ctx := context.Background()
+	m := loadTiny(t, "qwen3-tiny")
+	m.eos = nil // no end-of-sequence: the long request runs its 50 tokens
+	long := GenerateRequest{Prompt: []int{5, 17, 3}, Params: SampleParams{Temperature: 1, MaxNewTokens: 50, Seed: u64(1), Logprobs: true}}
+	short := GenerateRequest{Prompt: []int{9, 8, 7, 6}, Params: SampleParams{Temperature: 1, MaxNewTokens: 5, Seed: u64(2), Logprobs: true}}
+
+	var steps []int
+	paused, resume := pauseAt(m, 3, &steps)
+	defer resume()
+	type result struct {
+		g   []Generation
+		err error
+	}
+	longDone := make(chan result, 1)
+	go func() {
+		g, err := m.Generate(ctx, []GenerateRequest{long})
+		longDone <- result{g, err}
+	}()
+	<-paused // the long request has made 3 steps: prefill and 2 decodes
+	shortDone := make(chan result, 1)
+	go func() {
+		g, err := m.Generate(ctx, []GenerateRequest{short})
+		shortDone <- result{g, err}
+	}()
+	waitPending(t, m, 1)
+	resume()
+
+	s := <-shortDone
+	require.NoError(t, s.err)
+	select {
+	case <-longDone:
+		t.Fatal("the long generation finished before the short one returned")
+	default:
+	}
+	l := <-longDone
+	require.NoError(t, l.err)
+
+	// Step 4 advanced both sequences: the short prompt's prefill and the
+	// long sequence's decode in one pass; the short one then decoded 4
+	// more tokens beside it (5 in all), and the long one went on alone to
+	// its 50th token (50 steps in all: one prefill, 49 decodes).
+	want := []int{1, 1, 1, 2, 2, 2, 2, 2}
+	for len(want) < 50 {
+		want = append(want, 1)
+	}
+	assert.Equal(t, want, steps)
+	require.Len(t, l.g[0].Tokens, 50)
+	require.Len(t, s.g[0].Tokens, 5)
+
+	for _, tc := range []struct {
+		req GenerateRequest
+		got Generation
+	}{{long, l.g[0]}, {short, s.g[0]}} {
+		want := alone(t, "qwen3-tiny", tc.req)
+		assert.Equal(t, want.Tokens, tc.got.Tokens)
+		assert.InDeltaSlice(t, toF64(want.LogProbs), toF64(tc.got.LogProbs), 1e-5)
+	}
+	waitIdle(t, m)
+}
+
+// A call whose context ends leaves the batch: Generate returns the
+// context's error at once, the other call's sequence decodes on unchanged,
+// and the scheduler goes idle when that one is done.
+func TestCancelledCallLeavesTheBatch(t *testing.T) {
+	m := loadTiny(t, "qwen3-tiny")
+	m.eos = nil
+	keep := GenerateRequest{Prompt: []int{4, 4, 4}, Params: SampleParams{Temperature: 1, MaxNewTokens: 30, Seed: u64(3), Logprobs: true}}
+	drop := GenerateRequest{Prompt: []int{1, 2}, Params: SampleParams{Temperature: 1, MaxNewTokens: 60}}
+
+	var steps []int
+	paused, resume := pauseAt(m, 2, &steps)
+	defer resume()
+	ctx, cancel := context.WithCancel(context.Background())
+	dropErr := make(chan error, 1)
+	go func() {
+		_, err := m.Generate(ctx, []GenerateRequest{drop})
+		dropErr <- err
+	}()
+	waitPending(t, m, 0)
+	keepDone := make(chan []Generation, 1)
+	go func() {
+		g, err := m.Generate(context.Background(), []GenerateRequest{keep})
+		assert.NoError(t, err)
+		keepDone <- g
+	}()
+	<-paused
+	cancel()
+	require.ErrorIs(t, <-dropErr, context.Canceled)
+	resume()
+	got := <-keepDone
+	require.Len(t, got, 1)
+	want := alone(t, "qwen3-tiny", keep)
+	assert.Equal(t, want.Tokens, got[0].Tokens)
+	waitIdle(t, m)
+	// Once cancelled, the dropped sequence was never advanced again: at
+	// most the 2 steps before the pause carried it.
+	for i, n := range steps[2:] {
+		assert.LessOrEqual(t, n, 1, "step %d", i+3)
+	}
+}
+
+// Many concurrent calls — single and multi-request, multi-turn sessions,
+// stop tokens, caches that must grow (decodeRoom 2) — give exactly what
+// each request gives when generated alone.
+func TestConcurrentCallsMatchGenerationAlone(t *testing.T) {
+	for _, name := range tinyModels {
+		t.Run(name, func(t *testing.T) {
+			m := loadTiny(t, name)
+			m.gen.decodeRoom = 2
+			vocab := m.Config().VocabSize
+			r := rand.New(rand.NewPCG(9, 9))
+			type call struct {
+				reqs  []GenerateRequest
+				turn2 bool // continue request 0 with appended tool tokens in its session
+			}
+			var calls []call
+			for c := range 24 {
+				var reqs []GenerateRequest
+				for range 1 + r.IntN(3) {
+					p := make([]int, 1+r.IntN(12))
+					for i := range p {
+						p[i] = r.IntN(vocab)
+					}
+					reqs = append(reqs, GenerateRequest{Prompt: p, Params: SampleParams{
+						Temperature: 0.9, MaxNewTokens: 1 + r.IntN(20), Seed: u64(r.Uint64()), Logprobs: true,
+						StopTokenIDs: []int{r.IntN(vocab)},
+					}})
+				}
+				turn2 := c%3 == 0
+				if turn2 {
+					reqs[0].Session = fmt.Sprintf("s%d", c)
+				}
+				calls = append(calls, call{reqs, turn2})
+			}
+			results := make([][]Generation, len(calls))
+			second := make([]Generation, len(calls))
+			var wg sync.WaitGroup
+			for i, c := range calls {
+				wg.Go(func() {
+					g, err := m.Generate(context.Background(), c.reqs)
+					if !assert.NoError(t, err) {
+						return
+					}
+					results[i] = g
+					if c.turn2 {
+						next := c.reqs[0]
+						next.Prompt = append(append(append([]int(nil), next.Prompt...), g[0].Tokens...), 1, 2)
+						g2, err := m.Generate(context.Background(), []GenerateRequest{next})
+						if assert.NoError(t, err) {
+							second[i] = g2[0]
+							assert.Equal(t, len(c.reqs[0].Prompt)+len(g[0].Tokens)-1, g2[0].CachedTokens, "call %d reuses its session", i)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			ref := loadTiny(t, name)
+			for i, c := range calls {
+				for j, req := range c.reqs {
+					req.Session = ""
+					g, err := ref.Generate(context.Background(), []GenerateRequest{req})
+					require.NoError(t, err)
+					assert.Equal(t, g[0].Tokens, results[i][j].Tokens, "call %d request %d", i, j)
+					assert.Equal(t, g[0].FinishReason, results[i][j].FinishReason, "call %d request %d", i, j)
+					assert.InDeltaSlice(t, toF64(g[0].LogProbs), toF64(results[i][j].LogProbs), 1e-5)
+				}
+				if c.turn2 {
+					next := c.reqs[0]
+					next.Session = ""
+					next.Prompt = append(append(append([]int(nil), next.Prompt...), results[i][0].Tokens...), 1, 2)
+					g, err := ref.Generate(context.Background(), []GenerateRequest{next})
+					require.NoError(t, err)
+					assert.Equal(t, g[0].Tokens, second[i].Tokens, "call %d turn 2", i)
+				}
+			}
+			waitIdle(t, m)
+			assert.Equal(t, len(calls)/3, m.Sessions())
+		})
+	}
+}
+
+// A closed model answers every request with an error instead of hanging.
+func TestGenerateOnClosedModel(t *testing.T) {
+	m := loadTiny(t, "qwen3-tiny")
+	require.NoError(t, m.Close())
+	_, err := m.Generate(context.Background(), []GenerateRequest{{Prompt: []int{1}}, {Prompt: []int{2}}})
+	require.ErrorIs(t, err, ErrInput)
+	assert.Contains(t, err.Error(), "closed")
+	waitIdle(t, m)
+}

@@ -1,0 +1,227 @@
+package policy
+
+import (
+	"fmt"
+
+	"github.com/agentrl/agentrl/policy/backend"
+)
+
+// kvPool is the KV cache of the sequences the scheduler is decoding: per
+// layer one key and one value buffer of rows × kvHeads·headDim. Each live
+// sequence owns a slot, a run of rows of which the first len hold its
+// tokens' keys and values. Slots are placed at the top of the used rows;
+// a finished sequence's rows are reclaimed when the pool is compacted,
+// which happens only when a new or growing slot does not fit, so the cost
+// of moving rows is amortised over many decode steps.
+type kvPool struct {
+	k, v  []backend.Buffer
+	rows  int       // rows allocated per buffer
+	top   int       // rows below top may be in use
+	slots []*kvSlot // live slots, in order of base
+}
+
+// kvSlot is one sequence's rows: [base, base+cap), first len filled; cap
+// never needs to exceed limit (the sequence's last position).
+type kvSlot struct{ base, cap, len, limit int }
+
+// kvWidth is the floats of one row of keys (or values).
+func (m *Model) kvWidth() int { return m.cfg.NumKeyValueHeads * m.cfg.HeadDim }
+
+// free releases the pool's buffers.
+func (p *kvPool) free(be backend.Backend) {
+	for i := range p.k {
+		_ = be.Free(p.k[i])
+		_ = be.Free(p.v[i])
+	}
+	p.k, p.v, p.rows, p.top, p.slots = nil, nil, 0, 0, nil
+}
+
+// place gives each new slot (cap and limit set) rows at the top of the
+// pool, compacting or enlarging it when they do not fit.
+func (m *Model) place(p *kvPool, news []*kvSlot) error {
+	need := 0
+	for _, s := range news {
+		need += s.cap
+	}
+	if p.top+need > p.rows {
+		if err := m.compact(p, need); err != nil {
+			return err
+		}
+	}
+	for _, s := range news {
+		s.base, s.len = p.top, 0
+		p.top += s.cap
+		p.slots = append(p.slots, s)
+	}
+	return nil
+}
+
+// release removes s from the pool; its rows are reclaimed at the next
+// compaction (or at once when it is the top slot).
+func (p *kvPool) release(s *kvSlot) {
+	for i, x := range p.slots {
+		if x == s {
+			p.slots = append(p.slots[:i], p.slots[i+1:]...)
+			break
+		}
+	}
+	if s.base+s.cap == p.top {
+		p.top = 0
+		if n := len(p.slots); n > 0 {
+			p.top = p.slots[n-1].base + p.slots[n-1].cap
+		}
+	}
+}
+
+// reserve makes room for need[j] more rows in slots[j]. A slot that must
+// grow doubles its capacity (up to its limit); the top slot grows in
+// place when the pool has the rows, otherwise the pool is compacted with
+// the new capacities.
+func (m *Model) reserve(p *kvPool, slots []*kvSlot, need []int) error {
+	move := false
+	for j, s := range slots {
+		if s.len+need[j] <= s.cap {
+			continue
+		}
+		newCap := min(max(s.len+need[j], 2*s.cap), max(s.limit, s.len+need[j]))
+		if s.base+s.cap == p.top && s.base+newCap <= p.rows {
+			s.cap = newCap
+			p.top = s.base + newCap
+			continue
+		}
+		s.cap = newCap
+		move = true
+	}
+	if !move {
+		return nil
+	}
+	return m.compact(p, 0)
+}
+
+// compact moves the live slots' rows, in order, to the bottom of new
+// buffers with room for their capacities plus extra rows, and as much
+// again of headroom, then frees the old buffers. Slot capacities may have
+// been raised by the caller; only the len filled rows are copied.
+func (m *Model) compact(p *kvPool, extra int) error {
+	live := 0
+	for _, s := range p.slots {
+		live += s.cap
+	}
+	rows := 2 * (live + extra)
+	kvw := m.kvWidth()
+	nk := &kvPool{rows: rows}
+	for range m.layers {
+		k, err := m.be.Alloc(rows * kvw)
+		if err != nil {
+			nk.free(m.be)
+			return fmt.Errorf("policy: allocating the KV cache (%d rows): %w", rows, err)
+		}
+		nk.k = append(nk.k, k)
+		v, err := m.be.Alloc(rows * kvw)
+		if err != nil {
+			nk.free(m.be)
+			return fmt.Errorf("policy: allocating the KV cache (%d rows): %w", rows, err)
+		}
+		nk.v = append(nk.v, v)
+	}
+	base := 0
+	for _, s := range p.slots {
+		if s.len > 0 {
+			for l := range p.k {
+				if err := m.be.Copy(nk.k[l], base*kvw, p.k[l], s.base*kvw, s.len*kvw); err != nil {
+					nk.free(m.be)
+					return err
+				}
+				if err := m.be.Copy(nk.v[l], base*kvw, p.v[l], s.base*kvw, s.len*kvw); err != nil {
+					nk.free(m.be)
+					return err
+				}
+			}
+		}
+		base += s.cap
+	}
+	// Only now that every copy succeeded do the slots move.
+	base = 0
+	for _, s := range p.slots {
+		s.base = base
+		base += s.cap
+	}
+	slots := p.slots
+	p.free(m.be)
+	*p = kvPool{k: nk.k, v: nk.v, rows: rows, top: base, slots: slots}
+	return nil
+}
+
+// extend feeds chunks[j] to the sequence of slots[j] (prefill with many
+// tokens, decode with one; both may be mixed in one call), appending their
+// keys and values, and returns the logits [vocab] after the last token of
+// each chunk.
+func (m *Model) extend(p *kvPool, slots []*kvSlot, chunks [][]int) ([][]float32, error) {
+	need := make([]int, len(chunks))
+	for j, c := range chunks {
+		need[j] = len(c)
+	}
+	if err := m.reserve(p, slots, need); err != nil {
+		return nil, err
+	}
+	var ids, pos, last []int32
+	spans := make([]backend.Span, len(slots))
+	offs := make([]int, len(slots))
+	t := 0
+	for j, s := range slots {
+		offs[j] = t
+		for n, id := range chunks[j] {
+			ids = append(ids, int32(id))
+			pos = append(pos, int32(s.len+n))
+		}
+		spans[j] = backend.Span{Q0: t, QLen: len(chunks[j]), K0: s.base, KLen: s.len + len(chunks[j])}
+		t += len(chunks[j])
+		last = append(last, int32(t-1))
+	}
+	a := &arena{be: m.be}
+	defer a.free()
+	x, err := m.embedTokens(a, ids)
+	if err != nil {
+		return nil, err
+	}
+	kvw := m.kvWidth()
+	store := func(l int, k, v backend.Buffer) (backend.Buffer, backend.Buffer, error) {
+		for j, s := range slots {
+			n := len(chunks[j]) * kvw
+			if err := m.be.Copy(p.k[l], (s.base+s.len)*kvw, k, offs[j]*kvw, n); err != nil {
+				return nil, nil, err
+			}
+			if err := m.be.Copy(p.v[l], (s.base+s.len)*kvw, v, offs[j]*kvw, n); err != nil {
+				return nil, nil, err
+			}
+		}
+		return p.k[l], p.v[l], nil
+	}
+	if _, x, err = m.layersForward(a, x, t, pos, spans, store, false); err != nil {
+		return nil, err
+	}
+	for j, s := range slots {
+		s.len += len(chunks[j])
+	}
+	hf, _, err := m.finalNorm(a, x, t, false)
+	if err != nil {
+		return nil, err
+	}
+	v := m.cfg.VocabSize
+	out := a.alloc(len(slots) * v)
+	if a.err != nil {
+		return nil, a.err
+	}
+	if err := m.be.Logits(backend.LMHead{Rows: t, Dim: m.cfg.HiddenSize, Vocab: v, InvTemp: 1}, last, out, hf, m.head.w); err != nil {
+		return nil, fmt.Errorf("policy: lm_head: %w", err)
+	}
+	flat := make([]float32, len(slots)*v)
+	if err := m.be.Download(flat, out, 0); err != nil {
+		return nil, err
+	}
+	logits := make([][]float32, len(slots))
+	for j := range logits {
+		logits[j] = flat[j*v : (j+1)*v]
+	}
+	return logits, nil
+}
