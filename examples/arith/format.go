@@ -114,9 +114,12 @@ func answer(v string) string { return boxedOpen + v + "}" + imEnd }
 // buildSFT turns problems into SFT sequences laid out exactly as the
 // rollout engine will produce them: prompt (mask 0), the tool call
 // (mask 1), the tool result in ChatML glue (mask 0), the boxed answer and
-// end of turn (mask 1). A fraction noToolFrac of them instead answers at
-// once with a rough guess, so the SFT policy sometimes skips the tool and
-// is wrong: the habit RL has to unlearn.
+// end of turn (mask 1). A fraction noToolFrac of them instead write the
+// expression and compute it "in their head": a rough guess (two
+// significant digits), as a model without a tool would, so the SFT policy
+// often skips the tool and is wrong — the habit RL has to unlearn. Both
+// kinds copy the problem's numbers into the expression, so every
+// trajectory teaches the copying that tool use relies on.
 //
 // The result text is what the tool prints; the first calls are run on the
 // real tool and compared, so a change in the tool's output format fails
@@ -150,7 +153,7 @@ func buildSFT(ctx context.Context, probs []problem, tok *tokenizer.Bytes, s tool
 		}
 		add(promptText(p, s), 0)
 		if r.Float64() < noToolFrac {
-			add(answer(roughGuess(p.Answer)), 1)
+			add(p.Expr+" = "+answer(roughGuess(p.Answer)), 1)
 		} else {
 			call := s.call(p.Expr)
 			add(call, 1)

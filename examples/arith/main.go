@@ -9,8 +9,9 @@
 // with GRPO-TCR with the tool in the loop (reward +1 for a correct boxed
 // answer, −1 otherwise, overlong shaping against the response budget), and
 // evaluates it again. A fraction of the SFT trajectories (-no-tool-frac)
-// answer at once with a rough guess, so the SFT policy sometimes skips the
-// tool and is wrong: RL has to learn that calling the tool pays.
+// write the expression and answer with a rough guess of its value instead
+// of calling the tool, so the SFT policy often skips the tool and is
+// wrong: RL has to learn that calling the tool pays.
 //
 // It prints a before/after table (avg@k, pass@k, maj@k, tool calls per
 // answer, answers without a tool call), where the plot, metrics and
@@ -21,11 +22,13 @@
 // The run folder (-out, default ./runs/arith-<timestamp>) holds
 // metrics.jsonl (one line per RL step, verl's names, held-out metrics at
 // steps 0 and last), sft_metrics.jsonl, curves.png, model/ (Hugging Face
-// format, with byte_tokenizer.json) and checkpoints/ (the trainer's
-// resumable checkpoint).
+// format, with byte_tokenizer.json), checkpoints/ (the trainer's
+// resumable checkpoint), and sft-model/ (the policy after SFT; -init
+// starts a later run's RL from such a folder, skipping SFT).
 //
 //	go run ./examples/arith                                  # the default run
-//	go run ./examples/arith -rl-steps 60 -n 16 -hidden 192   # larger
+//	go run ./examples/arith -rl-steps 200 -n 16 -hidden 192  # larger
+//	go run ./examples/arith -init runs/arith-X/sft-model     # RL only, from a saved SFT policy
 //	go run ./examples/arith -remote http://host:8000 -tokenizer tokenizer.json
 //
 // Without python3 the calculator tool replaces the code interpreter (the

@@ -60,7 +60,8 @@ func TestRunEndToEnd(t *testing.T) {
 			}
 			assert.Contains(t, stdout.String(), "avg@4")
 			for _, f := range []string{"metrics.jsonl", "sft_metrics.jsonl", "curves.png", "model/config.json",
-				"model/model.safetensors", "model/byte_tokenizer.json", "checkpoints/latest", "checkpoints/step-1/trainer_state.json"} {
+				"model/model.safetensors", "model/byte_tokenizer.json", "checkpoints/latest", "checkpoints/step-1/trainer_state.json",
+				"sft-model/config.json", "sft-model/byte_tokenizer.json"} {
 				_, err := os.Stat(filepath.Join(dir, f))
 				assert.NoError(t, err, f)
 			}
@@ -69,6 +70,37 @@ func TestRunEndToEnd(t *testing.T) {
 			}
 		})
 	}
+}
+
+// -init starts RL from a saved SFT policy: no SFT runs, and the SFT row
+// of the table is that policy's evaluation, the same as in the run that
+// saved it (evaluation is seeded).
+func TestRunFromSavedSFTModel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	first := t.TempDir()
+	var out1 bytes.Buffer
+	require.NoError(t, run(ctx, tinyArgs(first, "-tool", "calculator"), &out1, &bytes.Buffer{}))
+	second := t.TempDir()
+	var out2, stderr bytes.Buffer
+	require.NoError(t, run(ctx, tinyArgs(second, "-tool", "calculator", "-init", filepath.Join(first, "sft-model")), &out2, &stderr), stderr.String())
+	sftRow := func(s string) string {
+		for _, l := range strings.Split(s, "\n") {
+			if strings.HasPrefix(l, "SFT ") {
+				return l
+			}
+		}
+		return ""
+	}
+	assert.NotEmpty(t, sftRow(out1.String()))
+	assert.Equal(t, sftRow(out1.String()), sftRow(out2.String()))
+	assert.NotContains(t, stderr.String(), "sft:")
+	_, err := os.Stat(filepath.Join(second, "sft-model"))
+	assert.True(t, os.IsNotExist(err), "no SFT, no sft-model folder")
+
+	err = run(ctx, tinyArgs(t.TempDir(), "-tool", "calculator", "-init", filepath.Join(first, "missing")), &bytes.Buffer{}, &bytes.Buffer{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "-init")
 }
 
 func TestParseFlagsRejects(t *testing.T) {
@@ -91,7 +123,7 @@ func TestParseFlagsRejects(t *testing.T) {
 
 // The generator's expressions, evaluated by the exact calculator (an
 // evaluator independent of the templates' Go functions), give the gold
-// answers; numbers have 2–7 digits and answers are positive.
+// answers; numbers have 2–5 digits and answers are positive.
 func TestProblemsAgreeWithCalculator(t *testing.T) {
 	calc := &tool.Calculator{}
 	probs := generateProblems(3, 300, "t")
@@ -104,7 +136,7 @@ func TestProblemsAgreeWithCalculator(t *testing.T) {
 		steps[p.Steps]++
 		for _, f := range strings.FieldsFunc(p.Expr, func(r rune) bool { return r < '0' || r > '9' }) {
 			assert.Contains(t, p.Text, f, "every number of the expression is in the text")
-			assert.LessOrEqual(t, len(f), 7)
+			assert.LessOrEqual(t, len(f), 5)
 		}
 	}
 	assert.Positive(t, steps[2])
@@ -156,8 +188,18 @@ func TestBuildSFTLayout(t *testing.T) {
 
 	guess, err := buildSFT(ctx, []problem{p}, tok, spec, 1, 1)
 	require.NoError(t, err)
-	assert.Equal(t, "<|im_start|>user\n"+p.Text+"<|im_end|>\n<|im_start|>assistant\n"+`\boxed{40000}<|im_end|>`,
+	// Without the tool the assistant writes the expression and a rough
+	// value of it (40140 to two significant digits): the copying is the
+	// same, the arithmetic is "in its head".
+	assert.Equal(t, "<|im_start|>user\n"+p.Text+"<|im_end|>\n<|im_start|>assistant\n"+`(1000+2345)*12 = \boxed{40000}<|im_end|>`,
 		tok.Decode(guess[0].IDs))
+	for i, id := range guess[0].IDs {
+		if i < len(tok.Encode("<|im_start|>user\n"+p.Text+"<|im_end|>\n<|im_start|>assistant\n")) {
+			assert.Zero(t, guess[0].Mask[i], "prompt token %d (%q)", i, tok.Decode([]int{id}))
+		} else {
+			assert.Equal(t, float32(1), guess[0].Mask[i], "response token %d (%q)", i, tok.Decode([]int{id}))
+		}
+	}
 
 	// The call text parses as the engine parses it.
 	calls := rollout.Hermes{}.Parse(call)

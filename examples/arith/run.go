@@ -47,6 +47,8 @@ type options struct {
 
 	toolName string
 
+	init string // a saved model folder to start RL from instead of running SFT
+
 	remote, remoteModel, remoteKey, tokenizerFile string
 }
 
@@ -66,14 +68,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.sftSteps, "sft-steps", 2000, "SFT updates")
 	fs.IntVar(&o.sftBatch, "sft-batch", 16, "SFT sequences per update")
 	fs.Float64Var(&o.sftLR, "sft-lr", 3e-3, "SFT peak learning rate (cosine decay to a tenth)")
-	fs.Float64Var(&o.noToolFrac, "no-tool-frac", 0.3, "fraction of SFT trajectories that guess the answer without the tool")
-	fs.IntVar(&o.rlSteps, "rl-steps", 16, "GRPO-TCR steps")
+	fs.Float64Var(&o.noToolFrac, "no-tool-frac", 0.5, "fraction of SFT trajectories that compute the expression in their head (a rough guess) instead of calling the tool")
+	fs.IntVar(&o.rlSteps, "rl-steps", 120, "GRPO-TCR steps")
 	fs.IntVar(&o.prompts, "prompts", 8, "prompts per RL step")
 	fs.IntVar(&o.n, "n", 8, "samples per prompt, in RL and evaluation (the k of avg@k, pass@k, maj@k)")
 	fs.Float64Var(&o.rlLR, "rl-lr", 3e-4, "RL learning rate")
 	fs.IntVar(&o.maxResponse, "max-response", 128, "response budget in tokens (tool results included)")
 	fs.IntVar(&o.evalProblems, "eval", 32, "held-out evaluation problems")
 	fs.Float64Var(&o.temperature, "temperature", 1, "sampling temperature of rollouts and evaluation")
+	fs.StringVar(&o.init, "init", "", "start from this saved model folder (a run's sft-model or model) instead of running SFT")
 	fs.StringVar(&o.toolName, "tool", "auto", `tool: "code_interpreter" (python sandbox), "calculator", or "auto" (the interpreter when python3 exists)`)
 	fs.StringVar(&o.remote, "remote", "", "comma-separated base URLs of OpenAI-compatible servers: evaluate the served model instead of training")
 	fs.StringVar(&o.remoteModel, "remote-model", "", "model name sent to the server")
@@ -133,26 +136,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("run folder: %w", err)
 	}
 
-	cfg, err := modelConfig(o, tok)
+	model, err := openModel(o, tok)
 	if err != nil {
 		return err
 	}
-	model, err := policy.New(cfg, o.seed, policy.WithDecoder(tok.Decode), policy.WithSamplerSeed(o.seed))
-	if err != nil {
-		return fmt.Errorf("model: %w", err)
-	}
 	defer model.Close()
+	cfg := model.Config()
 	fmt.Fprintf(stderr, "model: qwen3, %d layers, hidden %d, %d parameters; tool: %s; run folder: %s\n",
 		cfg.NumHiddenLayers, cfg.HiddenSize, cfg.NumParams(), tl.Name(), dir)
 
-	// SFT data: generated trajectories with the tool's real output.
-	train := generateProblems(o.seed, o.sftSamples, "sft")
-	sft, err := buildSFT(ctx, train, tok, spec, o.noToolFrac, o.seed)
-	if err != nil {
-		return err
-	}
-	if err := runSFT(ctx, o, model, sft, dir, stderr); err != nil {
-		return err
+	if o.init == "" {
+		// SFT data: generated trajectories with the tool's real output.
+		train := generateProblems(o.seed, o.sftSamples, "sft")
+		sft, err := buildSFT(ctx, train, tok, spec, o.noToolFrac, o.seed)
+		if err != nil {
+			return err
+		}
+		if err := runSFT(ctx, o, model, sft, dir, stderr); err != nil {
+			return err
+		}
+		if err := saveModel(model, filepath.Join(dir, "sft-model"), tok); err != nil {
+			return err
+		}
 	}
 
 	engine, err := newEngine(model, tok, tl, o)
@@ -206,10 +211,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("plot: %w", err)
 	}
 	modelDir := filepath.Join(dir, "model")
-	if err := model.Save(modelDir, policy.SaveOptions{}); err != nil {
-		return fmt.Errorf("saving the model: %w", err)
-	}
-	if err := writeTokenizerInfo(modelDir, tok); err != nil {
+	if err := saveModel(model, modelDir, tok); err != nil {
 		return err
 	}
 	ckpt, err := tr.SaveCheckpoint(ctx, agentrl.CheckpointRoot{Dir: filepath.Join(dir, "checkpoints")}, 1)
@@ -221,6 +223,41 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "tool: %s\nplot: %s\nmetrics: %s\nmodel (HF format): %s\ntrainer checkpoint: %s\n",
 		tl.Name(), plotPath, filepath.Join(dir, "metrics.jsonl"), modelDir, ckpt)
 	return writeJSONLine(stdout, o.n, []namedEval{{"sft", before}, {"rl", after}}, time.Since(start))
+}
+
+// openModel is a fresh model of the flags' size, or the saved one that
+// -init names.
+func openModel(o options, tok *tokenizer.Bytes) (*policy.Model, error) {
+	opts := []policy.ModelOption{policy.WithDecoder(tok.Decode), policy.WithSamplerSeed(o.seed)}
+	if o.init != "" {
+		m, err := policy.Load(o.init, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("-init: %w", err)
+		}
+		if v := m.Config().VocabSize; v != tok.VocabSize() {
+			m.Close()
+			return nil, fmt.Errorf("-init %s: vocabulary of %d tokens, this program's tokenizer has %d", o.init, v, tok.VocabSize())
+		}
+		return m, nil
+	}
+	cfg, err := modelConfig(o, tok)
+	if err != nil {
+		return nil, err
+	}
+	m, err := policy.New(cfg, o.seed, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	return m, nil
+}
+
+// saveModel writes the model as an HF folder with the byte tokenizer's
+// description beside it.
+func saveModel(m *policy.Model, dir string, tok *tokenizer.Bytes) error {
+	if err := m.Save(dir, policy.SaveOptions{}); err != nil {
+		return fmt.Errorf("saving the model: %w", err)
+	}
+	return writeTokenizerInfo(dir, tok)
 }
 
 // modelConfig is a Qwen3-style configuration over the byte tokenizer.
@@ -305,6 +342,11 @@ func rlConfig(o options) agentrl.TrainerConfig {
 	c.Sampling = policy.SampleParams{Temperature: o.temperature, TopP: 1, TopK: -1, MaxNewTokens: o.maxResponse}
 	c.MaxResponseTokens = o.maxResponse
 	c.Overlong = &reward.OverlongConfig{Buffer: o.maxResponse / 4, Factor: 1}
+	// One update per step on the batch just sampled by this very model:
+	// the sampler's log-probabilities are the old policy's (the same
+	// kernels and weights), so recomputing them would only repeat a
+	// forward pass.
+	c.OldLogProbs = agentrl.OldLogProbsRollout
 	c.Optimizer.LR = o.rlLR
 	c.Optimizer.WeightDecay = 0
 	c.Seed = o.seed
@@ -355,7 +397,6 @@ func newEngine(s policy.Sampler, tok rollout.Tokenizer, tl tool.Tool, o options)
 		Sampler: s, Tokenizer: tok, Tools: []tool.Tool{tl},
 		MaxTurns: 4, MaxResponseTokens: o.maxResponse, MaxToolCalls: 3, MaxCallsPerTurn: 1,
 		ToolTimeout: 10 * time.Second, MaxConcurrentTools: 8,
-		Batch: &rollout.BatchConfig{MaxSize: 512, Window: 5 * time.Millisecond},
 	})
 }
 
