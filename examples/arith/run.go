@@ -72,7 +72,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.rlSteps, "rl-steps", 120, "GRPO-TCR steps")
 	fs.IntVar(&o.prompts, "prompts", 8, "prompts per RL step")
 	fs.IntVar(&o.n, "n", 8, "samples per prompt, in RL and evaluation (the k of avg@k, pass@k, maj@k)")
-	fs.Float64Var(&o.rlLR, "rl-lr", 3e-4, "RL learning rate")
+	fs.Float64Var(&o.rlLR, "rl-lr", 2e-4, "RL learning rate")
 	fs.IntVar(&o.maxResponse, "max-response", 128, "response budget in tokens (tool results included)")
 	fs.IntVar(&o.evalProblems, "eval", 32, "held-out evaluation problems")
 	fs.Float64Var(&o.temperature, "temperature", 1, "sampling temperature of rollouts and evaluation")
