@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentrl/agentrl/policy/backend"
 )
 
 // pauseAt makes the scheduler of m stop after step n until the returned
@@ -252,4 +255,54 @@ func TestGenerateOnClosedModel(t *testing.T) {
 	require.ErrorIs(t, err, ErrInput)
 	assert.Contains(t, err.Error(), "closed")
 	waitIdle(t, m)
+}
+
+// allocFailer is a backend whose Alloc fails once, at the failAt-th call
+// after arming (1-based); everything else goes to the wrapped backend.
+type allocFailer struct {
+	backend.Backend
+	mu     sync.Mutex
+	calls  int
+	failAt int // 0: never
+}
+
+func (f *allocFailer) Alloc(n int) (backend.Buffer, error) {
+	f.mu.Lock()
+	f.calls++
+	fail := f.calls == f.failAt
+	f.mu.Unlock()
+	if fail {
+		return nil, errors.New("out of device memory")
+	}
+	return f.Backend.Alloc(n)
+}
+
+func (f *allocFailer) arm(failAt int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls, f.failAt = 0, failAt
+}
+
+// A KV-cache allocation that fails half-way (the first layer's keys
+// allocated, its values not) fails the call with the backend's error,
+// frees what was allocated, and leaves the model usable.
+func TestKVAllocationFailureIsAnError(t *testing.T) {
+	ref := loadTiny(t, "qwen3-tiny")
+	fb := &allocFailer{Backend: ref.Backend()}
+	m := loadTiny(t, "qwen3-tiny", WithBackend(fb))
+	req := GenerateRequest{Prompt: []int{5, 17, 3}, Params: SampleParams{MaxNewTokens: 4}}
+	// The first allocations of a generation are the KV pool's: layer 0's
+	// keys, then layer 0's values.
+	fb.arm(2)
+	_, err := m.Generate(context.Background(), []GenerateRequest{req})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "out of device memory")
+	waitIdle(t, m)
+
+	fb.arm(0)
+	got, err := m.Generate(context.Background(), []GenerateRequest{req})
+	require.NoError(t, err)
+	want, err := ref.Generate(context.Background(), []GenerateRequest{req})
+	require.NoError(t, err)
+	assert.Equal(t, want[0].Tokens, got[0].Tokens)
 }

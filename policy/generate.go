@@ -49,7 +49,7 @@ type generator struct {
 // layer, their keys and values [len(tokens), kvHeads·headDim].
 type session struct {
 	tokens []int
-	k, v   []backend.Buffer
+	kv     kvBuffers
 	used   uint64
 }
 
@@ -63,13 +63,7 @@ func newGenerator(o modelOptions) *generator {
 	}
 }
 
-func (s *session) free(be backend.Backend) {
-	for i := range s.k {
-		_ = be.Free(s.k[i])
-		_ = be.Free(s.v[i])
-	}
-	s.k, s.v = nil, nil
-}
+func (s *session) free(be backend.Backend) { s.kv.free(be) }
 
 // closeAll frees every session; the caller holds Model.mu, so no
 // scheduler is running.
@@ -274,24 +268,18 @@ func (m *Model) schedule() {
 		g.mu.Lock()
 		g.freeDoomedLocked(m.be)
 		admit := g.takePendingLocked(synced == nil)
-		if synced != nil {
-			g.mu.Unlock()
-			fail(synced, admit)
-			g.mu.Lock()
-			if len(g.pending) == 0 {
-				g.running = false
-				g.mu.Unlock()
-				return
-			}
-			g.mu.Unlock()
-			continue
-		}
 		if len(active) == 0 && len(admit) == 0 {
 			g.running = false
 			g.mu.Unlock()
 			return
 		}
 		g.mu.Unlock()
+		if synced != nil {
+			// No weights, no generation: fail every request, including
+			// those that arrive meanwhile, until the queue is empty.
+			fail(synced, admit)
+			continue
+		}
 		if err := m.admit(pool, admit); err != nil {
 			fail(err, active, admit)
 			continue
@@ -353,7 +341,7 @@ func dropEnded(pool *kvPool, active []*genState) []*genState {
 
 // takePendingLocked removes from the queue the requests to admit in the
 // next step: those of live calls, in order, while their prompts total at
-// most prefillTokens (the first is always taken). With all set it takes
+// most prefillTokens (the first is always taken). Without limit it takes
 // every pending request (to fail them).
 func (g *generator) takePendingLocked(limit bool) []*genState {
 	var out []*genState
@@ -396,7 +384,6 @@ func (m *Model) admit(pool *kvPool, states []*genState) error {
 	if err := m.place(pool, slots); err != nil {
 		return err
 	}
-	kvw := m.kvWidth()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, st := range states {
@@ -413,13 +400,8 @@ func (m *Model) admit(pool *kvPool, states []*genState) error {
 		if reuse == 0 {
 			continue
 		}
-		for l := range pool.k {
-			if err := m.be.Copy(pool.k[l], st.slot.base*kvw, s.k[l], 0, reuse*kvw); err != nil {
-				return err
-			}
-			if err := m.be.Copy(pool.v[l], st.slot.base*kvw, s.v[l], 0, reuse*kvw); err != nil {
-				return err
-			}
+		if err := m.copyKV(pool.kvBuffers, st.slot.base, s.kv, 0, reuse); err != nil {
+			return err
 		}
 		st.slot.len = reuse
 		st.out.CachedTokens = reuse
@@ -469,31 +451,16 @@ func (m *Model) keepSession(pool *kvPool, st *genState) error {
 	if name == "" {
 		return nil
 	}
-	kvw := m.kvWidth()
 	n := st.slot.len
-	s := &session{tokens: append(append(make([]int, 0, n+1), st.req.Prompt...), st.out.Tokens...)[:n]}
-	for l := range pool.k {
-		k, err := m.be.Alloc(n * kvw)
-		if err != nil {
-			s.free(m.be)
-			return err
-		}
-		v, err := m.be.Alloc(n * kvw)
-		if err != nil {
-			_ = m.be.Free(k)
-			s.free(m.be)
-			return err
-		}
-		s.k, s.v = append(s.k, k), append(s.v, v)
-		if err := m.be.Copy(k, 0, pool.k[l], st.slot.base*kvw, n*kvw); err != nil {
-			s.free(m.be)
-			return err
-		}
-		if err := m.be.Copy(v, 0, pool.v[l], st.slot.base*kvw, n*kvw); err != nil {
-			s.free(m.be)
-			return err
-		}
+	kv, err := m.allocKV(n)
+	if err != nil {
+		return err
 	}
+	if err := m.copyKV(kv, 0, pool.kvBuffers, st.slot.base, n); err != nil {
+		kv.free(m.be)
+		return err
+	}
+	s := &session{tokens: append(append(make([]int, 0, n+1), st.req.Prompt...), st.out.Tokens...)[:n], kv: kv}
 	g := m.gen
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -6,6 +6,57 @@ import (
 	"github.com/agentrl/agentrl/policy/backend"
 )
 
+// kvBuffers are per-layer key and value buffers of the same number of
+// rows (kvHeads·headDim floats each): a session's cache or the pool's.
+type kvBuffers struct {
+	k, v []backend.Buffer
+}
+
+// allocKV returns buffers of rows rows for every layer; on failure
+// nothing stays allocated.
+func (m *Model) allocKV(rows int) (kvBuffers, error) {
+	var b kvBuffers
+	n := rows * m.kvWidth()
+	for range m.layers {
+		for _, dst := range []*[]backend.Buffer{&b.k, &b.v} {
+			buf, err := m.be.Alloc(n)
+			if err != nil {
+				b.free(m.be)
+				return kvBuffers{}, fmt.Errorf("policy: allocating the KV cache (%d rows): %w", rows, err)
+			}
+			*dst = append(*dst, buf)
+		}
+	}
+	return b, nil
+}
+
+// free releases every buffer, keys and values independently (an
+// allocation that failed half-way leaves one more key than value buffer).
+func (b *kvBuffers) free(be backend.Backend) {
+	for _, buf := range b.k {
+		_ = be.Free(buf)
+	}
+	for _, buf := range b.v {
+		_ = be.Free(buf)
+	}
+	b.k, b.v = nil, nil
+}
+
+// copyKV copies rows rows of keys and values, in every layer, from src
+// starting at row srcRow to dst starting at row dstRow.
+func (m *Model) copyKV(dst kvBuffers, dstRow int, src kvBuffers, srcRow, rows int) error {
+	kvw := m.kvWidth()
+	for l := range dst.k {
+		if err := m.be.Copy(dst.k[l], dstRow*kvw, src.k[l], srcRow*kvw, rows*kvw); err != nil {
+			return err
+		}
+		if err := m.be.Copy(dst.v[l], dstRow*kvw, src.v[l], srcRow*kvw, rows*kvw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // kvPool is the KV cache of the sequences the scheduler is decoding: per
 // layer one key and one value buffer of rows × kvHeads·headDim. Each live
 // sequence owns a slot, a run of rows of which the first len hold its
@@ -14,7 +65,7 @@ import (
 // which happens only when a new or growing slot does not fit, so the cost
 // of moving rows is amortised over many decode steps.
 type kvPool struct {
-	k, v  []backend.Buffer
+	kvBuffers
 	rows  int       // rows allocated per buffer
 	top   int       // rows below top may be in use
 	slots []*kvSlot // live slots, in order of base
@@ -27,13 +78,10 @@ type kvSlot struct{ base, cap, len, limit int }
 // kvWidth is the floats of one row of keys (or values).
 func (m *Model) kvWidth() int { return m.cfg.NumKeyValueHeads * m.cfg.HeadDim }
 
-// free releases the pool's buffers.
+// free releases the pool's buffers and forgets its slots.
 func (p *kvPool) free(be backend.Backend) {
-	for i := range p.k {
-		_ = be.Free(p.k[i])
-		_ = be.Free(p.v[i])
-	}
-	p.k, p.v, p.rows, p.top, p.slots = nil, nil, 0, 0, nil
+	p.kvBuffers.free(be)
+	p.rows, p.top, p.slots = 0, 0, nil
 }
 
 // place gives each new slot (cap and limit set) rows at the top of the
@@ -108,34 +156,16 @@ func (m *Model) compact(p *kvPool, extra int) error {
 		live += s.cap
 	}
 	rows := 2 * (live + extra)
-	kvw := m.kvWidth()
-	nk := &kvPool{rows: rows}
-	for range m.layers {
-		k, err := m.be.Alloc(rows * kvw)
-		if err != nil {
-			nk.free(m.be)
-			return fmt.Errorf("policy: allocating the KV cache (%d rows): %w", rows, err)
-		}
-		nk.k = append(nk.k, k)
-		v, err := m.be.Alloc(rows * kvw)
-		if err != nil {
-			nk.free(m.be)
-			return fmt.Errorf("policy: allocating the KV cache (%d rows): %w", rows, err)
-		}
-		nk.v = append(nk.v, v)
+	nb, err := m.allocKV(rows)
+	if err != nil {
+		return err
 	}
 	base := 0
 	for _, s := range p.slots {
 		if s.len > 0 {
-			for l := range p.k {
-				if err := m.be.Copy(nk.k[l], base*kvw, p.k[l], s.base*kvw, s.len*kvw); err != nil {
-					nk.free(m.be)
-					return err
-				}
-				if err := m.be.Copy(nk.v[l], base*kvw, p.v[l], s.base*kvw, s.len*kvw); err != nil {
-					nk.free(m.be)
-					return err
-				}
+			if err := m.copyKV(nb, base, p.kvBuffers, s.base, s.len); err != nil {
+				nb.free(m.be)
+				return err
 			}
 		}
 		base += s.cap
@@ -148,7 +178,7 @@ func (m *Model) compact(p *kvPool, extra int) error {
 	}
 	slots := p.slots
 	p.free(m.be)
-	*p = kvPool{k: nk.k, v: nk.v, rows: rows, top: base, slots: slots}
+	*p = kvPool{kvBuffers: nb, rows: rows, top: base, slots: slots}
 	return nil
 }
 
