@@ -45,11 +45,7 @@ func evaluate(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	workers := o.sandboxWorkers
-	if workers == 0 && o.sandbox != "local" {
-		workers = 16
-	}
-	codeTool, harness, closeTools, err := setup.CodeTools(o.sandbox, workers, o.toolTimeout)
+	codeTool, harness, closeTools, err := setup.CodeTools(o.sandbox, o.sandboxWorkers, o.toolTimeout)
 	if err != nil {
 		return err
 	}

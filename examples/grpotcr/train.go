@@ -56,11 +56,7 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if o.sampler != "local" {
 		fmt.Fprintln(stderr, "grpotcr: note: the -sampler servers keep their own weights; the trainer does not sync its updates to them, so rollouts become off-policy after the first step")
 	}
-	workers := o.sandboxWorkers
-	if workers == 0 && o.sandbox != "local" {
-		workers = 16
-	}
-	codeTool, harness, closeTools, err := setup.CodeTools(o.sandbox, workers, o.toolTimeout)
+	codeTool, harness, closeTools, err := setup.CodeTools(o.sandbox, o.sandboxWorkers, o.toolTimeout)
 	if err != nil {
 		return err
 	}

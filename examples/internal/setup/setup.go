@@ -54,10 +54,14 @@ func NewSampler(spec string, model *policy.Model, servedModel string) (policy.Sa
 // the code reward runs test harnesses through: both on the local sandbox
 // (spec "local") or on a SandboxFusion server (spec a URL). The reward's
 // tool reads the harness's whole output (its verdict is the last line),
-// so it has a larger output budget than the model's. close stops the
-// local sandbox.
+// so it has a larger output budget than the model's. workers bounds the
+// code executions at once; 0 means the number of CPUs for the local
+// sandbox and 16 for SandboxFusion. close stops the local sandbox.
 func CodeTools(spec string, workers int, timeout time.Duration) (model, harness tool.Tool, close func() error, err error) {
 	var ci *tool.CodeInterpreter
+	if workers == 0 && spec != "local" {
+		workers = 16
+	}
 	if spec == "local" {
 		ci, err = tool.NewCodeInterpreter(tool.SandboxConfig{Workers: workers, Timeout: timeout})
 		if err != nil {
