@@ -41,16 +41,13 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/signal"
+	"io"
+
+	"github.com/agentrl/agentrl/examples/internal/setup"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "arith:", err)
-		os.Exit(1)
-	}
+	setup.Main(func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		return setup.Run(ctx, "arith", args, stdout, stderr, parseFlags, runOptions)
+	})
 }

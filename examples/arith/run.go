@@ -106,13 +106,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
-// run is the whole program; main only wires signals and the exit status.
+// run is the whole program: the flags, then runOptions.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	start := time.Now()
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}
+	return runOptions(ctx, o, stdout, stderr)
+}
+
+// runOptions runs the program with parsed flags.
+func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	start := time.Now()
 	tok, err := newTokenizer()
 	if err != nil {
 		return err

@@ -75,20 +75,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/agentrl/agentrl/examples/internal/setup"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { setup.Main(run) }
 
 // options are the parsed flags.
 type options struct {
@@ -232,21 +224,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
+// run is the program after main, with its exit status (setup.Run); the
+// tests call it in-process.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, err := parseFlags(args, stderr)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case err != nil:
-		fmt.Fprintln(stderr, "grpotcr:", err)
-		return 2
-	}
-	if err := train(ctx, o, stdout, stderr); err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("interrupted: %w", err)
-		}
-		fmt.Fprintln(stderr, "grpotcr:", err)
-		return 1
-	}
-	return 0
+	return setup.Run(ctx, "grpotcr", args, stdout, stderr, parseFlags, train)
 }

@@ -2,7 +2,8 @@
 // sampler (local model or OpenAI-compatible servers), the code tools (local
 // sandbox or SandboxFusion), the reward routed by data_source as
 // Open-AgentRL's compute_score does, the verl prompts rendered with the
-// chat template, and the checks of command-line paths and URLs.
+// chat template, the checks of command-line paths and URLs, and the
+// programs' exit-status handling (Run, Main).
 //
 // It is internal to examples: programs outside examples/ build their own
 // wiring from the public packages.

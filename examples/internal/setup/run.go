@@ -1,0 +1,45 @@
+package setup
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Run is a program's whole life after main: it parses args with parse
+// and runs body, and returns the exit status — 0 on success or after -h,
+// 2 for bad flags, 1 when body fails. Errors are printed to stderr as
+// "name: error", marked as interrupted when ctx ended first.
+func Run[O any](ctx context.Context, name string, args []string, stdout, stderr io.Writer,
+	parse func([]string, io.Writer) (O, error), body func(context.Context, O, io.Writer, io.Writer) error) int {
+	o, err := parse(args, stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case err != nil:
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 2
+	}
+	if err := body(ctx, o, stdout, stderr); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("interrupted: %w", err)
+		}
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
+
+// Main runs run with the command line and a context that ends on
+// SIGINT or SIGTERM, and exits with its status.
+func Main(run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
