@@ -150,6 +150,12 @@ func toolMap(tools []tool.Tool) (map[string]tool.Tool, error) {
 	return m, nil
 }
 
+// MaxResponseTokens is the response budget the engine enforces on every
+// trajectory (Config.MaxResponseTokens; 0 means none). It is the one
+// source of truth for the budget: the trainer's overlong shaping reads it
+// from here.
+func (e *Engine) MaxResponseTokens() int { return e.cfg.MaxResponseTokens }
+
 // job is one trajectory to roll out.
 type job struct {
 	req     *Request
