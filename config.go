@@ -16,24 +16,33 @@ import (
 // SFTConfig.Validate; the message names the field.
 var ErrTrainerConfig = errors.New("agentrl: invalid trainer configuration")
 
+// OldLogProbsSource says where the PPO ratio's old log-probabilities
+// come from (TrainerConfig.OldLogProbs).
+type OldLogProbsSource string
+
 // Old log-probability sources of TrainerConfig.OldLogProbs.
 const (
 	// OldLogProbsRecompute scores the rollout with the trainable policy
 	// before the first update, as verl's actor compute_log_prob does: the
 	// PPO ratio then compares the policy with itself at rollout time, and
 	// sampler/trainer numerical mismatch does not enter it.
-	OldLogProbsRecompute = "recompute"
+	OldLogProbsRecompute OldLogProbsSource = "recompute"
 	// OldLogProbsRollout takes the sampler's log-probabilities
 	// (rollout.Trajectory.LogProbs) as the old policy, saving one forward
 	// pass (verl's use of rollout log-probs in "bypass" mode).
-	OldLogProbsRollout = "rollout"
+	OldLogProbsRollout OldLogProbsSource = "rollout"
 )
 
-// Dynamic-sampling metrics of TrainerConfig.FilterMetric (verl's
-// algorithm.filter_groups.metric).
+// FilterMetric names the per-trajectory value whose variation within a
+// group dynamic sampling requires (verl's algorithm.filter_groups.metric).
+type FilterMetric string
+
+// Dynamic-sampling metrics of TrainerConfig.FilterMetric.
 const (
-	FilterByAcc   = "acc"
-	FilterByScore = "score"
+	// FilterByAcc keeps groups whose reward.Output.Acc varies.
+	FilterByAcc FilterMetric = "acc"
+	// FilterByScore keeps groups whose reward.Output.Score varies.
+	FilterByScore FilterMetric = "score"
 )
 
 // TrainerConfig configures a Trainer: the RL algorithm, the batch
@@ -85,7 +94,7 @@ type TrainerConfig struct {
 	// OldLogProbs is OldLogProbsRecompute (also when empty) or
 	// OldLogProbsRollout. With Loss.TISCap > 0 the sampler's
 	// log-probabilities also enter the loss as RolloutLogProbs.
-	OldLogProbs string
+	OldLogProbs OldLogProbsSource
 
 	// Optimizer configures AdamW, its learning rate schedule included
 	// (the schedule counts optimiser updates, not training steps).
@@ -95,13 +104,13 @@ type TrainerConfig struct {
 	// measured).
 	MaxGradNorm float64
 
-	// MaxResponseTokens is the response budget the rollout engine enforces
-	// (verl's data.max_response_length); the overlong shaping penalises
-	// against it. 0 means unknown: overlong shaping needs it.
-	MaxResponseTokens int
-	// Overlong enables DAPO's soft overlong punishment when not nil:
-	// Buffer and Factor are used, and MaxLen is taken from
-	// MaxResponseTokens when it is zero.
+	// Overlong enables DAPO's soft overlong punishment when not nil. Its
+	// MaxLen is the response budget the rollout engine enforces
+	// (rollout.Config.MaxResponseTokens, verl's
+	// data.max_response_length), the one source of truth: leave MaxLen 0
+	// and NewTrainer takes it from TrainerParts.Engine. A non-zero MaxLen
+	// that differs from the engine's budget is an error, because a
+	// penalty zone the engine never lets a response reach never fires.
 	Overlong *reward.OverlongConfig
 
 	// DynamicSampling keeps generating batches until PromptsPerStep
@@ -111,7 +120,7 @@ type TrainerConfig struct {
 	// FilterByAcc (also when empty) or FilterByScore.
 	DynamicSampling bool
 	MaxGenBatches   int
-	FilterMetric    string
+	FilterMetric    FilterMetric
 
 	// Reward bounds the reward computation: parallelism and per-item
 	// deadline (reward.Batch).
@@ -122,16 +131,25 @@ type TrainerConfig struct {
 }
 
 // Validate reports the first unusable field, wrapping ErrTrainerConfig
-// (and the sub-package's own error where it decided).
-func (c TrainerConfig) Validate() error {
+// (and the sub-package's own error where it decided). It resolves
+// Advantage and Loss.Mode among the built-in estimators and loss modes;
+// a configuration that names the user's own is checked with
+// ValidateWith, as NewTrainer does with TrainerParts' registries.
+func (c TrainerConfig) Validate() error { return c.ValidateWith(nil, nil) }
+
+// ValidateWith is Validate with Loss.Mode resolved in losses and
+// Advantage in estimators; nil means the built-in modes
+// (loss.NewRegistry) and estimators (advantage.DefaultRegistry).
+func (c TrainerConfig) ValidateWith(losses *loss.Registry, estimators *advantage.Registry) error {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: TrainerConfig.%s: %s", ErrTrainerConfig, field, fmt.Sprintf(format, args...))
 	}
+	estimators = estimatorsOrBuiltin(estimators)
 	if c.Advantage == "" {
 		return bad("Advantage", "empty; want an estimator name such as %q", "grpo")
 	}
-	if !containsString(advantage.Names(), c.Advantage) {
-		return bad("Advantage", "unknown estimator %q (known: %v)", c.Advantage, advantage.Names())
+	if _, ok := estimators.Lookup(c.Advantage); !ok {
+		return bad("Advantage", "unknown estimator %q (known: %v)", c.Advantage, estimators.Names())
 	}
 	if c.Advantage == "gae" || c.Advantage == "remax" {
 		return bad("Advantage", "%q needs critic values or greedy baselines, which Trainer does not produce", c.Advantage)
@@ -139,7 +157,7 @@ func (c TrainerConfig) Validate() error {
 	if err := c.AdvantageConfig.Validate(); err != nil {
 		return fmt.Errorf("%w: TrainerConfig.AdvantageConfig: %w", ErrTrainerConfig, err)
 	}
-	if err := validateLoss(c.Loss); err != nil {
+	if err := validateLoss(c.Loss, losses); err != nil {
 		return fmt.Errorf("%w: TrainerConfig.Loss: %w", ErrTrainerConfig, err)
 	}
 	switch {
@@ -155,8 +173,6 @@ func (c TrainerConfig) Validate() error {
 		return bad("PPOEpochs", "%d, want ≥ 0", c.PPOEpochs)
 	case c.MaxGenBatches < 0:
 		return bad("MaxGenBatches", "%d, want ≥ 0", c.MaxGenBatches)
-	case c.MaxResponseTokens < 0:
-		return bad("MaxResponseTokens", "%d, want ≥ 0", c.MaxResponseTokens)
 	case !finiteNonNeg(c.MaxGradNorm):
 		return bad("MaxGradNorm", "%v, want finite and ≥ 0", c.MaxGradNorm)
 	case c.Reward.Limit < 0:
@@ -195,7 +211,13 @@ func (c TrainerConfig) Validate() error {
 		return fmt.Errorf("%w: TrainerConfig.Optimizer.%w", ErrTrainerConfig, err)
 	}
 	if c.Overlong != nil {
-		if _, err := c.overlong(); err != nil {
+		// The budget comes from the engine when MaxLen is 0; check the
+		// other fields against the smallest budget they allow.
+		o := *c.Overlong
+		if o.MaxLen == 0 {
+			o.MaxLen = max(o.Buffer, 1)
+		}
+		if err := o.Validate(); err != nil {
 			return fmt.Errorf("%w: TrainerConfig.Overlong: %w", ErrTrainerConfig, err)
 		}
 	}
@@ -220,7 +242,7 @@ func (c TrainerConfig) microBatch() int {
 
 func (c TrainerConfig) epochs() int { return max(c.PPOEpochs, 1) }
 
-func (c TrainerConfig) filterMetric() string {
+func (c TrainerConfig) filterMetric() FilterMetric {
 	if c.FilterMetric == "" {
 		return FilterByAcc
 	}
@@ -229,22 +251,37 @@ func (c TrainerConfig) filterMetric() string {
 
 func (c TrainerConfig) recompute() bool { return c.OldLogProbs != OldLogProbsRollout }
 
-// overlong returns the overlong configuration with MaxLen filled in.
-func (c TrainerConfig) overlong() (reward.OverlongConfig, error) {
+// overlong returns the overlong configuration with MaxLen resolved
+// against budget, the engine's response budget (0 when the engine has
+// none): MaxLen 0 takes the budget, and a MaxLen that disagrees with a
+// budget is an error.
+func (c TrainerConfig) overlong(budget int) (reward.OverlongConfig, error) {
 	o := *c.Overlong
-	if o.MaxLen == 0 {
-		if c.MaxResponseTokens == 0 {
-			return o, errors.New("MaxLen is 0 and TrainerConfig.MaxResponseTokens is 0: the penalty needs the response budget")
-		}
-		o.MaxLen = c.MaxResponseTokens
+	switch {
+	case o.MaxLen == 0 && budget == 0:
+		return o, errors.New("MaxLen is 0 and the rollout engine has no response budget (rollout.Config.MaxResponseTokens is 0): the penalty needs one")
+	case o.MaxLen == 0:
+		o.MaxLen = budget
+	case budget != 0 && o.MaxLen != budget:
+		return o, fmt.Errorf("MaxLen %d differs from the rollout engine's response budget %d (rollout.Config.MaxResponseTokens); leave MaxLen 0 to use the engine's", o.MaxLen, budget)
 	}
 	return o, o.Validate()
 }
 
-// validateLoss checks cfg by the loss package's own rules: it evaluates
-// the objective on a one-token batch, which runs loss's validation and
-// nothing else of consequence.
-func validateLoss(cfg loss.Config) error {
+// estimatorsOrBuiltin returns r, or a registry of the built-in
+// estimators when r is nil.
+func estimatorsOrBuiltin(r *advantage.Registry) *advantage.Registry {
+	if r == nil {
+		return advantage.DefaultRegistry()
+	}
+	return r
+}
+
+// validateLoss checks cfg by the loss package's own rules, with the
+// mode resolved in reg (nil: the built-ins): it evaluates the objective
+// on a one-token batch, which runs loss's validation and the variant's
+// own checks, and nothing else of consequence.
+func validateLoss(cfg loss.Config, reg *loss.Registry) error {
 	one := func(v float32) *tensor.Dense {
 		return tensor.New(tensor.WithShape(1, 1), tensor.WithBacking([]float32{v}))
 	}
@@ -255,7 +292,7 @@ func validateLoss(cfg loss.Config) error {
 	if cfg.TISCap != 0 {
 		b.RolloutLogProbs = one(-1)
 	}
-	_, err := loss.Compute(cfg, b)
+	_, err := loss.NewComputer(reg).Compute(cfg, b)
 	return err
 }
 
@@ -276,12 +313,3 @@ func validateAdamW(c policy.AdamWConfig) error {
 }
 
 func finiteNonNeg(v float64) bool { return v >= 0 && !math.IsInf(v, 0) }
-
-func containsString(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}

@@ -28,7 +28,7 @@ func TestPresetValues(t *testing.T) {
 	assert.False(t, g.DynamicSampling)
 	require.NotNil(t, g.Overlong)
 	assert.Equal(t, reward.OverlongConfig{Buffer: 4096, Factor: 1}, *g.Overlong)
-	assert.Equal(t, 20480, g.MaxResponseTokens)
+	assert.Equal(t, 20480, agentrl.RecipeMaxResponseTokens)
 	assert.Equal(t, 16, g.SamplesPerPrompt)
 
 	d := agentrl.DAPO()
@@ -75,8 +75,9 @@ func TestTrainerConfigValidate(t *testing.T) {
 		{"zero learning rate", func(c *agentrl.TrainerConfig) { c.Optimizer.LR = 0 }, "TrainerConfig.Optimizer.LR"},
 		{"beta1 of 1", func(c *agentrl.TrainerConfig) { c.Optimizer.Beta1 = 1 }, "TrainerConfig.Optimizer.Beta1"},
 		{"NaN weight decay", func(c *agentrl.TrainerConfig) { c.Optimizer.WeightDecay = math.NaN() }, "TrainerConfig.Optimizer.WeightDecay"},
-		{"overlong without budget", func(c *agentrl.TrainerConfig) { c.MaxResponseTokens = 0 }, "TrainerConfig.Overlong"},
-		{"overlong buffer over budget", func(c *agentrl.TrainerConfig) { c.MaxResponseTokens = 100 }, "TrainerConfig.Overlong"},
+		{"overlong without buffer", func(c *agentrl.TrainerConfig) { c.Overlong.Buffer = 0 }, "TrainerConfig.Overlong"},
+		{"overlong buffer over budget", func(c *agentrl.TrainerConfig) { c.Overlong.MaxLen = 100 }, "TrainerConfig.Overlong"},
+		{"overlong NaN factor", func(c *agentrl.TrainerConfig) { c.Overlong.Factor = math.NaN() }, "TrainerConfig.Overlong"},
 		{"negative reward limit", func(c *agentrl.TrainerConfig) { c.Reward.Limit = -2 }, "TrainerConfig.Reward.Limit"},
 	}
 	for _, tc := range cases {

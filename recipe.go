@@ -6,17 +6,18 @@ import (
 	"github.com/agentrl/agentrl/reward"
 )
 
-// Response budget and overlong buffer of the presets: DAPO's and
-// Open-AgentRL's max_response_length = 20480 tokens with an overlong
-// buffer of 4096 tokens and penalty factor 1.0
-// (recipe/dapo/test_dapo_qwen3_30b_math.sh in verl;
-// recipe/demystify/grpo_tcr_qwen3_4b_test.sh in Open-AgentRL). Set
-// MaxResponseTokens to your own budget; the buffer stays 4096 unless you
-// change Overlong.Buffer.
-const (
-	presetMaxResponseTokens = 20480
-	presetOverlongBuffer    = 4096
-)
+// RecipeMaxResponseTokens is the response budget of the recipes the
+// presets follow: DAPO's and Open-AgentRL's max_response_length = 20480
+// tokens (recipe/dapo/test_dapo_qwen3_30b_math.sh in verl;
+// recipe/demystify/grpo_tcr_qwen3_4b_test.sh in Open-AgentRL). The budget
+// belongs to the rollout engine (rollout.Config.MaxResponseTokens), which
+// enforces it and from which the trainer's overlong shaping reads it; use
+// this constant there to run the recipes as published.
+const RecipeMaxResponseTokens = 20480
+
+// presetOverlongBuffer is the presets' overlong buffer: 4096 tokens with
+// penalty factor 1.0, in the same recipes.
+const presetOverlongBuffer = 4096
 
 // GRPOTCR returns the configuration of the paper's recipe (Yu et al. 2025,
 // "Demystifying Reinforcement Learning in Agentic Reasoning", §4;
@@ -24,9 +25,9 @@ const (
 // advantages normalised by the group std; the vanilla PPO objective with
 // Token-level aggregation ("token-mean"), Clip-higher (ε_low 0.2, ε_high
 // 0.28) and dual-clip c = 10; no KL and no entropy term; overlong Reward
-// shaping with a 4096-token buffer and factor 1.0 against a 20480-token
-// response budget; 16 samples per prompt, learning rate 4e-6 and gradient
-// clipping at 1.0. Dynamic sampling is off, as the paper leaves it out of
+// shaping with a 4096-token buffer and factor 1.0 against the engine's
+// response budget (RecipeMaxResponseTokens in the paper); 16 samples per
+// prompt, learning rate 4e-6 and gradient clipping at 1.0. Dynamic sampling is off, as the paper leaves it out of
 // GRPO-TCR for its cost in agentic rollouts; set DynamicSampling to add it.
 //
 // The batch geometry (PromptsPerStep, MiniBatchSize, MicroBatchSize) is
@@ -44,17 +45,16 @@ func GRPOTCR() TrainerConfig {
 			ClipHigh: 0.28,
 			ClipC:    10,
 		},
-		PromptsPerStep:    16,
-		SamplesPerPrompt:  16,
-		MiniBatchSize:     64,
-		MicroBatchSize:    8,
-		PPOEpochs:         1,
-		Sampling:          policy.SampleParams{Temperature: 1, TopP: 1, TopK: -1},
-		OldLogProbs:       OldLogProbsRecompute,
-		Optimizer:         opt,
-		MaxGradNorm:       1,
-		MaxResponseTokens: presetMaxResponseTokens,
-		Overlong:          &reward.OverlongConfig{Buffer: presetOverlongBuffer, Factor: 1},
+		PromptsPerStep:   16,
+		SamplesPerPrompt: 16,
+		MiniBatchSize:    64,
+		MicroBatchSize:   8,
+		PPOEpochs:        1,
+		Sampling:         policy.SampleParams{Temperature: 1, TopP: 1, TopK: -1},
+		OldLogProbs:      OldLogProbsRecompute,
+		Optimizer:        opt,
+		MaxGradNorm:      1,
+		Overlong:         &reward.OverlongConfig{Buffer: presetOverlongBuffer, Factor: 1},
 	}
 }
 
@@ -64,7 +64,8 @@ func GRPOTCR() TrainerConfig {
 // clip-higher (ε_low 0.2, ε_high 0.28) with verl's default dual-clip
 // c = 3, token-level aggregation, no KL, dynamic sampling on the accuracy
 // with at most 10 generation batches per step, overlong reward shaping
-// (buffer 4096, factor 1.0, budget 20480), 16 samples per prompt,
+// (buffer 4096, factor 1.0, against the engine's budget: 20480 in the
+// recipe), 16 samples per prompt,
 // learning rate 1e-6 with 10 warm-up updates, weight decay 0.1 and
 // gradient clipping at 1.0.
 func DAPO() TrainerConfig {

@@ -96,6 +96,14 @@ type TrainerParts struct {
 	Prompts []Prompt
 	// Metrics, when set, receives every step's StepMetrics.Map().
 	Metrics *MetricsLogger
+	// Losses resolves TrainerConfig.Loss.Mode: a loss.Registry holding
+	// the program's own objectives (loss.NewRegistry, then Register)
+	// beside the built-in modes. nil means the built-in modes.
+	Losses *loss.Registry
+	// Estimators resolves TrainerConfig.Advantage: an advantage.Registry
+	// holding the program's own estimators (advantage.DefaultRegistry,
+	// then Register). nil means the built-in estimators.
+	Estimators *advantage.Registry
 }
 
 // Trainer runs reinforcement-learning steps: rollout, rewards, advantages,
@@ -103,18 +111,20 @@ type TrainerParts struct {
 // updates, as verl's RayPPOTrainer.fit and dp_actor.update_policy do.
 // A Trainer is not safe for concurrent use.
 type Trainer struct {
-	cfg      TrainerConfig
-	parts    TrainerParts
-	reward   reward.Func
-	sampler  *dataset.Sampler
-	opt      *policy.AdamW
-	computer *loss.Computer
-	step     int
+	cfg        TrainerConfig
+	parts      TrainerParts
+	reward     reward.Func
+	sampler    *dataset.Sampler
+	opt        *policy.AdamW
+	computer   *loss.Computer
+	estimators *advantage.Registry
+	step       int
 }
 
-// NewTrainer validates cfg and parts and returns a Trainer at step 0.
+// NewTrainer validates cfg against parts (names in its registries, the
+// overlong budget against its engine's) and returns a Trainer at step 0.
 func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.ValidateWith(parts.Losses, parts.Estimators); err != nil {
 		return nil, err
 	}
 	switch {
@@ -148,8 +158,10 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	}
 	rf := parts.Reward
 	if cfg.Overlong != nil {
-		oc, _ := cfg.overlong() // checked by Validate
-		var err error
+		oc, err := cfg.overlong(parts.Engine.MaxResponseTokens())
+		if err != nil {
+			return nil, fmt.Errorf("%w: TrainerConfig.Overlong: %w", ErrTrainerConfig, err)
+		}
 		if rf, err = reward.WithOverlong(rf, oc); err != nil {
 			return nil, err
 		}
@@ -166,7 +178,7 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	}
 	return &Trainer{
 		cfg: cfg, parts: parts, reward: rf, sampler: sampler, opt: opt,
-		computer: loss.NewComputer(nil),
+		computer: loss.NewComputer(parts.Losses), estimators: estimatorsOrBuiltin(parts.Estimators),
 	}, nil
 }
 
@@ -357,7 +369,7 @@ func (t *Trainer) advantages(batch []*sample) error {
 		in.Groups[i] = s.group
 		in.Mask[i] = s.respMask()
 	}
-	out, err := advantage.Compute(t.cfg.Advantage, in, t.cfg.AdvantageConfig)
+	out, err := t.estimators.Compute(t.cfg.Advantage, in, t.cfg.AdvantageConfig)
 	if err != nil {
 		return fmt.Errorf("agentrl: step %d: advantages: %w", t.step+1, err)
 	}

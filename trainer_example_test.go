@@ -7,7 +7,10 @@ import (
 	"os"
 	"path/filepath"
 
+	"gorgonia.org/gorgonia"
+
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
@@ -42,8 +45,7 @@ func ExampleTrainer() {
 	cfg.PromptsPerStep, cfg.SamplesPerPrompt = 2, 8
 	cfg.MiniBatchSize, cfg.MicroBatchSize = 16, 8
 	cfg.Sampling = policy.SampleParams{Temperature: 1, MaxNewTokens: 1}
-	cfg.MaxResponseTokens = 4
-	cfg.Overlong.Buffer = 2 // penalise responses longer than 4−2 tokens
+	cfg.Overlong.Buffer = 2 // penalise responses longer than the engine's 4 − 2 tokens
 	cfg.Optimizer.LR = 0.1
 	cfg.Optimizer.WeightDecay = 0
 
@@ -72,6 +74,85 @@ func ExampleTrainer() {
 	// Output:
 	// p(c|a): 0.25 before, higher after 5 steps: true
 	// checkpoint: step-5
+}
+
+// A program's own objective, trained end to end: register it on a
+// loss.Registry (losstest.CheckAll checks such a variant), hand the
+// registry to the Trainer in TrainerParts.Losses and name it in
+// TrainerConfig.Loss.Mode. Here the objective is a soft-clipped policy
+// gradient, L_t = −A_t·tanh(r_t − 1) − A_t with r_t the PPO ratio: the
+// same gradient as PPO at r = 1, saturating smoothly instead of clipping.
+// TrainerParts.Estimators does the same for advantage estimators.
+func ExampleTrainerParts_losses() {
+	losses := loss.NewRegistry()
+	err := losses.Register("soft_clip", loss.Variant{Build: func(in *loss.Inputs) (loss.Term, error) {
+		d, err := gorgonia.Sub(in.LogProbs, in.OldLogProbs)
+		if err != nil {
+			return loss.Term{}, err
+		}
+		r, err := gorgonia.Exp(d)
+		if err != nil {
+			return loss.Term{}, err
+		}
+		dev, err := gorgonia.Sub(r, gorgonia.NewConstant(1.0))
+		if err != nil {
+			return loss.Term{}, err
+		}
+		soft, err := gorgonia.Tanh(dev)
+		if err != nil {
+			return loss.Term{}, err
+		}
+		soft, err = gorgonia.Add(soft, gorgonia.NewConstant(1.0))
+		if err != nil {
+			return loss.Term{}, err
+		}
+		gain, err := gorgonia.HadamardProd(soft, in.Advantages)
+		if err != nil {
+			return loss.Term{}, err
+		}
+		perToken, err := gorgonia.Neg(gain)
+		return loss.Term{PerToken: perToken}, err
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	model := newTabular("abcd")
+	engine, err := rollout.NewEngine(rollout.Config{Sampler: model, Tokenizer: alphaTokenizer{"abcd"}, MaxResponseTokens: 4})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rf := func(_ context.Context, in reward.Input) (reward.Output, error) {
+		if in.Response == "c" {
+			return reward.Output{Score: 1, Acc: true}, nil
+		}
+		return reward.Output{}, nil
+	}
+	cfg := agentrl.GRPOTCR()
+	cfg.Loss.Mode = "soft_clip"
+	cfg.PromptsPerStep, cfg.SamplesPerPrompt = 2, 8
+	cfg.MiniBatchSize, cfg.MicroBatchSize = 8, 8 // two updates per step: the second is off-policy
+	cfg.Sampling = policy.SampleParams{Temperature: 1, MaxNewTokens: 1}
+	cfg.Overlong = nil
+	cfg.Optimizer.LR, cfg.Optimizer.WeightDecay = 0.1, 0
+
+	tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{
+		Policy: model, Engine: engine, Reward: rf,
+		Prompts: []agentrl.Prompt{{ID: "q1", Text: "a"}, {ID: "q2", Text: "a"}},
+		Losses:  losses,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	before := model.prob(0, 2)
+	for range 5 {
+		if _, err := tr.Step(context.Background()); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Printf("p(c|a): %.2f before, higher after 5 steps: %v\n", before, model.prob(0, 2) > before)
+	// Output:
+	// p(c|a): 0.25 before, higher after 5 steps: true
 }
 
 // SFT on one tool-use-shaped sequence: the loss is taken only where the

@@ -46,7 +46,6 @@ func banditConfig() agentrl.TrainerConfig {
 	c.MicroBatchSize = 0
 	c.Sampling = policy.SampleParams{Temperature: 1, MaxNewTokens: 1}
 	c.Optimizer = policy.AdamWConfig{LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
-	c.MaxResponseTokens = 8
 	c.Overlong = nil
 	c.Seed = 7
 	return c
@@ -60,12 +59,23 @@ func banditPrompts(n int) []agentrl.Prompt {
 	return ps
 }
 
+// newBandit wires cfg to the bandit: the tabular model, an engine with an
+// 8-token response budget, f and four prompts.
 func newBandit(t testing.TB, cfg agentrl.TrainerConfig, f reward.Func) (*agentrl.Trainer, *tabular) {
 	t.Helper()
+	return newBanditParts(t, cfg, agentrl.TrainerParts{Reward: f}, 8)
+}
+
+// newBanditParts is newBandit with the engine's response budget and the
+// optional parts (registries, metrics) given; Policy, Engine and Prompts
+// are filled in.
+func newBanditParts(t testing.TB, cfg agentrl.TrainerConfig, parts agentrl.TrainerParts, budget int) (*agentrl.Trainer, *tabular) {
+	t.Helper()
 	m := newTabular(banditAlphabet)
-	eng, err := rollout.NewEngine(rollout.Config{Sampler: m, Tokenizer: alphaTokenizer{banditAlphabet}, MaxResponseTokens: 8})
+	eng, err := rollout.NewEngine(rollout.Config{Sampler: m, Tokenizer: alphaTokenizer{banditAlphabet}, MaxResponseTokens: budget})
 	require.NoError(t, err)
-	tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{Policy: m, Engine: eng, Reward: f, Prompts: banditPrompts(4)})
+	parts.Policy, parts.Engine, parts.Prompts = m, eng, banditPrompts(4)
+	tr, err := agentrl.NewTrainer(cfg, parts)
 	require.NoError(t, err)
 	return tr, m
 }
@@ -214,7 +224,6 @@ func TestResumeEquivalence(t *testing.T) {
 				cfg.MiniBatchSize, cfg.MicroBatchSize = 8, 4
 				cfg.Sampling, cfg.Optimizer, cfg.Seed = base.Sampling, base.Optimizer, base.Seed
 				cfg.Optimizer.Schedule = policy.CosineSchedule{WarmupSteps: 1, TotalSteps: 20}
-				cfg.MaxResponseTokens = 8
 				cfg.Overlong.Buffer = 4
 			}
 			root := agentrl.CheckpointRoot{Dir: filepath.Join(t.TempDir(), "ckpt")}
@@ -305,18 +314,18 @@ func TestDynamicSampling(t *testing.T) {
 	assert.Equal(t, 16, st.Trajectories)
 }
 
-// TestOverlongShaping: with a 4-token budget and a 2-token buffer, a
-// response of L tokens loses (L − 2)/2 (DAPO), so 4-token responses score
-// 1 − 1 = 0 when right and −1 when wrong.
+// TestOverlongShaping: with the engine's 4-token budget and a 2-token
+// buffer, a response of L tokens loses (L − 2)/2 (DAPO), so 4-token
+// responses score 1 − 1 = 0 when right and −1 when wrong. The budget
+// reaches the penalty from the engine alone.
 func TestOverlongShaping(t *testing.T) {
 	cfg := banditConfig()
 	cfg.Sampling.MaxNewTokens = 4
-	cfg.MaxResponseTokens = 4
 	cfg.Overlong = &reward.OverlongConfig{Buffer: 2, Factor: 1}
 	alwaysRight := func(context.Context, reward.Input) (reward.Output, error) {
 		return reward.Output{Score: 1, Acc: true}, nil
 	}
-	tr, _ := newBandit(t, cfg, alwaysRight)
+	tr, _ := newBanditParts(t, cfg, agentrl.TrainerParts{Reward: alwaysRight}, 4)
 	st, err := tr.Step(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 4.0, st.ResponseLenMean)
@@ -346,7 +355,6 @@ func TestToolMetricsAndLog(t *testing.T) {
 	var log bytes.Buffer
 	cfg := banditConfig()
 	cfg.Sampling = policy.SampleParams{Temperature: 1}
-	cfg.MaxResponseTokens = 4096
 	cfg.OldLogProbs = agentrl.OldLogProbsRollout
 	prompts := []agentrl.Prompt{{ID: "q1", Text: "1+1=", GroundTruth: "2"}, {ID: "q2", Text: "3-1=", GroundTruth: "2"}}
 	tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{Policy: m, Engine: eng, Reward: math, Prompts: prompts, Metrics: agentrl.NewMetricsLogger(&log)})

@@ -345,7 +345,6 @@ func rlConfig(o options) agentrl.TrainerConfig {
 	c.MiniBatchSize = c.PromptsPerStep * c.SamplesPerPrompt
 	c.MicroBatchSize = min(c.MiniBatchSize, 32)
 	c.Sampling = policy.SampleParams{Temperature: o.temperature, TopP: 1, TopK: -1, MaxNewTokens: o.maxResponse}
-	c.MaxResponseTokens = o.maxResponse
 	c.Overlong = &reward.OverlongConfig{Buffer: o.maxResponse / 4, Factor: 1}
 	// One update per step on the batch just sampled by this very model:
 	// the sampler's log-probabilities are the old policy's (the same

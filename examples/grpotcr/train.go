@@ -107,7 +107,6 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	cfg.MiniBatchSize, cfg.MicroBatchSize = o.miniBatch, o.microBatch
 	cfg.Sampling = policy.SampleParams{Temperature: o.temperature, TopP: o.topP, TopK: -1}
 	cfg.Optimizer.LR = o.lr
-	cfg.MaxResponseTokens = o.maxResponse
 	if o.overlongBuffer == 0 {
 		cfg.Overlong = nil
 	} else {
