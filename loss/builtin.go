@@ -7,8 +7,8 @@ import (
 )
 
 // builtins returns the built-in variants keyed by mode name.
-func builtins() map[string]Variant {
-	return map[string]Variant{
+func builtins() map[Mode]Variant {
+	return map[Mode]Variant{
 		ModeVanilla: {Build: buildVanilla, Metrics: metricsVanilla},
 		ModeGSPO:    {Build: buildGSPO, Metrics: metricsGSPO},
 		ModeCISPO:   {Build: buildCISPO, Metrics: metricsCISPO},

@@ -100,7 +100,7 @@ type compiled struct {
 
 	logp, old, adv, mask, count, ref, tis, ent *gorgonia.Node
 	entCoef, klCoef                            *gorgonia.Node // scalar inputs, nil when the term is absent
-	weights                                    map[string]*gorgonia.Node
+	weights                                    map[Agg]*gorgonia.Node
 
 	// float64 buffers bound to the input nodes, refilled on every call
 	vals    map[*gorgonia.Node]*tensor.Dense
@@ -119,7 +119,7 @@ func (c *Computer) Compute(cfg Config, b Batch) (res Result, err error) {
 	}
 	v, ok := c.reg.Lookup(ncfg.Mode)
 	if !ok {
-		return Result{}, fmt.Errorf("loss: Config.Mode %q (registered: %s): %w", ncfg.Mode, strings.Join(c.reg.Names(), ", "), ErrUnknownName)
+		return Result{}, fmt.Errorf("loss: Config.Mode %q (registered: %s): %w", ncfg.Mode, modeList(c.reg.Names()), ErrUnknownName)
 	}
 	key, err := batchKey(ncfg, b)
 	if err != nil {
@@ -159,7 +159,7 @@ func (c *Computer) Surrogate(cfg Config, base, at Batch) (value float64, err err
 	}
 	v, ok := c.reg.Lookup(ncfg.Mode)
 	if !ok {
-		return 0, fmt.Errorf("loss: Config.Mode %q (registered: %s): %w", ncfg.Mode, strings.Join(c.reg.Names(), ", "), ErrUnknownName)
+		return 0, fmt.Errorf("loss: Config.Mode %q (registered: %s): %w", ncfg.Mode, modeList(c.reg.Names()), ErrUnknownName)
 	}
 	key, err := batchKey(ncfg, base)
 	if err != nil {
@@ -258,7 +258,7 @@ func (c *Computer) graph(key graphKey, v Variant) (*compiled, error) {
 func build(key graphKey, v Variant) (*compiled, error) {
 	cfg, rows, cols := key.cfg, key.rows, key.cols
 	g := gorgonia.NewGraph()
-	cg := &compiled{g: g, variant: v, key: key, weights: map[string]*gorgonia.Node{}, vals: map[*gorgonia.Node]*tensor.Dense{}}
+	cg := &compiled{g: g, variant: v, key: key, weights: map[Agg]*gorgonia.Node{}, vals: map[*gorgonia.Node]*tensor.Dense{}}
 	input := func(name string, shape ...int) *gorgonia.Node {
 		var n *gorgonia.Node
 		if len(shape) == 1 {
@@ -273,11 +273,11 @@ func build(key graphKey, v Variant) (*compiled, error) {
 		cg.vals[n] = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(make([]float64, size)))
 		return n
 	}
-	weight := func(agg string) *gorgonia.Node {
+	weight := func(agg Agg) *gorgonia.Node {
 		if n, ok := cg.weights[agg]; ok {
 			return n
 		}
-		n := input("w_"+agg, rows, cols)
+		n := input("w_"+string(agg), rows, cols)
 		cg.weights[agg] = n
 		return n
 	}
@@ -375,8 +375,9 @@ func build(key graphKey, v Variant) (*compiled, error) {
 //	k2:  ½(logπ − ref)²
 //	k3:  clamp(e^δ − δ − 1, −10, 10), δ = clamp(ref − logπ, −20, 20)
 //	x+:  ½(logπ − ref)² − sg(½(logπ − ref)²) + sg(x)   (value of x, gradient of k2)
-func klExpr(e *ex, logp, ref *gorgonia.Node, typ string) *gorgonia.Node {
-	base, plus := strings.CutSuffix(typ, "+")
+func klExpr(e *ex, logp, ref *gorgonia.Node, typ KLType) *gorgonia.Node {
+	b, plus := strings.CutSuffix(string(typ), "+")
+	base := KLType(b)
 	diff := e.sub(logp, ref)
 	var fwd *gorgonia.Node
 	switch base {
@@ -564,4 +565,13 @@ func checkFinite(r Result) error {
 		}
 	}
 	return nil
+}
+
+// modeList joins mode names for error messages.
+func modeList(ms []Mode) string {
+	s := make([]string, len(ms))
+	for i, m := range ms {
+		s[i] = string(m)
+	}
+	return strings.Join(s, ", ")
 }

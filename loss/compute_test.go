@@ -53,7 +53,7 @@ func grads(r loss.Result) []float64 {
 func TestVanillaByHand(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		agg  string
+		agg  loss.Agg
 		div  float64
 		loss float64
 		g00  float64 // dL/dlogπ at (0,0); every other gradient is 0
@@ -164,7 +164,7 @@ func TestEntropyKLAndTISByHand(t *testing.T) {
 	b.RefLogProbs = mat(2, 3, -1.2, -0.7, -1.2, -0.7, 0, 0)
 	k3 := math.Exp(-0.2) + 0.2 - 1 // e^(ref−logπ) − (ref−logπ) − 1
 	for _, tc := range []struct {
-		kl     string
+		kl     loss.KLType
 		value  float64 // per-token KL estimate
 		dvalue float64 // its derivative wrt logπ used by the gradient
 	}{
@@ -174,7 +174,7 @@ func TestEntropyKLAndTISByHand(t *testing.T) {
 		{loss.KLK3, k3, 1 - math.Exp(-0.2)},
 		{loss.KLK3Plus, k3, 0.2}, // k3's value, k2's gradient
 	} {
-		t.Run(tc.kl, func(t *testing.T) {
+		t.Run(string(tc.kl), func(t *testing.T) {
 			cfg := handCfg
 			cfg.EntropyCoef, cfg.KLCoef, cfg.KLType = 0.1, 0.5, tc.kl
 			r, err := loss.Compute(cfg, b)
@@ -210,9 +210,9 @@ func TestEntropyKLAndTISByHand(t *testing.T) {
 }
 
 func TestEmptyRowsDoNotProduceNaN(t *testing.T) {
-	for _, mode := range []string{loss.ModeVanilla, loss.ModeGSPO, loss.ModeCISPO, loss.ModeGPG, loss.ModeSAPO, loss.ModeGeoMean} {
-		for _, agg := range []string{loss.AggTokenMean, loss.AggSeqMeanTokenSum, loss.AggSeqMeanTokenMean, loss.AggSeqMeanTokenSumNorm} {
-			t.Run(mode+"/"+agg, func(t *testing.T) {
+	for _, mode := range []loss.Mode{loss.ModeVanilla, loss.ModeGSPO, loss.ModeCISPO, loss.ModeGPG, loss.ModeSAPO, loss.ModeGeoMean} {
+		for _, agg := range []loss.Agg{loss.AggTokenMean, loss.AggSeqMeanTokenSum, loss.AggSeqMeanTokenMean, loss.AggSeqMeanTokenSumNorm} {
+			t.Run(string(mode)+"/"+string(agg), func(t *testing.T) {
 				b := handBatch()
 				b.Mask = mat(2, 3, 1, 1, 1, 0, 0, 0) // row 1 is all padding
 				b.Entropy = mat(2, 3, 1, 1, 1, 1, 1, 1)
@@ -304,7 +304,7 @@ func TestValidation(t *testing.T) {
 func TestKLAliases(t *testing.T) {
 	b := handBatch()
 	b.RefLogProbs = mat(2, 3, -1.2, -0.7, -1.2, -0.7, 0, 0)
-	for alias, canon := range map[string]string{"kl": "k1", "mse": "k2", "low_var_kl": "k3", "low_var_kl+": "k3+", "k2+": "k2"} {
+	for alias, canon := range map[loss.KLType]loss.KLType{"kl": "k1", "mse": "k2", "low_var_kl": "k3", "low_var_kl+": "k3+", "k2+": "k2"} {
 		a, err := loss.Compute(loss.Config{KLCoef: 1, KLType: alias}, b)
 		require.NoError(t, err)
 		c, err := loss.Compute(loss.Config{KLCoef: 1, KLType: canon}, b)
@@ -316,7 +316,7 @@ func TestKLAliases(t *testing.T) {
 
 func TestRegistry(t *testing.T) {
 	reg := loss.NewRegistry()
-	assert.Equal(t, []string{"cispo", "geo_mean", "gpg", "gspo", "sapo", "vanilla"}, reg.Names())
+	assert.Equal(t, []loss.Mode{"cispo", "geo_mean", "gpg", "gspo", "sapo", "vanilla"}, reg.Names())
 	gpg := func(in *loss.Inputs) (loss.Term, error) {
 		pt, err := gorgonia.HadamardProd(in.LogProbs, in.Advantages)
 		if err != nil {
@@ -339,7 +339,7 @@ func TestRegistry(t *testing.T) {
 	assert.Equal(t, builtin.Loss, mine.Loss)
 	assert.Equal(t, builtin.GradLogProbs.Data(), mine.GradLogProbs.Data())
 
-	for name, v := range map[string]loss.Variant{
+	for name, v := range map[loss.Mode]loss.Variant{
 		"empty-term": {Build: func(*loss.Inputs) (loss.Term, error) { return loss.Term{}, nil }},
 		"wrong-shape": {Build: func(in *loss.Inputs) (loss.Term, error) {
 			s, err := gorgonia.Sum(in.LogProbs, 1)
@@ -357,8 +357,8 @@ func TestRegistry(t *testing.T) {
 	} {
 		require.NoError(t, reg.Register(name, v))
 		_, err := c.Compute(loss.Config{Mode: name}, handBatch())
-		assert.Error(t, err, name)
-		assert.ErrorContains(t, err, name)
+		assert.Error(t, err, string(name))
+		assert.ErrorContains(t, err, string(name))
 	}
 }
 
@@ -420,7 +420,7 @@ func TestComputerConcurrentUse(t *testing.T) {
 func TestKLAtReferencePolicy(t *testing.T) {
 	b := handBatch()
 	b.RefLogProbs = b.LogProbs
-	for kl, dkl := range map[string]float64{"k1": 1, "k2": 0, "k3": 0, "abs": 0, "k3+": 0, "abs+": 0} {
+	for kl, dkl := range map[loss.KLType]float64{"k1": 1, "k2": 0, "k3": 0, "abs": 0, "k3+": 0, "abs+": 0} {
 		cfg := handCfg
 		cfg.KLCoef, cfg.KLType = 1, kl
 		r, err := loss.Compute(cfg, b)
@@ -478,13 +478,13 @@ func TestZeroValuesAndNilReceivers(t *testing.T) {
 	_, ok := zero.Lookup(loss.ModeVanilla)
 	assert.True(t, ok)
 	require.NoError(t, zero.Register("mine", gpg))
-	assert.Equal(t, []string{"cispo", "geo_mean", "gpg", "gspo", "mine", "sapo", "vanilla"}, zero.Names())
+	assert.Equal(t, []loss.Mode{"cispo", "geo_mean", "gpg", "gspo", "mine", "sapo", "vanilla"}, zero.Names())
 	assert.ErrorIs(t, zero.Register("vanilla", gpg), loss.ErrConfig)
 
 	var nilReg *loss.Registry
 	_, ok = nilReg.Lookup(loss.ModeGSPO)
 	assert.True(t, ok)
-	assert.Equal(t, []string{"cispo", "geo_mean", "gpg", "gspo", "sapo", "vanilla"}, nilReg.Names())
+	assert.Equal(t, []loss.Mode{"cispo", "geo_mean", "gpg", "gspo", "sapo", "vanilla"}, nilReg.Names())
 	assert.ErrorIs(t, nilReg.Register("mine", gpg), loss.ErrConfig)
 
 	// the hand batch under handCfg, token-mean: 0.06 (see TestVanillaByHand)

@@ -7,35 +7,46 @@ import (
 	"strings"
 )
 
+// Mode names a policy-gradient objective: a built-in one below or a
+// variant registered in a Registry (verl's policy_loss.loss_mode).
+type Mode string
+
 // Policy-loss modes, named as in verl's POLICY_LOSS_REGISTRY
 // (verl/trainer/ppo/core_algos.py, register_policy_loss).
 const (
-	ModeVanilla = "vanilla"  // PPO clip, clip-higher, dual-clip (compute_policy_loss_vanilla)
-	ModeGSPO    = "gspo"     // sequence-level ratio (compute_policy_loss_gspo)
-	ModeCISPO   = "cispo"    // clipped, detached IS weight times log-prob (compute_policy_loss_cispo)
-	ModeGPG     = "gpg"      // plain −A·logπ (compute_policy_loss_gpg)
-	ModeSAPO    = "sapo"     // soft sigmoid gate (compute_policy_loss_sapo)
-	ModeGeoMean = "geo_mean" // geometric-mean ratio, GMPO (compute_policy_loss_geo_mean)
+	ModeVanilla Mode = "vanilla"  // PPO clip, clip-higher, dual-clip (compute_policy_loss_vanilla)
+	ModeGSPO    Mode = "gspo"     // sequence-level ratio (compute_policy_loss_gspo)
+	ModeCISPO   Mode = "cispo"    // clipped, detached IS weight times log-prob (compute_policy_loss_cispo)
+	ModeGPG     Mode = "gpg"      // plain −A·logπ (compute_policy_loss_gpg)
+	ModeSAPO    Mode = "sapo"     // soft sigmoid gate (compute_policy_loss_sapo)
+	ModeGeoMean Mode = "geo_mean" // geometric-mean ratio, GMPO (compute_policy_loss_geo_mean)
 )
+
+// Agg names how per-token losses become one scalar (verl's
+// loss_agg_mode).
+type Agg string
 
 // Aggregation modes of verl's agg_loss (verl/trainer/ppo/core_algos.py).
 const (
-	AggTokenMean           = "token-mean"
-	AggSeqMeanTokenSum     = "seq-mean-token-sum"
-	AggSeqMeanTokenMean    = "seq-mean-token-mean"
-	AggSeqMeanTokenSumNorm = "seq-mean-token-sum-norm"
+	AggTokenMean           Agg = "token-mean"
+	AggSeqMeanTokenSum     Agg = "seq-mean-token-sum"
+	AggSeqMeanTokenMean    Agg = "seq-mean-token-mean"
+	AggSeqMeanTokenSumNorm Agg = "seq-mean-token-sum-norm"
 )
+
+// KLType names a KL estimator (verl's kl_loss_type).
+type KLType string
 
 // KL estimators of verl's kl_penalty / kl_penalty_forward
 // (verl/trainer/ppo/core_algos.py). verl's aliases "kl", "mse" and
 // "low_var_kl" are accepted too, and a "+" suffix on k1, k3 or abs selects
 // the straight-through form (forward value of the estimator, gradient of k2).
 const (
-	KLK1     = "k1"  // logπ − logπ_ref
-	KLK2     = "k2"  // ½(logπ − logπ_ref)²
-	KLK3     = "k3"  // low_var_kl: e^(ref−logπ) − (ref−logπ) − 1, clamped to [−10, 10]
-	KLAbs    = "abs" // |logπ − logπ_ref|
-	KLK3Plus = "k3+" // k3 forward, k2 gradient
+	KLK1     KLType = "k1"  // logπ − logπ_ref
+	KLK2     KLType = "k2"  // ½(logπ − logπ_ref)²
+	KLK3     KLType = "k3"  // low_var_kl: e^(ref−logπ) − (ref−logπ) − 1, clamped to [−10, 10]
+	KLAbs    KLType = "abs" // |logπ − logπ_ref|
+	KLK3Plus KLType = "k3+" // k3 forward, k2 gradient
 )
 
 // Defaults applied to zero-valued Config fields; they are verl's ActorConfig
@@ -80,7 +91,7 @@ var (
 type Config struct {
 	// Mode names the policy-gradient objective: a built-in mode constant or
 	// a name registered in the Registry. Empty means "vanilla".
-	Mode string
+	Mode Mode
 	// ClipLow and ClipHigh bound the importance ratio to
 	// [1−ClipLow, 1+ClipHigh] (verl clip_ratio_low / clip_ratio_high;
 	// decoupled bounds are DAPO's clip-higher). geo_mean applies them to the
@@ -96,7 +107,7 @@ type Config struct {
 	// means "token-mean". verl's gspo and sapo always aggregate their policy
 	// term with "seq-mean-token-mean" and geo_mean with a mean over
 	// sequences; Agg still aggregates their entropy and KL terms.
-	Agg string
+	Agg Agg
 	// AggDivisor is the constant divisor of "seq-mean-token-sum-norm"
 	// (verl loss_scale_factor, Dr. GRPO's MAX_TOKENS). Zero means the
 	// batch's T. The mode is the mean over non-empty rows of the row sums,
@@ -112,7 +123,7 @@ type Config struct {
 	// (verl kl_loss_coef). Non-zero requires Batch.RefLogProbs.
 	KLCoef float64
 	// KLType is the KL estimator (verl kl_loss_type). Empty means "k3".
-	KLType string
+	KLType KLType
 	// TISCap, when positive, multiplies every per-token policy loss by the
 	// truncated importance weight min(exp(old − rollout), TISCap) between
 	// the trainer's old log-probs and the rollout sampler's (verl
@@ -201,8 +212,9 @@ func (cfg Config) normalized() (Config, error) {
 
 // canonicalKL maps verl's KL names and aliases onto k1, k2, k3, abs and their
 // "+" (straight-through) forms.
-func canonicalKL(name string) (string, error) {
-	base, plus := strings.CutSuffix(name, "+")
+func canonicalKL(name KLType) (KLType, error) {
+	b, plus := strings.CutSuffix(string(name), "+")
+	base := KLType(b)
 	switch base {
 	case "kl", KLK1:
 		base = KLK1

@@ -20,9 +20,9 @@ func FuzzCompute(f *testing.F) {
 	f.Add(uint8(0), uint8(0), uint8(0), uint8(2), uint8(3), []byte{0, 0, 128, 63, 0, 0, 0, 191})
 	f.Add(uint8(5), uint8(3), uint8(4), uint8(1), uint8(1), []byte{0, 0, 192, 127})
 	f.Add(uint8(1), uint8(2), uint8(2), uint8(4), uint8(5), make([]byte, 4*20*7))
-	modes := []string{"vanilla", "gspo", "cispo", "gpg", "sapo", "geo_mean", "nope"}
-	aggs := []string{"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "x"}
-	kls := []string{"k1", "k2", "k3", "abs", "k3+", "low_var_kl", "?"}
+	modes := []loss.Mode{"vanilla", "gspo", "cispo", "gpg", "sapo", "geo_mean", "nope"}
+	aggs := []loss.Agg{"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "x"}
+	kls := []loss.KLType{"k1", "k2", "k3", "abs", "k3+", "low_var_kl", "?"}
 	sentinels := []error{loss.ErrConfig, loss.ErrShape, loss.ErrNonFinite, loss.ErrEmptyBatch, loss.ErrMissing, loss.ErrMaskValue, loss.ErrUnknownName}
 	c := loss.NewComputer(nil)
 	f.Fuzz(func(t *testing.T, mode, agg, kl, rows, cols uint8, data []byte) {

@@ -24,17 +24,18 @@ type golden struct {
 	}
 	Cases []struct {
 		Batch       int
-		Mode, Agg   string
-		KLType      string  `json:"kl_type"`
-		ClipLow     float64 `json:"clip_low"`
-		ClipHigh    float64 `json:"clip_high"`
-		ClipC       float64 `json:"clip_c"`
-		TauPos      float64 `json:"tau_pos"`
-		TauNeg      float64 `json:"tau_neg"`
-		EntropyCoef float64 `json:"entropy_coef"`
-		KLCoef      float64 `json:"kl_coef"`
-		TISCap      float64 `json:"tis_cap"`
-		AggDivisor  float64 `json:"agg_divisor"`
+		Mode        loss.Mode
+		Agg         loss.Agg
+		KLType      loss.KLType `json:"kl_type"`
+		ClipLow     float64     `json:"clip_low"`
+		ClipHigh    float64     `json:"clip_high"`
+		ClipC       float64     `json:"clip_c"`
+		TauPos      float64     `json:"tau_pos"`
+		TauNeg      float64     `json:"tau_neg"`
+		EntropyCoef float64     `json:"entropy_coef"`
+		KLCoef      float64     `json:"kl_coef"`
+		TISCap      float64     `json:"tis_cap"`
+		AggDivisor  float64     `json:"agg_divisor"`
 		Loss        float64
 		Metrics     map[string]float64
 		GradLogp    []float64 `json:"grad_logp"`

@@ -2,7 +2,7 @@ package loss
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"sync"
 
 	"gorgonia.org/gorgonia"
@@ -55,7 +55,7 @@ type Term struct {
 	PerToken *gorgonia.Node
 	// Agg, if set, aggregates PerToken instead of Config.Agg (verl's gspo
 	// and sapo force "seq-mean-token-mean").
-	Agg string
+	Agg Agg
 	// Scalar is the aggregated loss, used when PerToken is nil.
 	Scalar *gorgonia.Node
 }
@@ -89,7 +89,7 @@ func (d *Data) MaskedMean(x []float64) float64 {
 // *Registry, resolves the built-in modes; a nil *Registry cannot Register.
 type Registry struct {
 	mu       sync.RWMutex
-	variants map[string]Variant // nil until the first Register: the built-ins only
+	variants map[Mode]Variant // nil until the first Register: the built-ins only
 }
 
 // NewRegistry returns a registry holding the built-in modes: vanilla, gspo,
@@ -101,7 +101,7 @@ func NewRegistry() *Registry {
 // Register adds v under name. It fails if name is empty or taken, or if
 // v.Build is nil; names cannot be re-registered, so a compiled graph cached
 // under a name always belongs to the variant registered there.
-func (r *Registry) Register(name string, v Variant) error {
+func (r *Registry) Register(name Mode, v Variant) error {
 	if r == nil {
 		return fmt.Errorf("loss: Register(%q) on a nil *Registry: %w", name, ErrConfig)
 	}
@@ -124,7 +124,7 @@ func (r *Registry) Register(name string, v Variant) error {
 }
 
 // Lookup returns the variant registered under name.
-func (r *Registry) Lookup(name string) (Variant, bool) {
+func (r *Registry) Lookup(name Mode) (Variant, bool) {
 	if r == nil {
 		v, ok := builtins()[name]
 		return v, ok
@@ -140,7 +140,7 @@ func (r *Registry) Lookup(name string) (Variant, bool) {
 }
 
 // Names returns the registered names in sorted order.
-func (r *Registry) Names() []string {
+func (r *Registry) Names() []Mode {
 	vs := builtins()
 	if r != nil {
 		r.mu.RLock()
@@ -149,11 +149,11 @@ func (r *Registry) Names() []string {
 			vs = r.variants
 		}
 	}
-	names := make([]string, 0, len(vs))
+	names := make([]Mode, 0, len(vs))
 	for n := range vs {
 		names = append(names, n)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	return names
 }
 
@@ -169,7 +169,7 @@ func (r *Registry) Names() []string {
 // where n_b is row b's token count and S the number of rows with n_b > 0
 // (verl excludes fully masked rows). When Σm or S is 0 verl returns a zero
 // loss, and so do all-zero weights.
-func aggWeights(w []float64, agg string, mask, count []float64, cols int, divisor float64) {
+func aggWeights(w []float64, agg Agg, mask, count []float64, cols int, divisor float64) {
 	var total, seqs float64
 	for _, n := range count {
 		total += n

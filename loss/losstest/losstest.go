@@ -215,7 +215,7 @@ func CheckZeroAdvantage(e Evaluator, cfg loss.Config, b loss.Batch) error {
 // and gpg; "seq-mean-token-mean" for gspo, sapo and geo_mean). Rows without
 // tokens get one, so that geo_mean's mean over all rows is a mean over
 // non-empty rows.
-func CheckREINFORCE(e Evaluator, cfg loss.Config, b loss.Batch, agg string) error {
+func CheckREINFORCE(e Evaluator, cfg loss.Config, b loss.Batch, agg loss.Agg) error {
 	cfg.EntropyCoef, cfg.KLCoef, cfg.TISCap = 0, 0, 0
 	rows, cols := b.LogProbs.Shape()[0], b.LogProbs.Shape()[1]
 	r := cloneBatch(b)
@@ -279,7 +279,7 @@ func CheckREINFORCE(e Evaluator, cfg loss.Config, b loss.Batch, agg string) erro
 // REINFORCE checks on a 4×6 and a 3×5 batch, the finite-difference check,
 // the costly one, on the 3×5 batch. reinforceAgg is passed to
 // CheckREINFORCE.
-func CheckAll(t *testing.T, e Evaluator, cfg loss.Config, reinforceAgg string) {
+func CheckAll(t *testing.T, e Evaluator, cfg loss.Config, reinforceAgg loss.Agg) {
 	t.Helper()
 	shapes := [][2]int{{4, 6}, {3, 5}}
 	for si, sh := range shapes {

@@ -14,15 +14,15 @@ import (
 )
 
 var (
-	modes = []string{loss.ModeVanilla, loss.ModeGSPO, loss.ModeCISPO, loss.ModeGPG, loss.ModeSAPO, loss.ModeGeoMean}
-	aggs  = []string{loss.AggTokenMean, loss.AggSeqMeanTokenSum, loss.AggSeqMeanTokenMean, loss.AggSeqMeanTokenSumNorm}
-	kls   = []string{loss.KLK1, loss.KLK2, loss.KLK3, loss.KLAbs, loss.KLK3Plus}
+	modes = []loss.Mode{loss.ModeVanilla, loss.ModeGSPO, loss.ModeCISPO, loss.ModeGPG, loss.ModeSAPO, loss.ModeGeoMean}
+	aggs  = []loss.Agg{loss.AggTokenMean, loss.AggSeqMeanTokenSum, loss.AggSeqMeanTokenMean, loss.AggSeqMeanTokenSumNorm}
+	kls   = []loss.KLType{loss.KLK1, loss.KLK2, loss.KLK3, loss.KLAbs, loss.KLK3Plus}
 )
 
 // policyAgg is the aggregation each built-in applies to its policy term:
 // verl's gspo and sapo force seq-mean-token-mean, and geo_mean's mean of
 // per-row token means is the same thing when no row is empty.
-func policyAgg(mode, agg string) string {
+func policyAgg(mode loss.Mode, agg loss.Agg) loss.Agg {
 	switch mode {
 	case loss.ModeGSPO, loss.ModeSAPO, loss.ModeGeoMean:
 		return loss.AggSeqMeanTokenMean
@@ -54,9 +54,9 @@ func TestBuiltinsPassAllChecks(t *testing.T) {
 // passes the same checks.
 func TestNoLowerBoundPassesAllChecks(t *testing.T) {
 	c := loss.NewComputer(nil)
-	for _, mode := range []string{loss.ModeCISPO, loss.ModeVanilla} {
+	for _, mode := range []loss.Mode{loss.ModeCISPO, loss.ModeVanilla} {
 		cfg := loss.Config{Mode: mode, ClipLow: 10, ClipHigh: 0.28, ClipC: 10, KLCoef: 0.05}
-		t.Run(mode, func(t *testing.T) { losstest.CheckAll(t, c, cfg, loss.AggTokenMean) })
+		t.Run(string(mode), func(t *testing.T) { losstest.CheckAll(t, c, cfg, loss.AggTokenMean) })
 	}
 }
 
