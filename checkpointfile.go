@@ -2,8 +2,6 @@ package agentrl
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/agentrl/agentrl/internal/atomicfile"
 )
 
 // Crash-safe writing of files and checkpoint folders.
@@ -39,9 +39,6 @@ var (
 	ErrBadCheckpointPointer = errors.New("agentrl: malformed latest checkpoint pointer")
 )
 
-// tmpMarker marks the temporary files of WriteFileAtomic: ".<name>.tmp-<random>".
-const tmpMarker = ".tmp-"
-
 // WriteFileAtomic writes data to path so that a concurrent or later reader
 // sees either the previous content or all of data, even across a crash:
 // it writes a temporary file in the same folder, fsyncs it, renames it over
@@ -50,53 +47,18 @@ const tmpMarker = ".tmp-"
 // one path at the same time are not supported (one of them may fail; the
 // file is never corrupted).
 func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
-	return WriteFileAtomicFunc(path, perm, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
+	if err := atomicfile.WriteFile(path, data, perm); err != nil {
+		return fmt.Errorf("agentrl: %w", err)
+	}
+	return nil
 }
 
 // WriteFileAtomicFunc is WriteFileAtomic for content that is streamed:
 // write fills the temporary file. When write returns an error the temporary
 // file is removed and path is untouched.
-func WriteFileAtomicFunc(path string, perm fs.FileMode, write func(io.Writer) error) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	if base == "" {
-		return fmt.Errorf("agentrl: atomic write: %q names no file", path)
-	}
-	removeStaleTemps(dir, "."+base+tmpMarker)
-	suffix, err := randomSuffix()
-	if err != nil {
-		return fmt.Errorf("agentrl: atomic write %s: %w", path, err)
-	}
-	tmp := filepath.Join(dir, "."+base+tmpMarker+suffix)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return fmt.Errorf("agentrl: atomic write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err := write(f); err != nil {
-		return fmt.Errorf("agentrl: atomic write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("agentrl: atomic write %s: sync: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("agentrl: atomic write %s: close: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("agentrl: atomic write %s: %w", path, err)
-	}
-	if err := SyncDir(dir); err != nil {
-		return fmt.Errorf("agentrl: atomic write %s: %w", path, err)
+func WriteFileAtomicFunc(path string, perm fs.FileMode, write func(io.Writer) error) error {
+	if err := atomicfile.Write(path, perm, write); err != nil {
+		return fmt.Errorf("agentrl: %w", err)
 	}
 	return nil
 }
@@ -104,38 +66,10 @@ func WriteFileAtomicFunc(path string, perm fs.FileMode, write func(io.Writer) er
 // SyncDir fsyncs the folder dir, making renames and removals of its entries
 // durable.
 func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("agentrl: sync folder: %w", err)
-	}
-	errSync := d.Sync()
-	errClose := d.Close()
-	if err := errors.Join(errSync, errClose); err != nil {
-		return fmt.Errorf("agentrl: sync folder %s: %w", dir, err)
+	if err := atomicfile.SyncDir(dir); err != nil {
+		return fmt.Errorf("agentrl: %w", err)
 	}
 	return nil
-}
-
-// removeStaleTemps removes the files in dir whose names start with prefix.
-// Failures are ignored: a leftover temporary file is harmless.
-func removeStaleTemps(dir, prefix string) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) && !e.IsDir() {
-			os.Remove(filepath.Join(dir, e.Name()))
-		}
-	}
-}
-
-func randomSuffix() (string, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(b[:]), nil
 }
 
 // CheckpointLatestFile is the name of the pointer file in a checkpoint root:
@@ -333,7 +267,7 @@ func (c CheckpointRoot) Prune(keep int) error {
 	var errs []error
 	for _, e := range entries {
 		n := e.Name()
-		if strings.HasSuffix(n, ".tmp") && e.IsDir() || strings.Contains(n, tmpMarker) && !e.IsDir() {
+		if strings.HasSuffix(n, ".tmp") && e.IsDir() || atomicfile.IsTemp(n) && !e.IsDir() {
 			errs = append(errs, os.RemoveAll(filepath.Join(c.Dir, n)))
 		}
 	}

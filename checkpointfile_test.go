@@ -52,7 +52,7 @@ func TestWriteFileAtomicCrashLeftover(t *testing.T) {
 	require.NoError(t, WriteFileAtomic(path, []byte("old"), 0o644))
 	// A crash mid-write leaves a partial temporary file behind; readers of
 	// path still see the old content.
-	stale := filepath.Join(dir, ".optim.bin"+tmpMarker+"deadbeef")
+	stale := filepath.Join(dir, ".optim.bin.tmp-deadbeef")
 	require.NoError(t, os.WriteFile(stale, []byte("partial ne"), 0o644))
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -196,7 +196,7 @@ func TestCheckpointRootCrashes(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(root.Dir, "step-30.tmp", "model.safetensors"), []byte("th"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(root.Dir, "step-30.tmp", "junk"), []byte("x"), 0o644))
 	// Crash while rewriting the pointer: a partial temp pointer stays behind.
-	require.NoError(t, os.WriteFile(filepath.Join(root.Dir, ".latest"+tmpMarker+"0123"), []byte("st"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root.Dir, ".latest.tmp-0123"), []byte("st"), 0o644))
 	step, dir, err := root.Latest()
 	require.NoError(t, err)
 	assert.Equal(t, 20, step)
@@ -270,7 +270,7 @@ func TestCheckpointRootPrune(t *testing.T) {
 	}
 	// Leftovers: a .tmp folder, a temp pointer, an uncommitted step-6.
 	require.NoError(t, os.Mkdir(filepath.Join(root.Dir, "step-7.tmp"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(root.Dir, ".latest"+tmpMarker+"ab"), nil, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root.Dir, ".latest.tmp-ab"), nil, 0o644))
 	require.NoError(t, os.Mkdir(filepath.Join(root.Dir, "step-6"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(root.Dir, "notes.txt"), nil, 0o644))
 

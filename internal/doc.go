@@ -1,4 +1,4 @@
 // Package internal and its subpackages hold code that users of agentrl must
-// not import: CPU kernels and numerics helpers shared by the public
-// packages.
+// not import: CPU kernels, numerics helpers and the atomic file writer
+// shared by the public packages.
 package internal

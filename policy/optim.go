@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/agentrl/agentrl/internal/atomicfile"
 	"github.com/agentrl/agentrl/policy/safetensors"
 )
 
@@ -318,27 +319,14 @@ func (o *AdamW) LoadState(r io.ReaderAt, size int64) error {
 	return nil
 }
 
-// SaveStateFile writes the state to dir/optimizer.safetensors atomically.
+// SaveStateFile writes the state to dir/optimizer.safetensors atomically
+// and durably (a temporary file, fsynced and renamed over the target, then
+// the folder fsynced), readable by the owner only (mode 0600).
 func (o *AdamW) SaveStateFile(dir string) error {
-	path := filepath.Join(dir, StateFileName)
-	tmp, err := os.CreateTemp(dir, "."+StateFileName+".tmp*")
-	if err != nil {
-		return err
+	if err := atomicfile.Write(filepath.Join(dir, StateFileName), 0o600, o.SaveState); err != nil {
+		return fmt.Errorf("policy: optimizer state: %w", err)
 	}
-	err = o.SaveState(tmp)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
+	return nil
 }
 
 // LoadStateFile restores the state from dir/optimizer.safetensors.

@@ -23,5 +23,6 @@
 // The writer writes F32, BF16 (rounded to nearest even, as torch does) and
 // F16, or any dtype from raw little-endian bytes.
 //
-// safetensors depends on nothing else in agentrl.
+// Apart from internal/atomicfile, which replaces files atomically for the
+// whole module, safetensors depends on nothing else in agentrl.
 package safetensors

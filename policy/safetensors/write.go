@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
+
+	"github.com/agentrl/agentrl/internal/atomicfile"
 )
 
 // Tensor is one tensor to write: its values come from Float32, converted
@@ -218,8 +218,10 @@ func writeJSONString(b *bytes.Buffer, s string) {
 	b.Truncate(b.Len() - 1)
 }
 
-// WriteFile writes tensors to path atomically: into a temporary file in
-// the same directory, renamed over path once complete.
+// WriteFile writes tensors to path atomically and durably: into a
+// temporary file in the same directory, fsynced and renamed over path once
+// complete, then the directory fsynced. The file is readable by its owner
+// only (mode 0600).
 func WriteFile(path string, tensors []Tensor, metadata map[string]string) error {
 	if _, _, err := buildHeader(tensors, metadata); err != nil {
 		return err
@@ -227,25 +229,11 @@ func WriteFile(path string, tensors []Tensor, metadata map[string]string) error 
 	return writeAtomic(path, func(w io.Writer) error { return Write(w, tensors, metadata) })
 }
 
-func writeAtomic(path string, write func(io.Writer) error) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
+// writeAtomic replaces path with what write writes (internal/atomicfile),
+// with the mode WriteFile documents.
+func writeAtomic(path string, write func(io.Writer) error) error {
+	if err := atomicfile.Write(path, 0o600, write); err != nil {
+		return fmt.Errorf("safetensors: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err = write(tmp); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return nil
 }
