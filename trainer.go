@@ -43,6 +43,20 @@ type Prompt struct {
 	Extra       map[string]any
 }
 
+// RewardInput is what a reward function sees of trajectory tr, sampled
+// for p: the response text with the tool results as the model saw them,
+// p's ground truth, data source and extra info, the turn and tool-call
+// counts, the tools' own rewards, and the generated and tool-result token
+// counts that overlong shaping measures. The trainer, evaluation and the
+// example programs all score trajectories through it.
+func (p *Prompt) RewardInput(tr *rollout.Trajectory) reward.Input {
+	return reward.Input{
+		Response: tr.Response, GroundTruth: p.GroundTruth, DataSource: p.DataSource, Extra: p.Extra,
+		Turns: len(tr.Turns), ToolCalls: len(tr.ToolCalls), ToolRewards: tr.ToolRewards(),
+		ResponseTokens: tr.SampledTokens(), ToolTokens: tr.ResultTokens(),
+	}
+}
+
 // PromptsFromExamples turns verl-format examples into Prompts: the chat
 // messages (roles and contents; the engine renders them with its Render
 // function), the data source, extra_info, and the reward model's ground
@@ -293,11 +307,7 @@ func (t *Trainer) generate(ctx context.Context, genBatch int) ([]*sample, error)
 		}
 		p := &t.parts.Prompts[idx[tr.Request]]
 		samples[i] = &sample{traj: *tr, prompt: p, group: groups[tr.Request]}
-		inputs[i] = reward.Input{
-			Response: tr.Response, GroundTruth: p.GroundTruth, DataSource: p.DataSource, Extra: p.Extra,
-			Turns: len(tr.Turns), ToolCalls: len(tr.ToolCalls), ToolRewards: tr.ToolRewards(),
-			ResponseTokens: tr.SampledTokens(), ToolTokens: tr.ResultTokens(),
-		}
+		inputs[i] = p.RewardInput(tr)
 	}
 	outs, err := reward.Batch(ctx, t.reward, inputs, t.cfg.Reward)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/tool"
 )
 
 // importanceWeighted is the user objective of these tests: the
@@ -162,4 +163,26 @@ func TestOverlongBudgetFromEngine(t *testing.T) {
 			assert.ErrorContains(t, err, tc.err)
 		})
 	}
+}
+
+// TestPromptRewardInput: a two-turn trajectory (3-token prompt, 2
+// generated tokens, 3 tool-result tokens, 1 generated token) with two
+// tool calls of which one reported a reward. By hand: Turns 2, ToolCalls
+// 2, ToolRewards [0.5], ResponseTokens 2 + 1 = 3, ToolTokens 9 − 3 − 3 = 3.
+func TestPromptRewardInput(t *testing.T) {
+	half := 0.5
+	tr := rollout.Trajectory{
+		Tokens:    []int{1, 2, 3, 4, 5, 6, 7, 8, 9},
+		Mask:      []float32{0, 0, 0, 1, 1, 0, 0, 0, 1},
+		PromptLen: 3,
+		Response:  "ab<tool_response>xyz</tool_response>c",
+		Turns:     []rollout.Turn{{Start: 3, End: 5, ResultEnd: 8}, {Start: 8, End: 9, ResultEnd: 9}},
+		ToolCalls: []rollout.ToolCall{{Turn: 0, Result: tool.Result{Reward: &half}}, {Turn: 0}},
+	}
+	p := agentrl.Prompt{GroundTruth: "42", DataSource: "math", Extra: map[string]any{"index": 7}}
+	assert.Equal(t, reward.Input{
+		Response: "ab<tool_response>xyz</tool_response>c", GroundTruth: "42", DataSource: "math",
+		Extra: map[string]any{"index": 7}, Turns: 2, ToolCalls: 2, ToolRewards: []float64{0.5},
+		ResponseTokens: 3, ToolTokens: 3,
+	}, p.RewardInput(&tr))
 }

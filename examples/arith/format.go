@@ -208,10 +208,8 @@ func evaluate(ctx context.Context, engine *rollout.Engine, rf reward.Func, probs
 	var e evalSummary
 	for i, t := range trajs {
 		p := probs[t.Request]
-		out, err := rf(ctx, reward.Input{
-			Response: t.Response, GroundTruth: strconv.FormatInt(p.Answer, 10), DataSource: "arith",
-			Turns: len(t.Turns), ToolCalls: len(t.ToolCalls), ResponseTokens: t.SampledTokens(), ToolTokens: t.ResultTokens(),
-		})
+		prompt := agentrl.Prompt{GroundTruth: strconv.FormatInt(p.Answer, 10), DataSource: "arith"}
+		out, err := rf(ctx, prompt.RewardInput(&t))
 		if err != nil {
 			return evalSummary{}, fmt.Errorf("scoring trajectory %d: %w", i, err)
 		}

@@ -135,13 +135,8 @@ func rollOut(ctx context.Context, engine *rollout.Engine, rf reward.Func, prompt
 		return nil, fmt.Errorf("rollout: %w", err)
 	}
 	inputs := make([]reward.Input, len(trajs))
-	for j, t := range trajs {
-		p := &prompts[lo+t.Request]
-		inputs[j] = reward.Input{
-			Response: t.Response, GroundTruth: p.GroundTruth, DataSource: p.DataSource, Extra: p.Extra,
-			Turns: len(t.Turns), ToolCalls: len(t.ToolCalls), ToolRewards: t.ToolRewards(),
-			ResponseTokens: t.SampledTokens(), ToolTokens: t.ResultTokens(),
-		}
+	for j := range trajs {
+		inputs[j] = prompts[lo+trajs[j].Request].RewardInput(&trajs[j])
 	}
 	outs, err := reward.Batch(ctx, rf, inputs, reward.BatchOptions{})
 	if err != nil {

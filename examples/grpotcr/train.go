@@ -233,13 +233,8 @@ func validate(ctx context.Context, engine *rollout.Engine, rf reward.Func, promp
 		return agentrl.EvalResult{}, err
 	}
 	inputs := make([]reward.Input, len(trajs))
-	for i, t := range trajs {
-		p := prompts[t.Request]
-		inputs[i] = reward.Input{
-			Response: t.Response, GroundTruth: p.GroundTruth, DataSource: p.DataSource, Extra: p.Extra,
-			Turns: len(t.Turns), ToolCalls: len(t.ToolCalls), ToolRewards: t.ToolRewards(),
-			ResponseTokens: t.SampledTokens(), ToolTokens: t.ResultTokens(),
-		}
+	for i := range trajs {
+		inputs[i] = prompts[trajs[i].Request].RewardInput(&trajs[i])
 	}
 	outs, err := reward.Batch(ctx, rf, inputs, reward.BatchOptions{})
 	if err != nil {
