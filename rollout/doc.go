@@ -9,7 +9,9 @@
 // policy.Sampler for a turn (with the parser's close tag as a stop string
 // and a per-trajectory Session), finds tool calls with a Parser (Hermes
 // <tool_call> JSON, the default, or CodeBlocks for ReTool-style code),
-// runs them concurrently under a global limit and a per-call timeout,
+// dispatches them through a tool.Registry of the request's tools (which
+// checks the arguments against each tool's schema), runs them
+// concurrently under a global limit and a per-call timeout,
 // appends the results as a ResultFormat renders them (ChatML, Qwen's chat
 // template by default) with loss mask 0, and goes on until the model
 // answers without a call or a limit is reached; Trajectory.Stop records

@@ -48,7 +48,12 @@ type Config struct {
 	// Tokenizer encodes prompts and tool results and decodes turns;
 	// required.
 	Tokenizer Tokenizer
-	// Tools are the tools of requests that name none.
+	// Tools are the tools of requests that name none. The engine
+	// dispatches calls through a tool.Registry of them, so each must have
+	// a unique name and an OpenAI function schema naming it (NewEngine
+	// fails otherwise), and a call whose arguments do not fit the tool's
+	// parameters schema gets the registry's error result without reaching
+	// the tool.
 	Tools []tool.Tool
 	// Parser finds tool calls; nil means Hermes{}.
 	Parser Parser
@@ -91,8 +96,9 @@ type Config struct {
 // decoding. An Engine is safe for concurrent use.
 type Engine struct {
 	cfg    Config
-	tools  chan struct{} // tool-call slots
-	prefix string        // session id prefix, unique per engine
+	reg    *tool.Registry // Config.Tools
+	tools  chan struct{}  // tool-call slots
+	prefix string         // session id prefix, unique per engine
 	runs   atomic.Uint64
 }
 
@@ -110,8 +116,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 	case cfg.MaxTurns == 0 && cfg.MaxResponseTokens == 0 && cfg.MaxTotalTokens == 0:
 		return nil, fmt.Errorf("%w: one of MaxTurns, MaxResponseTokens and MaxTotalTokens must bound a trajectory", ErrConfig)
 	}
-	if _, err := toolMap(cfg.Tools); err != nil {
-		return nil, fmt.Errorf("%w: Tools: %v", ErrConfig, err)
+	reg, err := newRegistry(cfg.Tools)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Tools: %w", ErrConfig, err)
 	}
 	if cfg.Parser == nil {
 		cfg.Parser = Hermes{}
@@ -131,23 +138,28 @@ func NewEngine(cfg Config) (*Engine, error) {
 	}
 	return &Engine{
 		cfg:    cfg,
+		reg:    reg,
 		tools:  make(chan struct{}, cfg.MaxConcurrentTools),
 		prefix: "rollout-" + hex.EncodeToString(id[:]),
 	}, nil
 }
 
-func toolMap(tools []tool.Tool) (map[string]tool.Tool, error) {
-	m := make(map[string]tool.Tool, len(tools))
+// newRegistry returns a registry of tools, in order, naming the tool at
+// fault when one is nil, shares another's name or has a bad schema.
+func newRegistry(tools []tool.Tool) (*tool.Registry, error) {
+	reg, err := tool.NewRegistry()
+	if err != nil {
+		return nil, err
+	}
 	for i, t := range tools {
 		if t == nil {
 			return nil, fmt.Errorf("tool %d is nil", i)
 		}
-		if _, dup := m[t.Name()]; dup {
-			return nil, fmt.Errorf("tool %d: duplicate name %q", i, t.Name())
+		if err := reg.Register(t); err != nil {
+			return nil, fmt.Errorf("tool %d: %w", i, err)
 		}
-		m[t.Name()] = t
 	}
-	return m, nil
+	return reg, nil
 }
 
 // MaxResponseTokens is the response budget the engine enforces on every
@@ -162,8 +174,7 @@ type job struct {
 	index   int
 	sample  int
 	prompt  []int
-	tools   map[string]tool.Tool
-	names   []string
+	tools   *tool.Registry
 	params  policy.SampleParams
 	session string
 }
@@ -243,19 +254,13 @@ func (e *Engine) prepare(r *Request, index int, run uint64) ([]job, error) {
 	if err := policy.CheckSampleParams(r.Params); err != nil {
 		return nil, bad("Params: %v", err)
 	}
-	tools := r.Tools
-	if tools == nil {
-		tools = e.cfg.Tools
+	reg := e.reg
+	if r.Tools != nil {
+		var err error
+		if reg, err = newRegistry(r.Tools); err != nil {
+			return nil, bad("Tools: %v", err)
+		}
 	}
-	tm, err := toolMap(tools)
-	if err != nil {
-		return nil, bad("Tools: %v", err)
-	}
-	names := make([]string, 0, len(tm))
-	for n := range tm {
-		names = append(names, n)
-	}
-	slices.Sort(names)
 
 	prompt := slices.Clone(r.Prompt)
 	switch {
@@ -265,11 +270,7 @@ func (e *Engine) prepare(r *Request, index int, run uint64) ([]job, error) {
 		if e.cfg.Render == nil {
 			return nil, bad("Messages given but Config.Render is nil")
 		}
-		schemas := make([]json.RawMessage, len(tools))
-		for i, t := range tools {
-			schemas[i] = t.Schema()
-		}
-		text, err := e.cfg.Render(r.Messages, schemas)
+		text, err := e.cfg.Render(r.Messages, reg.Schemas())
 		if err != nil {
 			return nil, bad("render: %v", err)
 		}
@@ -300,7 +301,7 @@ func (e *Engine) prepare(r *Request, index int, run uint64) ([]job, error) {
 			p.Seed = &seed
 		}
 		jobs[s] = job{
-			req: r, index: index, sample: s, prompt: prompt, tools: tm, names: names, params: p,
+			req: r, index: index, sample: s, prompt: prompt, tools: reg, params: p,
 			session: fmt.Sprintf("%s-%d-%d-%d", e.prefix, run, index, s),
 		}
 	}
@@ -501,16 +502,21 @@ func (e *Engine) execute(ctx context.Context, j *job, turn int, parsed []ParsedC
 			c.Result = errorResult(fmt.Sprintf("not executed: at most %d tool calls in all", e.cfg.MaxToolCalls))
 		default:
 			counted++
-			t, ok := j.tools[pc.Name]
-			if !ok {
-				c.Err = fmt.Errorf("%w %q", ErrUnknownTool, pc.Name)
-				c.Result = errorResult(fmt.Sprintf("unknown tool %q; available tools: %s", pc.Name, strings.Join(j.names, ", ")))
+			// The registry checks the call before it takes a tool slot;
+			// its error, without the package prefix, is what the model
+			// reads, as tool.Registry.Call would show it.
+			if _, err := j.tools.Validate(pc.Name, pc.Arguments); err != nil {
+				c.Err = err
+				if errors.Is(err, tool.ErrUnknownTool) {
+					c.Err = fmt.Errorf("%w %q", ErrUnknownTool, pc.Name)
+				}
+				c.Result = errorResult(strings.TrimPrefix(err.Error(), "tool: "))
 				continue
 			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				e.call(ctx, t, c)
+				e.call(ctx, j.tools, c)
 			}()
 		}
 	}
@@ -535,11 +541,11 @@ type callResult struct {
 	err error
 }
 
-// call runs one tool call into c. It waits for a tool slot, bounds the
-// call by ToolTimeout and returns as soon as the call's context ends, even
-// when the tool ignores it, and turns a panicking tool into an error
-// result.
-func (e *Engine) call(ctx context.Context, t tool.Tool, c *ToolCall) {
+// call runs one tool call into c through reg. It waits for a tool slot,
+// bounds the call by ToolTimeout and returns as soon as the call's context
+// ends, even when the tool ignores it, and turns a panicking tool into an
+// error result.
+func (e *Engine) call(ctx context.Context, reg *tool.Registry, c *ToolCall) {
 	select {
 	case e.tools <- struct{}{}:
 	case <-ctx.Done():
@@ -559,7 +565,7 @@ func (e *Engine) call(ctx context.Context, t tool.Tool, c *ToolCall) {
 				done <- callResult{err: fmt.Errorf("tool panicked: %v", p)}
 			}
 		}()
-		r, err := t.Call(cctx, c.Arguments)
+		r, err := reg.Call(cctx, c.Name, c.Arguments)
 		done <- callResult{r, err}
 	}()
 	var r callResult

@@ -224,7 +224,9 @@ func TestToolErrorsReachTheModel(t *testing.T) {
 		{"tool error", "<tool_call>\n{\"name\": \"broken\", \"arguments\": {}}\n</tool_call>", []tool.Tool{errTool(errBroken)},
 			"Error: tool \"broken\" failed: backend unreachable", rollout.ErrToolFailed},
 		{"panic", "<tool_call>\n{\"name\": \"panics\", \"arguments\": {}}\n</tool_call>", []tool.Tool{panicTool()},
-			"Error: tool \"panics\" failed: tool panicked: boom", rollout.ErrToolFailed},
+			// tool.Registry recovers the panic and returns an error wrapping
+			// tool.ErrToolPanic ("tool: tool panicked: <name>: <value>").
+			"Error: tool \"panics\" failed: tool: tool panicked: panics: boom", rollout.ErrToolFailed},
 		{"timeout", "<tool_call>\n{\"name\": \"hang\", \"arguments\": {}}\n</tool_call>", []tool.Tool{hangTool(nil)},
 			"Error: tool \"hang\" timed out after 20ms", rollout.ErrToolTimeout},
 	}

@@ -27,7 +27,8 @@ type Request struct {
 	Prompt     []int
 	PromptText string
 	Messages   []Message
-	// Tools the model may call; nil means Config.Tools.
+	// Tools the model may call; nil means Config.Tools. They must form a
+	// tool.Registry as Config.Tools must (Run fails otherwise).
 	Tools []tool.Tool
 	// Params are the sampling parameters of every turn. Params.MaxNewTokens
 	// is the per-turn token budget (0: only the trajectory budgets bound
@@ -63,8 +64,8 @@ const (
 	StopMaxToolCalls StopReason = "max_tool_calls"
 )
 
-// Errors a ToolCall's Err may wrap, besides ErrBadToolCall. Each becomes
-// an error result that the model sees.
+// Errors a ToolCall's Err may wrap, besides ErrBadToolCall and
+// tool.ErrBadArguments. Each becomes an error result that the model sees.
 var (
 	// ErrUnknownTool: the call names no tool of the request.
 	ErrUnknownTool = errors.New("rollout: unknown tool")
@@ -175,7 +176,9 @@ type ToolCall struct {
 	Result tool.Result
 	// Err is nil when the tool ran and returned a result (which may still
 	// have Failed set); otherwise it wraps ErrBadToolCall,
-	// ErrUnknownTool, ErrToolTimeout, ErrTooManyCalls or ErrToolFailed.
+	// tool.ErrBadArguments (the arguments do not fit the tool's schema;
+	// the tool did not run), ErrUnknownTool, ErrToolTimeout,
+	// ErrTooManyCalls or ErrToolFailed.
 	Err error
 	// Latency is the wall-clock time of the call, waiting for a slot
 	// excluded.

@@ -13,9 +13,20 @@ import (
 	"time"
 )
 
-// ErrToolPanic is wrapped by the error Registry.Call returns when a tool
-// panicked; the panic is recovered and the model sees a failed result.
-var ErrToolPanic = errors.New("tool: tool panicked")
+// Errors of Registry's dispatch.
+var (
+	// ErrToolPanic is wrapped by the error Registry.Call returns when a
+	// tool panicked; the panic is recovered and the model sees a failed
+	// result.
+	ErrToolPanic = errors.New("tool: tool panicked")
+	// ErrUnknownTool is wrapped by the error Registry.Validate returns for
+	// a name no registered tool has.
+	ErrUnknownTool = errors.New("tool: unknown tool")
+	// ErrBadArguments is wrapped by the error Registry.Validate returns for
+	// arguments that are not a JSON object fitting the tool's parameters
+	// schema.
+	ErrBadArguments = errors.New("tool: invalid arguments")
+)
 
 // Registry holds the tools a policy may call: it lists their schemas, in
 // registration order, for chat templates and dispatches calls by name,
@@ -140,33 +151,52 @@ func (r *Registry) SchemasJSON() json.RawMessage {
 	return b.Bytes()
 }
 
-// Call dispatches a call the model made. An unknown name, arguments that
-// are not a JSON object, a missing required argument or one of the wrong
-// type come back as a failed Result that says what was wrong, with a nil
-// error: the model made the mistake and should see it. Arguments given as
-// a JSON string holding an object (as OpenAI's API sends them) are
-// accepted. A tool that panics yields a failed Result and an error wrapping
-// ErrToolPanic. Result.Duration is filled in when the tool leaves it zero.
-func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage) (res Result, err error) {
-	start := time.Now()
+// Validate checks a call the model made without running it: name must be
+// a registered tool and args must fit its parameters schema (required
+// fields, types, enums, nested objects and arrays). Arguments given as a
+// JSON string holding an object (as OpenAI's API sends them) are accepted,
+// and empty arguments mean {}. It returns the arguments as a JSON object,
+// or an error wrapping ErrUnknownTool or ErrBadArguments; that error's
+// text after the package prefix "tool: " is what Call shows the model.
+func (r *Registry) Validate(name string, args json.RawMessage) (json.RawMessage, error) {
 	r.mu.RLock()
 	i, ok := r.byName[name]
-	var t Tool
 	var params map[string]any
 	if ok {
-		t, params = r.tools[i], r.params[i]
+		params = r.params[i]
 	}
 	r.mu.RUnlock()
 	if !ok {
-		return failed(start, "unknown_tool", "Error: unknown tool %q; available tools: %s", name, strings.Join(r.Names(), ", ")), nil
+		return nil, fmt.Errorf("%w %q; available tools: %s", ErrUnknownTool, name, strings.Join(r.Names(), ", "))
 	}
-	args, err = normalizeArgs(args)
+	args, err := normalizeArgs(args)
 	if err == nil {
 		err = validateArgs(params, args)
 	}
 	if err != nil {
-		return failed(start, "bad_arguments", "Error: invalid arguments for %s: %v", name, err), nil
+		return nil, fmt.Errorf("%w for %s: %v", ErrBadArguments, name, err)
 	}
+	return args, nil
+}
+
+// Call dispatches a call the model made. An unknown name, arguments that
+// are not a JSON object, a missing required argument or one of the wrong
+// type (see Validate) come back as a failed Result that says what was
+// wrong, with a nil error: the model made the mistake and should see it.
+// Result.Metadata["error"] is then "unknown_tool" or "bad_arguments". A
+// tool that panics yields a failed Result and an error wrapping
+// ErrToolPanic. Result.Duration is filled in when the tool leaves it zero.
+func (r *Registry) Call(ctx context.Context, name string, args json.RawMessage) (res Result, err error) {
+	start := time.Now()
+	args, verr := r.Validate(name, args)
+	if verr != nil {
+		kind := "bad_arguments"
+		if errors.Is(verr, ErrUnknownTool) {
+			kind = "unknown_tool"
+		}
+		return failed(start, kind, "Error: %s", strings.TrimPrefix(verr.Error(), "tool: ")), nil
+	}
+	t, _ := r.Get(name)
 	defer func() {
 		if p := recover(); p != nil {
 			res = failed(start, "tool_panic", "Error: tool %s failed internally", name)

@@ -164,6 +164,48 @@ func TestRegistryCallUnknownAndPanics(t *testing.T) {
 	assert.True(t, res.Failed)
 }
 
+func TestRegistryValidate(t *testing.T) {
+	var ran bool
+	f := &fakeTool{name: "f", schema: FunctionSchema("f", "F.", Param{Name: "q", Type: "string", Required: true}),
+		call: func(ctx context.Context, args json.RawMessage) (Result, error) {
+			ran = true
+			return Result{}, nil
+		}}
+	r, err := NewRegistry(f, echoTool("g", FunctionSchema("g", "G.")))
+	require.NoError(t, err)
+	cases := []struct {
+		name, tool, args string
+		want             string // the normalised arguments
+		sentinel         error
+		msg              string // the error text; Call shows it after "Error: " without "tool: "
+	}{
+		{"object", "f", ` {"q": "x"} `, `{"q": "x"}`, nil, ""},
+		// OpenAI's JSON string holding the object is unwrapped.
+		{"string", "f", `"{\"q\": \"x\"}"`, `{"q": "x"}`, nil, ""},
+		// No arguments mean {}, which g (no parameters required) accepts.
+		{"empty", "g", ``, `{}`, nil, ""},
+		{"unknown", "h", `{}`, "", ErrUnknownTool, `tool: unknown tool "h"; available tools: f, g`},
+		{"missing", "f", `{}`, "", ErrBadArguments, `tool: invalid arguments for f: arguments: missing required field "q"`},
+		{"not an object", "f", `[1]`, "", ErrBadArguments, "tool: invalid arguments for f: arguments must be a JSON object"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := r.Validate(c.tool, json.RawMessage(c.args))
+			if c.sentinel != nil {
+				require.ErrorIs(t, err, c.sentinel)
+				assert.EqualError(t, err, c.msg)
+				res, cerr := r.Call(context.Background(), c.tool, json.RawMessage(c.args))
+				require.NoError(t, cerr)
+				assert.Equal(t, "Error: "+c.msg[len("tool: "):], res.Content)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, c.want, string(got))
+		})
+	}
+	assert.False(t, ran, "Validate never runs the tool")
+}
+
 func ExampleRegistry() {
 	r, err := NewRegistry(&Calculator{})
 	if err != nil {
