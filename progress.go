@@ -57,20 +57,44 @@ type ProgressConfig struct {
 }
 
 // ProgressStats is what one training step reports to the display.
+// StepMetrics.ProgressStats and SFTMetrics.ProgressStats make it from a
+// trainer's step.
 type ProgressStats struct {
 	// Step is the step just finished.
 	Step int
-	// RewardMean is the mean sequence reward of the step's batch.
-	RewardMean float64
-	// Acc is the fraction of correct responses in the batch.
-	Acc float64
+	// Values are the step's figures to show, in order: the mean reward
+	// and accuracy of an RL step, the loss of an SFT step.
+	Values []ProgressValue
 	// Tokens is the number of tokens the step processed (generated and
 	// trained on); the display shows their rate over the run.
 	Tokens int64
 }
 
-// Progress shows the progress of a training run: step, reward mean,
-// accuracy, tokens per second and the estimated time left. On a terminal
+// ProgressValue is one named figure of a progress line.
+type ProgressValue struct {
+	Name  string
+	Value float64
+}
+
+// ProgressStats is the RL step's progress: mean reward and accuracy,
+// and the tokens it generated and trained on.
+func (m StepMetrics) ProgressStats() ProgressStats {
+	return ProgressStats{
+		Step:   m.Step,
+		Values: []ProgressValue{{"reward", m.RewardMean}, {"acc", m.Acc}},
+		Tokens: int64(m.generatedTokens + m.trainedTokens),
+	}
+}
+
+// ProgressStats is the SFT step's progress: its loss per trained token,
+// and the tokens of its forward passes.
+func (m SFTMetrics) ProgressStats() ProgressStats {
+	return ProgressStats{Step: m.Step, Values: []ProgressValue{{"loss", m.Loss}}, Tokens: int64(m.SeqTokens)}
+}
+
+// Progress shows the progress of a training run: step, the step's
+// figures (ProgressStats.Values), tokens per second and the estimated
+// time left. On a terminal
 // it draws a bar (github.com/schollz/progressbar/v3); elsewhere it writes a
 // plain line at most every Interval, so that CI logs stay short. It is safe
 // for concurrent use.
@@ -179,7 +203,9 @@ func (p *Progress) summary(now time.Time, withTime bool) string {
 	if withTime {
 		line += fmt.Sprintf(" (%.0f%%)", 100*float64(s.Step)/float64(p.cfg.Total))
 	}
-	line += " reward " + formatStat(s.RewardMean) + " acc " + formatStat(s.Acc)
+	for _, v := range s.Values {
+		line += " " + v.Name + " " + formatStat(v.Value)
+	}
 	if secs := elapsed.Seconds(); secs > 0 {
 		line += fmt.Sprintf(" %.0f tok/s", float64(p.tokens)/secs)
 	} else {

@@ -23,7 +23,9 @@ func ExampleNewProgress() {
 	}
 	for step := 1; step <= 3; step++ {
 		now = now.Add(4 * time.Second)
-		_ = p.Update(agentrl.ProgressStats{Step: step, RewardMean: 0.2 * float64(step), Acc: 0.1 * float64(step), Tokens: 2000})
+		_ = p.Update(agentrl.ProgressStats{Step: step, Tokens: 2000, Values: []agentrl.ProgressValue{
+			{Name: "reward", Value: 0.2 * float64(step)}, {Name: "acc", Value: 0.1 * float64(step)},
+		}})
 	}
 	_ = p.Finish()
 	// Output:

@@ -44,13 +44,13 @@ func TestProgressLines(t *testing.T) {
 	require.NoError(t, err)
 
 	clk.advance(2 * time.Second)
-	require.NoError(t, p.Update(ProgressStats{Step: 1, RewardMean: 0.5, Acc: 0.25, Tokens: 1000}))
+	require.NoError(t, p.Update(ProgressStats{Step: 1, Values: rl(0.5, 0.25), Tokens: 1000}))
 	clk.advance(2 * time.Second) // 2 s after the last line: held back
-	require.NoError(t, p.Update(ProgressStats{Step: 2, RewardMean: 0.6, Acc: 0.3, Tokens: 1000}))
+	require.NoError(t, p.Update(ProgressStats{Step: 2, Values: rl(0.6, 0.3), Tokens: 1000}))
 	clk.advance(9 * time.Second) // 11 s after the last line
-	require.NoError(t, p.Update(ProgressStats{Step: 3, RewardMean: 0.7, Acc: 0.4, Tokens: 1000}))
+	require.NoError(t, p.Update(ProgressStats{Step: 3, Values: rl(0.7, 0.4), Tokens: 1000}))
 	clk.advance(3 * time.Second) // last step: always written
-	require.NoError(t, p.Update(ProgressStats{Step: 4, RewardMean: math.NaN(), Acc: 0.5, Tokens: 1000}))
+	require.NoError(t, p.Update(ProgressStats{Step: 4, Values: rl(math.NaN(), 0.5), Tokens: 1000}))
 	require.NoError(t, p.Finish())
 	require.NoError(t, p.Finish())
 	require.NoError(t, p.Update(ProgressStats{Step: 5})) // ignored after Finish
@@ -72,9 +72,9 @@ func TestProgressFinishWritesHeldBackLine(t *testing.T) {
 	p, err := NewProgress(ProgressConfig{Total: 100, StartStep: 50, Out: &buf, Mode: ProgressLines, Clock: clk.now})
 	require.NoError(t, err)
 	clk.advance(10 * time.Second)
-	require.NoError(t, p.Update(ProgressStats{Step: 51, RewardMean: 1, Acc: 1, Tokens: 50}))
+	require.NoError(t, p.Update(ProgressStats{Step: 51, Values: rl(1, 1), Tokens: 50}))
 	clk.advance(10 * time.Second)
-	require.NoError(t, p.Update(ProgressStats{Step: 52, RewardMean: 0, Acc: 0, Tokens: 150}))
+	require.NoError(t, p.Update(ProgressStats{Step: 52, Values: rl(0, 0), Tokens: 150}))
 	require.NoError(t, p.Finish())
 	assert.Equal(t, []string{
 		// 50 tokens / 10 s; ETA = 10 s per step × 49 steps left = 8m10s.
@@ -94,8 +94,8 @@ func TestProgressEveryStepAndZeroElapsed(t *testing.T) {
 	clk.advance(time.Second)
 	require.NoError(t, p.Update(ProgressStats{Step: 1, Tokens: 5}))
 	assert.Equal(t, []string{
-		"step 0/3 (0%) reward 0.000 acc 0.000 - tok/s elapsed 0s eta ?",
-		"step 1/3 (33%) reward 0.000 acc 0.000 10 tok/s elapsed 1s eta 2s",
+		"step 0/3 (0%) - tok/s elapsed 0s eta ?",
+		"step 1/3 (33%) 10 tok/s elapsed 1s eta 2s",
 	}, lines(buf.String()))
 }
 
@@ -103,8 +103,8 @@ func TestProgressBar(t *testing.T) {
 	var buf bytes.Buffer
 	p, err := NewProgress(ProgressConfig{Total: 4, Out: &buf, Mode: ProgressBar, Description: "sft"})
 	require.NoError(t, err)
-	require.NoError(t, p.Update(ProgressStats{Step: 2, RewardMean: 0.25, Acc: 0.5, Tokens: 10}))
-	require.NoError(t, p.Update(ProgressStats{Step: 4, RewardMean: 0.75, Acc: 1, Tokens: 10}))
+	require.NoError(t, p.Update(ProgressStats{Step: 2, Values: rl(0.25, 0.5), Tokens: 10}))
+	require.NoError(t, p.Update(ProgressStats{Step: 4, Values: rl(0.75, 1), Tokens: 10}))
 	require.NoError(t, p.Finish())
 	out := buf.String()
 	assert.Contains(t, out, "[sft] step 4/4 reward 0.750 acc 1.000")
@@ -193,4 +193,29 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// rl is the Values of an RL step's progress.
+func rl(reward, acc float64) []ProgressValue {
+	return []ProgressValue{{"reward", reward}, {"acc", acc}}
+}
+
+// TestProgressOfTrainers: an SFT step shows its loss, an RL step its
+// reward and accuracy; both count their tokens. By hand: 300 tokens in
+// 3 s = 100 tok/s; the RL step generated 40 and trained on 160 tokens,
+// 200 in 2 s more = 500 tokens in 5 s = 100 tok/s.
+func TestProgressOfTrainers(t *testing.T) {
+	clk := newClock()
+	var buf bytes.Buffer
+	p, err := NewProgress(ProgressConfig{Total: 2, Out: &buf, Mode: ProgressLines, Interval: -1, Clock: clk.now})
+	require.NoError(t, err)
+	clk.advance(3 * time.Second)
+	require.NoError(t, p.Update(SFTMetrics{Step: 1, Loss: 1.25, SeqTokens: 300, Tokens: 120}.ProgressStats()))
+	clk.advance(2 * time.Second)
+	rl := StepMetrics{Step: 2, RewardMean: -0.5, Acc: 0.25, generatedTokens: 40, trainedTokens: 160}
+	require.NoError(t, p.Update(rl.ProgressStats()))
+	assert.Equal(t, []string{
+		"step 1/2 (50%) loss 1.250 100 tok/s elapsed 3s eta 3s",
+		"step 2/2 (100%) reward -0.500 acc 0.250 100 tok/s elapsed 5s eta 0s",
+	}, lines(buf.String()))
 }

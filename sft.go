@@ -84,6 +84,16 @@ type SFTConfig struct {
 	MaxGradNorm float64
 	// Seed fixes the shuffled order of every epoch.
 	Seed uint64
+}
+
+// SFTParts are the components an SFTTrainer works on, as TrainerParts
+// are for the RL Trainer.
+type SFTParts struct {
+	// Policy is the model being fine-tuned; required.
+	Policy policy.Trainable
+	// Data are the training sequences; at least SFTConfig.BatchSize of
+	// them. They are retained, not copied.
+	Data []SFTSample
 	// Metrics, when set, receives every step's SFTMetrics.Map().
 	Metrics *MetricsLogger
 }
@@ -159,20 +169,22 @@ func (m SFTMetrics) Map() map[string]float64 {
 type SFTTrainer struct {
 	model   policy.Trainable
 	data    []SFTSample
+	metrics *MetricsLogger
 	cfg     SFTConfig
 	sampler *dataset.Sampler
 	opt     *policy.AdamW
 	step    int
 }
 
-// NewSFTTrainer checks cfg and every sample (naming the first bad one) and
-// returns a trainer at step 0. The samples are retained, not copied.
-func NewSFTTrainer(model policy.Trainable, data []SFTSample, cfg SFTConfig) (*SFTTrainer, error) {
+// NewSFTTrainer checks cfg and parts (naming the first bad sample) and
+// returns a trainer at step 0, as NewTrainer does for RL.
+func NewSFTTrainer(cfg SFTConfig, parts SFTParts) (*SFTTrainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	model, data := parts.Policy, parts.Data
 	if model == nil {
-		return nil, fmt.Errorf("%w: SFT model is nil", ErrTrainer)
+		return nil, fmt.Errorf("%w: SFTParts.Policy is nil", ErrTrainer)
 	}
 	if len(data) < cfg.BatchSize {
 		return nil, fmt.Errorf("%w: SFTConfig.BatchSize %d exceeds the %d samples", ErrTrainerConfig, cfg.BatchSize, len(data))
@@ -190,7 +202,7 @@ func NewSFTTrainer(model policy.Trainable, data []SFTSample, cfg SFTConfig) (*SF
 	if err != nil {
 		return nil, fmt.Errorf("%w: optimizer: %w", ErrTrainer, err)
 	}
-	return &SFTTrainer{model: model, data: data, cfg: cfg, sampler: sampler, opt: opt}, nil
+	return &SFTTrainer{model: model, data: data, metrics: parts.Metrics, cfg: cfg, sampler: sampler, opt: opt}, nil
 }
 
 // StepsPerEpoch is the number of updates in one pass over the data (the
@@ -252,8 +264,8 @@ func (s *SFTTrainer) Step(ctx context.Context) (SFTMetrics, error) {
 	if m.Seconds > 0 {
 		m.TokensPerSec = float64(m.SeqTokens) / m.Seconds
 	}
-	if s.cfg.Metrics != nil {
-		if err := s.cfg.Metrics.Log(m.Step, m.Map()); err != nil {
+	if s.metrics != nil {
+		if err := s.metrics.Log(m.Step, m.Map()); err != nil {
 			return m, fmt.Errorf("agentrl: SFT step %d: metrics log: %w", m.Step, err)
 		}
 	}

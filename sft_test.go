@@ -30,7 +30,7 @@ func sftConfig(batch int) agentrl.SFTConfig {
 
 func TestSFTFirstStepByHand(t *testing.T) {
 	m := newTabular(banditAlphabet)
-	tr, err := agentrl.NewSFTTrainer(m, []agentrl.SFTSample{{IDs: sftIDs, Mask: sftMask}}, sftConfig(1))
+	tr, err := agentrl.NewSFTTrainer(sftConfig(1), agentrl.SFTParts{Policy: m, Data: []agentrl.SFTSample{{IDs: sftIDs, Mask: sftMask}}})
 	require.NoError(t, err)
 	st, err := tr.Step(context.Background())
 	require.NoError(t, err)
@@ -61,9 +61,8 @@ func TestSFTLossDecreases(t *testing.T) {
 	cfg := sftConfig(1)
 	cfg.Epochs = 60
 	cfg.MaxGradNorm = 1
-	cfg.Metrics = agentrl.NewMetricsLogger(&log)
 	data := []agentrl.SFTSample{{IDs: sftIDs, Mask: sftMask}}
-	tr, err := agentrl.NewSFTTrainer(m, data, cfg)
+	tr, err := agentrl.NewSFTTrainer(cfg, agentrl.SFTParts{Policy: m, Data: data, Metrics: agentrl.NewMetricsLogger(&log)})
 	require.NoError(t, err)
 	var losses []float64
 	require.NoError(t, tr.Train(ctx, func(s agentrl.SFTMetrics) error {
@@ -99,12 +98,12 @@ func TestSFTMicroBatches(t *testing.T) {
 		{IDs: []int{3, 2, 1, 0, 1}, Mask: []float32{0, 1, 1, 1, 1}},
 	}
 	a := newTabular(banditAlphabet)
-	ta, err := agentrl.NewSFTTrainer(a, data, sftConfig(2))
+	ta, err := agentrl.NewSFTTrainer(sftConfig(2), agentrl.SFTParts{Policy: a, Data: data})
 	require.NoError(t, err)
 	b := newTabular(banditAlphabet)
 	cfg := sftConfig(2)
 	cfg.MicroBatchSize = 1
-	tb, err := agentrl.NewSFTTrainer(b, data, cfg)
+	tb, err := agentrl.NewSFTTrainer(cfg, agentrl.SFTParts{Policy: b, Data: data})
 	require.NoError(t, err)
 	for range 3 {
 		ma, err := ta.Step(ctx)
@@ -134,19 +133,19 @@ func TestSFTBadSamples(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			data := []agentrl.SFTSample{{IDs: sftIDs, Mask: sftMask}, c.sample}
-			_, err := agentrl.NewSFTTrainer(m, data, sftConfig(1))
+			_, err := agentrl.NewSFTTrainer(sftConfig(1), agentrl.SFTParts{Policy: m, Data: data})
 			require.ErrorIs(t, err, agentrl.ErrTrainer)
 			assert.Contains(t, err.Error(), "sample 1")
 			assert.Contains(t, err.Error(), c.want)
 		})
 	}
-	_, err := agentrl.NewSFTTrainer(m, []agentrl.SFTSample{{IDs: sftIDs, Mask: sftMask}}, sftConfig(2))
+	_, err := agentrl.NewSFTTrainer(sftConfig(2), agentrl.SFTParts{Policy: m, Data: []agentrl.SFTSample{{IDs: sftIDs, Mask: sftMask}}})
 	require.ErrorIs(t, err, agentrl.ErrTrainerConfig)
-	_, err = agentrl.NewSFTTrainer(nil, []agentrl.SFTSample{{IDs: sftIDs, Mask: sftMask}}, sftConfig(1))
+	_, err = agentrl.NewSFTTrainer(sftConfig(1), agentrl.SFTParts{Policy: nil, Data: []agentrl.SFTSample{{IDs: sftIDs, Mask: sftMask}}})
 	require.ErrorIs(t, err, agentrl.ErrTrainer)
 
 	// A token outside the model's vocabulary is the model's error, wrapped.
-	tr, err := agentrl.NewSFTTrainer(m, []agentrl.SFTSample{{IDs: []int{0, 9}, Mask: []float32{0, 1}}}, sftConfig(1))
+	tr, err := agentrl.NewSFTTrainer(sftConfig(1), agentrl.SFTParts{Policy: m, Data: []agentrl.SFTSample{{IDs: []int{0, 9}, Mask: []float32{0, 1}}}})
 	require.NoError(t, err)
 	_, err = tr.Step(context.Background())
 	require.ErrorIs(t, err, policy.ErrInput)
@@ -157,7 +156,7 @@ func TestSFTTrainStopsOnCallbackAndContext(t *testing.T) {
 	m := newTabular(banditAlphabet)
 	cfg := sftConfig(1)
 	cfg.Epochs = 5
-	tr, err := agentrl.NewSFTTrainer(m, []agentrl.SFTSample{{IDs: sftIDs, Mask: sftMask}}, cfg)
+	tr, err := agentrl.NewSFTTrainer(cfg, agentrl.SFTParts{Policy: m, Data: []agentrl.SFTSample{{IDs: sftIDs, Mask: sftMask}}})
 	require.NoError(t, err)
 	stop := errors.New("enough")
 	err = tr.Train(context.Background(), func(s agentrl.SFTMetrics) error {

@@ -160,10 +160,10 @@ func ExampleTrainerParts_losses() {
 func ExampleSFTTrainer() {
 	model := newTabular("abcd")
 	data := []agentrl.SFTSample{{IDs: []int{0, 1, 2, 3, 0, 1, 2, 0}, Mask: []float32{0, 0, 1, 1, 0, 0, 1, 1}}}
-	tr, err := agentrl.NewSFTTrainer(model, data, agentrl.SFTConfig{
+	tr, err := agentrl.NewSFTTrainer(agentrl.SFTConfig{
 		BatchSize: 1, Epochs: 40,
 		Optimizer: policy.AdamWConfig{LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8},
-	})
+	}, agentrl.SFTParts{Policy: model, Data: data})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -303,13 +303,13 @@ func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.
 		return err
 	}
 	defer log.Close()
-	tr, err := agentrl.NewSFTTrainer(model, data, agentrl.SFTConfig{
-		BatchSize: o.sftBatch, Epochs: epochs, Optimizer: opt, MaxGradNorm: 1, Seed: o.seed, Metrics: log,
-	})
+	tr, err := agentrl.NewSFTTrainer(agentrl.SFTConfig{
+		BatchSize: o.sftBatch, Epochs: epochs, Optimizer: opt, MaxGradNorm: 1, Seed: o.seed,
+	}, agentrl.SFTParts{Policy: model, Data: data, Metrics: log})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "sft: %d trajectories (%.0f%% answer without the tool), %d updates of %d; the progress line's reward is −loss per trained token\n",
+	fmt.Fprintf(stderr, "sft: %d trajectories (%.0f%% answer without the tool), %d updates of %d\n",
 		len(data), 100*o.noToolFrac, o.sftSteps, o.sftBatch)
 	prog, err := agentrl.NewProgress(agentrl.ProgressConfig{Total: o.sftSteps, Out: stderr, Description: "sft", Interval: 10 * time.Second})
 	if err != nil {
@@ -320,7 +320,7 @@ func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.
 		if err != nil {
 			return fmt.Errorf("sft step %d: %w", tr.StepsDone()+1, err)
 		}
-		if err := prog.Update(agentrl.ProgressStats{Step: m.Step, RewardMean: -m.Loss, Tokens: int64(m.SeqTokens)}); err != nil {
+		if err := prog.Update(m.ProgressStats()); err != nil {
 			return err
 		}
 	}
@@ -376,8 +376,7 @@ func runRL(ctx context.Context, o options, tr *agentrl.Trainer, log *agentrl.Met
 				return evalSummary{}, err
 			}
 		}
-		if err := prog.Update(agentrl.ProgressStats{Step: m.Step, RewardMean: m.RewardMean, Acc: m.Acc,
-			Tokens: int64(m.ResponseLenMean * float64(m.Trajectories))}); err != nil {
+		if err := prog.Update(m.ProgressStats()); err != nil {
 			return evalSummary{}, err
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -182,8 +181,7 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		if err := mlog.Log(step, row); err != nil {
 			return err
 		}
-		tokens := st.RolloutTokensPerSec*st.RolloutSeconds + st.TrainTokensPerSec*st.TrainSeconds
-		if err := prog.Update(agentrl.ProgressStats{Step: step, RewardMean: st.RewardMean, Acc: st.Acc, Tokens: int64(math.Round(tokens))}); err != nil {
+		if err := prog.Update(st.ProgressStats()); err != nil {
 			return err
 		}
 		if last || o.saveEvery > 0 && step%o.saveEvery == 0 {
