@@ -36,11 +36,15 @@ type ChatTokenizer interface {
 	ApplyChatTemplate(messages []tokenizer.Message, tools []json.RawMessage, opts tokenizer.ChatOptions) (string, error)
 }
 
-// Truncation modes of SFTConfig.Truncation, verl's data.truncation.
+// Truncation says what happens to an over-long SFT sample (verl's
+// data.truncation).
+type Truncation string
+
+// Truncation modes of SFTConfig.Truncation.
 const (
-	TruncateError = "error" // an over-long sample is an error wrapping ErrTooLong
-	TruncateLeft  = "left"  // keep the last MaxLength tokens
-	TruncateRight = "right" // keep the first MaxLength tokens
+	TruncateError Truncation = "error" // an over-long sample is an error wrapping ErrTooLong
+	TruncateLeft  Truncation = "left"  // keep the last MaxLength tokens
+	TruncateRight Truncation = "right" // keep the first MaxLength tokens
 )
 
 // SFTConfig says how conversations become token ids and loss masks.
@@ -52,7 +56,7 @@ type SFTConfig struct {
 	// when empty), "left" or "right", as verl's data.truncation. Ids and
 	// mask are cut together after masking, so a cut can leave a sample with
 	// few or no masked tokens (SFTExample.MaskedTokens says how many).
-	Truncation string
+	Truncation Truncation
 	// LastTurnOnly masks only the last assistant message; otherwise every
 	// assistant message is trained on (verl's MultiTurnSFTDataset default).
 	LastTurnOnly bool
@@ -66,7 +70,7 @@ type SFTConfig struct {
 	// template 2k+1 times for k assistant messages (each rendering as long
 	// as the prefix), the turn strategy twice: prefer it for trajectories
 	// with many tool calls.
-	Strategy string
+	Strategy SpanStrategy
 	// EndOfTurn lists the strings that close an assistant turn; the mask
 	// ends after the last of them inside the turn, so that template glue
 	// after it (Qwen's "\n" after "<|im_end|>") stays unmasked. Empty means
@@ -74,19 +78,22 @@ type SFTConfig struct {
 	EndOfTurn []string
 }
 
-// Span strategies reported by SFTExample.Strategy.
+// SpanStrategy names how the assistant spans of a sample are found.
+type SpanStrategy string
+
+// Span strategies of SFTConfig.Strategy, reported by SFTExample.Strategy.
 const (
 	// StrategyPrefix: each assistant message's span came from rendering
 	// the prefixes messages[:i] (with the generation prompt) and
 	// messages[:i+1], both string prefixes of the full rendering.
-	StrategyPrefix = "prefix"
+	StrategyPrefix SpanStrategy = "prefix"
 	// StrategyTurns: some prefix rendering was not a string prefix of the
 	// full rendering (Qwen3 drops earlier turns' reasoning and adds empty
 	// think blocks to a last turn), so the spans were found in the full
 	// rendering by its turn delimiters: the k-th generation-prompt header
 	// opens the k-th assistant message, which runs to the first end-of-turn
 	// string after it.
-	StrategyTurns = "turns"
+	StrategyTurns SpanStrategy = "turns"
 )
 
 // TurnSpan locates one assistant message in a sample.
@@ -119,7 +126,7 @@ type SFTExample struct {
 	// Turns lists the assistant messages, in order.
 	Turns []TurnSpan
 	// Strategy is StrategyPrefix or StrategyTurns.
-	Strategy string
+	Strategy SpanStrategy
 	// Truncated is how many tokens truncation removed.
 	Truncated int
 }
@@ -434,7 +441,7 @@ func checkToolCall(tc tokenizer.ToolCall) error {
 // it starts where render(messages[:i], generation prompt) ends and ends
 // after the last end-of-turn string in render(messages[:i+1]). Both must be
 // string prefixes of full; otherwise the error names the message.
-func (e *SFTEncoder) prefixSpans(conv Conversation, full string, assistants []int) ([]byteSpan, string, int, error) {
+func (e *SFTEncoder) prefixSpans(conv Conversation, full string, assistants []int) ([]byteSpan, SpanStrategy, int, error) {
 	withGen := e.cfg.ChatOptions
 	withGen.AddGenerationPrompt = true
 	spans := make([]byteSpan, 0, len(assistants))

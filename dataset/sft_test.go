@@ -60,9 +60,9 @@ func loadFixtures(t testing.TB) ([]Conversation, []fixtureRow) {
 }
 
 type goldenCase struct {
-	Name     string `json:"name"`
-	Text     string `json:"text"`
-	Strategy string `json:"strategy"`
+	Name     string       `json:"name"`
+	Text     string       `json:"text"`
+	Strategy SpanStrategy `json:"strategy"`
 	Spans    []struct {
 		Message   int    `json:"message"`
 		ByteStart int    `json:"byte_start"`
