@@ -204,10 +204,14 @@ func quote(s string) string {
 	return fmt.Sprintf("%q", s)
 }
 
-// MathConfig configures MathFunc.
+// MathConfig configures MathFunc. The zero value is Open-AgentRL's: +1
+// for a right answer, −1 for a wrong one, extraction fallbacks on,
+// DefaultMathTimeout.
 type MathConfig struct {
 	// Correct and Wrong are the scores for a right and a wrong (or
-	// missing) answer. Open-AgentRL uses +1 and −1.
+	// missing) answer. When both are zero they are Open-AgentRL's +1 and
+	// −1 (scores that cannot tell right from wrong are no configuration);
+	// set either to choose your own, such as Correct 1 and Wrong 0.
 	Correct, Wrong float64
 	// Strict disables the last-$…$ and last-number fallbacks of answer
 	// extraction: only \boxed, answer phrases and a bold final line count.
@@ -216,8 +220,9 @@ type MathConfig struct {
 	Timeout time.Duration
 }
 
-// DefaultMathConfig returns Open-AgentRL's scores: +1 right, −1 wrong,
-// with extraction fallbacks on.
+// DefaultMathConfig returns the zero MathConfig's values spelled out:
+// Open-AgentRL's scores, +1 right and −1 wrong, with extraction fallbacks
+// on.
 func DefaultMathConfig() MathConfig {
 	return MathConfig{Correct: 1, Wrong: -1}
 }
@@ -227,6 +232,9 @@ func DefaultMathConfig() MathConfig {
 func MathFunc(cfg MathConfig) (Func, error) {
 	if cfg.Timeout < 0 {
 		return nil, fmt.Errorf("%w: MathConfig.Timeout %v is negative", ErrConfig, cfg.Timeout)
+	}
+	if cfg.Correct == 0 && cfg.Wrong == 0 {
+		cfg.Correct, cfg.Wrong = DefaultMathConfig().Correct, DefaultMathConfig().Wrong
 	}
 	if cfg.Correct < cfg.Wrong {
 		return nil, fmt.Errorf("%w: MathConfig.Correct %g below Wrong %g", ErrConfig, cfg.Correct, cfg.Wrong)

@@ -159,6 +159,22 @@ func TestMathFunc(t *testing.T) {
 	_, err = f(cctx, Input{Response: `\boxed{2}`, GroundTruth: "2"})
 	require.ErrorIs(t, err, context.Canceled)
 
+	// The zero MathConfig scores as Open-AgentRL (+1, −1); one score set
+	// keeps the other at zero.
+	for _, c := range []struct {
+		cfg          MathConfig
+		right, wrong float64
+	}{{MathConfig{}, 1, -1}, {MathConfig{Correct: 1}, 1, 0}, {MathConfig{Wrong: -2}, 0, -2}} {
+		g, err := MathFunc(c.cfg)
+		require.NoError(t, err)
+		out, err := g(ctx, Input{Response: `\boxed{2}`, GroundTruth: "2"})
+		require.NoError(t, err)
+		assert.Equal(t, c.right, out.Score, "%+v right", c.cfg)
+		out, err = g(ctx, Input{Response: `\boxed{3}`, GroundTruth: "2"})
+		require.NoError(t, err)
+		assert.Equal(t, c.wrong, out.Score, "%+v wrong", c.cfg)
+	}
+
 	_, err = MathFunc(MathConfig{Correct: -1, Wrong: 1})
 	require.ErrorIs(t, err, ErrConfig)
 	_, err = MathFunc(MathConfig{Correct: 1, Timeout: -time.Second})
