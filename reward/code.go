@@ -18,28 +18,38 @@ import (
 	"github.com/agentrl/agentrl/tool"
 )
 
-// Code rewards run a candidate Python program against test cases through a
-// tool.Tool executor.
+// Code rewards run a candidate Python program against test cases on a
+// tool.Executor: the local tool.Sandbox or a tool.SandboxFusion client.
 //
-// The executor contract. CodeFunc calls the tool once per test case with
-// the arguments {"code": program}, where program is a self-contained Python
-// 3 script (the harness) that embeds the candidate source and the test
-// input. The tool runs it and returns everything the process wrote to
-// stdout and stderr in Result.Content; Result.Failed is set on a non-zero
-// exit, a timeout or a resource limit; Result.Metadata may carry
-// "timed_out" (bool) and "exit_code" (a number). This is the shape of
-// Open-AgentRL's code_interpreter and of the local sandbox in package tool.
+// The executor contract. CodeFunc calls Executor.Execute once per test case
+// with ExecRequest{Code: harness, Language: "python"}, where the harness is
+// a self-contained Python 3 script that embeds the candidate source and
+// the test input (Stdin, Timeout and MemoryBytes are left to the
+// executor's defaults). It reads ExecResult.Stdout for the verdict, and
+// Status, ExitCode, Signal, Stderr and Message to say why a process that
+// left none died. An Execute error means the executor cannot run code at
+// all (closed, unreachable) and fails the Func.
 //
 // The harness compiles the candidate (a SyntaxError is reported as such),
 // runs it with the test input on sys.stdin and sys.stdout captured (both
 // text streams over bytes, so sys.stdin.buffer and sys.stdout.buffer work
 // as in a real process), or for
 // call-based tests calls Solution().fn_name(*args) or fn_name(*args), and
-// prints one line: a per-call random sentinel followed by a JSON object
-// {"status", "out", "err"}. CodeFunc reads the last such line, so output
-// printed by the candidate cannot be mistaken for the verdict; when the
-// line is missing the process died (timeout, memory, os._exit) and the
-// metadata says which.
+// prints one line to the real stdout: a per-call random sentinel followed
+// by a JSON object {"status", "out", "err", "trunc"}. CodeFunc reads the
+// last such line, so output printed by the candidate cannot be mistaken
+// for the verdict; when the line is missing the process died (timeout,
+// memory, os._exit) and the ExecResult says how.
+//
+// Output caps. The candidate's stdout is captured inside the process, and
+// the verdict carries at most 2×len(expected output)+4096 characters of
+// it (more is a wrong answer), JSON-escaped, plus the last 2000
+// characters of a traceback. The executor's output cap (stdout and stderr
+// together; tool.SandboxConfig.MaxOutputBytes, default 1 MiB) must hold
+// that line and whatever the candidate writes to stderr. The default holds
+// the verdict on a correct output of a few hundred KB of ordinary text; a
+// process killed at the cap before its verdict counts as crashed, so raise
+// the cap for test sets with larger expected outputs.
 
 // TestSpec is a set of test cases in the verl / PRIME / TACO / LiveCodeBench
 // format: {"inputs": [...], "outputs": [...], "fn_name": "..."}.
@@ -145,8 +155,9 @@ func callArgs(raw json.RawMessage) ([]json.RawMessage, error) {
 
 // CodeConfig configures CodeFunc.
 type CodeConfig struct {
-	// Executor runs the harness; see the executor contract above.
-	Executor tool.Tool
+	// Executor runs the harness; see the executor contract above. The
+	// local tool.Sandbox and tool.SandboxFusion implement it.
+	Executor tool.Executor
 	// Parallel bounds the test cases running at once; zero means 4.
 	Parallel int
 	// CaseTimeout bounds one test case on top of the executor's own limit;
@@ -199,8 +210,8 @@ func ExtractCode(response string) (string, bool) {
 // surrounding whitespace stripped, trailing blank lines ignored, and
 // lines that differ as text may still match as decimal numbers. Call-based
 // cases compare the JSON values of result and expectation (tuples as
-// lists). The Func returns an error only when the executor fails as a tool
-// (tool.Tool.Call's error) or ctx ends.
+// lists). The Func returns an error only when the executor cannot run code
+// (tool.Executor.Execute's error) or ctx ends.
 func CodeFunc(cfg CodeConfig) (Func, error) {
 	if cfg.Executor == nil {
 		return nil, fmt.Errorf("%w: CodeConfig.Executor is nil", ErrConfig)
@@ -306,13 +317,9 @@ func runCase(ctx context.Context, cfg CodeConfig, src, fnName string, tc testCas
 	if err != nil {
 		return caseResult{}, err
 	}
-	args, err := json.Marshal(map[string]string{"code": prog})
-	if err != nil {
-		return caseResult{}, err
-	}
 	cctx, cancel := context.WithTimeout(ctx, cfg.CaseTimeout)
 	defer cancel()
-	res, err := cfg.Executor.Call(cctx, args)
+	res, err := cfg.Executor.Execute(cctx, tool.ExecRequest{Code: prog, Language: "python"})
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			return caseResult{status: CaseTimeout, detail: fmt.Sprintf("no result within %v", cfg.CaseTimeout)}, nil
@@ -329,21 +336,31 @@ type harnessReport struct {
 	Trunc  bool   `json:"trunc"`
 }
 
-func judge(res tool.Result, fnName string, tc testCase, nonce string) caseResult {
-	content := res.Content
-	i := strings.LastIndex(content, nonce)
+func judge(res tool.ExecResult, fnName string, tc testCase, nonce string) caseResult {
+	i := strings.LastIndex(res.Stdout, nonce)
 	if i < 0 {
-		if timedOut(res) {
+		if res.Status == tool.StatusTimeout {
 			return caseResult{status: CaseTimeout, detail: "the program exceeded the time limit"}
 		}
-		return caseResult{status: CaseCrashed, detail: "the program ended without a result" + exitInfo(res) + ": " + tail(content, 200)}
+		detail := "the program ended without a result" + exitInfo(res)
+		if out := tail(res.Stdout+res.Stderr, 200); out != "" {
+			detail += ": " + out
+		}
+		return caseResult{status: CaseCrashed, detail: detail}
 	}
-	line := content[i+len(nonce):]
+	line := res.Stdout[i+len(nonce):]
 	if j := strings.IndexByte(line, '\n'); j >= 0 {
 		line = line[:j]
 	}
 	var rep harnessReport
 	if err := json.Unmarshal([]byte(line), &rep); err != nil {
+		if res.OutputTruncated {
+			detail := "the harness report was cut at the executor's output cap"
+			if res.Message != "" {
+				detail += " (" + res.Message + ")"
+			}
+			return caseResult{status: CaseCrashed, detail: detail}
+		}
 		return caseResult{status: CaseCrashed, detail: "unreadable harness report: " + err.Error()}
 	}
 	switch rep.Status {
@@ -370,19 +387,24 @@ func judge(res tool.Result, fnName string, tc testCase, nonce string) caseResult
 	return caseResult{status: CaseWrong, detail: fmt.Sprintf("expected %s, got %s", quote(string(tc.value)), quote(rep.Out))}
 }
 
-func timedOut(res tool.Result) bool {
-	v, ok := res.Metadata["timed_out"].(bool)
-	return ok && v
-}
-
-func exitInfo(res tool.Result) string {
-	switch v := res.Metadata["exit_code"].(type) {
-	case int:
-		return fmt.Sprintf(" (exit code %d)", v)
-	case float64:
-		return fmt.Sprintf(" (exit code %g)", v)
+// exitInfo says how a process ended, for a crash's detail: the executor's
+// message when it gave one (timeouts, limits, signals, its own failures),
+// else the output cap, the signal or the exit code.
+func exitInfo(res tool.ExecResult) string {
+	var s string
+	switch {
+	case res.Message != "":
+		s = res.Message
+	case res.Status == tool.StatusOutputLimit:
+		s = "output over the executor's cap"
+	case res.Signal != "":
+		s = "killed by " + res.Signal
+	case res.ExitCode > 0: // -1 stands for "no exit code"
+		s = fmt.Sprintf("exit code %d", res.ExitCode)
+	default:
+		return ""
 	}
-	return ""
+	return " (" + s + ")"
 }
 
 func tail(s string, n int) string {

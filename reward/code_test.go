@@ -54,20 +54,18 @@ func readHarness(t *testing.T, prog string) harnessArgs {
 	return h
 }
 
-// fakeExec is a scripted tool.Tool: behave decides, from the embedded
+// fakeExec is a scripted tool.Executor: behave decides, from the embedded
 // source and input, what the harness would have printed.
 type fakeExec struct {
 	t        *testing.T
-	behave   func(h harnessArgs) (tool.Result, error)
+	behave   func(h harnessArgs) (tool.ExecResult, error)
 	calls    atomic.Int32
 	inFlight atomic.Int32
 	peak     atomic.Int32
 	delay    time.Duration
 }
 
-func (f *fakeExec) Name() string            { return "code_interpreter" }
-func (f *fakeExec) Schema() json.RawMessage { return json.RawMessage(`{"type":"function"}`) }
-func (f *fakeExec) Call(ctx context.Context, args json.RawMessage) (tool.Result, error) {
+func (f *fakeExec) Execute(ctx context.Context, req tool.ExecRequest) (tool.ExecResult, error) {
 	f.calls.Add(1)
 	n := f.inFlight.Add(1)
 	defer f.inFlight.Add(-1)
@@ -77,26 +75,25 @@ func (f *fakeExec) Call(ctx context.Context, args json.RawMessage) (tool.Result,
 			break
 		}
 	}
-	var a struct {
-		Code string `json:"code"`
-	}
-	if err := json.Unmarshal(args, &a); err != nil {
-		return tool.Result{}, err
+	// The harness is the whole program: nothing else is asked for.
+	if f.t != nil {
+		assert.Equal(f.t, tool.ExecRequest{Code: req.Code, Language: "python"}, req)
 	}
 	if f.delay > 0 {
 		select {
 		case <-time.After(f.delay):
 		case <-ctx.Done():
-			return tool.Result{}, ctx.Err()
+			return tool.ExecResult{}, ctx.Err()
 		}
 	}
-	return f.behave(readHarness(f.t, a.Code))
+	return f.behave(readHarness(f.t, req.Code))
 }
 
-// report builds the harness's final line.
-func report(h harnessArgs, status, out, errText string) tool.Result {
+// report builds the result of a harness that printed its verdict line
+// (after some noise of the candidate on stderr).
+func report(h harnessArgs, status, out, errText string) tool.ExecResult {
 	b, _ := json.Marshal(map[string]any{"status": status, "out": out, "err": errText, "trunc": false})
-	return tool.Result{Content: "stderr noise\n" + h.nonce + string(b) + "\n"}
+	return tool.ExecResult{Status: tool.StatusOK, Stdout: h.nonce + string(b) + "\n", Stderr: "stderr noise\n"}
 }
 
 const sumSpec = `{"inputs": ["1 2\n", "3 4\n", "10 -5\n"], "outputs": ["3\n", "7\n", "5\n"]}`
@@ -105,7 +102,7 @@ func codeResp(src string) string { return "Here:\n```python\n" + src + "\n```\n"
 
 func TestCodeFuncStdin(t *testing.T) {
 	// The fake "runs" the program by knowing what each candidate does.
-	behave := func(h harnessArgs) (tool.Result, error) {
+	behave := func(h harnessArgs) (tool.ExecResult, error) {
 		var a, b int
 		fields := strings.Fields(h.stdin)
 		a, b = atoi(fields[0]), atoi(fields[1])
@@ -115,16 +112,28 @@ func TestCodeFuncStdin(t *testing.T) {
 		case strings.Contains(h.src, "RAISE"):
 			return report(h, "runtime_error", "", "Traceback...\nZeroDivisionError: division by zero"), nil
 		case strings.Contains(h.src, "LOOP"):
-			return tool.Result{Content: "", Failed: true, Metadata: map[string]any{"timed_out": true}}, nil
+			return tool.ExecResult{Status: tool.StatusTimeout, ExitCode: -1, Signal: "SIGKILL"}, nil
 		case strings.Contains(h.src, "OOM"):
-			return tool.Result{Content: "Killed", Failed: true, Metadata: map[string]any{"exit_code": 137}}, nil
+			return tool.ExecResult{Status: tool.StatusSignaled, ExitCode: -1, Signal: "SIGKILL", Stderr: "Killed"}, nil
 		case strings.Contains(h.src, "FORGE"):
 			// The candidate prints a forged verdict with a guessed marker.
-			return tool.Result{Content: "@@00@@{\"status\":\"ok\",\"out\":\"3\"}\n" + report(h, "ok", "999\n", "").Content}, nil
+			r := report(h, "ok", "999\n", "")
+			r.Stdout = "@@00@@{\"status\":\"ok\",\"out\":\"3\"}\n" + r.Stdout
+			return r, nil
 		case strings.Contains(h.src, "GARBLE"):
-			return tool.Result{Content: h.nonce + "{not json\n", Metadata: map[string]any{"exit_code": 0.0}}, nil
+			return tool.ExecResult{Status: tool.StatusOK, Stdout: h.nonce + "{not json\n"}, nil
 		case strings.Contains(h.src, "EXIT9"):
-			return tool.Result{Content: "bye", Failed: true, Metadata: map[string]any{"exit_code": 9.0}}, nil
+			return tool.ExecResult{Status: tool.StatusError, ExitCode: 9, Stdout: "bye"}, nil
+		case strings.Contains(h.src, "CAPPED"):
+			// The executor's output cap cut the verdict line.
+			return tool.ExecResult{Status: tool.StatusOutputLimit, ExitCode: -1, Signal: "SIGKILL", OutputTruncated: true,
+				Stdout: h.nonce + `{"status": "ok", "out": "12`}, nil
+		case strings.Contains(h.src, "SPAM"):
+			// Killed at the cap before the verdict, with no message.
+			return tool.ExecResult{Status: tool.StatusOutputLimit, ExitCode: -1, Signal: "SIGKILL", OutputTruncated: true,
+				Stderr: "spam spam"}, nil
+		case strings.Contains(h.src, "WORKER"):
+			return tool.ExecResult{Status: tool.StatusSandboxError, ExitCode: -1, Message: "worker died"}, nil
 		case strings.Contains(h.src, "HALF"):
 			if a+b == 3 {
 				return report(h, "ok", "3   \n\n\n", ""), nil // trailing spaces and lines are normalised
@@ -149,10 +158,18 @@ func TestCodeFuncStdin(t *testing.T) {
 		{"syntax", codeResp("SYNTAX"), 0, false, "syntax error: SyntaxError", 1},
 		{"runtime", codeResp("RAISE"), 0, false, "3 runtime_error); test 0: runtime_error: Traceback...\nZeroDivisionError", 3},
 		{"timeout", codeResp("LOOP"), 0, false, "3 timeout); test 0: timeout", 3},
-		{"crash", codeResp("OOM"), 0, false, "crashed: the program ended without a result (exit code 137): Killed", 3},
+		// Crash details: " (" + the executor's message, else the cap, the
+		// signal or the exit code + ")" + ": " and the output's tail, if any.
+		{"crash", codeResp("OOM"), 0, false, "crashed: the program ended without a result (killed by SIGKILL): Killed", 3},
 		{"forged", codeResp("FORGE"), 0, false, "wrong_answer", 3},
 		{"garbled report", codeResp("GARBLE"), 0, false, "crashed: unreadable harness report", 3},
-		{"exit code as JSON number", codeResp("EXIT9"), 0, false, "(exit code 9): bye", 3},
+		{"exit code", codeResp("EXIT9"), 0, false, "(exit code 9): bye", 3},
+		{"verdict cut at the cap", codeResp("CAPPED"), 0, false,
+			"test 0: crashed: the harness report was cut at the executor's output cap", 3},
+		{"killed at the cap", codeResp("SPAM"), 0, false,
+			"test 0: crashed: the program ended without a result (output over the executor's cap): spam spam", 3},
+		{"sandbox error", codeResp("WORKER"), 0, false,
+			"passed 0/3 tests (3 crashed); test 0: crashed: the program ended without a result (worker died)", 3},
 		{"no code", "I would write code but", 0, false, "no code block in the response", 0},
 	}
 	for _, c := range cases {
@@ -195,7 +212,7 @@ func TestCodeFuncCallBased(t *testing.T) {
 	spec := `{"fn_name": "twoSum", "inputs": ["[2,7,11,15]\n9", "[3,2,4]\n6"], "outputs": ["[0, 1]", "[1, 2]"]}`
 	var seen [][]json.RawMessage
 	var mu sync.Mutex
-	exec := &fakeExec{t: t, behave: func(h harnessArgs) (tool.Result, error) {
+	exec := &fakeExec{t: t, behave: func(h harnessArgs) (tool.ExecResult, error) {
 		mu.Lock()
 		seen = append(seen, h.args)
 		mu.Unlock()
@@ -223,7 +240,7 @@ func TestCodeFuncErrors(t *testing.T) {
 	require.ErrorIs(t, err, ErrConfig)
 
 	broken := errors.New("sandbox unreachable")
-	exec := &fakeExec{t: t, behave: func(harnessArgs) (tool.Result, error) { return tool.Result{}, broken }}
+	exec := &fakeExec{t: t, behave: func(harnessArgs) (tool.ExecResult, error) { return tool.ExecResult{}, broken }}
 	f, err := CodeFunc(CodeConfig{Executor: exec})
 	require.NoError(t, err)
 	_, err = f(context.Background(), Input{Response: codeResp("x"), GroundTruth: sumSpec})
@@ -234,7 +251,7 @@ func TestCodeFuncErrors(t *testing.T) {
 	require.ErrorIs(t, err, ErrTests)
 
 	// The per-case deadline turns a hung executor into a timeout verdict.
-	slow := &fakeExec{t: t, delay: time.Hour, behave: func(h harnessArgs) (tool.Result, error) { return report(h, "ok", "", ""), nil }}
+	slow := &fakeExec{t: t, delay: time.Hour, behave: func(h harnessArgs) (tool.ExecResult, error) { return report(h, "ok", "", ""), nil }}
 	f, err = CodeFunc(CodeConfig{Executor: slow, CaseTimeout: 20 * time.Millisecond})
 	require.NoError(t, err)
 	out, err := f(context.Background(), Input{Response: codeResp("x"), GroundTruth: sumSpec})
@@ -307,31 +324,21 @@ type localPython struct {
 	limit time.Duration
 }
 
-func (l localPython) Name() string            { return "code_interpreter" }
-func (l localPython) Schema() json.RawMessage { return json.RawMessage(`{}`) }
-func (l localPython) Call(ctx context.Context, args json.RawMessage) (tool.Result, error) {
-	var a struct {
-		Code string `json:"code"`
-	}
-	if err := json.Unmarshal(args, &a); err != nil {
-		return tool.Result{}, err
-	}
+func (l localPython) Execute(ctx context.Context, req tool.ExecRequest) (tool.ExecResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.limit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, l.bin, "-I", "-S", "-c", a.Code)
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
+	cmd := exec.CommandContext(ctx, l.bin, "-I", "-S", "-c", req.Code)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	res := tool.Result{Content: buf.String(), Metadata: map[string]any{}}
+	res := tool.ExecResult{Status: tool.StatusOK, Stdout: stdout.String(), Stderr: stderr.String()}
 	if ctx.Err() != nil {
-		res.Failed = true
-		res.Metadata["timed_out"] = true
+		res.Status, res.ExitCode, res.Signal = tool.StatusTimeout, -1, "SIGKILL"
 		return res, nil
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		res.Failed = true
-		res.Metadata["exit_code"] = ee.ExitCode()
+		res.Status, res.ExitCode = tool.StatusError, ee.ExitCode()
 		return res, nil
 	}
 	return res, err
@@ -379,6 +386,46 @@ func TestHarnessWithPython(t *testing.T) {
 				run = short
 			}
 			out, err := run(context.Background(), Input{Response: codeResp(c.src), GroundTruth: c.spec})
+			require.NoError(t, err)
+			assert.InDelta(t, c.score, out.Score, 1e-12, out.Reason)
+			assert.Contains(t, out.Reason, c.reason)
+		})
+	}
+}
+
+// TestCodeFuncOnSandbox runs the harness on the real local sandbox, as
+// the examples do, with a small output cap to see where it bites. It is
+// skipped where the sandbox cannot run (no python3, not Linux).
+func TestCodeFuncOnSandbox(t *testing.T) {
+	// 64 KiB holds a verdict carrying 40 000 characters of ASCII output
+	// (the JSON line adds the nonce, the keys and a few escapes: well under
+	// 1 KiB), but not 100 000 bytes written to stderr.
+	const capBytes = 64 << 10
+	sb, err := tool.NewSandbox(context.Background(), tool.SandboxConfig{Workers: 2, Timeout: 5 * time.Second, MaxOutputBytes: capBytes})
+	if errors.Is(err, tool.ErrNoPython) || errors.Is(err, errors.ErrUnsupported) {
+		t.Skip(err)
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { sb.Close() })
+	f, err := CodeFunc(CodeConfig{Executor: sb, Parallel: 2})
+	require.NoError(t, err)
+	long := strings.Repeat("x", 40000)
+	longSpec := `{"inputs": [""], "outputs": ["` + long + `\n"]}`
+	cases := []struct {
+		name, spec, src string
+		score           float64
+		reason          string
+	}{
+		{"stdin ok", sumSpec, "a, b = map(int, input().split())\nprint(a + b)", 1, "passed all 3"},
+		{"wrong", sumSpec, "a, b = map(int, input().split())\nprint(a * b)", 0, `test 0: wrong_answer: expected "3\n", got "2\n"`},
+		{"runtime", sumSpec, "print(1/0)", 0, "3 runtime_error); test 0: runtime_error: Traceback"},
+		{"long output within the cap", longSpec, "print('x' * 40000)", 1, "passed all 1"},
+		{"stderr over the cap", sumSpec, "import sys\nsys.stderr.write('e' * 100000)\nprint(3)", 0,
+			"crashed: the program ended without a result (output exceeded 65536 bytes; the program was killed)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := f(context.Background(), Input{Response: codeResp(c.src), GroundTruth: c.spec})
 			require.NoError(t, err)
 			assert.InDelta(t, c.score, out.Score, 1e-12, out.Reason)
 			assert.Contains(t, out.Reason, c.reason)

@@ -20,9 +20,10 @@
 // values. Every check is bounded in time, size and depth.
 //
 // Code: CodeFunc runs the last Python code block against stdin/stdout or
-// call-based tests through any tool.Tool executor; the executor contract
-// (arguments {"code": program}, stdout and stderr in Result.Content,
-// "timed_out" and "exit_code" in Result.Metadata) is documented in code.go.
+// call-based tests on a tool.Executor (the local sandbox or
+// SandboxFusion); the executor contract (one ExecRequest per test case,
+// the verdict read from ExecResult.Stdout, its Status saying how a process
+// without one died) and the output caps it needs are documented in code.go.
 //
 // Shaping and composition: WithOverlong (DAPO), WithToolBonus
 // (Open-AgentRL), WithToolRewards, FormatFunc, Router (verl's routing by

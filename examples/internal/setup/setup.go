@@ -51,14 +51,15 @@ func NewSampler(spec string, model *policy.Model, servedModel string) (policy.Sa
 	return s, nil
 }
 
-// CodeTools returns the code_interpreter tool the model calls and the tool
-// the code reward runs test harnesses through: both on the local sandbox
-// (spec "local") or on a SandboxFusion server (spec a URL). The reward's
-// tool reads the harness's whole output (its verdict is the last line),
-// so it has a larger output budget than the model's. workers bounds the
-// code executions at once; 0 means the number of CPUs for the local
-// sandbox and 16 for SandboxFusion. close stops the local sandbox.
-func CodeTools(spec string, workers int, timeout time.Duration) (model, harness tool.Tool, close func() error, err error) {
+// CodeTools returns the code_interpreter tool the model calls and the
+// executor the code reward runs its test harnesses on: the same local
+// sandbox (spec "local") or SandboxFusion server (spec a URL). The reward
+// reads the harness's verdict from the executor's stdout, so the model's
+// output budget does not apply to it; the sandbox's output cap (1 MiB)
+// does, see package reward's "Output caps". workers bounds the code
+// executions at once; 0 means the number of CPUs for the local sandbox
+// and 16 for SandboxFusion. close stops the local sandbox.
+func CodeTools(spec string, workers int, timeout time.Duration) (model tool.Tool, harness tool.Executor, close func() error, err error) {
 	var ci *tool.CodeInterpreter
 	if workers == 0 && spec != "local" {
 		workers = 16
@@ -77,12 +78,7 @@ func CodeTools(spec string, workers int, timeout time.Duration) (model, harness 
 			return nil, nil, nil, fmt.Errorf("-sandbox: %w", err)
 		}
 	}
-	h, err := tool.NewCodeInterpreterOn(ci.Executor(), tool.OutputBudget{Chars: 1 << 20})
-	if err != nil {
-		ci.Close()
-		return nil, nil, nil, err
-	}
-	return ci, h, ci.Close, nil
+	return ci, ci.Executor(), ci.Close, nil
 }
 
 // NewReward returns Open-AgentRL's reward (recipe/demystify/reward.py,
@@ -94,7 +90,7 @@ func CodeTools(spec string, workers int, timeout time.Duration) (model, harness 
 // on the last \boxed{} only (strict_box_verify) with scores +1 and −1.
 // With toolBonus a wrong answer earns 0.1 per tool round, capped at −0.6
 // (reward.DefaultToolBonus).
-func NewReward(harness tool.Tool, toolBonus bool) (reward.Func, error) {
+func NewReward(harness tool.Executor, toolBonus bool) (reward.Func, error) {
 	mc := reward.DefaultMathConfig()
 	mc.Strict = true
 	math, err := reward.MathFunc(mc)
