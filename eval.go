@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"gonum.org/v1/gonum/stat"
 )
 
 // Evaluation metrics, computed the way verl computes its validation
@@ -199,16 +201,15 @@ type evalSource struct {
 type metricAcc struct {
 	name string
 	k    int
-	sum  float64
-	n    int
+	vals []float64 // one per prompt
 }
 
 // Evaluate computes verl's validation metrics over records, per data
 // source and variable (reward, acc and each Extra name). For every prompt
 // with n samples it computes
 //
-//   - mean@n and, for n > 1, std@n (population standard deviation) of the
-//     n values;
+//   - mean@n and, for n > 1, std@n (population standard deviation, as
+//     np.std; gonum's stat.PopMeanStdDev) of the n values;
 //   - for k in 2, 4, …, n (EvalKs without 1): best@k and worst@k, the mean
 //     and standard deviation over Resamples bootstrap resamples of k
 //     samples drawn with replacement of their maximum and minimum, and,
@@ -266,8 +267,7 @@ func Evaluate(ctx context.Context, records []EvalRecord, cfg EvalConfig) (EvalRe
 				perVarIdx[v][name] = idx
 				perVar[v] = append(perVar[v], &metricAcc{name: name, k: k})
 			}
-			perVar[v][idx].sum += val
-			perVar[v][idx].n++
+			perVar[v][idx].vals = append(perVar[v][idx].vals, val)
 		}
 		for _, p := range src.prompts {
 			if err := ctx.Err(); err != nil {
@@ -275,7 +275,7 @@ func Evaluate(ctx context.Context, records []EvalRecord, cfg EvalConfig) (EvalRe
 			}
 			n := len(p.vars[0])
 			for v := range varNames {
-				mean, std := meanStd(p.vars[v])
+				mean, std := stat.PopMeanStdDev(p.vars[v], nil)
 				add(v, "mean@"+strconv.Itoa(n), n, mean)
 				if n > 1 {
 					add(v, "std@"+strconv.Itoa(n), n, std)
@@ -315,7 +315,7 @@ func Evaluate(ctx context.Context, records []EvalRecord, cfg EvalConfig) (EvalRe
 					(strings.HasPrefix(m.name, "mean") || strings.HasPrefix(m.name, "maj") || strings.HasPrefix(m.name, "best"))
 				out.Metrics = append(out.Metrics, EvalMetric{
 					Source: src.name, Var: name, Name: m.name, K: m.k,
-					Value: m.sum / float64(m.n), Prompts: m.n, Core: core,
+					Value: stat.Mean(m.vals, nil), Prompts: len(m.vals), Core: core,
 				})
 			}
 		}
@@ -412,21 +412,6 @@ func groupEvalRecords(records []EvalRecord, varNames []string) ([]*evalSource, b
 	return sources, hasPred
 }
 
-// meanStd returns the mean and the population standard deviation (np.std,
-// ddof 0) of xs, in two passes for accuracy.
-func meanStd(xs []float64) (mean, std float64) {
-	for _, x := range xs {
-		mean += x
-	}
-	mean /= float64(len(xs))
-	var ss float64
-	for _, x := range xs {
-		d := x - mean
-		ss += d * d
-	}
-	return mean, math.Sqrt(ss / float64(len(xs)))
-}
-
 // bootStat is the mean and standard deviation of a bootstrap statistic.
 type bootStat struct{ mean, std float64 }
 
@@ -494,10 +479,10 @@ func (w *bootstrapWork) run(p *evalPrompt, k, resamples int, seed uint64, withMa
 		maj:   make([]bootStat, nvar),
 	}
 	for v := range nvar {
-		res.best[v].mean, res.best[v].std = meanStd(w.samples[v])
-		res.worst[v].mean, res.worst[v].std = meanStd(w.samples[nvar+v])
+		res.best[v].mean, res.best[v].std = stat.PopMeanStdDev(w.samples[v], nil)
+		res.worst[v].mean, res.worst[v].std = stat.PopMeanStdDev(w.samples[nvar+v], nil)
 		if withMaj {
-			res.maj[v].mean, res.maj[v].std = meanStd(w.samples[2*nvar+v])
+			res.maj[v].mean, res.maj[v].std = stat.PopMeanStdDev(w.samples[2*nvar+v], nil)
 		}
 	}
 	return res

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/agentrl/agentrl/rollout"
+	"gonum.org/v1/gonum/stat"
 	"gorgonia.org/tensor"
 )
 
@@ -99,21 +100,22 @@ func (m StepMetrics) Map() map[string]float64 {
 
 // observeBatch records the batch statistics of the step's trajectories.
 func (m *StepMetrics) observeBatch(batch []*sample, cfg TrainerConfig) {
-	n := float64(len(batch))
 	m.Trajectories = len(batch)
 	if len(batch) == 0 {
 		return
 	}
-	var sum, sumSq, acc, lenSum, calls, overlong float64
-	for _, s := range batch {
-		sum += s.out.Score
+	scores := make([]float64, len(batch))
+	lens := make([]float64, len(batch))
+	calls := make([]float64, len(batch))
+	var acc, overlong int
+	for i, s := range batch {
+		scores[i] = s.out.Score
 		if s.out.Acc {
 			acc++
 		}
-		l := float64(s.traj.ResponseLen())
-		lenSum += l
-		m.ResponseLenMax = math.Max(m.ResponseLenMax, l)
-		calls += float64(len(s.traj.ToolCalls))
+		lens[i] = float64(s.traj.ResponseLen())
+		m.ResponseLenMax = math.Max(m.ResponseLenMax, lens[i])
+		calls[i] = float64(len(s.traj.ToolCalls))
 		for _, c := range s.traj.ToolCalls {
 			if c.Err != nil || c.Result.Failed {
 				m.ToolErrors++
@@ -125,52 +127,43 @@ func (m *StepMetrics) observeBatch(batch []*sample, cfg TrainerConfig) {
 		}
 		m.generatedTokens += s.traj.SampledTokens()
 	}
-	m.RewardMean = sum / n
-	for _, s := range batch {
-		d := s.out.Score - m.RewardMean
-		sumSq += d * d
-	}
-	m.RewardStd = math.Sqrt(sumSq / n)
-	m.Acc = acc / n
-	m.ResponseLenMean = lenSum / n
-	m.ToolCallsMean = calls / n
-	m.OverlongFrac = overlong / n
+	n := float64(len(batch))
+	m.RewardMean, m.RewardStd = stat.PopMeanStdDev(scores, nil)
+	m.Acc = float64(acc) / n
+	m.ResponseLenMean = stat.Mean(lens, nil)
+	m.ToolCallsMean = stat.Mean(calls, nil)
+	m.OverlongFrac = float64(overlong) / n
 }
 
 // metricMean averages metric maps key by key (verl appends each
 // micro-batch's metrics and reports their mean).
 type metricMean struct {
-	sum map[string]float64
-	n   map[string]int
+	vals map[string][]float64
 }
 
 func (a *metricMean) add(m map[string]float64) {
-	if a.sum == nil {
-		a.sum, a.n = map[string]float64{}, map[string]int{}
+	if a.vals == nil {
+		a.vals = map[string][]float64{}
 	}
 	for k, v := range m {
-		a.sum[k] += v
-		a.n[k]++
+		a.vals[k] = append(a.vals[k], v)
 	}
 }
 
 func (a *metricMean) mean() map[string]float64 {
-	out := make(map[string]float64, len(a.sum))
-	for k, v := range a.sum {
-		out[k] = v / float64(a.n[k])
+	out := make(map[string]float64, len(a.vals))
+	for k, vs := range a.vals {
+		out[k] = stat.Mean(vs, nil)
 	}
 	return out
 }
 
+// meanOf returns the mean of v, or 0 for none.
 func meanOf(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}
-	s := 0.0
-	for _, x := range v {
-		s += x
-	}
-	return s / float64(len(v))
+	return stat.Mean(v, nil)
 }
 
 // responseTensor lays ragged rows out as a [len(rows), T] float32 tensor:

@@ -1,6 +1,10 @@
 package advantage
 
-import "math"
+import (
+	"math"
+
+	"gonum.org/v1/gonum/floats"
+)
 
 // This file holds the outcome estimators: each trajectory gets one scalar
 // advantage, computed from its total reward and its group, and broadcast
@@ -60,77 +64,28 @@ func totalRewards(in Input) []float64 {
 // groupMean returns each group's mean score; a group of one gets mean 0,
 // as in verl (its advantage is then its score).
 func groupMean(s []float64, g grouping) []float64 {
-	mean := make([]float64, len(g.size))
-	for i, x := range s {
-		mean[g.of[i]] += x
-	}
-	for k, n := range g.size {
-		if n == 1 {
-			mean[k] = 0
-		} else {
-			mean[k] /= float64(n)
+	m := make([]float64, len(g.size))
+	for k, xs := range groupValues(s, g) {
+		if len(xs) > 1 {
+			m[k] = scaledMean(xs, nil)
 		}
 	}
-	return mean
+	return m
 }
 
 // groupStd returns each group's Bessel-corrected standard deviation (as
-// torch.std) about the true group mean; a group of one gets std 1, as in
-// verl.
+// torch.std) about the true group mean (scaledMeanStd: finite however
+// large the deviations); a group of one gets std 1, as in verl.
 func groupStd(s []float64, g grouping) []float64 {
-	mean := make([]float64, len(g.size))
-	for i, x := range s {
-		mean[g.of[i]] += x
-	}
-	for k, n := range g.size {
-		mean[k] /= float64(n)
-	}
-	ss := make([]float64, len(g.size))
-	for i, x := range s {
-		d := x - mean[g.of[i]]
-		ss[g.of[i]] += d * d
-	}
-	overflow := false
-	for k, n := range g.size {
-		switch {
-		case n == 1:
-			ss[k] = 1
-		case math.IsInf(ss[k], 1):
-			overflow = true
-		default:
-			ss[k] = math.Sqrt(ss[k] / float64(n-1))
+	std := make([]float64, len(g.size))
+	for k, xs := range groupValues(s, g) {
+		if len(xs) == 1 {
+			std[k] = 1
+		} else {
+			_, std[k] = scaledMeanStd(xs, nil)
 		}
 	}
-	if overflow {
-		rescaledStd(s, g, mean, ss)
-	}
-	return ss
-}
-
-// rescaledStd recomputes the std of the groups whose sum of squares
-// overflowed float64 (deviations beyond about 1e154), scaled by the group's
-// largest deviation, so that the std stays finite and exact instead of
-// +Inf, which would silently turn every advantage of the group into 0. std
-// holds +Inf for those groups on entry and their std on return.
-func rescaledStd(s []float64, g grouping, mean, std []float64) {
-	scale := make([]float64, len(g.size))
-	for i, x := range s {
-		if k := g.of[i]; math.IsInf(std[k], 1) {
-			scale[k] = max(scale[k], math.Abs(x-mean[k]))
-		}
-	}
-	ss := make([]float64, len(g.size))
-	for i, x := range s {
-		if k := g.of[i]; math.IsInf(std[k], 1) {
-			d := (x - mean[k]) / scale[k]
-			ss[k] += d * d
-		}
-	}
-	for k, n := range g.size {
-		if math.IsInf(std[k], 1) {
-			std[k] = scale[k] * math.Sqrt(ss[k]/float64(n-1))
-		}
-	}
+	return std
 }
 
 // grpo is verl's compute_grpo_outcome_advantage
@@ -214,44 +169,18 @@ func reinforcePlusPlusBaseline(in Input, _ Config) (Output, error) {
 		n[i] = float64(countOnes(in.Mask[i]))
 	}
 	// Every mask-1 token of trajectory i carries a[i], so the token-level
-	// mean and variance reduce to sums weighted by n[i].
-	var total, sum float64
+	// mean and variance are those of a weighted by n. scaledMeanStd keeps
+	// σ finite for deviations beyond about 1e154, whose squares overflow
+	// float64, and hypot(σ, √1e-8) = sqrt(σ² + 1e-8) does not square σ.
+	var total float64
 	for i := range a {
 		total += n[i]
-		sum += n[i] * a[i]
 	}
 	if total < 2 {
 		return Output{}, fieldErr("Mask", -1, -1, ErrDegenerate, "whitening needs at least 2 tokens with mask 1 in the batch, got %v", total)
 	}
-	mu := sum / total
-	var ss float64
-	for i := range a {
-		if n[i] == 0 {
-			continue // no token: weight 0, and 0·Inf would be NaN
-		}
-		d := a[i] - mu
-		ss += n[i] * d * d
-	}
-	inv := 1 / math.Sqrt(ss/(total-1)+whitenEps)
-	if math.IsInf(ss, 1) {
-		// Deviations beyond about 1e154 overflow the sum of squares; scale
-		// them by the largest one rather than whiten everything to 0.
-		var scale float64
-		for i := range a {
-			if n[i] > 0 {
-				scale = max(scale, math.Abs(a[i]-mu))
-			}
-		}
-		ss = 0
-		for i := range a {
-			if n[i] == 0 {
-				continue
-			}
-			d := (a[i] - mu) / scale
-			ss += n[i] * d * d
-		}
-		inv = 1 / (scale * math.Sqrt(ss/(total-1)+whitenEps/(scale*scale)))
-	}
+	mu, sigma := scaledMeanStd(a, n)
+	inv := 1 / math.Hypot(sigma, math.Sqrt(whitenEps))
 	for i := range a {
 		a[i] = (a[i] - mu) * inv
 	}
@@ -296,23 +225,21 @@ func opo(in Input, _ Config) (Output, error) {
 		return Output{}, err
 	}
 	s := totalRewards(in)
-	num := make([]float64, len(g.size))
-	den := make([]float64, len(g.size))
-	for i, x := range s {
-		l := float64(countOnes(in.Mask[i]))
-		num[g.of[i]] += l * x
-		den[g.of[i]] += l
+	lens := make([]float64, len(s))
+	for i := range s {
+		lens[i] = float64(countOnes(in.Mask[i]))
 	}
+	vals, weights := groupValues(s, g), groupValues(lens, g)
 	base := make([]float64, len(g.size))
 	for k, n := range g.size {
 		if n == 1 {
 			continue
 		}
-		if den[k] == 0 {
+		if floats.Sum(weights[k]) == 0 {
 			return Output{}, fieldErr("Mask", g.first[k], -1, ErrDegenerate,
 				"group %q has no token with mask 1, so its length-weighted baseline is 0/0", g.ids[k])
 		}
-		base[k] = num[k] / den[k]
+		base[k] = scaledMean(vals[k], weights[k])
 	}
 	adv := make([]float64, len(s))
 	for i, x := range s {

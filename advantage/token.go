@@ -1,6 +1,10 @@
 package advantage
 
-import "math"
+import (
+	"math"
+
+	"gonum.org/v1/gonum/stat"
+)
 
 // This file holds the token-level estimators, which run a reverse scan over
 // each trajectory's tokens: reinforce_plus_plus, remax and gae.
@@ -66,29 +70,24 @@ func (r rewardRow) at(t int) float64 {
 func reinforcePlusPlus(in Input, cfg Config) (Output, error) {
 	gamma := cfg.gamma()
 	out, _, _ := newOutput(in.Mask)
-	raw := make([]float64, 0, flatLen(in.Mask))
-	var n, sum float64 // count and sum of the mask-1 returns, for whitening
+	kept := make([]float64, 0, flatLen(in.Mask)) // the mask-1 returns, for whitening
 	for i, mask := range in.Mask {
 		rw := newRewardRow(in, i)
 		ret := out.Returns[i]
 		g := 0.0
-		start := len(raw)
-		raw = raw[:start+len(mask)]
-		row := raw[start:]
+		row := newKeptRow(&kept, mask)
 		for t := len(mask) - 1; t >= 0; t-- {
 			if mask[t] != 0 {
 				g = rw.at(t) + gamma*g
-				n++
-				sum += g
+				row.put(g)
 			}
-			row[t] = g
 			if !fitsFloat32(g) {
 				return Output{}, overflowErr("Returns", i, t, g)
 			}
 			ret[t] = float32(g)
 		}
 	}
-	if err := whitenInto(out.Advantages, raw, in.Mask, n, sum); err != nil {
+	if err := whitenInto(out.Advantages, kept, in.Mask); err != nil {
 		return Output{}, err
 	}
 	return out, nil
@@ -141,70 +140,81 @@ func gae(in Input, cfg Config) (Output, error) {
 	gamma, lambda := cfg.gamma(), cfg.lambda()
 	gl := gamma * lambda
 	out, _, _ := newOutput(in.Mask)
-	raw := make([]float64, 0, flatLen(in.Mask))
-	var n, sum float64 // count and sum of the mask-1 Â, for whitening
+	kept := make([]float64, 0, flatLen(in.Mask)) // the mask-1 Â, for whitening
 	for i, mask := range in.Mask {
 		rw := newRewardRow(in, i)
 		values, ret := in.Values[i], out.Returns[i]
-		start := len(raw)
-		raw = raw[:start+len(mask)]
-		row := raw[start:]
+		row := newKeptRow(&kept, mask)
 		nextV, a := 0.0, 0.0
 		for t := len(mask) - 1; t >= 0; t-- {
 			v := float64(values[t])
 			if mask[t] != 0 {
 				a = rw.at(t) + gamma*nextV - v + gl*a
 				nextV = v
-				n++
-				sum += a
+				row.put(a)
 			}
-			row[t] = a
 			if !fitsFloat32(a + v) {
 				return Output{}, overflowErr("Returns", i, t, a+v)
 			}
 			ret[t] = float32(a + v)
 		}
 	}
-	if err := whitenInto(out.Advantages, raw, in.Mask, n, sum); err != nil {
+	if err := whitenInto(out.Advantages, kept, in.Mask); err != nil {
 		return Output{}, err
 	}
 	return out, nil
 }
 
-// whitenInto writes raw (the rows of mask laid end to end) whitened over the
-// mask-1 tokens into dst, as verl's masked_whiten (verl/utils/
-// torch_functional.py): (x − μ)/sqrt(σ² + 1e-8), μ = Σ m·x / Σ m and σ² the
-// Bessel-corrected Σ m·(x − μ)² / (Σ m − 1); mask-0 tokens get 0. n and sum
-// are Σ m and Σ m·x, which the caller accumulates during its scan. The
-// variance is taken about μ in a second pass, as verl does, rather than from
-// a running sum of squares, which cancels badly when |μ| ≫ σ. verl raises on
-// Σ m < 2 (division by zero in the correction); so does this
-// (ErrDegenerate). The result cannot overflow float32: by Samuelson's
-// inequality |x − μ|/σ ≤ (n − 1)/√n for every masked x, n = Σ m.
-func whitenInto(dst [][]float32, raw []float64, mask [][]float32, n, sum float64) error {
-	if n < 2 {
-		return fieldErr("Mask", -1, -1, ErrDegenerate, "whitening needs at least 2 tokens with mask 1 in the batch, got %v", n)
+// keptRow fills, back to front, the values of one row's mask-1 tokens at
+// the end of a slice that holds those of the rows before it, so that the
+// slice lists the batch's mask-1 values in row-major order.
+type keptRow struct {
+	vals []float64 // the row's part of the slice
+	next int       // the index the next put writes, counting down
+}
+
+// newKeptRow extends *kept by the number of mask-1 tokens of mask and
+// returns the row that fills the new part.
+func newKeptRow(kept *[]float64, mask []float32) keptRow {
+	start := len(*kept)
+	*kept = (*kept)[:start+countOnes(mask)]
+	vals := (*kept)[start:]
+	return keptRow{vals: vals, next: len(vals) - 1}
+}
+
+// put records the value of the row's mask-1 token before the one put last.
+func (r *keptRow) put(x float64) {
+	r.vals[r.next] = x
+	r.next--
+}
+
+// whitenInto writes the batch's mask-1 values kept (in row-major order)
+// whitened into the mask-1 tokens of dst, as verl's masked_whiten (verl/
+// utils/torch_functional.py): (x − μ)/sqrt(σ² + 1e-8), μ the mean and σ²
+// the Bessel-corrected variance Σ (x − μ)² / (n − 1) of the n values
+// (stat.MeanVariance); mask-0 tokens keep their 0. The variance is taken
+// about μ in a second pass, as verl does, rather than from a running sum
+// of squares, which cancels badly when |μ| ≫ σ. verl raises on n < 2
+// (division by zero in the correction); so does this (ErrDegenerate). The
+// values fit in float32, so their squares cannot overflow float64, and the
+// result cannot overflow float32: by Samuelson's inequality
+// |x − μ|/σ ≤ (n − 1)/√n for every value.
+func whitenInto(dst [][]float32, kept []float64, mask [][]float32) error {
+	if len(kept) < 2 {
+		return fieldErr("Mask", -1, -1, ErrDegenerate, "whitening needs at least 2 tokens with mask 1 in the batch, got %d", len(kept))
 	}
-	mu := sum / n
-	var ss float64
-	off := 0
-	for _, row := range mask {
-		x := raw[off : off+len(row)]
-		for t, m := range row {
-			d := x[t] - mu
-			ss += float64(m) * d * d
-		}
-		off += len(row)
-	}
-	inv := 1 / math.Sqrt(ss/(n-1)+whitenEps)
-	off = 0
+	mu, variance := stat.MeanVariance(kept, nil)
+	inv := 1 / math.Sqrt(variance+whitenEps)
+	j := 0
 	for i, row := range mask {
-		x, d := raw[off:off+len(row)], dst[i]
+		d := dst[i]
 		for t, m := range row {
-			// m is exactly 0 or 1; + 0 turns −0 into +0.
-			d[t] = float32((x[t]-mu)*inv)*m + 0
+			if m != 0 {
+				// + 0 turns −0 into +0.
+				d[t] = float32((kept[j]-mu)*inv) + 0
+				j++
+			}
 		}
-		off += len(row)
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"regexp"
 	"strings"
+
+	"gonum.org/v1/gonum/stat"
 )
 
 // OverlongConfig configures DAPO's soft overlong punishment.
@@ -74,8 +76,8 @@ func WithOverlong(f Func, c OverlongConfig) (Func, error) {
 	}, nil
 }
 
-// ToolBonusConfig configures WithToolBonus. The zero value is not useful;
-// start from DefaultToolBonus.
+// ToolBonusConfig configures WithToolBonus. The zero value means
+// DefaultToolBonus, Open-AgentRL's shaping.
 type ToolBonusConfig struct {
 	// Cap is the highest score a wrong answer can reach (−0.6).
 	Cap float64
@@ -86,7 +88,8 @@ type ToolBonusConfig struct {
 	BaseTurns int
 }
 
-// DefaultToolBonus is Open-AgentRL's shaping for a wrong answer
+// DefaultToolBonus is the zero ToolBonusConfig's values spelled out:
+// Open-AgentRL's shaping for a wrong answer
 // (recipe/demystify/reward.py compute_score, after verl's
 // recipe/retool): score = min(−0.6, score + 0.1·(num_turns − 2)/2).
 //
@@ -111,6 +114,9 @@ func DefaultToolBonus() ToolBonusConfig {
 // verl adds the overlong penalty after compute_score. The bonus is
 // recorded in Parts["tool_bonus"].
 func WithToolBonus(f Func, c ToolBonusConfig) (Func, error) {
+	if c == (ToolBonusConfig{}) {
+		c = DefaultToolBonus()
+	}
 	if math.IsNaN(c.Cap) || math.IsInf(c.Cap, 0) || math.IsNaN(c.PerTurn) || math.IsInf(c.PerTurn, 0) ||
 		c.PerTurn < 0 || c.BaseTurns < 0 {
 		return nil, fmt.Errorf("%w: ToolBonusConfig %+v", ErrConfig, c)
@@ -140,16 +146,14 @@ func WithToolRewards(f Func, weight float64) (Func, error) {
 		if err != nil {
 			return out, err
 		}
-		var sum float64
 		for i, r := range in.ToolRewards {
 			if math.IsNaN(r) || math.IsInf(r, 0) {
 				return Output{}, fmt.Errorf("reward: tool reward %d is %g", i, r)
 			}
-			sum += r
 		}
 		v := 0.0
 		if len(in.ToolRewards) > 0 {
-			v = weight * sum / float64(len(in.ToolRewards))
+			v = weight * stat.Mean(in.ToolRewards, nil)
 		}
 		out.Score += v
 		out.addPart("tool", v)

@@ -16,6 +16,7 @@ import (
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool"
+	"gonum.org/v1/gonum/stat"
 )
 
 // Chat markup, as Qwen's templates write it.
@@ -205,6 +206,8 @@ func evaluate(ctx context.Context, engine *rollout.Engine, rf reward.Func, probs
 		return evalSummary{}, err
 	}
 	recs := make([]agentrl.EvalRecord, len(trajs))
+	calls := make([]float64, len(trajs))
+	noTools := make([]float64, len(trajs))
 	var e evalSummary
 	for i, t := range trajs {
 		p := probs[t.Request]
@@ -217,13 +220,13 @@ func evaluate(ctx context.Context, engine *rollout.Engine, rf reward.Func, probs
 		if len(t.ToolCalls) == 0 && t.Stop == rollout.StopNoToolCall {
 			noTool = 1
 		}
-		e.toolCalls += float64(len(t.ToolCalls))
-		e.noTool += noTool
+		calls[i] = float64(len(t.ToolCalls))
+		noTools[i] = noTool
 		recs[i] = agentrl.EvalRecord{DataSource: "arith", PromptID: t.ID, Score: out.Score, Acc: out.Acc, Pred: out.Pred,
 			Extra: map[string]float64{"tool_calls": float64(len(t.ToolCalls)), "no_tool_answer": noTool}}
 	}
-	e.toolCalls /= float64(len(trajs))
-	e.noTool /= float64(len(trajs))
+	e.toolCalls = stat.Mean(calls, nil)
+	e.noTool = stat.Mean(noTools, nil)
 	res, err := agentrl.Evaluate(ctx, recs, agentrl.DefaultEvalConfig())
 	if err != nil {
 		return evalSummary{}, err
