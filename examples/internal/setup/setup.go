@@ -81,43 +81,11 @@ func CodeTools(spec string, workers int, timeout time.Duration) (model tool.Tool
 	return ci, ci.Executor(), ci.Close, nil
 }
 
-// NewReward returns Open-AgentRL's reward (recipe/demystify/reward.py,
-// compute_score), routed by data_source: sources reward.SourceKind calls
-// code, and any other whose name contains "code" (Open-AgentRL's rule),
-// run the response's last Python block against the tests in the ground
-// truth (score = fraction of tests passed; −1 without a code block, as
-// Open-AgentRL); everything else is math, checked by the math verifier
-// on the last \boxed{} only (strict_box_verify) with scores +1 and −1.
-// With toolBonus a wrong answer earns 0.1 per tool round, capped at −0.6
-// (reward.DefaultToolBonus).
+// NewReward returns Open-AgentRL's reward, routed by data_source, with
+// code tests on harness and the tool bonus when toolBonus is set
+// (reward.OpenAgentRL).
 func NewReward(harness tool.Executor, toolBonus bool) (reward.Func, error) {
-	mc := reward.DefaultMathConfig()
-	mc.Strict = true
-	math, err := reward.MathFunc(mc)
-	if err != nil {
-		return nil, err
-	}
-	tests, err := reward.CodeFunc(reward.CodeConfig{Executor: harness})
-	if err != nil {
-		return nil, err
-	}
-	code := func(ctx context.Context, in reward.Input) (reward.Output, error) {
-		if _, ok := reward.ExtractCode(in.Response); !ok {
-			return reward.Output{Score: mc.Wrong, Reason: "no code block in the response"}, nil
-		}
-		return tests(ctx, in)
-	}
-	fallback := func(ctx context.Context, in reward.Input) (reward.Output, error) {
-		if strings.Contains(strings.ToLower(in.DataSource), "code") {
-			return code(ctx, in)
-		}
-		return math(ctx, in)
-	}
-	f := reward.Router{Math: math, Code: code, Default: fallback}.Func()
-	if toolBonus {
-		return reward.WithToolBonus(f, reward.DefaultToolBonus())
-	}
-	return f, nil
+	return reward.OpenAgentRL(reward.OpenAgentRLConfig{Executor: harness, ToolBonus: toolBonus})
 }
 
 // LoadPrompts reads verl-format files (comma-separated; the prompt in the
