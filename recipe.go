@@ -27,11 +27,19 @@ const presetOverlongBuffer = 4096
 // 0.28) and dual-clip c = 10; no KL and no entropy term; overlong Reward
 // shaping with a 4096-token buffer and factor 1.0 against the engine's
 // response budget (RecipeMaxResponseTokens in the paper); 16 samples per
-// prompt, learning rate 4e-6 and gradient clipping at 1.0. Dynamic sampling is off, as the paper leaves it out of
-// GRPO-TCR for its cost in agentic rollouts; set DynamicSampling to add it.
+// prompt, learning rate 4e-6 and gradient clipping at 1.0. Dynamic
+// sampling is off, as the paper leaves it out of GRPO-TCR for its cost in
+// agentic rollouts; set DynamicSampling to add it.
 //
-// The batch geometry (PromptsPerStep, MiniBatchSize, MicroBatchSize) is
-// sized for a laptop run; scale it to your hardware.
+// Batch geometry: PromptsPerStep 16 and SamplesPerPrompt 16 are the
+// script's data.train_batch_size and rollout.n, 256 trajectories per step.
+// MiniBatchSize 64 (four optimiser updates per step) and MicroBatchSize 8
+// are not the script's: its ppo_mini_batch_size of 256 prompts (4096
+// trajectories) exceeds the batch, so verl makes one update per step, as
+// MiniBatchSize 0 does here, and it cuts micro-batches by tokens
+// (use_dynamic_bsz, at most 2560 + 20480 tokens per GPU), which has no
+// counterpart here. MicroBatchSize bounds the memory of one
+// forward/backward pass; choose it, and MiniBatchSize, for your hardware.
 func GRPOTCR() TrainerConfig {
 	opt := policy.DefaultAdamWConfig()
 	opt.LR = 4e-6

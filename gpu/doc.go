@@ -18,7 +18,7 @@
 // package's init calls cuInit and exits the process when no driver is
 // present (cu v0.9.4, cu.go), which would end every program built with the
 // tag on a machine without a GPU. The driver calls it would wrap are few
-// and are made through a small cgo shim instead (driver_cuda.go).
+// and are made through a small cgo shim instead (backend_cuda.go).
 //
 // # Device model
 //

@@ -17,8 +17,9 @@ import (
 var ErrInput = errors.New("policy: invalid input")
 
 // Model is a decoder-only transformer (Qwen3, Qwen2 or Llama, as Config
-// describes it) written once over the kernels of a backend.Backend
-// (DESIGN.md principle 2). It implements Trainable (per-token log-probs and
+// describes it) written once over the paired forward/backward kernels of a
+// backend.Backend, so that one definition runs on every backend, the CPU's
+// and the GPU's. It implements Trainable (per-token log-probs and
 // entropies with a paired backward) and Sampler (batched generation with a
 // KV cache and sessions).
 //

@@ -7,10 +7,10 @@
 // implementation shares so that all of them reject the same bad calls with
 // the same errors.
 //
-// The transformer in package policy is written once over this interface
-// (DESIGN.md principle 2); internal/cpu implements it for the CPU and
-// package gpu for CUDA, and both run the conformance suite in
-// policy/backend/backendtest.
+// The transformer in package policy is written once over this interface,
+// so one model definition runs on every backend; internal/cpu implements
+// it for the CPU and package gpu for CUDA, and both run the conformance
+// suite in policy/backend/backendtest.
 //
 // Conventions shared by all kernels:
 //   - Tensors are dense, row-major float32; the doc comment of each method
