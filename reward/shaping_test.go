@@ -89,6 +89,12 @@ func TestWithToolBonus(t *testing.T) {
 	for _, c := range cases {
 		f, err := WithToolBonus(constFunc(c.score, c.acc), DefaultToolBonus())
 		require.NoError(t, err)
+		// The zero ToolBonusConfig is the default one.
+		zero, err := WithToolBonus(constFunc(c.score, c.acc), ToolBonusConfig{})
+		require.NoError(t, err)
+		zout, err := zero(context.Background(), Input{Turns: c.turns})
+		require.NoError(t, err)
+		assert.InDelta(t, c.want, zout.Score, 1e-12, c.name)
 		out, err := f(context.Background(), Input{Turns: c.turns})
 		require.NoError(t, err)
 		assert.InDelta(t, c.want, out.Score, 1e-12, c.name)
