@@ -139,7 +139,7 @@ func (c TrainerConfig) Validate() error { return c.ValidateWith(nil, nil) }
 
 // ValidateWith is Validate with Loss.Mode resolved in losses and
 // Advantage in estimators; nil means the built-in modes
-// (loss.NewRegistry) and estimators (advantage.DefaultRegistry).
+// (loss.NewRegistry) and estimators (advantage.NewRegistry).
 func (c TrainerConfig) ValidateWith(losses *loss.Registry, estimators *advantage.Registry) error {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: TrainerConfig.%s: %s", ErrTrainerConfig, field, fmt.Sprintf(format, args...))
@@ -272,7 +272,7 @@ func (c TrainerConfig) overlong(budget int) (reward.OverlongConfig, error) {
 // estimators when r is nil.
 func estimatorsOrBuiltin(r *advantage.Registry) *advantage.Registry {
 	if r == nil {
-		return advantage.DefaultRegistry()
+		return advantage.NewRegistry()
 	}
 	return r
 }

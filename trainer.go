@@ -115,7 +115,7 @@ type TrainerParts struct {
 	// beside the built-in modes. nil means the built-in modes.
 	Losses *loss.Registry
 	// Estimators resolves TrainerConfig.Advantage: an advantage.Registry
-	// holding the program's own estimators (advantage.DefaultRegistry,
+	// holding the program's own estimators (advantage.NewRegistry,
 	// then Register). nil means the built-in estimators.
 	Estimators *advantage.Registry
 }

@@ -109,7 +109,7 @@ func TestTrainerUserEstimator(t *testing.T) {
 		}
 		return out, nil
 	})
-	reg := advantage.DefaultRegistry()
+	reg := advantage.NewRegistry()
 	require.NoError(t, reg.Register("sign", sign))
 
 	cfg := banditConfig()

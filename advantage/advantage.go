@@ -262,26 +262,27 @@ func Compute(name string, in Input, cfg Config) (Output, error) {
 	return run(name, e, in, cfg)
 }
 
-// Registry maps names to estimators: the built-in ones (DefaultRegistry)
-// and any a program adds. Register everything before sharing a Registry
-// between goroutines; Compute and Lookup may then run concurrently. The
-// zero value is an empty registry, ready to use.
+// Registry maps names to estimators: the built-in ones and any a program
+// adds, as loss.Registry does for objectives. Register everything before
+// sharing a Registry between goroutines; Compute and Lookup may then run
+// concurrently. The zero value, like a nil *Registry, holds the built-in
+// estimators and is ready to use; a nil *Registry cannot Register.
 type Registry struct {
-	estimators map[string]Estimator
+	estimators map[string]Estimator // nil until the first Register: the built-ins only
 }
 
-// NewRegistry returns an empty registry.
+// NewRegistry returns a registry holding the built-in estimators (see
+// Names). Each call returns a fresh registry, so registering into one
+// never affects another.
 func NewRegistry() *Registry { return &Registry{} }
 
-// DefaultRegistry returns a new registry holding the built-in estimators.
-// Each call returns a fresh registry, so registering into one never affects
-// another.
-func DefaultRegistry() *Registry {
-	r := &Registry{estimators: make(map[string]Estimator, 16)}
+// builtinMap returns a fresh map of the built-in estimators.
+func builtinMap() map[string]Estimator {
+	m := make(map[string]Estimator, 16)
 	for _, n := range Names() {
-		r.estimators[n], _ = builtinEstimator(n)
+		m[n], _ = builtinEstimator(n)
 	}
-	return r
+	return m
 }
 
 // Register adds e under name. The name must be non-empty and not yet taken
@@ -296,21 +297,20 @@ func (r *Registry) Register(name string, e Estimator) error {
 	if f, isFunc := e.(EstimatorFunc); e == nil || isFunc && f == nil {
 		return fmt.Errorf("advantage: %w", fieldErr("name", -1, -1, ErrInvalidValue, "estimator %q is nil", name))
 	}
+	if r.estimators == nil {
+		r.estimators = builtinMap()
+	}
 	if _, dup := r.estimators[name]; dup {
 		return fmt.Errorf("advantage: %w: %q", ErrDuplicateName, name)
-	}
-	if r.estimators == nil {
-		r.estimators = make(map[string]Estimator)
 	}
 	r.estimators[name] = e
 	return nil
 }
 
-// Lookup returns the estimator registered under name. A nil *Registry is
-// empty.
+// Lookup returns the estimator registered under name.
 func (r *Registry) Lookup(name string) (Estimator, bool) {
-	if r == nil {
-		return nil, false
+	if r == nil || r.estimators == nil {
+		return builtinEstimator(name)
 	}
 	e, ok := r.estimators[name]
 	return e, ok
@@ -318,8 +318,8 @@ func (r *Registry) Lookup(name string) (Estimator, bool) {
 
 // Names returns the registered names, sorted.
 func (r *Registry) Names() []string {
-	if r == nil {
-		return nil
+	if r == nil || r.estimators == nil {
+		return Names()
 	}
 	names := make([]string, 0, len(r.estimators))
 	for n := range r.estimators {

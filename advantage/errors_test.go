@@ -127,8 +127,9 @@ func TestUnknownEstimator(t *testing.T) {
 	assert.Contains(t, err.Error(), `"ppo"`)
 	assert.Contains(t, err.Error(), "grpo") // lists the known names
 
-	_, err = NewRegistry().Compute(GRPO, fullBatch(), Config{})
+	_, err = NewRegistry().Compute("ppo", fullBatch(), Config{})
 	require.ErrorIs(t, err, ErrUnknownEstimator)
+	assert.Contains(t, err.Error(), "grpo") // lists the registered names
 }
 
 func TestFieldErrorMessage(t *testing.T) {

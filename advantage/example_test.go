@@ -62,7 +62,7 @@ func ExampleCompute_error() {
 
 // Registering an estimator of your own next to the built-in ones.
 func ExampleRegistry_Register() {
-	reg := advantage.DefaultRegistry()
+	reg := advantage.NewRegistry()
 	// "sign" gives +1 to trajectories that scored above 0.5, −1 otherwise.
 	err := reg.Register("sign", advantage.EstimatorFunc(func(in advantage.Input, _ advantage.Config) (advantage.Output, error) {
 		out := advantage.Output{

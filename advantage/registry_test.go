@@ -17,9 +17,9 @@ func TestNames(t *testing.T) {
 	}
 	assert.Equal(t, want, Names())
 	assert.True(t, slices.IsSorted(Names()))
-	assert.Equal(t, want, DefaultRegistry().Names())
+	assert.Equal(t, want, NewRegistry().Names())
 	for _, n := range want {
-		_, ok := DefaultRegistry().Lookup(n)
+		_, ok := NewRegistry().Lookup(n)
 		assert.True(t, ok, n)
 	}
 	// Names returns a fresh slice each time.
@@ -44,7 +44,7 @@ func constEstimator(c float32) Estimator {
 }
 
 func TestRegistryRegisterAndCompute(t *testing.T) {
-	r := DefaultRegistry()
+	r := NewRegistry()
 	require.NoError(t, r.Register("const", constEstimator(2)))
 	assert.Contains(t, r.Names(), "const")
 
@@ -60,12 +60,12 @@ func TestRegistryRegisterAndCompute(t *testing.T) {
 	assert.Equal(t, direct, viaReg)
 
 	// Registries are independent: another default registry lacks "const".
-	_, err = DefaultRegistry().Compute("const", fullBatch(), Config{})
+	_, err = NewRegistry().Compute("const", fullBatch(), Config{})
 	assert.ErrorIs(t, err, ErrUnknownEstimator)
 }
 
 func TestRegistryRegisterErrors(t *testing.T) {
-	r := DefaultRegistry()
+	r := NewRegistry()
 	assert.ErrorIs(t, r.Register(GRPO, constEstimator(1)), ErrDuplicateName)
 	assert.ErrorIs(t, r.Register("", constEstimator(1)), ErrInvalidValue)
 	assert.ErrorIs(t, r.Register("nil", nil), ErrInvalidValue)
@@ -74,17 +74,27 @@ func TestRegistryRegisterErrors(t *testing.T) {
 	require.NoError(t, r.Register("once", constEstimator(1)))
 	assert.ErrorIs(t, r.Register("once", constEstimator(1)), ErrDuplicateName)
 
-	var zero Registry // the zero value is usable
+	var zero Registry // the zero value holds the built-ins and is usable
+	assert.Equal(t, Names(), zero.Names())
 	require.NoError(t, zero.Register("mine", constEstimator(1)))
-	assert.Equal(t, []string{"mine"}, zero.Names())
+	assert.Equal(t, []string{
+		"drgrpo", "gae", "gpg", "grpo", "grpo_passk", "mine", "opo",
+		"reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax", "rloo",
+	}, zero.Names())
+	assert.ErrorIs(t, zero.Register(GRPO, constEstimator(1)), ErrDuplicateName)
 
-	var nilReg *Registry // a nil registry is empty, and never panics
+	var nilReg *Registry // a nil registry holds the built-ins, cannot Register, never panics
 	assert.ErrorIs(t, nilReg.Register("x", constEstimator(1)), ErrInvalidValue)
-	assert.Empty(t, nilReg.Names())
+	assert.Equal(t, Names(), nilReg.Names())
 	_, ok := nilReg.Lookup(GRPO)
+	assert.True(t, ok)
+	_, ok = nilReg.Lookup("x")
 	assert.False(t, ok)
-	_, err := nilReg.Compute(GRPO, fullBatch(), Config{})
-	assert.ErrorIs(t, err, ErrUnknownEstimator)
+	viaNil, err := nilReg.Compute(GRPO, fullBatch(), Config{})
+	require.NoError(t, err)
+	direct, err := Compute(GRPO, fullBatch(), Config{})
+	require.NoError(t, err)
+	assert.Equal(t, direct, viaNil)
 }
 
 func TestRegistryChecksCustomEstimators(t *testing.T) {
