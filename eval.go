@@ -70,18 +70,20 @@ type EvalRecord struct {
 	Extra map[string]float64
 }
 
-// EvalConfig configures Evaluate. The zero value resamples 1000 times with
-// seed 0; DefaultEvalConfig gives verl's seed 42.
+// EvalConfig configures Evaluate. The zero value is verl's bootstrap:
+// 1000 resamples with seed 42.
 type EvalConfig struct {
 	// Resamples is the number of bootstrap resamples for best@k, worst@k
 	// and maj@k; 0 means DefaultEvalResamples (verl's n_bootstrap).
 	Resamples int
-	// Seed seeds the bootstrap generator.
+	// Seed seeds the bootstrap generator; 0 means DefaultEvalSeed
+	// (verl's np.random.seed(42)), so any other value picks another
+	// stream.
 	Seed uint64
 }
 
-// DefaultEvalConfig returns verl's bootstrap settings: 1000 resamples,
-// seed 42.
+// DefaultEvalConfig returns the zero EvalConfig's values spelled out:
+// verl's bootstrap settings, 1000 resamples with seed 42.
 func DefaultEvalConfig() EvalConfig {
 	return EvalConfig{Resamples: DefaultEvalResamples, Seed: DefaultEvalSeed}
 }
@@ -242,6 +244,10 @@ func Evaluate(ctx context.Context, records []EvalRecord, cfg EvalConfig) (EvalRe
 		return EvalResult{}, fmt.Errorf("%w: Resamples %d < 0", ErrInvalidEvalConfig, cfg.Resamples)
 	}
 	resamples := cfg.Resamples
+	seed := cfg.Seed
+	if seed == 0 {
+		seed = DefaultEvalSeed
+	}
 	if resamples == 0 {
 		resamples = DefaultEvalResamples
 	}
@@ -283,7 +289,7 @@ func Evaluate(ctx context.Context, records []EvalRecord, cfg EvalConfig) (EvalRe
 			}
 			if n > 1 {
 				for _, k := range EvalKs(n)[1:] {
-					st := ws.run(p, k, resamples, cfg.Seed, hasPred)
+					st := ws.run(p, k, resamples, seed, hasPred)
 					ks := strconv.Itoa(k)
 					for v := range varNames {
 						add(v, "best@"+ks+"/mean", k, st.best[v].mean)

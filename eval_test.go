@@ -181,6 +181,12 @@ func TestEvaluateSeedChangesDraws(t *testing.T) {
 	c, err := Evaluate(context.Background(), twoPrompts(), EvalConfig{Seed: 1})
 	require.NoError(t, err)
 	assert.Equal(t, a, c)
+	// The zero EvalConfig is verl's: the same draws as DefaultEvalConfig.
+	z, err := Evaluate(context.Background(), twoPrompts(), EvalConfig{})
+	require.NoError(t, err)
+	d, err := Evaluate(context.Background(), twoPrompts(), DefaultEvalConfig())
+	require.NoError(t, err)
+	assert.Equal(t, d, z)
 }
 
 func TestEvaluateSourcesRaggedAndSingle(t *testing.T) {
