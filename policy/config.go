@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/agentrl/agentrl/internal/atomicfile"
 )
 
 // Model types (config.json "model_type") that Config understands.
@@ -489,13 +491,17 @@ func (c *Config) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// WriteConfig writes c to dir/config.json.
+// WriteConfig writes c to dir/config.json, atomically and durably
+// (internal/atomicfile): a reader never sees a half-written file.
 func WriteConfig(dir string, c Config) error {
 	data, err := c.MarshalJSON()
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, ConfigFileName), data, 0o644)
+	if err := atomicfile.WriteFile(filepath.Join(dir, ConfigFileName), data, 0o644); err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	return nil
 }
 
 // fieldParser decodes typed fields of a JSON object, keeping the first

@@ -325,6 +325,17 @@ func TestTensorSpecsCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, safetensors.WriteCheckpoint(dir, ts, nil, 512))
 	require.NoError(t, WriteConfig(dir, cfg))
+	// Every file of a published checkpoint is readable by other users
+	// (an inference server running as another user loads it): 0644, and
+	// no temporary file is left beside them.
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range ents {
+		info, err := e.Info()
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o644), info.Mode().Perm(), e.Name())
+		assert.NotContains(t, e.Name(), ".tmp-")
+	}
 	ck, err := safetensors.OpenCheckpoint(dir)
 	require.NoError(t, err)
 	defer ck.Close()

@@ -220,8 +220,9 @@ func writeJSONString(b *bytes.Buffer, s string) {
 
 // WriteFile writes tensors to path atomically and durably: into a
 // temporary file in the same directory, fsynced and renamed over path once
-// complete, then the directory fsynced. The file is readable by its owner
-// only (mode 0600).
+// complete, then the directory fsynced. The file has mode 0644, as
+// config.json and the files of HF's save_pretrained, so that an inference
+// server running as another user can load a published checkpoint.
 func WriteFile(path string, tensors []Tensor, metadata map[string]string) error {
 	if _, _, err := buildHeader(tensors, metadata); err != nil {
 		return err
@@ -232,7 +233,7 @@ func WriteFile(path string, tensors []Tensor, metadata map[string]string) error 
 // writeAtomic replaces path with what write writes (internal/atomicfile),
 // with the mode WriteFile documents.
 func writeAtomic(path string, write func(io.Writer) error) error {
-	if err := atomicfile.Write(path, 0o600, write); err != nil {
+	if err := atomicfile.Write(path, 0o644, write); err != nil {
 		return fmt.Errorf("safetensors: %w", err)
 	}
 	return nil
