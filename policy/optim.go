@@ -25,28 +25,74 @@ type Param struct {
 var ErrNonFinite = errors.New("policy: non-finite value")
 
 // AdamWConfig holds the hyperparameters of AdamW, with torch.optim.AdamW's
-// names and meaning.
+// names and meaning. The zero value is torch's AdamW without weight decay:
+// lr 1e-3, betas (0.9, 0.999), eps 1e-8, no decay, constant schedule. A
+// zero LR, Eps or pair of betas means torch's default, because none of
+// them is a usable value (see each field); a zero WeightDecay means no
+// decay, which differs from torch's default of 0.01. WithDefaults spells
+// the zero fields out; DefaultAdamWConfig is torch's defaults, decay
+// included.
 type AdamWConfig struct {
 	// LR is the peak learning rate; each step uses LR × Schedule.Factor.
+	// 0 means torch's 1e-3 (a zero rate would never move the parameters).
 	LR float64
 	// Beta1 and Beta2 are the decay rates of the first and second moment
-	// estimates (torch's betas).
+	// estimates (torch's betas). When both are zero they are torch's
+	// (0.9, 0.999); when either is set, both are taken as given, so that
+	// Beta1 0 (no momentum) is asked for with its Beta2, such as
+	// (0, 0.999).
 	Beta1, Beta2 float64
 	// Eps is added to the denominator after the bias-corrected square
-	// root, as torch does.
+	// root, as torch does. 0 means torch's 1e-8: with no epsilon, a
+	// parameter whose gradients have all been zero divides 0 by 0.
 	Eps float64
 	// WeightDecay is the decoupled decay: each step multiplies the
-	// parameters by 1 - lr·WeightDecay before the Adam update.
+	// parameters by 1 - lr·WeightDecay before the Adam update. 0 means no
+	// decay, unlike torch.optim.AdamW, whose default (and
+	// DefaultAdamWConfig's) is 0.01.
 	WeightDecay float64
 	// Schedule scales LR per step; nil means constant.
 	Schedule Schedule
 }
 
+// Torch's AdamW defaults, which zero fields of AdamWConfig stand for
+// (WeightDecay aside).
+const (
+	defaultAdamWLR    = 1e-3
+	defaultAdamWBeta1 = 0.9
+	defaultAdamWBeta2 = 0.999
+	defaultAdamWEps   = 1e-8
+)
+
 // DefaultAdamWConfig returns torch.optim.AdamW's defaults: lr 1e-3, betas
-// (0.9, 0.999), eps 1e-8, weight_decay 0.01, constant schedule.
+// (0.9, 0.999), eps 1e-8, weight_decay 0.01, constant schedule. The first
+// four are the zero AdamWConfig's values spelled out; the weight decay is
+// not, since the zero value's WeightDecay 0 means no decay.
 func DefaultAdamWConfig() AdamWConfig {
-	return AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}
+	return AdamWConfig{LR: defaultAdamWLR, Beta1: defaultAdamWBeta1, Beta2: defaultAdamWBeta2, Eps: defaultAdamWEps, WeightDecay: 0.01}
 }
+
+// WithDefaults returns c with its zero fields spelled out, as NewAdamW
+// applies them: LR 0 becomes 1e-3, Eps 0 becomes 1e-8, and Beta1 and
+// Beta2 both 0 become (0.9, 0.999). WeightDecay and Schedule are kept (0
+// is no decay, nil is constant).
+func (c AdamWConfig) WithDefaults() AdamWConfig {
+	if c.LR == 0 {
+		c.LR = defaultAdamWLR
+	}
+	if c.Beta1 == 0 && c.Beta2 == 0 {
+		c.Beta1, c.Beta2 = defaultAdamWBeta1, defaultAdamWBeta2
+	}
+	if c.Eps == 0 {
+		c.Eps = defaultAdamWEps
+	}
+	return c
+}
+
+// Validate reports what NewAdamW would reject in c, after WithDefaults:
+// a negative or non-finite LR, Eps or WeightDecay, or a beta outside
+// [0, 1).
+func (c AdamWConfig) Validate() error { return c.WithDefaults().validate() }
 
 func (c AdamWConfig) validate() error {
 	ok := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
@@ -88,9 +134,11 @@ type AdamW struct {
 }
 
 // NewAdamW returns an optimizer over params, which must have unique,
-// non-empty names and gradients as long as their data. The slices are
-// retained: the optimizer updates them in place.
+// non-empty names and gradients as long as their data, with cfg's zero
+// fields resolved by AdamWConfig.WithDefaults. The slices are retained:
+// the optimizer updates them in place.
 func NewAdamW(params []Param, cfg AdamWConfig) (*AdamW, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -127,7 +175,8 @@ func checkParams(params []Param) error {
 // Steps is the number of updates applied so far (torch's state["step"]).
 func (o *AdamW) Steps() int64 { return o.step }
 
-// Config returns the optimizer's hyperparameters.
+// Config returns the optimizer's hyperparameters, zero fields resolved
+// (AdamWConfig.WithDefaults).
 func (o *AdamW) Config() AdamWConfig { return o.cfg }
 
 // LR is the learning rate the next Step will use: LR × Schedule.Factor(Steps()).

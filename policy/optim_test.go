@@ -128,6 +128,61 @@ func TestAdamWFirstStepByHand(t *testing.T) {
 	assert.Equal(t, float32(0.95), q[0].Data[0])
 }
 
+// TestAdamWZeroConfig: the zero AdamWConfig is torch's AdamW without
+// weight decay (lr 1e-3, betas (0.9, 0.999), eps 1e-8), so its first step
+// moves each parameter by 1e-3·g/(|g| + 1e-8) and leaves a parameter with
+// a zero gradient where it is (no 0/0); a zero pair of betas is defaulted
+// but Beta1 0 beside a set Beta2 is kept.
+func TestAdamWZeroConfig(t *testing.T) {
+	want := AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+	assert.Equal(t, want, AdamWConfig{}.WithDefaults())
+	torch := DefaultAdamWConfig()
+	torch.WeightDecay = 0
+	assert.Equal(t, want, torch, "DefaultAdamWConfig differs from the zero value in WeightDecay only")
+	assert.Equal(t, 0.01, DefaultAdamWConfig().WeightDecay)
+	assert.NoError(t, AdamWConfig{}.Validate())
+	assert.ErrorContains(t, AdamWConfig{LR: -1}.Validate(), "LR = -1")
+	// Set fields are kept as given.
+	set := AdamWConfig{LR: 0.1, Beta1: 0.5, Beta2: 0.9, Eps: 1e-6, WeightDecay: 0.2}
+	assert.Equal(t, set, set.WithDefaults())
+	assert.Equal(t, AdamWConfig{LR: 1e-3, Beta1: 0, Beta2: 0.99, Eps: 1e-8}, AdamWConfig{Beta2: 0.99}.WithDefaults())
+	assert.Equal(t, AdamWConfig{LR: 1e-3, Beta1: 0.8, Beta2: 0, Eps: 1e-8}, AdamWConfig{Beta1: 0.8}.WithDefaults())
+
+	p := []Param{{Name: "w", Data: []float32{1, 1, 1}, Grad: []float32{0.5, -2, 0}}}
+	opt, err := NewAdamW(p, AdamWConfig{})
+	require.NoError(t, err)
+	assert.Equal(t, want, opt.Config())
+	assert.Equal(t, 1e-3, opt.LR())
+	_, err = opt.Step()
+	require.NoError(t, err)
+	assert.InDelta(t, 1-1e-3*0.5/(0.5+1e-8), p[0].Data[0], 1e-7)
+	assert.InDelta(t, 1+1e-3*2/(2+1e-8), p[0].Data[1], 1e-7)
+	assert.Equal(t, float32(1), p[0].Data[2])
+
+	// Gradients 1 then 0. With Beta1 0 the second step's first moment is
+	// the zero gradient, so the parameter stays; with the default 0.9 it
+	// is 0.9·0.1 = 0.09, v = 0.999·0.001, and the parameter moves by
+	// 1e-3·(0.09/0.19)/√(0.000999/0.001999) ≈ 6.7006e-4.
+	second := func(cfg AdamWConfig) (first, second float32) {
+		q := []Param{{Name: "w", Data: []float32{1}, Grad: []float32{1}}}
+		o, err := NewAdamW(q, cfg)
+		require.NoError(t, err)
+		_, err = o.Step()
+		require.NoError(t, err)
+		first = q[0].Data[0]
+		q[0].Grad[0] = 0
+		_, err = o.Step()
+		require.NoError(t, err)
+		return first, q[0].Data[0]
+	}
+	a, b := second(AdamWConfig{Beta2: 0.999})
+	assert.InDelta(t, 1-1e-3, a, 1e-7)
+	assert.Equal(t, a, b, "Beta1 0: no momentum")
+	a, b = second(AdamWConfig{})
+	assert.InDelta(t, 1-1e-3, a, 1e-7)
+	assert.InDelta(t, 6.7006e-4, a-b, 1e-7, "Beta1 0.9: momentum carries the first gradient")
+}
+
 func TestClipGradNorm(t *testing.T) {
 	// Gradients (3, 4) and (12): norm √(9+16+144) = 13. maxNorm 6.5 gives
 	// the scale 6.5/(13 + 1e-6).
