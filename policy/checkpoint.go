@@ -97,7 +97,8 @@ func readGenerationEOS(dir string) ([]int, error) {
 	return ids, nil
 }
 
-// SaveOptions controls Save. The zero value writes float32 in one file.
+// SaveOptions controls Save. The zero value writes float32 in one file
+// (transformers' save_pretrained would shard above its max_shard_size).
 type SaveOptions struct {
 	// DType is safetensors.F32 (default) or safetensors.BF16 (rounded to
 	// nearest even, as torch's .to(torch.bfloat16)).

@@ -4,10 +4,15 @@ import "context"
 
 // SampleParams controls generation, with vLLM's names and semantics
 // (vllm.SamplingParams). The zero value asks for greedy decoding until an
-// end-of-sequence token or the model's context limit.
+// end-of-sequence token or the model's context limit: each field's zero
+// is meaningful (greedy, no truncation, no token bound, no stop strings,
+// no seed, no log-probabilities). Two of them differ from vLLM's
+// defaults: Temperature 0 is greedy where vLLM samples at 1, and
+// MaxNewTokens 0 is unbounded where vLLM stops at 16.
 type SampleParams struct {
 	// Temperature divides the logits; below GreedyTemperature (1e-5,
-	// including 0) decoding is greedy (argmax).
+	// including 0) decoding is greedy (argmax). Set it (vLLM's default
+	// is 1) to sample.
 	Temperature float64
 	// TopP keeps the smallest set of most likely tokens whose probability
 	// reaches TopP (nucleus sampling); 0 or 1 disables it.

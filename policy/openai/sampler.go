@@ -36,7 +36,10 @@ func (e *HTTPError) Error() string {
 	return fmt.Sprintf("openai: POST %s: status %d: %s", e.URL, e.StatusCode, e.Body)
 }
 
-// Config configures a Sampler. Zero values take the defaults given.
+// Config configures a Sampler. BaseURLs is required; every other field's
+// zero value means the default given on it: no API key, a client of the
+// Sampler's own, 10-minute attempts, 4 retries with 200ms–10s backoff, a
+// 5s cooldown, 256 requests in flight and vLLM's raw log-probabilities.
 type Config struct {
 	// BaseURLs are the servers, such as "http://10.0.0.5:8000" or
 	// "http://10.0.0.5:8000/v1"; requests go to <base>/v1/completions.

@@ -52,7 +52,11 @@ func Error(err error) Response { return Response{Err: err} }
 // that log-probabilities stay aligned with their tokens.
 func DefaultLogProb(t int) float32 { return -float32(t) / 1000 }
 
-// Config configures a Sampler.
+// Config configures a Sampler. The zero value replays token responses
+// only: no end-of-sequence ids (generations end at a request's
+// StopTokenIDs, its MaxNewTokens or the script's end), and a text
+// response or a request with Stop strings is an error, for want of
+// Encode or Decode.
 type Config struct {
 	// Encode turns a Response's Text into ids; required for text responses.
 	Encode func(string) []int

@@ -7,7 +7,9 @@ import (
 	"sync"
 )
 
-// BytesConfig describes a byte-level tokenizer.
+// BytesConfig describes a byte-level tokenizer. The zero value is the bare
+// 256-byte vocabulary: no special tokens, no end-of-sequence token, and no
+// chat template (ApplyChatTemplate returns ErrNoChatTemplate).
 type BytesConfig struct {
 	// Specials are named special tokens, given ids 256, 257, ... in order.
 	// They are matched verbatim in Encode's input (longest first among those

@@ -47,7 +47,9 @@ type FunctionCall struct {
 	Arguments json.RawMessage `json:"arguments"`
 }
 
-// ChatOptions are the keyword arguments of apply_chat_template.
+// ChatOptions are the keyword arguments of apply_chat_template. The zero
+// value is transformers' defaults: no generation prompt
+// (add_generation_prompt=False) and no extra variables.
 type ChatOptions struct {
 	// AddGenerationPrompt appends the header of the assistant's next turn.
 	AddGenerationPrompt bool
