@@ -21,7 +21,10 @@ const (
 )
 
 // SandboxConfig configures the local sandbox and the code interpreter built
-// on it. Zero fields take the defaults named on each.
+// on it. The zero value is usable: each zero field takes the default named
+// on it (python3 on PATH, one worker per CPU, 10 s per execution, the
+// rlimits given, IsolationAuto, the default preload, an OutputBudget of
+// DefaultOutputChars).
 type SandboxConfig struct {
 	// Python is the interpreter to run; default: python3 on PATH, resolved
 	// to the real executable (pyenv shims included).

@@ -15,8 +15,10 @@ import (
 	"time"
 )
 
-// SandboxFusionConfig configures a SandboxFusion client. Zero fields take
-// the defaults named on each.
+// SandboxFusionConfig configures a SandboxFusion client. URL is required;
+// every other zero field takes the default named on it (python, 10 s
+// compile and run timeouts, 1024 MB, 16 requests in flight, 3 retries with
+// 250 ms–5 s backoff, 64 MiB responses).
 type SandboxFusionConfig struct {
 	// URL is the server's base URL (http://host:8080) or its /run_code
 	// endpoint. Required.

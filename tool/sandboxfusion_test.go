@@ -285,6 +285,22 @@ func TestSandboxFusionConfigErrors(t *testing.T) {
 	c, err := NewSandboxFusion(SandboxFusionConfig{URL: "http://x:1/run_code/"})
 	require.NoError(t, err)
 	assert.Equal(t, "http://x:1/run_code", c.endpoint)
+
+	// Every zero field but URL takes the default named on it.
+	require.NotNil(t, c.cfg.HTTPClient)
+	c.cfg.HTTPClient = nil
+	assert.Equal(t, SandboxFusionConfig{
+		URL: "http://x:1/run_code/", Language: "python",
+		CompileTimeout: 10 * time.Second, RunTimeout: 10 * time.Second, MemoryLimitMB: 1024,
+		MaxConcurrent: 16, MaxRetries: 3, BackoffBase: 250 * time.Millisecond, BackoffMax: 5 * time.Second,
+		MaxResponseBytes: 64 << 20,
+	}, c.cfg)
+	assert.Equal(t, 16, cap(c.sem))
+	// Negative memory and retries mean none.
+	c, err = NewSandboxFusion(SandboxFusionConfig{URL: "http://x", MemoryLimitMB: -5, MaxRetries: -1})
+	require.NoError(t, err)
+	assert.Equal(t, -1, c.cfg.MemoryLimitMB)
+	assert.Equal(t, 0, c.cfg.MaxRetries)
 }
 
 func TestCodeInterpreterOnSandboxFusion(t *testing.T) {

@@ -19,7 +19,8 @@ const DefaultOutputChars = 8192
 // OutputBudget bounds the text a tool returns to the model. Text over the
 // budget keeps its head and its tail (half the budget each) around a marker
 // that says how much was cut: the start of a traceback and its last line
-// both matter to the model.
+// both matter to the model. The zero value is a budget of
+// DefaultOutputChars characters.
 type OutputBudget struct {
 	// Chars is the budget in characters (Unicode code points); default
 	// DefaultOutputChars. Ignored when Tokens is set.
