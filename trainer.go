@@ -2,7 +2,6 @@ package agentrl
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -55,37 +54,6 @@ func (p *Prompt) RewardInput(tr *rollout.Trajectory) reward.Input {
 		Turns: len(tr.Turns), ToolCalls: len(tr.ToolCalls), ToolRewards: tr.ToolRewards(),
 		ResponseTokens: tr.SampledTokens(), ToolTokens: tr.ResultTokens(),
 	}
-}
-
-// PromptsFromExamples turns verl-format examples into Prompts: the chat
-// messages (roles and contents; the engine renders them with its Render
-// function), the data source, extra_info, and the reward model's ground
-// truth as text — a string as it is, anything else (a number, a list of
-// answers, code tests) as JSON, the form reward.CodeFunc reads.
-func PromptsFromExamples(examples []dataset.Example) ([]Prompt, error) {
-	out := make([]Prompt, len(examples))
-	for i, e := range examples {
-		gt, ok := e.RewardModel.GroundTruth.Value.(string)
-		if !ok && e.RewardModel.GroundTruth.Value != nil {
-			b, err := json.Marshal(e.RewardModel.GroundTruth.Value)
-			if err != nil {
-				return nil, fmt.Errorf("agentrl: example %d (%s row %d): reward_model.ground_truth: %w", i, e.Source, e.Row, err)
-			}
-			gt = string(b)
-		}
-		msgs := make([]rollout.Message, len(e.Prompt))
-		for j, m := range e.Prompt {
-			msgs[j] = rollout.Message{Role: m.Role, Content: m.Content}
-		}
-		out[i] = Prompt{
-			ID:          fmt.Sprintf("%s:%d", e.Source, e.Row),
-			Messages:    msgs,
-			GroundTruth: gt,
-			DataSource:  e.DataSource,
-			Extra:       e.ExtraInfo,
-		}
-	}
-	return out, nil
 }
 
 // TrainerParts are the components a Trainer wires together.

@@ -11,7 +11,8 @@ import (
 )
 
 // Options tune how rows are turned into Examples. The zero value reads
-// verl's layout.
+// verl's layout: the prompt is a message list under "prompt", and JSONL
+// lines are bounded at 64 MiB.
 type Options struct {
 	// PromptKey is the field that holds the prompt (verl's data.prompt_key);
 	// "" means "prompt".
@@ -21,7 +22,7 @@ type Options struct {
 	// the problem text in a string column). Without it a string prompt is
 	// an error, as in verl.
 	StringPrompt bool
-	// MaxLineBytes bounds one JSONL line; 0 means 64 MiB.
+	// MaxLineBytes bounds one JSONL line; 0 (or negative) means 64 MiB.
 	MaxLineBytes int
 }
 

@@ -33,6 +33,9 @@ import (
 // split group (which would change its baseline) when they differ.
 
 // FilterConfig configures a GroupFilter (verl's algorithm.filter_groups).
+// BatchGroups is required: the batch size has no default. A zero
+// MaxGenBatches is meaningful: no bound, as a non-positive
+// max_num_gen_batches is in verl.
 type FilterConfig struct {
 	// BatchGroups is the number of groups (prompts) a training batch
 	// needs: verl's data.train_batch_size. > 0.

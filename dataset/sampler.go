@@ -68,8 +68,12 @@ func Permutation(n int, seed uint64, epoch int) []int {
 	return perm
 }
 
-// SamplerConfig configures a Sampler. verl's training dataloader shuffles
-// (data.shuffle, default true) and drops the last partial batch.
+// SamplerConfig configures a Sampler. BatchSize is required: the batch
+// size has no default. The other zero fields are meaningful and are torch
+// DataLoader's defaults: every epoch in order (Seed only matters with
+// Shuffle), the last partial batch kept. verl's training dataloader
+// shuffles (data.shuffle, default true) and drops the last partial batch;
+// set Shuffle and DropLast for its behaviour, as the trainers do.
 type SamplerConfig struct {
 	// BatchSize is the number of prompts per batch (verl's
 	// data.train_batch_size), > 0.

@@ -47,7 +47,11 @@ const (
 	TruncateRight Truncation = "right" // keep the first MaxLength tokens
 )
 
-// SFTConfig says how conversations become token ids and loss masks.
+// SFTConfig says how conversations become token ids and loss masks. The
+// zero value is usable: no length bound, every assistant message trained
+// on, the prefix strategy with the turn strategy as fallback, the
+// tokenizer's EOS text closing a turn and the chat template's default
+// options.
 type SFTConfig struct {
 	// MaxLength bounds the tokens of a sample; 0 means no bound. verl's
 	// data.max_length.

@@ -14,7 +14,9 @@ import (
 	"github.com/agentrl/agentrl/policy/tokenizer"
 )
 
-// SFTOptions say where a row keeps its conversation.
+// SFTOptions say where a row keeps its conversation. The zero value reads
+// verl's multi-turn layout (and TRL's): "messages" and "tools", with
+// JSONL lines bounded at 64 MiB.
 type SFTOptions struct {
 	// MessagesKey is the field of the message list (verl's
 	// data.multiturn.messages_key); "" means "messages".
@@ -24,7 +26,7 @@ type SFTOptions struct {
 	// absent or null, a list of objects, or a string holding that list as
 	// JSON.
 	ToolsKey string
-	// MaxLineBytes bounds one JSONL line; 0 means 64 MiB.
+	// MaxLineBytes bounds one JSONL line; 0 (or negative) means 64 MiB.
 	MaxLineBytes int
 }
 

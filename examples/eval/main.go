@@ -23,11 +23,12 @@
 // from -model, which must be the checkpoint the servers serve.
 //
 // Each prompt is rendered with the chat template, the code_interpreter
-// tool's schema and the generation prompt; the rollout engine parses
-// Hermes <tool_call> blocks and runs the code in the sandbox (-sandbox
-// local: the isolated Python pool of package tool; a URL: a SandboxFusion
-// server) for at most -max-turns turns and -max-response tokens. Rewards
-// are Open-AgentRL's (recipe/demystify/reward.py), routed by data_source:
+// tool's schema and the generation prompt (agentrl.LoadPrompts); the
+// rollout engine parses Hermes <tool_call> blocks and runs the code in the
+// sandbox (-sandbox local: the isolated Python pool of package tool; a
+// URL: a SandboxFusion server) for at most -max-turns turns and
+// -max-response tokens. Rewards are Open-AgentRL's
+// (recipe/demystify/reward.py, reward.OpenAgentRL), routed by data_source:
 // code sources run the last Python block against the ground truth's
 // tests (fraction passed, −1 without a block), the rest are math, +1 for a
 // right last \boxed{} answer and −1 otherwise, a wrong answer earning 0.1

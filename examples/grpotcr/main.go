@@ -20,22 +20,23 @@
 // tokenizer.json and tokenizer_config.json (its chat template). Each prompt
 // is rendered once with that template, the code_interpreter tool's schema
 // and the generation prompt; prompts over -max-prompt tokens are left out,
-// as verl's filter_overlong_prompts does. The rollout engine parses Hermes
-// <tool_call> blocks, runs the code in the sandbox (-sandbox local: the
-// pure-Go-managed, namespace-isolated Python pool of package tool; a URL:
-// a SandboxFusion server) and appends the results as Qwen's chat template
-// renders tool messages, for at most -max-turns assistant turns and
-// -max-response tokens.
+// as verl's filter_overlong_prompts does (agentrl.LoadPrompts). The
+// rollout engine parses Hermes <tool_call> blocks, runs the code in the
+// sandbox (-sandbox local: the pure-Go-managed, namespace-isolated Python
+// pool of package tool; a URL: a SandboxFusion server) and appends the
+// results as Qwen's chat template renders tool messages, for at most
+// -max-turns assistant turns and -max-response tokens.
 //
-// Rewards follow Open-AgentRL's compute_score (recipe/demystify/reward.py),
-// routed by data_source: code sources (those reward.SourceKind classifies
-// as code, and any whose name contains "code") score the fraction of the
-// ground truth's tests the last Python block passes, −1 without a block;
-// every other source is math: +1 when the last \boxed{} answer is right,
-// −1 otherwise; a wrong answer earns 0.1 per tool round up to −0.6
-// (-tool-bonus). The trainer adds DAPO's overlong penalty (-overlong-buffer
-// tokens before -max-response) and trains with agentrl.GRPOTCR: GRPO
-// advantages, token-mean loss, clip-higher (0.2, 0.28), dual-clip 10.
+// Rewards follow Open-AgentRL's compute_score (recipe/demystify/reward.py,
+// reward.OpenAgentRL), routed by data_source: code sources (those
+// reward.SourceKind classifies as code, and any whose name contains
+// "code") score the fraction of the ground truth's tests the last Python
+// block passes, −1 without a block; every other source is math: +1 when
+// the last \boxed{} answer is right, −1 otherwise; a wrong answer earns
+// 0.1 per tool round up to −0.6 (-tool-bonus). The trainer adds DAPO's
+// overlong penalty (-overlong-buffer tokens before -max-response) and
+// trains with agentrl.GRPOTCR: GRPO advantages, token-mean loss,
+// clip-higher (0.2, 0.28), dual-clip 10.
 //
 // Everything is written under -out: metrics.jsonl (one line per step under
 // verl's metric names, validation metrics merged into the step's line),

@@ -1,29 +1,23 @@
-// Package setup holds the wiring that the example programs share: the
+// Package setup holds the flag glue that the example programs share: the
 // sampler (local model or OpenAI-compatible servers), the code tools (local
-// sandbox or SandboxFusion), the reward routed by data_source as
-// Open-AgentRL's compute_score does, the verl prompts rendered with the
-// chat template, the checks of command-line paths and URLs, and the
-// programs' exit-status handling (Run, Main).
+// sandbox or SandboxFusion), the reward (reward.OpenAgentRL), the verl
+// prompts (agentrl.LoadPrompts), the checks of command-line paths and
+// URLs, and the programs' exit-status handling (Run, Main).
 //
-// It is internal to examples: programs outside examples/ build their own
-// wiring from the public packages.
+// It is internal to examples: programs outside examples/ build the same
+// from the public packages it calls.
 package setup
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/agentrl/agentrl"
-	"github.com/agentrl/agentrl/dataset"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
 	"github.com/agentrl/agentrl/policy/tokenizer"
@@ -88,61 +82,21 @@ func NewReward(harness tool.Executor, toolBonus bool) (reward.Func, error) {
 	return reward.OpenAgentRL(reward.OpenAgentRLConfig{Executor: harness, ToolBonus: toolBonus})
 }
 
-// LoadPrompts reads verl-format files (comma-separated; the prompt in the
-// promptKey field, a chat or a plain string taken as one user message) and
-// renders each
-// prompt once with the chat template, the tools' schemas and the
-// generation prompt, so that the trainer and the engine work on token ids.
-// Prompts longer than maxPrompt tokens are left out, as verl's
-// data.filter_overlong_prompts does; the count is returned. limit > 0
-// keeps the first limit prompts.
+// LoadPrompts reads the verl-format files (comma-separated; the prompt
+// in the promptKey field, a chat or a plain string taken as one user
+// message) and renders each prompt once with the chat template, the
+// tools' schemas and the generation prompt (agentrl.LoadPrompts), with
+// Qwen3's enable_thinking set to thinking. Prompts longer than maxPrompt
+// tokens are left out and counted; limit > 0 keeps the first limit
+// prompts.
 func LoadPrompts(ctx context.Context, files, promptKey string, tok *tokenizer.BPE, tools []tool.Tool, thinking bool, maxPrompt, limit int) ([]agentrl.Prompt, int, error) {
-	exs, err := dataset.Load(ctx, dataset.Options{PromptKey: promptKey, StringPrompt: true}, SplitList(files)...)
-	if err != nil {
-		return nil, 0, err
-	}
-	if limit > 0 && len(exs) > limit {
-		exs = exs[:limit]
-	}
-	prompts, err := agentrl.PromptsFromExamples(exs)
-	if err != nil {
-		return nil, 0, err
-	}
-	schemas := make([]json.RawMessage, len(tools))
-	for i, t := range tools {
-		schemas[i] = t.Schema()
-	}
-	opts := tokenizer.ChatOptions{AddGenerationPrompt: true, Vars: map[string]any{"enable_thinking": thinking}}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(runtime.GOMAXPROCS(0))
-	for i := range prompts {
-		g.Go(func() error {
-			if err := gctx.Err(); err != nil {
-				return err
-			}
-			p := &prompts[i]
-			msgs := make([]tokenizer.Message, len(p.Messages))
-			for j, m := range p.Messages {
-				msgs[j] = tokenizer.Message{Role: m.Role, Content: m.Content}
-			}
-			text, err := tok.ApplyChatTemplate(msgs, schemas, opts)
-			if err != nil {
-				return fmt.Errorf("prompt %s: chat template: %w", p.ID, err)
-			}
-			p.Tokens, p.Messages = tok.Encode(text), nil
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, 0, err
-	}
-	kept := prompts[:0]
-	for _, p := range prompts {
-		if maxPrompt <= 0 || len(p.Tokens) <= maxPrompt {
-			kept = append(kept, p)
-		}
-	}
-	return kept, len(prompts) - len(kept), nil
+	return agentrl.LoadPrompts(ctx, SplitList(files), tok, tools, agentrl.PromptOptions{
+		Vars:         map[string]any{"enable_thinking": thinking},
+		MaxTokens:    maxPrompt,
+		PromptKey:    promptKey,
+		StringPrompt: true,
+		Limit:        limit,
+	})
 }
 
 // CheckVocab makes sure that every id the tokenizer can produce has a row
