@@ -33,7 +33,9 @@ const MetricsStepKey = "step"
 // maxMetricsLine bounds the length of one line a reader accepts.
 const maxMetricsLine = 16 << 20
 
-// MetricsLogOptions configures OpenMetricsLog.
+// MetricsLogOptions configures OpenMetricsLog. The zero value writes each
+// line without an fsync: it survives a crash of the process, not a power
+// failure.
 type MetricsLogOptions struct {
 	// Sync makes every Log call fsync the file after writing its line, so
 	// that a line survives a power failure, not only a crash of the

@@ -32,7 +32,8 @@ type PlotPanel struct {
 	Keys []string
 }
 
-// DefaultPlotPanels returns the panels of a GRPO run, under verl's metric
+// DefaultPlotPanels returns the panels a PlotConfig with nil Panels (the
+// zero value's) draws: those of a GRPO run, under verl's metric
 // names (verl/trainer/ppo/metric_utils.py: compute_data_metrics;
 // verl/workers/actor/dp_actor.py: update_policy): reward mean, accuracy
 // (training and validation), response length, entropy, clip fraction,
@@ -53,8 +54,8 @@ func DefaultPlotPanels() []PlotPanel {
 // PlotConfig configures PlotMetrics. The zero value draws DefaultPlotPanels
 // in two columns, 1200 pixels wide, 300 pixels per row of panels.
 type PlotConfig struct {
-	// Panels to draw; nil means DefaultPlotPanels. Panels without data are
-	// left out.
+	// Panels to draw; nil means DefaultPlotPanels, an empty non-nil slice
+	// none (ErrNoPlotData). Panels without data are left out.
 	Panels []PlotPanel
 	// Columns of the panel grid; 0 means 2.
 	Columns int

@@ -154,6 +154,8 @@ func TestPlotMetricsErrors(t *testing.T) {
 	require.Error(t, PlotMetrics(&buf, rows, PlotConfig{Width: 20}))
 	require.Error(t, PlotMetrics(&buf, rows, PlotConfig{Width: 100000, Height: 100000}))
 	require.Error(t, PlotMetrics(&buf, rows, PlotConfig{Panels: []PlotPanel{{Title: "bad", Keys: []string{"[x"}}}}))
+	// nil Panels are DefaultPlotPanels; an empty list is no panel at all.
+	require.ErrorIs(t, PlotMetrics(&buf, rows, PlotConfig{Panels: []PlotPanel{}}), ErrNoPlotData)
 	require.ErrorIs(t, PlotMetrics(errWriter{}, rows, PlotConfig{}), errDiskFull)
 }
 

@@ -35,7 +35,10 @@ const (
 // DefaultProgressInterval is the time between plain progress lines.
 const DefaultProgressInterval = 30 * time.Second
 
-// ProgressConfig configures NewProgress.
+// ProgressConfig configures NewProgress. Total is required (≥ 1); every
+// other zero field means its default: a fresh run (StartStep 0) shown on
+// os.Stderr, as a bar on a terminal and as lines every
+// DefaultProgressInterval otherwise, without a label, on the wall clock.
 type ProgressConfig struct {
 	// Total is the step number of the last step of the run (≥ 1).
 	Total int
