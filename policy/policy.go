@@ -94,6 +94,11 @@ type Generation struct {
 	// because the sampler reused their state (a session's KV cache or a
 	// server's prefix cache); 0 when unknown.
 	CachedTokens int
+	// WeightVersion names the weights that generated every token, when
+	// the sampler knows it: the "metadata.weight_version" that SGLang and
+	// package serve report, or the trainer's policy version that a
+	// versioned sampler (package fleet) stamps. Empty when unknown.
+	WeightVersion string
 }
 
 // Sampler generates continuations of token sequences: the local

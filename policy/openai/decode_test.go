@@ -64,6 +64,22 @@ func TestDecodeCompletion(t *testing.T) {
 			params: logp,
 			want:   policy.Generation{Tokens: []int{}, LogProbs: []float32{}, RawLogProbs: []float32{}, FinishReason: policy.FinishLength},
 		},
+		{
+			name: "SGLang's metadata.weight_version, a string",
+			body: []byte(`{"choices":[{"index":0,"token_ids":[5],"finish_reason":"length"}],"metadata":{"weight_version":"v7"}}`),
+			want: policy.Generation{Tokens: []int{5}, FinishReason: policy.FinishLength, WeightVersion: "v7"},
+		},
+		{
+			name: "weight_version as a number",
+			body: []byte(`{"choices":[{"index":0,"token_ids":[5],"finish_reason":"length"}],"metadata":{"weight_version":12}}`),
+			want: policy.Generation{Tokens: []int{5}, FinishReason: policy.FinishLength, WeightVersion: "12"},
+		},
+		{
+			name: "null weight_version: unknown",
+			body: []byte(`{"choices":[{"index":0,"token_ids":[5],"finish_reason":"length"}],"metadata":{"weight_version":null}}`),
+			want: policy.Generation{Tokens: []int{5}, FinishReason: policy.FinishLength},
+		},
+		{name: "weight_version a list", body: []byte(`{"choices":[{"index":0,"token_ids":[5],"finish_reason":"length"}],"metadata":{"weight_version":[1]}}`), err: "metadata.weight_version"},
 		{name: "not json", body: []byte(`<html>`), err: "invalid character"},
 		{name: "no choices", body: []byte(`{"choices":[]}`), err: "0 choices, want 1"},
 		{name: "no token ids", body: choice(`,"finish_reason":"stop"`), err: "no token ids"},

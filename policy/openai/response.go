@@ -63,6 +63,12 @@ type completionResponse struct {
 			CachedTokens *int `json:"cached_tokens"`
 		} `json:"prompt_tokens_details"`
 	} `json:"usage"`
+	// Metadata is SGLang's (python/sglang/srt/entrypoints/openai/
+	// serving_completions.py): the weight version that generated the
+	// response, which package serve reports too.
+	Metadata *struct {
+		WeightVersion json.RawMessage `json:"weight_version"`
+	} `json:"metadata"`
 }
 
 // LogprobsMode says what log-probabilities the server returns, as vLLM's
@@ -166,6 +172,13 @@ func decodeCompletion(body []byte, p policy.SampleParams, mode LogprobsMode) (po
 	if r.Usage != nil && r.Usage.PromptTokensDetails != nil && r.Usage.PromptTokensDetails.CachedTokens != nil {
 		g.CachedTokens = *r.Usage.PromptTokensDetails.CachedTokens
 	}
+	if r.Metadata != nil {
+		v, err := versionText(r.Metadata.WeightVersion)
+		if err != nil {
+			return policy.Generation{}, fmt.Errorf("%w: metadata.weight_version: %v", ErrBadResponse, err)
+		}
+		g.WeightVersion = v
+	}
 	return g, nil
 }
 
@@ -197,6 +210,26 @@ func stopReason(g *policy.Generation, raw json.RawMessage) error {
 		g.StopToken = id
 	}
 	return nil
+}
+
+// versionText reads a weight version: a string (SGLang's), a number
+// (written as its decimal text) or null (unknown: "").
+func versionText(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return "", nil
+	case raw[0] == '"':
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	default:
+		var n json.Number
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return "", fmt.Errorf("%s is neither a string nor a number", raw)
+		}
+		return n.String(), nil
+	}
 }
 
 // parseTokenID reads vLLM's "token_id:123".

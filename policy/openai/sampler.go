@@ -23,6 +23,10 @@ import (
 // ErrConfig is wrapped by New's error for an invalid Config.
 var ErrConfig = errors.New("openai: invalid configuration")
 
+// ErrWeightVersion is wrapped by the error for a response generated with
+// other weights than Config.WeightVersion says the servers hold.
+var ErrWeightVersion = errors.New("openai: server serves another weight version")
+
 // HTTPError is a non-200 answer. 5xx answers are retried, other statuses
 // are not.
 type HTTPError struct {
@@ -73,6 +77,14 @@ type Config struct {
 	// LogprobsMode is the servers' --logprobs-mode; empty means
 	// RawLogprobs, vLLM's default.
 	LogprobsMode LogprobsMode
+	// WeightVersion, when set, is called before each attempt and returns
+	// the weight version every server must be serving. A response that
+	// reports another version (SGLang's and package serve's
+	// "metadata.weight_version") fails with an error wrapping
+	// ErrWeightVersion that names the server, and is tried on another
+	// server like a 5xx answer. Responses without a version (vLLM's) are
+	// not checked. nil checks nothing.
+	WeightVersion func() string
 }
 
 // Sampler is a policy.Sampler over OpenAI-compatible /v1/completions
@@ -326,6 +338,10 @@ func (s *Sampler) attempt(ctx context.Context, b *backend, body []byte, p policy
 	b.inflight.Add(1)
 	defer b.inflight.Add(-1)
 
+	want := ""
+	if s.cfg.WeightVersion != nil {
+		want = s.cfg.WeightVersion()
+	}
 	actx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, b.url, bytes.NewReader(body))
@@ -364,6 +380,11 @@ func (s *Sampler) attempt(ctx context.Context, b *backend, body []byte, p policy
 	g, err := decodeCompletion(data, p, s.cfg.LogprobsMode)
 	if err != nil {
 		return policy.Generation{}, fmt.Errorf("POST %s: %w", b.url, err)
+	}
+	if want != "" && g.WeightVersion != "" && g.WeightVersion != want {
+		// A server that missed an update (or restarted from an old
+		// checkpoint) must not contribute tokens: another may be current.
+		return policy.Generation{}, retryable{fmt.Errorf("%w: POST %s: weight_version %q, want %q", ErrWeightVersion, b.url, g.WeightVersion, want)}
 	}
 	if p.MaxNewTokens > 0 && len(g.Tokens) > p.MaxNewTokens {
 		return policy.Generation{}, fmt.Errorf("%w: POST %s: %d tokens for max_tokens %d", ErrBadResponse, b.url, len(g.Tokens), p.MaxNewTokens)

@@ -352,3 +352,51 @@ func TestConfigAndRequestErrors(t *testing.T) {
 	assert.NoError(t, err)
 	assert.Empty(t, gens)
 }
+
+// versioned answers like fakeVLLM and reports SGLang's
+// metadata.weight_version v.
+func versioned(v string) *fakeVLLM {
+	f := &fakeVLLM{}
+	f.before = func(w http.ResponseWriter, r *http.Request, _ int64) bool {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"choices":[{"index":0,"token_ids":[7],"logprobs":{"tokens":["token_id:7"],"token_logprobs":[-0.5]},`+
+			`"finish_reason":"length"}],"metadata":{"weight_version":%q}}`, v)
+		return true
+	}
+	return f
+}
+
+// TestWeightVersion: with Config.WeightVersion set, a server that serves
+// another version is passed over for one that serves the expected one,
+// and when none does the error names the server and both versions.
+func TestWeightVersion(t *testing.T) {
+	stale, current := versioned("3"), versioned("4")
+	ss, cs := httptest.NewServer(stale), httptest.NewServer(current)
+	defer ss.Close()
+	defer cs.Close()
+	want := "4"
+	s := newSampler(t, []string{ss.URL, cs.URL}, func(c *openai.Config) {
+		c.WeightVersion = func() string { return want }
+		c.MaxRetries = 1
+		c.Cooldown = time.Hour // a stale server, once seen, is avoided
+	})
+	for range 3 {
+		gens, err := s.Generate(context.Background(), []policy.GenerateRequest{req})
+		require.NoError(t, err)
+		assert.Equal(t, "4", gens[0].WeightVersion)
+	}
+	assert.Equal(t, 3, current.requests())
+	assert.LessOrEqual(t, stale.requests(), 1, "the stale server is tried at most once, then cools down")
+
+	want = "5" // neither serves it
+	_, err := s.Generate(context.Background(), []policy.GenerateRequest{req})
+	require.ErrorIs(t, err, openai.ErrWeightVersion)
+	assert.ErrorContains(t, err, `want "5"`)
+	assert.Regexp(t, `POST (`+ss.URL+`|`+cs.URL+`)/v1/completions: weight_version "[34]"`, err.Error())
+
+	// Without the check, any version is taken and reported.
+	plain := newSampler(t, []string{ss.URL}, nil)
+	gens, err := plain.Generate(context.Background(), []policy.GenerateRequest{req})
+	require.NoError(t, err)
+	assert.Equal(t, "3", gens[0].WeightVersion)
+}
