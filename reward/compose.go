@@ -131,14 +131,16 @@ func Combine(parts ...Part) (Func, error) {
 	}, nil
 }
 
-// BatchOptions configures Batch.
+// BatchOptions configures Batch. The zero value scores 8 items at a time,
+// each within 60 s, and an item that runs out of time scores 0.
 type BatchOptions struct {
 	// Limit bounds the items scored at once; zero means 8.
 	Limit int
 	// ItemTimeout bounds one item; zero means 60 s. An item that runs out
 	// of time gets TimeoutScore and a Reason, and the batch goes on.
 	ItemTimeout time.Duration
-	// TimeoutScore is the score of an item that ran out of time.
+	// TimeoutScore is the score of an item that ran out of time; its zero
+	// is meaningful (a timed-out item scores 0).
 	TimeoutScore float64
 }
 

@@ -10,15 +10,22 @@ import (
 	"gonum.org/v1/gonum/stat"
 )
 
-// OverlongConfig configures DAPO's soft overlong punishment.
+// OverlongConfig configures DAPO's soft overlong punishment. Its zero value
+// is not usable: MaxLen and Buffer are required, because the budget is the
+// rollout engine's (a Trainer fills MaxLen in from it) and the zone is a
+// choice against that budget (DAPO: 4096 tokens of 20480). A zero Factor
+// means DAPO's 1, and a zero ExcludeToolTokens counts tool tokens, as
+// verl does.
 type OverlongConfig struct {
 	// MaxLen is the response length limit in tokens (verl's
-	// data.max_response_length).
+	// data.max_response_length); required.
 	MaxLen int
 	// Buffer is the length of the punishment zone before MaxLen
-	// (verl's overlong_buffer.len).
+	// (verl's overlong_buffer.len); required, > 0.
 	Buffer int
-	// Factor is the penalty at MaxLen (verl's overlong_buffer.penalty_factor).
+	// Factor is the penalty at MaxLen (verl's
+	// overlong_buffer.penalty_factor). 0 means DAPO's 1: a factor of 0
+	// would punish nothing (leave the shaping out for that).
 	Factor float64
 	// ExcludeToolTokens counts only model-generated tokens. By default tool
 	// results inside the response count too, as in verl, where the
@@ -52,10 +59,22 @@ func (c OverlongConfig) Length(in Input) int {
 // recipe/dapo/dapo_ray_trainer and workers/reward_manager/dapo.py):
 // expected = MaxLen − Buffer, penalty = min(−(L − expected)/Buffer · Factor, 0),
 // so 0 up to expected, falling linearly to −Factor at MaxLen (and beyond).
+// A zero Factor is DAPO's 1.
 func OverlongPenalty(c OverlongConfig, length int) float64 {
 	expected := c.MaxLen - c.Buffer
 	exceed := float64(length - expected)
-	return math.Min(-exceed/float64(c.Buffer)*c.Factor, 0)
+	return math.Min(-exceed/float64(c.Buffer)*c.factor(), 0)
+}
+
+// defaultOverlongFactor is DAPO's penalty at MaxLen, which a zero
+// OverlongConfig.Factor stands for.
+const defaultOverlongFactor = 1
+
+func (c OverlongConfig) factor() float64 {
+	if c.Factor == 0 {
+		return defaultOverlongFactor
+	}
+	return c.Factor
 }
 
 // WithOverlong adds the overlong penalty to f's score, recorded in
@@ -161,10 +180,15 @@ func WithToolRewards(f Func, weight float64) (Func, error) {
 	}, nil
 }
 
-// FormatConfig configures FormatFunc.
+// FormatConfig configures FormatFunc. The zero value requires nothing and
+// scores 1 for a well-formed response and 0 for an ill-formed one (so
+// every response scores 1 until a requirement is set).
 type FormatConfig struct {
 	// Reward and Penalty are the scores for a well- and an ill-formed
-	// response.
+	// response. When both are zero they are 1 and 0, the score then
+	// matching Acc (scores that cannot tell the two apart are no
+	// configuration); set either to choose your own, such as Reward 0.1
+	// and Penalty −0.1. One set keeps the other at zero.
 	Reward, Penalty float64
 	// RequireBoxed asks for a final answer in \boxed{…} with balanced
 	// braces, exactly once in the text after the last </think>.
@@ -180,9 +204,12 @@ type FormatConfig struct {
 
 // FormatFunc returns a Func that checks the shape of the response, not its
 // correctness: Score is cfg.Reward when every requirement holds and
-// cfg.Penalty otherwise, with the first broken requirement in Reason. Acc
-// reports that the format is right.
+// cfg.Penalty otherwise (1 and 0 when both are zero), with the first
+// broken requirement in Reason. Acc reports that the format is right.
 func FormatFunc(cfg FormatConfig) Func {
+	if cfg.Reward == 0 && cfg.Penalty == 0 {
+		cfg.Reward = 1
+	}
 	return func(ctx context.Context, in Input) (Output, error) {
 		if err := ctx.Err(); err != nil {
 			return Output{}, err

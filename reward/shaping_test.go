@@ -54,8 +54,20 @@ func TestWithOverlong(t *testing.T) {
 	assert.InDelta(t, -0.5, out.Parts["overlong"], 1e-15)
 	assert.True(t, out.Acc, "shaping does not change correctness")
 
+	// Factor 0 is DAPO's 1: the same −0.5 at L = 90, −1 at MaxLen; a set
+	// Factor of 0.5 halves both.
+	g, err := WithOverlong(constFunc(1, true), OverlongConfig{MaxLen: 100, Buffer: 20})
+	require.NoError(t, err)
+	out, err = g(context.Background(), Input{ResponseTokens: 90})
+	require.NoError(t, err)
+	assert.InDelta(t, -0.5, out.Parts["overlong"], 1e-15)
+	assert.InDelta(t, -1, OverlongPenalty(OverlongConfig{MaxLen: 100, Buffer: 20}, 100), 1e-15)
+	assert.InDelta(t, -0.5, OverlongPenalty(OverlongConfig{MaxLen: 100, Buffer: 20, Factor: 0.5}, 100), 1e-15)
+	assert.InDelta(t, -0.25, OverlongPenalty(OverlongConfig{MaxLen: 100, Buffer: 20, Factor: 0.5}, 90), 1e-15)
+
 	for _, bad := range []OverlongConfig{
 		{MaxLen: 100, Buffer: 0, Factor: 1},
+		{},
 		{MaxLen: 10, Buffer: 20, Factor: 1},
 		{MaxLen: 100, Buffer: 20, Factor: -1},
 		{MaxLen: 100, Buffer: 20, Factor: math.NaN()},
@@ -164,4 +176,27 @@ func TestFormatFunc(t *testing.T) {
 	out, err = code(context.Background(), Input{Response: "```python\npass\n```"})
 	require.NoError(t, err)
 	assert.Contains(t, out.Reason, "does not match")
+
+	// Both scores zero are 1 and 0; one score set keeps the other at zero.
+	// The zero FormatConfig requires nothing, so it scores everything 1.
+	zero, err := FormatFunc(FormatConfig{})(context.Background(), Input{Response: "anything"})
+	require.NoError(t, err)
+	assert.Equal(t, Output{Score: 1, Acc: true, Reason: "format ok"}, zero)
+	for _, c := range []struct {
+		cfg       FormatConfig
+		good, ill float64
+	}{
+		{FormatConfig{RequireCode: true}, 1, 0},
+		{FormatConfig{RequireCode: true, Penalty: -1}, 0, -1},
+		{FormatConfig{RequireCode: true, Reward: 0.5}, 0.5, 0},
+	} {
+		f := FormatFunc(c.cfg)
+		out, err := f(context.Background(), Input{Response: "```python\npass\n```"})
+		require.NoError(t, err)
+		assert.Equal(t, c.good, out.Score, "%+v well-formed", c.cfg)
+		out, err = f(context.Background(), Input{Response: "no code"})
+		require.NoError(t, err)
+		assert.Equal(t, c.ill, out.Score, "%+v ill-formed", c.cfg)
+		assert.False(t, out.Acc)
+	}
 }
