@@ -1,0 +1,366 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/agentrl/agentrl/internal/atomicfile"
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/openai"
+)
+
+// Kind names the weight-update API a server speaks.
+type Kind string
+
+const (
+	// SGLang: /update_weights_from_disk with /pause_generation and
+	// /continue_generation. The zero Kind means SGLang.
+	SGLang Kind = "sglang"
+	// VLLM: the dev-mode /collective_rpc reload_weights with a
+	// weights_path, between /pause and /resume (VLLM_SERVER_DEV_MODE=1).
+	VLLM Kind = "vllm"
+	// VLLMModelConfig: vLLM releases whose reload_weights takes no
+	// arguments: /collective_rpc update_config with the new model path,
+	// then reload_weights.
+	VLLMModelConfig Kind = "vllm-model-config"
+)
+
+// ErrConfig is wrapped by New's error for an unusable Config.
+var ErrConfig = errors.New("fleet: invalid configuration")
+
+// ErrUpdate is wrapped by Publish's error for a server that did not take
+// the new weights; the message names the server.
+var ErrUpdate = errors.New("fleet: weight update failed")
+
+// Server is one inference server of the fleet.
+type Server struct {
+	// URL is the server's base URL, such as "http://10.0.0.5:8000".
+	URL string
+	// Kind is the weight-update API it speaks; "" means SGLang.
+	Kind Kind
+}
+
+// Config configures a Fleet. Zero values take the defaults given.
+type Config struct {
+	// Servers sample the rollouts; at least one is required.
+	Servers []Server
+	// Dir is the folder Publish writes checkpoints into, as
+	// Dir/v00000042; every server must read it under the same path (a
+	// shared file system, or the same machine). Required.
+	Dir string
+	// Keep is how many published checkpoints stay in Dir; 0 means 2 (the
+	// current one and its predecessor, which a server that has not
+	// finished switching may still read).
+	Keep int
+	// Save says how checkpoints are written: SaveOptions{} is float32 in
+	// one file; BF16 halves what the servers read.
+	Save policy.SaveOptions
+	// Client sends the control requests; nil means a client of its own.
+	Client *http.Client
+	// Timeout bounds each control request (a checkpoint load included);
+	// 0 means 10 minutes.
+	Timeout time.Duration
+	// APIKey, when set, is sent as "Authorization: Bearer <APIKey>" on
+	// every request.
+	APIKey string
+	// Sampler configures the sampling client; its BaseURLs, APIKey and
+	// WeightVersion are set by New.
+	Sampler openai.Config
+	// Version is the weight version the servers hold when New is called
+	// (the checkpoint they were started from); the trainer's policy
+	// version counts optimizer steps, so 0 for a fresh run.
+	Version int
+}
+
+// Weights is what Publish writes: *policy.Model implements it.
+type Weights interface {
+	Save(dir string, opts policy.SaveOptions) error
+}
+
+// Fleet samples from inference servers and publishes new weights to
+// them. It implements policy.Sampler and is safe for concurrent use.
+type Fleet struct {
+	cfg     Config
+	client  *http.Client
+	sampler *openai.Sampler
+	// gate is held shared by every Generate and exclusively by Publish,
+	// so that no turn spans two versions.
+	gate    sync.RWMutex
+	version atomic.Int64
+	dirs    []string // published checkpoints, oldest first
+}
+
+// New checks cfg and returns a Fleet whose servers hold cfg.Version.
+func New(cfg Config) (*Fleet, error) {
+	switch {
+	case len(cfg.Servers) == 0:
+		return nil, fmt.Errorf("%w: no Servers", ErrConfig)
+	case cfg.Dir == "":
+		return nil, fmt.Errorf("%w: Dir is empty: Publish needs a folder the servers can read", ErrConfig)
+	case cfg.Keep < 0 || cfg.Timeout < 0 || cfg.Version < 0:
+		return nil, fmt.Errorf("%w: negative Keep, Timeout or Version", ErrConfig)
+	}
+	f := &Fleet{cfg: cfg, client: cfg.Client}
+	f.cfg.Servers = slices.Clone(cfg.Servers)
+	if f.cfg.Keep == 0 {
+		f.cfg.Keep = 2
+	}
+	if f.cfg.Timeout == 0 {
+		f.cfg.Timeout = 10 * time.Minute
+	}
+	if f.client == nil {
+		f.client = &http.Client{}
+	}
+	sc := cfg.Sampler
+	sc.BaseURLs = nil
+	sc.APIKey = cfg.APIKey
+	for i, s := range f.cfg.Servers {
+		switch s.Kind {
+		case "":
+			f.cfg.Servers[i].Kind = SGLang
+		case SGLang, VLLM, VLLMModelConfig:
+		default:
+			return nil, fmt.Errorf("%w: Servers[%d].Kind %q (want %q, %q or %q)", ErrConfig, i, s.Kind, SGLang, VLLM, VLLMModelConfig)
+		}
+		u, err := url.Parse(s.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("%w: Servers[%d].URL %q is not an http(s) URL", ErrConfig, i, s.URL)
+		}
+		sc.BaseURLs = append(sc.BaseURLs, s.URL)
+	}
+	f.version.Store(int64(cfg.Version))
+	sc.WeightVersion = func() string { return strconv.FormatInt(f.version.Load(), 10) }
+	s, err := openai.New(sc)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	f.sampler = s
+	return f, nil
+}
+
+// Version is the weight version the servers hold.
+func (f *Fleet) Version() int { return int(f.version.Load()) }
+
+// Servers returns the fleet's servers.
+func (f *Fleet) Servers() []Server { return slices.Clone(f.cfg.Servers) }
+
+// Generate samples on the servers (openai.Sampler.Generate). Every
+// generation comes from the weights of one version, which its
+// WeightVersion names (the decimal text of Version); a Publish waits for
+// the call to end.
+func (f *Fleet) Generate(ctx context.Context, reqs []policy.GenerateRequest) ([]policy.Generation, error) {
+	f.gate.RLock()
+	defer f.gate.RUnlock()
+	v := strconv.FormatInt(f.version.Load(), 10)
+	gens, err := f.sampler.Generate(ctx, reqs)
+	for i := range gens {
+		gens[i].WeightVersion = v
+	}
+	return gens, err
+}
+
+// Publish makes w the fleet's weights at version: it waits for the turns
+// in flight to end and holds new ones, writes w as a Hugging Face
+// checkpoint into Dir/v<version> (complete before it appears under that
+// name), has every server load it, and then lets sampling go on. A
+// server that fails to take it makes Publish fail with an error wrapping
+// ErrUpdate that names the server (all failures are reported, joined);
+// the fleet then counts the new version as current when at least one
+// server took it, so that the failed servers' answers are refused where
+// they report their version. Old checkpoints beyond Keep are removed.
+func (f *Fleet) Publish(ctx context.Context, version int, w Weights) error {
+	if version < 0 {
+		return fmt.Errorf("%w: version %d is negative", ErrUpdate, version)
+	}
+	f.gate.Lock()
+	defer f.gate.Unlock()
+	dir, err := f.write(version, w)
+	if err != nil {
+		return err
+	}
+	tag := strconv.Itoa(version)
+	took := make([]bool, len(f.cfg.Servers))
+	errs := make([]error, len(f.cfg.Servers))
+	var g errgroup.Group
+	for i, s := range f.cfg.Servers {
+		g.Go(func() error {
+			if err := f.update(ctx, s, dir, tag); err != nil {
+				errs[i] = fmt.Errorf("%w: %s server %s: version %d: %w", ErrUpdate, s.Kind, s.URL, version, err)
+				return nil
+			}
+			took[i] = true
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if slices.Contains(took, true) {
+		f.version.Store(int64(version))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return f.prune()
+}
+
+// write saves w into Dir/v<version> through a temporary folder renamed
+// into place, so that a server never reads a partial checkpoint.
+func (f *Fleet) write(version int, w Weights) (string, error) {
+	if err := os.MkdirAll(f.cfg.Dir, 0o755); err != nil {
+		return "", fmt.Errorf("fleet: checkpoint folder: %w", err)
+	}
+	name := fmt.Sprintf("v%08d", version)
+	dir := filepath.Join(f.cfg.Dir, name)
+	tmp := filepath.Join(f.cfg.Dir, "."+name+".tmp")
+	if err := os.RemoveAll(tmp); err != nil {
+		return "", fmt.Errorf("fleet: %w", err)
+	}
+	if err := w.Save(tmp, f.cfg.Save); err != nil {
+		_ = os.RemoveAll(tmp)
+		return "", fmt.Errorf("fleet: writing version %d: %w", version, err)
+	}
+	// A version published again (after a resume) replaces its folder.
+	if err := os.RemoveAll(dir); err != nil {
+		return "", fmt.Errorf("fleet: %w", err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		_ = os.RemoveAll(tmp)
+		return "", fmt.Errorf("fleet: %w", err)
+	}
+	if err := atomicfile.SyncDir(f.cfg.Dir); err != nil {
+		return "", fmt.Errorf("fleet: %w", err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("fleet: %w", err)
+	}
+	f.dirs = slices.DeleteFunc(f.dirs, func(d string) bool { return d == abs })
+	f.dirs = append(f.dirs, abs)
+	return abs, nil
+}
+
+// prune removes the published checkpoints beyond Keep.
+func (f *Fleet) prune() error {
+	var errs []error
+	for len(f.dirs) > f.cfg.Keep {
+		if err := os.RemoveAll(f.dirs[0]); err != nil {
+			errs = append(errs, err)
+		}
+		f.dirs = f.dirs[1:]
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("fleet: removing old checkpoints: %w", err)
+	}
+	return nil
+}
+
+// update has server s load the checkpoint in dir. The server is resumed
+// whatever happened to the load, so that a failed update does not leave
+// it paused.
+func (f *Fleet) update(ctx context.Context, s Server, dir, version string) (err error) {
+	switch s.Kind {
+	case VLLM, VLLMModelConfig:
+		if err := f.post(ctx, s.URL, "/pause?mode=wait", nil, nil); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, f.post(ctx, s.URL, "/resume", nil, nil)) }()
+		if s.Kind == VLLMModelConfig {
+			cfg := rpcRequest{Method: "update_config", Args: []any{map[string]any{"model_config": map[string]any{"model": dir}}}}
+			if err := f.post(ctx, s.URL, "/collective_rpc", cfg, nil); err != nil {
+				return err
+			}
+			return f.post(ctx, s.URL, "/collective_rpc", rpcRequest{Method: "reload_weights"}, nil)
+		}
+		return f.post(ctx, s.URL, "/collective_rpc", rpcRequest{Method: "reload_weights", Kwargs: map[string]any{"weights_path": dir}}, nil)
+	default:
+		if err := f.post(ctx, s.URL, "/pause_generation", map[string]any{"mode": "in_place"}, nil); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, f.post(ctx, s.URL, "/continue_generation", map[string]any{}, nil)) }()
+		var res struct {
+			Success *bool  `json:"success"`
+			Message string `json:"message"`
+		}
+		req := map[string]any{"model_path": dir, "weight_version": version, "flush_cache": true}
+		if err := f.post(ctx, s.URL, "/update_weights_from_disk", req, &res); err != nil {
+			return err
+		}
+		if res.Success == nil || !*res.Success {
+			return fmt.Errorf("/update_weights_from_disk: not successful: %q", res.Message)
+		}
+		return nil
+	}
+}
+
+// rpcRequest is vLLM's /collective_rpc body.
+type rpcRequest struct {
+	Method string         `json:"method"`
+	Args   []any          `json:"args,omitempty"`
+	Kwargs map[string]any `json:"kwargs,omitempty"`
+}
+
+// maxControlBody bounds a control answer that is read.
+const maxControlBody = 1 << 20
+
+// post sends body (nil: none) to base+path and decodes a JSON answer
+// into out when out is not nil. A status other than 2xx is an error
+// that quotes the answer.
+func (f *Fleet) post(ctx context.Context, base, path string, body, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("POST %s: %w", path, err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+path, rd)
+	if err != nil {
+		return fmt.Errorf("POST %s: %w", path, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if f.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+f.cfg.APIKey)
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("POST %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxControlBody))
+	if err != nil {
+		return fmt.Errorf("POST %s: reading the answer: %w", path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		msg := string(data)
+		if len(msg) > 512 {
+			msg = msg[:512] + "…"
+		}
+		return fmt.Errorf("POST %s: status %d: %s", path, resp.StatusCode, strings.TrimSpace(msg))
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("POST %s: answer: %w", path, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,267 @@
+package fleet_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentrl/agentrl/fleet"
+	"github.com/agentrl/agentrl/policy"
+)
+
+// call is one request a recorder saw.
+type call struct {
+	Path, Query string
+	Body        map[string]any
+}
+
+// recorder is a control-plane peer that records every request and
+// answers as the real servers do on success (SGLang's {"success": true}
+// for /update_weights_from_disk, vLLM's {"status": ...} for /pause and
+// /resume, an empty 200 for /collective_rpc). answer, when set, may
+// answer instead (returning true).
+type recorder struct {
+	mu     sync.Mutex
+	calls  []call
+	answer func(w http.ResponseWriter, r *http.Request, c call) bool
+}
+
+func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c := call{Path: r.URL.Path, Query: r.URL.RawQuery}
+	if b, _ := io.ReadAll(r.Body); len(b) > 0 {
+		if err := json.Unmarshal(b, &c.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+	}
+	rec.mu.Lock()
+	rec.calls = append(rec.calls, c)
+	rec.mu.Unlock()
+	if rec.answer != nil && rec.answer(w, r, c) {
+		return
+	}
+	switch c.Path {
+	case "/update_weights_from_disk":
+		fmt.Fprint(w, `{"success":true,"message":"Succeeded to update model weights.","num_paused_requests":0}`)
+	case "/pause":
+		fmt.Fprint(w, `{"status":"paused"}`)
+	case "/resume":
+		fmt.Fprint(w, `{"status":"resumed"}`)
+	case "/pause_generation", "/continue_generation":
+		fmt.Fprint(w, `{"message":"ok","status":"ok"}`)
+	case "/collective_rpc":
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (rec *recorder) seen() []call {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return append([]call(nil), rec.calls...)
+}
+
+// weights is a Weights whose checkpoint is one config.json naming it.
+type weights struct {
+	tag string
+	err error
+}
+
+func (w weights) Save(dir string, _ policy.SaveOptions) error {
+	if w.err != nil {
+		return w.err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"tag":"`+w.tag+`"}`), 0o644)
+}
+
+func newFleet(t *testing.T, servers ...fleet.Server) (*fleet.Fleet, string) {
+	t.Helper()
+	dir := t.TempDir()
+	f, err := fleet.New(fleet.Config{Servers: servers, Dir: dir, Timeout: 500 * time.Millisecond})
+	require.NoError(t, err)
+	return f, dir
+}
+
+// TestPublishRequests pins the requests of each server kind against the
+// servers' real APIs (SGLang's UpdateWeightFromDiskReqInput and
+// pause/continue, vLLM's dev-mode /pause, /collective_rpc and /resume).
+func TestPublishRequests(t *testing.T) {
+	for _, tc := range []struct {
+		kind fleet.Kind
+		want func(dir string) []call
+	}{
+		{"", func(dir string) []call { // the zero Kind is SGLang
+			return []call{
+				{Path: "/pause_generation", Body: map[string]any{"mode": "in_place"}},
+				{Path: "/update_weights_from_disk", Body: map[string]any{"model_path": dir, "weight_version": "3", "flush_cache": true}},
+				{Path: "/continue_generation", Body: map[string]any{}},
+			}
+		}},
+		{fleet.VLLM, func(dir string) []call {
+			return []call{
+				{Path: "/pause", Query: "mode=wait"},
+				{Path: "/collective_rpc", Body: map[string]any{"method": "reload_weights", "kwargs": map[string]any{"weights_path": dir}}},
+				{Path: "/resume"},
+			}
+		}},
+		{fleet.VLLMModelConfig, func(dir string) []call {
+			return []call{
+				{Path: "/pause", Query: "mode=wait"},
+				{Path: "/collective_rpc", Body: map[string]any{"method": "update_config", "args": []any{map[string]any{"model_config": map[string]any{"model": dir}}}}},
+				{Path: "/collective_rpc", Body: map[string]any{"method": "reload_weights"}},
+				{Path: "/resume"},
+			}
+		}},
+	} {
+		t.Run(string(tc.kind), func(t *testing.T) {
+			rec := &recorder{}
+			srv := httptest.NewServer(rec)
+			defer srv.Close()
+			f, root := newFleet(t, fleet.Server{URL: srv.URL, Kind: tc.kind})
+			assert.Equal(t, 0, f.Version())
+			require.NoError(t, f.Publish(context.Background(), 3, weights{tag: "three"}))
+			assert.Equal(t, 3, f.Version())
+			dir := filepath.Join(root, "v00000003")
+			assert.Equal(t, tc.want(dir), rec.seen())
+			b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+			require.NoError(t, err)
+			assert.JSONEq(t, `{"tag":"three"}`, string(b))
+		})
+	}
+}
+
+// TestPublishFailures: a server that refuses, dies mid-update or hangs
+// makes Publish fail naming it; it is resumed all the same; the fleet
+// moves to the new version when another server took it, and stays when
+// none did.
+func TestPublishFailures(t *testing.T) {
+	refuse := func(w http.ResponseWriter, _ *http.Request, c call) bool {
+		if c.Path != "/update_weights_from_disk" {
+			return false
+		}
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, `{"success":false,"message":"Failed to load: no such file","num_paused_requests":0}`)
+		return true
+	}
+	die := func(w http.ResponseWriter, _ *http.Request, c call) bool {
+		if c.Path != "/update_weights_from_disk" {
+			return false
+		}
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close() // the process died mid-update
+		}
+		return true
+	}
+	hang := func(_ http.ResponseWriter, r *http.Request, c call) bool {
+		if c.Path != "/update_weights_from_disk" {
+			return false
+		}
+		<-r.Context().Done() // never answers before the client gives up
+		return true
+	}
+	quietFailure := func(w http.ResponseWriter, _ *http.Request, c call) bool {
+		if c.Path != "/update_weights_from_disk" {
+			return false
+		}
+		fmt.Fprint(w, `{"success":false,"message":"weights mismatch"}`)
+		return true
+	}
+	for _, tc := range []struct {
+		name   string
+		answer func(http.ResponseWriter, *http.Request, call) bool
+		msg    string
+	}{
+		{"refused", refuse, "status 400"},
+		{"died mid-update", die, "EOF"},
+		{"hangs", hang, "deadline exceeded"},
+		{"200 without success", quietFailure, `not successful: "weights mismatch"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := &recorder{answer: tc.answer}
+			good := &recorder{}
+			bs, gs := httptest.NewServer(bad), httptest.NewServer(good)
+			defer bs.Close()
+			defer gs.Close()
+
+			f, _ := newFleet(t, fleet.Server{URL: bs.URL}, fleet.Server{URL: gs.URL})
+			err := f.Publish(context.Background(), 1, weights{})
+			require.ErrorIs(t, err, fleet.ErrUpdate)
+			assert.ErrorContains(t, err, "sglang server "+bs.URL+": version 1")
+			assert.ErrorContains(t, err, tc.msg)
+			assert.NotContains(t, err.Error(), gs.URL)
+			assert.Equal(t, 1, f.Version(), "the good server took version 1")
+			last := bad.seen()[len(bad.seen())-1]
+			assert.Equal(t, "/continue_generation", last.Path, "resumed after the failure")
+
+			alone, _ := newFleet(t, fleet.Server{URL: bs.URL})
+			require.ErrorIs(t, alone.Publish(context.Background(), 1, weights{}), fleet.ErrUpdate)
+			assert.Equal(t, 0, alone.Version(), "no server took version 1")
+		})
+	}
+}
+
+// TestPublishCheckpointFiles: a checkpoint that cannot be written is an
+// error before any server is asked; old checkpoints beyond Keep are
+// removed; a version published again replaces its folder; no temporary
+// folder is left.
+func TestPublishCheckpointFiles(t *testing.T) {
+	rec := &recorder{}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	f, root := newFleet(t, fleet.Server{URL: srv.URL})
+
+	boom := errors.New("disk full")
+	err := f.Publish(context.Background(), 1, weights{err: boom})
+	require.ErrorIs(t, err, boom)
+	assert.Empty(t, rec.seen())
+
+	for v := 1; v <= 3; v++ {
+		require.NoError(t, f.Publish(context.Background(), v, weights{tag: fmt.Sprint(v)}))
+	}
+	require.NoError(t, f.Publish(context.Background(), 3, weights{tag: "3 again"}))
+	ents, err := os.ReadDir(root)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	assert.Equal(t, []string{"v00000002", "v00000003"}, names, "Keep 2 by default, no temporary folder")
+	b, err := os.ReadFile(filepath.Join(root, "v00000003", "config.json"))
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"tag":"3 again"}`, string(b))
+}
+
+func TestNewErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		cfg  fleet.Config
+		msg  string
+	}{
+		{"no servers", fleet.Config{Dir: dir}, "no Servers"},
+		{"no folder", fleet.Config{Servers: []fleet.Server{{URL: "http://a"}}}, "Dir is empty"},
+		{"bad kind", fleet.Config{Dir: dir, Servers: []fleet.Server{{URL: "http://a", Kind: "tgi"}}}, `Kind "tgi"`},
+		{"bad url", fleet.Config{Dir: dir, Servers: []fleet.Server{{URL: "a:b"}}}, "not an http(s) URL"},
+		{"negative keep", fleet.Config{Dir: dir, Servers: []fleet.Server{{URL: "http://a"}}, Keep: -1}, "negative"},
+	} {
+		_, err := fleet.New(tc.cfg)
+		require.ErrorIs(t, err, fleet.ErrConfig, tc.name)
+		assert.ErrorContains(t, err, tc.msg, tc.name)
+	}
+}
