@@ -380,7 +380,7 @@ func (e *Engine) rollout(ctx context.Context, sampler policy.Sampler, j *job) (T
 		tr := Turn{
 			Start: len(t.Tokens), End: len(t.Tokens) + len(g.Tokens),
 			Finish: g.FinishReason, StopToken: g.StopToken, StopString: g.StopString,
-			CachedTokens: g.CachedTokens, Latency: time.Since(t0),
+			CachedTokens: g.CachedTokens, WeightVersion: g.WeightVersion, Latency: time.Since(t0),
 		}
 		tr.ResultEnd = tr.End
 		t.Tokens = append(t.Tokens, g.Tokens...)

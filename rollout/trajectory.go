@@ -3,6 +3,7 @@ package rollout
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/agentrl/agentrl/policy"
@@ -129,6 +130,25 @@ func (t *Trajectory) SampledTokens() int {
 // the prompt (mask 0).
 func (t *Trajectory) ResultTokens() int { return t.ResponseLen() - t.SampledTokens() }
 
+// OldestWeightVersion returns the oldest weight version among the
+// turns, read as the trainer's integer policy versions (package fleet's
+// WeightVersion), and whether every turn had one: the version the
+// trajectory's staleness counts from. A trajectory without turns has
+// none.
+func (t *Trajectory) OldestWeightVersion() (int, bool) {
+	oldest, ok := 0, len(t.Turns) > 0
+	for i, tr := range t.Turns {
+		v, err := strconv.Atoi(tr.WeightVersion)
+		if err != nil {
+			return 0, false
+		}
+		if i == 0 || v < oldest {
+			oldest = v
+		}
+	}
+	return oldest, ok
+}
+
 // ToolRewards returns the Reward of each tool call that reported one, in
 // call order.
 func (t *Trajectory) ToolRewards() []float64 {
@@ -156,6 +176,9 @@ type Turn struct {
 	StopString string
 	// CachedTokens is the sampler's count of prompt tokens reused.
 	CachedTokens int
+	// WeightVersion names the weights that generated the turn, when the
+	// sampler knows (policy.Generation.WeightVersion); "" otherwise.
+	WeightVersion string
 	// Calls indexes this turn's calls in Trajectory.ToolCalls.
 	Calls []int
 	// Latency is the wall-clock time of the Generate call, queueing
