@@ -88,11 +88,6 @@ type Config struct {
 	Version int
 }
 
-// Weights is what Publish writes: *policy.Model implements it.
-type Weights interface {
-	Save(dir string, opts policy.SaveOptions) error
-}
-
 // Fleet samples from inference servers and publishes new weights to
 // them. It implements policy.Sampler and is safe for concurrent use.
 type Fleet struct {
@@ -184,7 +179,7 @@ func (f *Fleet) Generate(ctx context.Context, reqs []policy.GenerateRequest) ([]
 // the fleet then counts the new version as current when at least one
 // server took it, so that the failed servers' answers are refused where
 // they report their version. Old checkpoints beyond Keep are removed.
-func (f *Fleet) Publish(ctx context.Context, version int, w Weights) error {
+func (f *Fleet) Publish(ctx context.Context, version int, w policy.Saver) error {
 	if version < 0 {
 		return fmt.Errorf("%w: version %d is negative", ErrUpdate, version)
 	}
@@ -220,7 +215,7 @@ func (f *Fleet) Publish(ctx context.Context, version int, w Weights) error {
 
 // write saves w into Dir/v<version> through a temporary folder renamed
 // into place, so that a server never reads a partial checkpoint.
-func (f *Fleet) write(version int, w Weights) (string, error) {
+func (f *Fleet) write(version int, w policy.Saver) (string, error) {
 	if err := os.MkdirAll(f.cfg.Dir, 0o755); err != nil {
 		return "", fmt.Errorf("fleet: checkpoint folder: %w", err)
 	}

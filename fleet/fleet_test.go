@@ -73,7 +73,7 @@ func (rec *recorder) seen() []call {
 	return append([]call(nil), rec.calls...)
 }
 
-// weights is a Weights whose checkpoint is one config.json naming it.
+// weights is a policy.Saver whose checkpoint is one config.json naming it.
 type weights struct {
 	tag string
 	err error

@@ -168,3 +168,10 @@ type Trainable interface {
 	// the same slices on every call, in a stable order.
 	Params() []Param
 }
+
+// Saver writes a model as a Hugging Face checkpoint folder that vLLM,
+// SGLang and transformers load: *Model implements it. Publishing weights
+// to an inference fleet (package fleet) needs it.
+type Saver interface {
+	Save(dir string, opts SaveOptions) error
+}
