@@ -297,6 +297,7 @@ func validateLoss(cfg loss.Config, reg *loss.Registry) error {
 }
 
 func validateAdamW(c policy.AdamWConfig) error {
+	c = c.WithDefaults() // zero LR, Eps and betas are torch's, as NewAdamW applies them
 	switch {
 	case !(c.LR > 0) || math.IsInf(c.LR, 0):
 		return fmt.Errorf("LR: %v, want finite and > 0", c.LR)

@@ -72,7 +72,7 @@ func TestTrainerConfigValidate(t *testing.T) {
 		{"bad filter metric", func(c *agentrl.TrainerConfig) { c.FilterMetric = "len" }, "TrainerConfig.FilterMetric"},
 		{"negative temperature", func(c *agentrl.TrainerConfig) { c.Sampling.Temperature = -1 }, "TrainerConfig.Sampling.Temperature"},
 		{"bad top-p", func(c *agentrl.TrainerConfig) { c.Sampling.TopP = 2 }, "TrainerConfig.Sampling"},
-		{"zero learning rate", func(c *agentrl.TrainerConfig) { c.Optimizer.LR = 0 }, "TrainerConfig.Optimizer.LR"},
+		{"negative learning rate", func(c *agentrl.TrainerConfig) { c.Optimizer.LR = -1 }, "TrainerConfig.Optimizer.LR"},
 		{"beta1 of 1", func(c *agentrl.TrainerConfig) { c.Optimizer.Beta1 = 1 }, "TrainerConfig.Optimizer.Beta1"},
 		{"NaN weight decay", func(c *agentrl.TrainerConfig) { c.Optimizer.WeightDecay = math.NaN() }, "TrainerConfig.Optimizer.WeightDecay"},
 		{"overlong without buffer", func(c *agentrl.TrainerConfig) { c.Overlong.Buffer = 0 }, "TrainerConfig.Overlong"},
@@ -94,6 +94,8 @@ func TestTrainerConfigValidate(t *testing.T) {
 func TestSFTConfigValidate(t *testing.T) {
 	good := agentrl.SFTConfig{BatchSize: 4, Optimizer: banditConfig().Optimizer}
 	require.NoError(t, good.Validate())
+	// The zero AdamWConfig is torch's AdamW (policy.AdamWConfig.WithDefaults).
+	require.NoError(t, agentrl.SFTConfig{BatchSize: 4}.Validate())
 	cases := []struct {
 		name  string
 		edit  func(*agentrl.SFTConfig)
@@ -104,7 +106,7 @@ func TestSFTConfigValidate(t *testing.T) {
 		{"negative epochs", func(c *agentrl.SFTConfig) { c.Epochs = -1 }, "SFTConfig.Epochs"},
 		{"negative clip", func(c *agentrl.SFTConfig) { c.MaxGradNorm = -1 }, "SFTConfig.MaxGradNorm"},
 		{"infinite lr", func(c *agentrl.SFTConfig) { c.Optimizer.LR = math.Inf(1) }, "SFTConfig.Optimizer.LR"},
-		{"zero eps", func(c *agentrl.SFTConfig) { c.Optimizer.Eps = 0 }, "SFTConfig.Optimizer.Eps"},
+		{"negative eps", func(c *agentrl.SFTConfig) { c.Optimizer.Eps = -1 }, "SFTConfig.Optimizer.Eps"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
