@@ -128,6 +128,23 @@ type TrainerConfig struct {
 
 	// Seed fixes the rollout seeds and mini-batch shuffles.
 	Seed uint64
+
+	// MaxStaleness is η, how many policy versions (steps) the weights
+	// that sampled a trajectory may lag behind the policy that trains on
+	// it (AReaL's max_head_offpolicyness). 0 is synchronous: each step
+	// samples with the weights it trains. With η ≥ 1 the rollouts of the
+	// next steps run while the current step trains, on the samplers of
+	// TrainerParts.Sync, and the batch of step k starts sampling only once
+	// the samplers hold version k−1−η or newer, so no trajectory is
+	// staler than η. The PPO ratio then compares with the old policy as
+	// OldLogProbs says; Loss.TISCap corrects for the sampler's weights
+	// (decoupled PPO, verl's rollout_is with a token-level truncated
+	// weight).
+	MaxStaleness int
+	// SyncEvery is K: with TrainerParts.Sync the trainer publishes its
+	// weights after every K steps; 0 means 1. K must not exceed
+	// MaxStaleness+1, or the staleness bound could not hold.
+	SyncEvery int
 }
 
 // Validate reports the first unusable field, wrapping ErrTrainerConfig
@@ -179,6 +196,12 @@ func (c TrainerConfig) ValidateWith(losses *loss.Registry, estimators *advantage
 		return bad("Reward.Limit", "%d, want ≥ 0", c.Reward.Limit)
 	case c.Reward.ItemTimeout < 0:
 		return bad("Reward.ItemTimeout", "%v, want ≥ 0", c.Reward.ItemTimeout)
+	case c.MaxStaleness < 0:
+		return bad("MaxStaleness", "%d, want ≥ 0", c.MaxStaleness)
+	case c.SyncEvery < 0:
+		return bad("SyncEvery", "%d, want ≥ 0", c.SyncEvery)
+	case c.syncEvery() > c.MaxStaleness+1:
+		return bad("SyncEvery", "%d exceeds MaxStaleness+1 = %d: step k must sample with version k−1−MaxStaleness or newer, which publishing every %d steps does not provide", c.SyncEvery, c.MaxStaleness+1, c.SyncEvery)
 	}
 	batch := c.PromptsPerStep * c.SamplesPerPrompt
 	mini := c.miniBatch()
@@ -241,6 +264,8 @@ func (c TrainerConfig) microBatch() int {
 }
 
 func (c TrainerConfig) epochs() int { return max(c.PPOEpochs, 1) }
+
+func (c TrainerConfig) syncEvery() int { return max(c.SyncEvery, 1) }
 
 func (c TrainerConfig) filterMetric() FilterMetric {
 	if c.FilterMetric == "" {

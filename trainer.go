@@ -82,6 +82,12 @@ type TrainerParts struct {
 	// the program's own objectives (loss.NewRegistry, then Register)
 	// beside the built-in modes. nil means the built-in modes.
 	Losses *loss.Registry
+	// Sync, when set, publishes the policy's weights to the samplers of
+	// the rollouts (a *fleet.Fleet, which is then the Engine's Sampler):
+	// before the first step of a run and after every SyncEvery steps,
+	// as policy version = steps done. The Policy must then be a
+	// policy.Saver (*policy.Model is). Required when MaxStaleness > 0.
+	Sync WeightSync
 	// Estimators resolves TrainerConfig.Advantage: an advantage.Registry
 	// holding the program's own estimators (advantage.NewRegistry,
 	// then Register). nil means the built-in estimators.
@@ -101,6 +107,20 @@ type Trainer struct {
 	computer   *loss.Computer
 	estimators *advantage.Registry
 	step       int
+
+	// samplerState is the prompt sampler's position before the batch of
+	// the next step to train (ahead of the sampler itself while batches
+	// are made in advance); checkpoints record it.
+	samplerState dataset.SamplerState
+	// published is the version the samplers hold, −1 before the first
+	// publication.
+	published int
+	// async runs the rollouts ahead when MaxStaleness > 0; nil when idle.
+	async *producer
+	// trained holds the recent steps' training intervals, for the
+	// overlap metric; lastEnd is when the previous step ended.
+	trained [][2]time.Time
+	lastEnd time.Time
 }
 
 // NewTrainer validates cfg against parts (names in its registries, the
@@ -122,6 +142,11 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 		return nil, fmt.Errorf("%w: TrainerConfig.Loss.KLCoef is %v but TrainerParts.Reference is nil", ErrTrainer, cfg.Loss.KLCoef)
 	case len(parts.Prompts) < cfg.PromptsPerStep:
 		return nil, fmt.Errorf("%w: %d prompts, fewer than TrainerConfig.PromptsPerStep %d", ErrTrainer, len(parts.Prompts), cfg.PromptsPerStep)
+	case cfg.MaxStaleness > 0 && parts.Sync == nil:
+		return nil, fmt.Errorf("%w: TrainerConfig.MaxStaleness is %d but TrainerParts.Sync is nil: rollouts ahead of training need samplers with weights of their own (an inference fleet)", ErrTrainer, cfg.MaxStaleness)
+	}
+	if _, ok := parts.Policy.(policy.Saver); parts.Sync != nil && !ok {
+		return nil, fmt.Errorf("%w: TrainerParts.Sync is set but the Policy (%T) cannot Save its weights (policy.Saver)", ErrTrainer, parts.Policy)
 	}
 	for i, p := range parts.Prompts {
 		forms := 0
@@ -161,6 +186,7 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	return &Trainer{
 		cfg: cfg, parts: parts, reward: rf, sampler: sampler, opt: opt,
 		computer: loss.NewComputer(parts.Losses), estimators: estimatorsOrBuiltin(parts.Estimators),
+		samplerState: sampler.State(), published: -1,
 	}, nil
 }
 
@@ -186,41 +212,77 @@ type sample struct {
 
 func (s *sample) respMask() []float32 { return s.traj.Mask[s.traj.PromptLen:] }
 
-// Step runs one training step and returns its metrics. On error the
+// Step runs one training step and returns its metrics: the step's
+// rollout (made now, or with MaxStaleness ≥ 1 while earlier steps
+// trained), rewards, advantages, PPO epochs, and with TrainerParts.Sync
+// the publication of the new weights every SyncEvery steps. On error the
 // policy may have been partly updated (an error inside a PPO epoch); the
 // step counter does not advance.
 func (t *Trainer) Step(ctx context.Context) (StepMetrics, error) {
 	start := time.Now()
-	m := StepMetrics{Step: t.step + 1}
+	m := StepMetrics{Step: t.step + 1, PolicyVersion: t.step}
 
-	batch, err := t.collect(ctx, &m)
+	// A run's first step, and the first after a resume, make sure the
+	// samplers hold the policy being trained.
+	if t.parts.Sync != nil && t.published != t.step {
+		secs, err := t.publish(ctx)
+		m.SyncSeconds += secs
+		if err != nil {
+			return m, err
+		}
+	}
+	p, err := t.nextBatch(ctx)
 	if err != nil {
 		return m, err
 	}
-	rolloutDone := time.Now()
-	m.RolloutSeconds = rolloutDone.Sub(start).Seconds()
+	batch := p.batch
+	m.GenBatches, m.KeptGroups = p.genBatches, p.keptGroups
+	m.RolloutSeconds = p.end.Sub(p.start).Seconds()
+	m.OverlapSeconds = t.overlap(p.start, p.end)
 	m.observeBatch(batch, t.cfg)
 	if m.RolloutSeconds > 0 {
 		m.RolloutTokensPerSec = float64(m.generatedTokens) / m.RolloutSeconds
 	}
+	if err := t.staleness(batch, &m); err != nil {
+		return m, err
+	}
 
+	trainStart := time.Now()
 	if err := t.advantages(batch); err != nil {
 		return m, err
 	}
 	if err := t.oldAndRef(ctx, batch); err != nil {
 		return m, err
 	}
-	trainStart := time.Now()
+	updateStart := time.Now()
 	if err := t.update(ctx, batch, &m); err != nil {
 		return m, err
 	}
 	now := time.Now()
-	m.TrainSeconds = now.Sub(trainStart).Seconds()
+	m.TrainSeconds = now.Sub(updateStart).Seconds()
 	if m.TrainSeconds > 0 {
 		m.TrainTokensPerSec = float64(m.trainedTokens) / m.TrainSeconds
 	}
-	m.StepSeconds = now.Sub(start).Seconds()
 	t.step++
+	t.samplerState = p.after
+	if t.parts.Sync != nil && t.step%t.cfg.syncEvery() == 0 {
+		secs, err := t.publish(ctx)
+		m.SyncSeconds += secs
+		if err != nil {
+			return m, err
+		}
+		now = time.Now()
+	}
+	t.trained = append(t.trained, [2]time.Time{trainStart, now})
+	if len(t.trained) > t.cfg.MaxStaleness+2 {
+		t.trained = t.trained[1:]
+	}
+	m.StepSeconds = now.Sub(start).Seconds()
+	m.WallSeconds = m.StepSeconds
+	if !t.lastEnd.IsZero() {
+		m.WallSeconds = now.Sub(t.lastEnd).Seconds()
+	}
+	t.lastEnd = now
 	if t.parts.Metrics != nil {
 		if err := t.parts.Metrics.Log(m.Step, m.Map()); err != nil {
 			return m, fmt.Errorf("agentrl: step %d: metrics log: %w", m.Step, err)
@@ -243,17 +305,18 @@ func requestSeed(seed uint64, step, genBatch, pos int) uint64 {
 	return z
 }
 
-// generate rolls out and scores one generation batch.
-func (t *Trainer) generate(ctx context.Context, genBatch int) ([]*sample, error) {
+// generate rolls out and scores one generation batch of the step after
+// done completed steps.
+func (t *Trainer) generate(ctx context.Context, done, genBatch int) ([]*sample, error) {
 	idx := t.sampler.Next()
 	reqs := make([]rollout.Request, len(idx))
 	groups := make([]string, len(idx))
 	for i, j := range idx {
 		p := &t.parts.Prompts[j]
 		params := t.cfg.Sampling
-		params.Seed = new(requestSeed(t.cfg.Seed, t.step, genBatch, i))
+		params.Seed = new(requestSeed(t.cfg.Seed, done, genBatch, i))
 		params.Logprobs = true
-		groups[i] = fmt.Sprintf("s%d/g%d/p%d", t.step, genBatch, j)
+		groups[i] = fmt.Sprintf("s%d/g%d/p%d", done, genBatch, j)
 		reqs[i] = rollout.Request{
 			ID: groups[i], Prompt: p.Tokens, PromptText: p.Text, Messages: p.Messages,
 			Tools: p.Tools, Params: params, N: t.cfg.SamplesPerPrompt,
@@ -261,17 +324,17 @@ func (t *Trainer) generate(ctx context.Context, genBatch int) ([]*sample, error)
 	}
 	trajs, err := t.parts.Engine.Run(ctx, reqs)
 	if err != nil {
-		return nil, fmt.Errorf("agentrl: step %d: rollout: %w", t.step+1, err)
+		return nil, fmt.Errorf("agentrl: step %d: rollout: %w", done+1, err)
 	}
 	if len(trajs) != len(idx)*t.cfg.SamplesPerPrompt {
-		return nil, fmt.Errorf("%w: step %d: rollout returned %d trajectories for %d requests of %d samples", ErrTrainer, t.step+1, len(trajs), len(idx), t.cfg.SamplesPerPrompt)
+		return nil, fmt.Errorf("%w: step %d: rollout returned %d trajectories for %d requests of %d samples", ErrTrainer, done+1, len(trajs), len(idx), t.cfg.SamplesPerPrompt)
 	}
 	inputs := make([]reward.Input, len(trajs))
 	samples := make([]*sample, len(trajs))
 	for i := range trajs {
 		tr := &trajs[i]
 		if tr.Request < 0 || tr.Request >= len(idx) || len(tr.Mask) != len(tr.Tokens) || tr.PromptLen > len(tr.Tokens) {
-			return nil, fmt.Errorf("%w: step %d: trajectory %d is malformed (request %d, %d tokens, %d mask, prompt %d)", ErrTrainer, t.step+1, i, tr.Request, len(tr.Tokens), len(tr.Mask), tr.PromptLen)
+			return nil, fmt.Errorf("%w: step %d: trajectory %d is malformed (request %d, %d tokens, %d mask, prompt %d)", ErrTrainer, done+1, i, tr.Request, len(tr.Tokens), len(tr.Mask), tr.PromptLen)
 		}
 		p := &t.parts.Prompts[idx[tr.Request]]
 		samples[i] = &sample{traj: *tr, prompt: p, group: groups[tr.Request]}
@@ -279,37 +342,34 @@ func (t *Trainer) generate(ctx context.Context, genBatch int) ([]*sample, error)
 	}
 	outs, err := reward.Batch(ctx, t.reward, inputs, t.cfg.Reward)
 	if err != nil {
-		return nil, fmt.Errorf("agentrl: step %d: reward: %w", t.step+1, err)
+		return nil, fmt.Errorf("agentrl: step %d: reward: %w", done+1, err)
 	}
 	for i, o := range outs {
 		if math.IsNaN(o.Score) || math.IsInf(o.Score, 0) {
-			return nil, fmt.Errorf("%w: step %d: reward of trajectory %d (prompt %q) is %v", ErrTrainer, t.step+1, i, samples[i].prompt.ID, o.Score)
+			return nil, fmt.Errorf("%w: step %d: reward of trajectory %d (prompt %q) is %v", ErrTrainer, done+1, i, samples[i].prompt.ID, o.Score)
 		}
 		samples[i].out = o
 	}
 	return samples, nil
 }
 
-// collect gathers the step's training batch: one generation batch, or with
-// dynamic sampling as many as it takes to fill PromptsPerStep groups whose
-// metric varies.
-func (t *Trainer) collect(ctx context.Context, m *StepMetrics) ([]*sample, error) {
+// collect gathers the batch of the step after done completed steps: one
+// generation batch, or with dynamic sampling as many as it takes to fill
+// PromptsPerStep groups whose metric varies. It returns the batch, the
+// generation batches it took and the groups kept.
+func (t *Trainer) collect(ctx context.Context, done int) ([]*sample, int, int, error) {
 	if !t.cfg.DynamicSampling {
-		m.GenBatches = 1
-		b, err := t.generate(ctx, 0)
-		if err == nil {
-			m.KeptGroups = t.cfg.PromptsPerStep
-		}
-		return b, err
+		b, err := t.generate(ctx, done, 0)
+		return b, 1, t.cfg.PromptsPerStep, err
 	}
 	f, err := dataset.NewGroupFilter[*sample](dataset.FilterConfig{BatchGroups: t.cfg.PromptsPerStep, MaxGenBatches: t.cfg.MaxGenBatches})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrTrainer, err)
+		return nil, 0, 0, fmt.Errorf("%w: %w", ErrTrainer, err)
 	}
 	for gen := 0; !f.Ready(); gen++ {
-		b, err := t.generate(ctx, gen)
+		b, err := t.generate(ctx, done, gen)
 		if err != nil {
-			return nil, err
+			return nil, 0, 0, err
 		}
 		groups := make([]string, len(b))
 		metric := make([]float64, len(b))
@@ -322,16 +382,14 @@ func (t *Trainer) collect(ctx context.Context, m *StepMetrics) ([]*sample, error
 			}
 		}
 		if _, err := f.Add(b, groups, metric); err != nil {
-			return nil, fmt.Errorf("agentrl: step %d: dynamic sampling: %w", t.step+1, err)
+			return nil, 0, 0, fmt.Errorf("agentrl: step %d: dynamic sampling: %w", done+1, err)
 		}
 	}
 	fb, err := f.Take()
 	if err != nil {
-		return nil, fmt.Errorf("agentrl: step %d: dynamic sampling: %w", t.step+1, err)
+		return nil, 0, 0, fmt.Errorf("agentrl: step %d: dynamic sampling: %w", done+1, err)
 	}
-	m.GenBatches = fb.Stats.GenBatches
-	m.KeptGroups = fb.Stats.KeptGroups
-	return fb.Items, nil
+	return fb.Items, fb.Stats.GenBatches, fb.Stats.KeptGroups, nil
 }
 
 // advantages fills s.adv from the estimator; groups are the rollout

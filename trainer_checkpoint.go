@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/agentrl/agentrl/dataset"
 	"github.com/agentrl/agentrl/policy"
@@ -67,7 +68,7 @@ func (t *Trainer) SaveTo(dir string) error {
 	}
 	st := TrainerState{
 		Format: TrainerStateFormat, Step: t.step, Seed: t.cfg.Seed, Prompts: len(t.parts.Prompts),
-		Sampler: t.sampler.State(), OptimizerSteps: t.opt.Steps(),
+		Sampler: t.samplerState, OptimizerSteps: t.opt.Steps(),
 	}
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
@@ -99,6 +100,7 @@ func (t *Trainer) SaveCheckpoint(ctx context.Context, root CheckpointRoot, keep 
 // sizes; otherwise LoadFrom returns an error wrapping ErrCheckpoint. On
 // error the trainer may hold a partial state and must not be used.
 func (t *Trainer) LoadFrom(dir string) error {
+	t.stopProducer() // its batches belong to the run being replaced
 	b, err := os.ReadFile(filepath.Join(dir, CheckpointStateFile))
 	if err != nil {
 		return fmt.Errorf("agentrl: checkpoint: %w", err)
@@ -130,6 +132,9 @@ func (t *Trainer) LoadFrom(dir string) error {
 		return fmt.Errorf("%w: %w", ErrCheckpoint, err)
 	}
 	t.step = st.Step
+	t.samplerState = st.Sampler
+	t.published = -1 // the samplers get the restored weights before the next rollout
+	t.trained, t.lastEnd = nil, time.Time{}
 	return nil
 }
 

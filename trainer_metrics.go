@@ -1,6 +1,7 @@
 package agentrl
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/agentrl/agentrl/rollout"
@@ -58,6 +59,22 @@ type StepMetrics struct {
 	RolloutTokensPerSec, TrainTokensPerSec    float64
 	RolloutSeconds, TrainSeconds, StepSeconds float64
 
+	// PolicyVersion is the version of the policy the step trained (the
+	// steps done before it). StalenessHist counts the trajectories by
+	// staleness — how many versions older than PolicyVersion the weights
+	// that sampled them were (index 0 to MaxStaleness) — and
+	// StalenessMean and StalenessMax summarise it.
+	PolicyVersion int
+	StalenessHist []int
+	StalenessMean float64
+	StalenessMax  int
+	// OverlapSeconds is the part of the step's rollout that ran while
+	// earlier steps trained (0 when synchronous), SyncSeconds the time
+	// spent publishing weights, and WallSeconds the time since the
+	// previous step ended (the step's own time for the first): with
+	// rollouts ahead it is shorter than RolloutSeconds + TrainSeconds.
+	OverlapSeconds, SyncSeconds, WallSeconds float64
+
 	generatedTokens int
 	trainedTokens   int
 }
@@ -91,6 +108,21 @@ func (m StepMetrics) Map() map[string]float64 {
 		"timing_s/gen":               m.RolloutSeconds,
 		"timing_s/update_actor":      m.TrainSeconds,
 		"timing_s/step":              m.StepSeconds,
+		"timing_s/overlap":           m.OverlapSeconds,
+		"timing_s/sync_weights":      m.SyncSeconds,
+		"timing_s/wall":              m.WallSeconds,
+		"async/policy_version":       float64(m.PolicyVersion),
+		"async/staleness_mean":       m.StalenessMean,
+		"async/staleness_max":        float64(m.StalenessMax),
+	}
+	if m.WallSeconds > 0 {
+		out["perf/steps_per_s"] = 1 / m.WallSeconds
+		out["perf/throughput"] = float64(m.generatedTokens+m.trainedTokens) / m.WallSeconds
+	}
+	for s, n := range m.StalenessHist {
+		if m.Trajectories > 0 {
+			out[fmt.Sprintf("async/staleness_frac/%d", s)] = float64(n) / float64(m.Trajectories)
+		}
 	}
 	if v, ok := m.LossMetrics["pg_loss"]; ok {
 		out["actor/pg_loss"] = v
