@@ -1,0 +1,74 @@
+// Package serve is an inference server for a policy.Model: the
+// completions API of vLLM and SGLang (token ids in, token ids and
+// per-token log-probabilities out) with continuous batching, plus their
+// weight-reload and pause endpoints, so that a trainer written against a
+// fleet of real inference engines runs unchanged against one embedded
+// server. It is the default that needs nothing installed, and the test
+// double of package policy/openai that no one has to mock.
+//
+// A Server is an http.Handler:
+//
+//	m, _ := policy.Load(dir, policy.WithDecoder(tok.Decode))
+//	srv, _ := serve.New(serve.Config{Model: m, ModelPath: dir, Encode: tok.Encode, Decode: tok.Decode})
+//	defer srv.Close()
+//	http.ListenAndServe("127.0.0.1:8000", srv)
+//
+// # Endpoints
+//
+// Completions, as vLLM's OpenAI-compatible server
+// (vllm/entrypoints/openai/completion/protocol.py and serving.py), with
+// SGLang's top-level "metadata": {"weight_version"}
+// (sglang/srt/entrypoints/openai/serving_completions.py):
+//
+//	POST /v1/completions
+//
+// Information:
+//
+//	GET  /health                  200, empty body (503 once closed)
+//	GET  /v1/models               vLLM's model list, with max_model_len
+//	GET  /model_info              SGLang's model_path, weight_version, …
+//	GET  /get_model_info          SGLang's deprecated alias of /model_info
+//	GET  /get_weight_version      {"weight_version"}
+//	GET  /is_paused               vLLM: {"is_paused"}
+//
+// Weights and scheduling, in SGLang's spelling
+// (sglang/srt/entrypoints/http_server.py, managers/io_struct.py):
+//
+//	POST /update_weights_from_disk  {model_path, load_format, abort_all_requests, weight_version, keep_pause, flush_cache, …}
+//	POST /pause_generation          {"mode": "abort" | "retract" | "in_place"}
+//	POST /continue_generation
+//	GET|POST /flush_cache
+//
+// and in vLLM's development-mode spelling (VLLM_SERVER_DEV_MODE=1:
+// vllm/entrypoints/serve/dev/rpc/api_router.py, rl/online/api_router.py,
+// serve/dev/cache/api_router.py):
+//
+//	POST /collective_rpc            {"method": "reload_weights", "kwargs": {"weights_path": dir}}
+//	                                {"method": "update_config", "args": [{"model_config": {"model": dir}}]}, then {"method": "reload_weights"}
+//	POST /pause?mode=abort|wait|keep&clear_cache=true
+//	POST /resume
+//	POST /reset_prefix_cache
+//
+// # Weight versions
+//
+// No request ever mixes two weight versions. A reload first loads the new
+// checkpoint (generation goes on meanwhile), then holds new completions
+// back, waits until none runs on the old weights (or aborts them when
+// asked to), swaps the models, closes the old one, sets the new weight
+// version, and only then admits the requests it held back. Every
+// completion's metadata.weight_version names the weights that generated
+// all of its tokens. A checkpoint that fails to load, or whose tensors do
+// not match the served model's, leaves the old weights serving.
+//
+// Where this server differs from vLLM and SGLang, it says so on the
+// endpoint; in short: no streaming, no echo, no prompt log-probabilities,
+// top_logprobs hold the sampled token only, "keep"/"in_place" pauses wait
+// for the requests in flight instead of freezing them, and a reload never
+// changes the served model name.
+//
+// The reload endpoints read any folder the process can read, as vLLM's
+// development endpoints and SGLang's do: serve on localhost or a private
+// network.
+//
+// serve may import policy and policy/openai only.
+package serve

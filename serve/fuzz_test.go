@@ -1,0 +1,62 @@
+package serve
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/agentrl/agentrl/policy"
+)
+
+// FuzzDecodeCompletion feeds arbitrary bodies to the /v1/completions
+// decoder: it must never panic, every refusal must be a 4xx with a
+// message, and what it accepts must be a batch that Model.Generate takes
+// (non-empty prompts of known ids that leave room in the context, valid
+// sampling parameters, prompts × n requests).
+func FuzzDecodeCompletion(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt": [1, 2, 3], "max_tokens": 4, "temperature": 0, "logprobs": 1, "return_token_ids": true}`,
+		`{"prompt": [[1], [2, 3]], "n": 2, "seed": -5, "stop": ["<1>"], "stop_token_ids": [7]}`,
+		`{"prompt": "hello", "top_p": 0.5, "top_k": -1, "min_p": 0.1, "stop": "x"}`,
+		`{"prompt": ["a", ""], "model": "agentrl"}`,
+		`{"prompt": [257, 258], "max_tokens": 95}`,
+		`{"prompt": [1], "n": 1e3, "seed": 9223372036854775807}`,
+		`{"prompt": [1], "stream": false, "echo": false, "best_of": 1, "repetition_penalty": 1}`,
+		`{"prompt": [[]]}`, `[]`, `{`, `null`, `{"prompt": [1.0]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	lim := limits{vocab: testVocab, maxLen: testMaxLen, encode: byteEncode, decode: idDecode}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := decodeCompletion(body, lim)
+		if err != nil {
+			if err.status < 400 || err.status >= 500 || err.msg == "" || http.StatusText(err.status) == "" {
+				t.Fatalf("refusal %d %q for %q", err.status, err.msg, body)
+			}
+			return
+		}
+		if p.n < 1 || len(p.prompts) == 0 || len(p.reqs) != len(p.prompts)*p.n || len(p.reqs) > maxChoices {
+			t.Fatalf("%d prompts × n %d gave %d requests for %q", len(p.prompts), p.n, len(p.reqs), body)
+		}
+		for i, r := range p.reqs {
+			if len(r.Prompt) == 0 || len(r.Prompt) >= testMaxLen {
+				t.Fatalf("request %d: prompt of %d tokens accepted from %q", i, len(r.Prompt), body)
+			}
+			for _, id := range r.Prompt {
+				if id < 0 || id >= testVocab {
+					t.Fatalf("request %d: token %d accepted from %q", i, id, body)
+				}
+			}
+			if err := policy.CheckSampleParams(r.Params); err != nil {
+				t.Fatalf("request %d: %v, from %q", i, err, body)
+			}
+			if r.Params.MaxNewTokens > 0 && len(r.Prompt)+r.Params.MaxNewTokens > testMaxLen {
+				t.Fatalf("request %d: max_tokens %d past the context, from %q", i, r.Params.MaxNewTokens, body)
+			}
+			for _, s := range r.Params.Stop {
+				if s == "" {
+					t.Fatalf("request %d: empty stop string accepted from %q", i, body)
+				}
+			}
+		}
+	})
+}

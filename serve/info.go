@@ -1,0 +1,108 @@
+package serve
+
+import (
+	"net/http"
+)
+
+// handleHealth serves GET /health: 200 with an empty body, 503 once the
+// server is closed, as vLLM (vllm/entrypoints/serve/instrumentator/health.py)
+// and SGLang answer. A pause does not make the server unhealthy.
+func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	if _, closed := s.snapshot(); closed {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// modelCard is vLLM's ModelCard (vllm/entrypoints/openai/models/protocol.py).
+type modelCard struct {
+	ID          string            `json:"id"`
+	Object      string            `json:"object"`
+	Created     int64             `json:"created"`
+	OwnedBy     string            `json:"owned_by"`
+	Root        *string           `json:"root"`
+	Parent      *string           `json:"parent"`
+	MaxModelLen int               `json:"max_model_len"`
+	Permission  []modelPermission `json:"permission"`
+}
+
+// modelPermission is vLLM's ModelPermission.
+type modelPermission struct {
+	ID                 string  `json:"id"`
+	Object             string  `json:"object"`
+	Created            int64   `json:"created"`
+	AllowCreateEngine  bool    `json:"allow_create_engine"`
+	AllowSampling      bool    `json:"allow_sampling"`
+	AllowLogprobs      bool    `json:"allow_logprobs"`
+	AllowSearchIndices bool    `json:"allow_search_indices"`
+	AllowView          bool    `json:"allow_view"`
+	AllowFineTuning    bool    `json:"allow_fine_tuning"`
+	Organization       string  `json:"organization"`
+	Group              *string `json:"group"`
+	IsBlocking         bool    `json:"is_blocking"`
+}
+
+// handleModels serves GET /v1/models: vLLM's list of one card, whose id
+// is the served name, root the checkpoint folder of the weights served,
+// and max_model_len the context length; owned_by is "agentrl".
+func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	eng, _ := s.snapshot()
+	var root *string
+	if eng.path != "" {
+		root = &eng.path
+	}
+	card := modelCard{
+		ID: s.name, Object: "model", Created: s.created, OwnedBy: "agentrl", Root: root,
+		MaxModelLen: s.lim.maxLen,
+		Permission: []modelPermission{{
+			ID: "modelperm-" + randomHex(), Object: "model_permission", Created: s.created,
+			AllowSampling: true, AllowLogprobs: true, AllowView: true, Organization: "*",
+		}},
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []modelCard{card}})
+}
+
+// modelInfo is SGLang's GET /model_info body
+// (sglang/srt/entrypoints/http_server.py, get_model_info).
+type modelInfo struct {
+	ModelPath               *string  `json:"model_path"`
+	TokenizerPath           *string  `json:"tokenizer_path"`
+	IsGeneration            bool     `json:"is_generation"`
+	PreferredSamplingParams *string  `json:"preferred_sampling_params"`
+	WeightVersion           string   `json:"weight_version"`
+	HasImageUnderstanding   bool     `json:"has_image_understanding"`
+	HasAudioUnderstanding   bool     `json:"has_audio_understanding"`
+	ModelType               string   `json:"model_type"`
+	Architectures           []string `json:"architectures"`
+}
+
+// handleModelInfo serves GET /model_info and its deprecated alias
+// /get_model_info. model_path follows reloads; tokenizer_path is the
+// initial ModelPath when the server has a tokenizer, as reloads keep it.
+func (s *Server) handleModelInfo(w http.ResponseWriter, _ *http.Request) {
+	eng, _ := s.snapshot()
+	cfg := eng.model.Config()
+	info := modelInfo{
+		IsGeneration: true, WeightVersion: eng.version,
+		ModelType: cfg.ModelType, Architectures: []string{cfg.Architecture()},
+	}
+	if eng.path != "" {
+		info.ModelPath = &eng.path
+	}
+	if s.tokenizerPath != "" {
+		info.TokenizerPath = &s.tokenizerPath
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+// handleWeightVersion serves GET /get_weight_version:
+// {"weight_version": "<v>"}, as SGLang until late 2025.
+func (s *Server) handleWeightVersion(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"weight_version": s.WeightVersion()})
+}
+
+// handleIsPaused serves vLLM's GET /is_paused: {"is_paused": bool}.
+func (s *Server) handleIsPaused(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]bool{"is_paused": s.isPaused()})
+}
