@@ -1,0 +1,28 @@
+package main
+
+import (
+	"io"
+	"testing"
+
+	"github.com/agentrl/agentrl/policy/openai"
+)
+
+// FuzzParseFlags feeds arbitrary command lines to the flag parser: it
+// must never panic, and what it accepts must be servable (a known
+// log-probs mode, no negative session count, a positive shutdown
+// timeout, a served name).
+func FuzzParseFlags(f *testing.F) {
+	f.Add("-model", "testdata", "-max-sessions", "-3")
+	f.Add("-addr", ":0", "-logprobs-mode", "processed_logprobs")
+	f.Add("-shutdown-timeout", "-1s", "-name", "")
+	f.Fuzz(func(t *testing.T, a, b, c, d string) {
+		o, err := parseFlags([]string{a, b, c, d}, io.Discard)
+		if err != nil {
+			return
+		}
+		if o.logprobsMode != openai.RawLogprobs && o.logprobsMode != openai.ProcessedLogprobs ||
+			o.maxSessions < 0 || o.shutdownTimeout <= 0 || o.name == "" || o.model == "" {
+			t.Fatalf("accepted %+v from %q", o, []string{a, b, c, d})
+		}
+	})
+}

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentrl/agentrl/examples/internal/setup/setuptest"
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/openai"
+	"github.com/agentrl/agentrl/policy/tokenizer"
+)
+
+// qwen3Testdata holds the real Qwen3 tokenizer files, shared with package
+// policy/tokenizer rather than copied (tokenizer.json is 11 MB).
+const qwen3Testdata = "../../policy/tokenizer/testdata"
+
+// syncBuffer is a bytes.Buffer the program writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var urlRe = regexp.MustCompile(`on (http://\S+)`)
+
+// program is the server running in-process.
+type program struct {
+	url            string
+	stdout, stderr *syncBuffer
+	stop           context.CancelFunc
+	code           chan int
+}
+
+// start runs the program with args plus -addr 127.0.0.1:0 and waits for
+// its address; the test ends it if it has not.
+func start(t *testing.T, args ...string) *program {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &program{stdout: &syncBuffer{}, stderr: &syncBuffer{}, stop: cancel, code: make(chan int, 1)}
+	go func() { p.code <- run(ctx, append(args, "-addr", "127.0.0.1:0"), p.stdout, p.stderr) }()
+	t.Cleanup(cancel)
+	require.Eventually(t, func() bool {
+		m := urlRe.FindStringSubmatch(p.stdout.String())
+		if m != nil {
+			p.url = m[1]
+		}
+		return m != nil
+	}, 30*time.Second, 5*time.Millisecond, "no address printed; stderr: %s", p.stderr)
+	return p
+}
+
+// wait ends the program with a signal's cancellation and returns its exit
+// code.
+func (p *program) wait(t *testing.T) int {
+	t.Helper()
+	p.stop()
+	select {
+	case code := <-p.code:
+		return code
+	case <-time.After(30 * time.Second):
+		t.Fatal("the program did not stop")
+		return -1
+	}
+}
+
+func post(t *testing.T, url, body string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, data
+}
+
+// TestServe runs the program on a tiny checkpoint with the Qwen3
+// tokenizer: health, generation through the policy/openai client, a text
+// prompt, a reload, and a clean stop on the signal.
+func TestServe(t *testing.T) {
+	dir := setuptest.TinyCheckpoint(t, qwen3Testdata)
+	p := start(t, "-model", dir, "-name", "tiny", "-weight-version", "3")
+	assert.Contains(t, p.stdout.String(), "serving tiny, weights 3, token ids and text")
+
+	resp, err := http.Get(p.url + "/health")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	sampler, err := openai.New(openai.Config{BaseURLs: []string{p.url}, Model: "tiny"})
+	require.NoError(t, err)
+	req := policy.GenerateRequest{Prompt: []int{9707, 11, 1879}, Params: policy.SampleParams{MaxNewTokens: 4, Logprobs: true}}
+	gens, err := sampler.Generate(context.Background(), []policy.GenerateRequest{req})
+	require.NoError(t, err)
+	// The same greedy generation on the checkpoint loaded here.
+	m, err := policy.Load(dir)
+	require.NoError(t, err)
+	defer m.Close()
+	want, err := m.Generate(context.Background(), []policy.GenerateRequest{req})
+	require.NoError(t, err)
+	assert.Equal(t, want[0].Tokens, gens[0].Tokens)
+	assert.Equal(t, want[0].RawLogProbs, gens[0].RawLogProbs)
+
+	// A text prompt goes through the tokenizer in the folder.
+	tok, err := tokenizer.Load(dir)
+	require.NoError(t, err)
+	status, body := post(t, p.url+"/v1/completions", `{"model": "tiny", "prompt": "Hello, world", "max_tokens": 2, "temperature": 0, "return_token_ids": true}`)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	var r struct {
+		Choices []struct {
+			Text           string `json:"text"`
+			TokenIDs       []int  `json:"token_ids"`
+			PromptTokenIDs []int  `json:"prompt_token_ids"`
+		} `json:"choices"`
+		Metadata struct {
+			WeightVersion string `json:"weight_version"`
+		} `json:"metadata"`
+	}
+	require.NoError(t, json.Unmarshal(body, &r))
+	assert.Equal(t, tok.Encode("Hello, world"), r.Choices[0].PromptTokenIDs)
+	assert.Equal(t, "3", r.Metadata.WeightVersion)
+
+	status, body = post(t, p.url+"/update_weights_from_disk", fmt.Sprintf(`{"model_path": %q}`, dir))
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	resp, err = http.Get(p.url + "/get_weight_version")
+	require.NoError(t, err)
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.JSONEq(t, `{"weight_version": "4"}`, string(data))
+
+	assert.Equal(t, 0, p.wait(t), "stderr: %s", p.stderr)
+	assert.Contains(t, p.stderr.String(), "serve: shutting down")
+}
+
+// TestServeTokenIDsOnly: without tokenizer.json the server takes token
+// ids and refuses text; the served name defaults to -model.
+func TestServeTokenIDsOnly(t *testing.T) {
+	dir := t.TempDir()
+	m, err := policy.New(policy.Config{
+		ModelType: policy.ModelQwen3, VocabSize: 64, HiddenSize: 8, IntermediateSize: 16,
+		NumHiddenLayers: 1, NumAttentionHeads: 2, NumKeyValueHeads: 1, HeadDim: 4,
+		MaxPositionEmbeddings: 32, RMSNormEps: 1e-6, RopeTheta: 1e4,
+	}, 1)
+	require.NoError(t, err)
+	require.NoError(t, m.Save(dir, policy.SaveOptions{}))
+	require.NoError(t, m.Close())
+	p := start(t, "-model", dir, "-max-sessions", "0", "-logprobs-mode", "processed_logprobs")
+	assert.Contains(t, p.stdout.String(), "token ids only")
+	status, body := post(t, p.url+"/v1/completions", fmt.Sprintf(`{"model": %q, "prompt": [1, 2], "max_tokens": 3}`, dir))
+	assert.Equal(t, http.StatusOK, status, "%s", body)
+	status, body = post(t, p.url+"/v1/completions", `{"prompt": "hi"}`)
+	assert.Equal(t, http.StatusBadRequest, status)
+	assert.Contains(t, string(body), "need a tokenizer")
+	assert.Equal(t, 0, p.wait(t))
+}
+
+// TestAddressInUse: a listening failure exits with 1.
+func TestAddressInUse(t *testing.T) {
+	dir := setuptest.TinyCheckpoint(t, qwen3Testdata)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-model", dir, "-addr", ln.Addr().String()}, &stdout, &stderr)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr.String(), "address already in use")
+}
+
+// TestFlags: usage errors exit with 2 and say what is wrong.
+func TestFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"no model", nil, "-model is required"},
+		{"extra argument", []string{"-model", dir, "x"}, "unexpected arguments"},
+		{"missing folder", []string{"-model", dir + "/nope"}, "-model:"},
+		{"no config", []string{"-model", dir}, "config.json"},
+		{"logprobs mode", []string{"-model", dir, "-logprobs-mode", "raw_logits"}, `-logprobs-mode "raw_logits"`},
+		{"negative sessions", []string{"-model", dir, "-max-sessions", "-1"}, "-max-sessions -1"},
+		{"zero timeout", []string{"-model", dir, "-shutdown-timeout", "0s"}, "-shutdown-timeout 0s"},
+		{"bad address", []string{"-model", dir, "-addr", "localhost"}, "-addr:"},
+		{"empty version", []string{"-model", dir, "-weight-version", ""}, "-weight-version"},
+		{"unknown flag", []string{"-port", "8000"}, "flag provided but not defined"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), c.args, &stdout, &stderr)
+			assert.Equal(t, 2, code)
+			assert.Contains(t, stderr.String(), c.msg)
+		})
+	}
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 0, run(context.Background(), []string{"-h"}, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "usage: serve -model DIR")
+}
