@@ -9,12 +9,14 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/fleet"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
 	"github.com/agentrl/agentrl/policy/tokenizer"
@@ -50,6 +52,17 @@ type options struct {
 	init string // a saved model folder to start RL from instead of running SFT
 
 	remote, remoteModel, remoteKey, tokenizerFile string
+
+	// Disaggregated RL: rollouts on an inference fleet.
+	fleet                   int
+	fleetStaleness          int
+	fleetServers, fleetKind string
+	fleetDir                string
+	serve                   string // run as a fleet server over this model folder
+	// serverCommand, when set, is the command of one fleet server over
+	// a model folder (tests run their own binary); nil runs this program
+	// with -serve.
+	serverCommand func(modelDir string) *exec.Cmd
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -82,6 +95,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.remoteModel, "remote-model", "", "model name sent to the server")
 	fs.StringVar(&o.remoteKey, "remote-key-env", "", "environment variable holding the server's API key")
 	fs.StringVar(&o.tokenizerFile, "tokenizer", "", "tokenizer.json of the served model (with -remote; default the byte tokenizer of this program)")
+	fs.IntVar(&o.fleet, "fleet", 0, "disaggregated RL: start this many inference servers (this program in -serve mode) and sample the rollouts there, publishing the weights after every step")
+	fs.IntVar(&o.fleetStaleness, "fleet-staleness", 1, "with a fleet, η: how many steps the rollouts may run ahead of training (0: synchronous)")
+	fs.StringVar(&o.fleetServers, "fleet-servers", "", "comma-separated base URLs of running vLLM (VLLM_SERVER_DEV_MODE=1) or SGLang servers to train against instead of starting them; they must read -fleet-dir")
+	fs.StringVar(&o.fleetKind, "fleet-kind", "sglang", `weight-update API of the fleet's servers: "sglang", "vllm" or "vllm-model-config" (this program's servers speak all of them)`)
+	fs.StringVar(&o.fleetDir, "fleet-dir", "", "folder the weights are published to, readable by every server (default <run folder>/fleet; required with -fleet-servers)")
+	fs.StringVar(&o.serve, "serve", "", "run as an inference server of a fleet over this model folder (used by -fleet)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -102,6 +121,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-no-tool-frac %g: want within [0, 1]", o.noToolFrac)
 	case o.maxResponse < 16:
 		return o, fmt.Errorf("-max-response %d: want ≥ 16", o.maxResponse)
+	case o.fleet < 0 || o.fleetStaleness < 0:
+		return o, fmt.Errorf("-fleet %d, -fleet-staleness %d: want ≥ 0", o.fleet, o.fleetStaleness)
+	case o.fleet > 0 && o.fleetServers != "":
+		return o, errors.New("-fleet starts servers and -fleet-servers names running ones: give one of them")
+	case o.fleetServers != "" && o.fleetDir == "":
+		return o, errors.New("-fleet-servers needs -fleet-dir, a folder the servers read the published weights from")
+	}
+	switch fleet.Kind(o.fleetKind) {
+	case fleet.SGLang, fleet.VLLM, fleet.VLLMModelConfig:
+	default:
+		return o, fmt.Errorf("-fleet-kind %q: want sglang, vllm or vllm-model-config", o.fleetKind)
 	}
 	return o, nil
 }
@@ -117,6 +147,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // runOptions runs the program with parsed flags.
 func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	if o.serve != "" {
+		return serveMode(ctx, o.serve, stdout, stderr)
+	}
 	start := time.Now()
 	tok, err := newTokenizer()
 	if err != nil {
@@ -194,10 +227,31 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer log.Close()
-	tr, err := agentrl.NewTrainer(tcfg, agentrl.TrainerParts{Policy: model, Engine: engine, Reward: rf, Prompts: prompts})
+	parts := agentrl.TrainerParts{Policy: model, Engine: engine, Reward: rf, Prompts: prompts}
+	if o.fleet > 0 || o.fleetServers != "" {
+		// The servers start from the policy RL starts from; the trainer
+		// publishes its weights to them after every step and samples up
+		// to -fleet-staleness steps ahead.
+		startDir := o.init
+		if startDir == "" {
+			startDir = filepath.Join(dir, "sft-model")
+		}
+		f, stop, err := openFleet(ctx, o, startDir, dir, stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		if parts.Engine, err = newEngine(f, tok, tl, o); err != nil {
+			return err
+		}
+		parts.Sync = f
+		tcfg.MaxStaleness, tcfg.SyncEvery = o.fleetStaleness, 1
+	}
+	tr, err := agentrl.NewTrainer(tcfg, parts)
 	if err != nil {
 		return err
 	}
+	defer tr.Close()
 	if err := log.Log(0, before.metrics); err != nil {
 		return err
 	}

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentrl/agentrl/fleet"
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/openai"
+	"github.com/agentrl/agentrl/serve"
+)
+
+// serveMode runs this program as one server of a local fleet: the model
+// in dir behind package serve's vLLM/SGLang API on a free loopback port,
+// announced as the first line of stdout ("serving http://…"), until ctx
+// ends (SIGTERM from the parent).
+func serveMode(ctx context.Context, dir string, stdout, stderr io.Writer) error {
+	tok, err := newTokenizer() // the stop strings of the rollouts need it
+	if err != nil {
+		return err
+	}
+	m, err := policy.Load(dir, policy.WithDecoder(tok.Decode), policy.WithMaxSessions(512))
+	if err != nil {
+		return err
+	}
+	srv, err := serve.New(serve.Config{
+		Model: m, ModelPath: dir, Name: "arith", Encode: tok.Encode, Decode: tok.Decode,
+		LogprobsMode: openai.ProcessedLogprobs, MaxSessions: 512,
+	})
+	if err != nil {
+		m.Close()
+		return err
+	}
+	defer srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	if _, err := fmt.Fprintf(stdout, "serving http://%s\n", ln.Addr()); err != nil {
+		hs.Close()
+		return err
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		fmt.Fprintf(stderr, "serve: shutdown: %v\n", err)
+	}
+	return nil
+}
+
+// localFleet is the serve processes this program started.
+type localFleet struct {
+	cmds []*exec.Cmd
+	urls []string
+}
+
+// startServers starts n servers over the checkpoint in modelDir (copies
+// of this program in serve mode, unless command says otherwise) and
+// waits for each to announce its address.
+func startServers(ctx context.Context, n int, modelDir string, command func(string) *exec.Cmd, stderr io.Writer) (*localFleet, error) {
+	if command == nil {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("-fleet: %w", err)
+		}
+		command = func(dir string) *exec.Cmd { return exec.Command(exe, "-serve", dir) }
+	}
+	lf := &localFleet{}
+	for i := range n {
+		cmd := command(modelDir)
+		cmd.Stderr = &prefixWriter{w: stderr, prefix: fmt.Sprintf("[server %d] ", i)}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			lf.Close()
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			lf.Close()
+			return nil, fmt.Errorf("-fleet: starting server %d: %w", i, err)
+		}
+		lf.cmds = append(lf.cmds, cmd)
+		url, err := announced(ctx, out)
+		if err != nil {
+			lf.Close()
+			return nil, fmt.Errorf("-fleet: server %d: %w", i, err)
+		}
+		lf.urls = append(lf.urls, url)
+	}
+	return lf, nil
+}
+
+// announced reads a server's "serving <url>" line.
+func announced(ctx context.Context, r io.Reader) (string, error) {
+	line := make(chan string, 1)
+	go func() {
+		s := bufio.NewScanner(r)
+		if s.Scan() {
+			line <- s.Text()
+		}
+		close(line)
+		_, _ = io.Copy(io.Discard, r) // keep the pipe drained
+	}()
+	t := time.NewTimer(time.Minute)
+	defer t.Stop()
+	select {
+	case l, ok := <-line:
+		url, found := strings.CutPrefix(l, "serving ")
+		if !ok || !found {
+			return "", fmt.Errorf("did not announce its address (got %q)", l)
+		}
+		return url, nil
+	case <-t.C:
+		return "", errors.New("did not start within a minute")
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// Close stops the servers: SIGTERM, then SIGKILL after 5 s.
+func (lf *localFleet) Close() {
+	var wg sync.WaitGroup
+	for _, c := range lf.cmds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = c.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { _ = c.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				_ = c.Process.Kill()
+				<-done
+			}
+		}()
+	}
+	wg.Wait()
+	lf.cmds = nil
+}
+
+// prefixWriter prefixes every write (a server's log line) with its name.
+type prefixWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, err := io.WriteString(p.w, p.prefix+string(b)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// openFleet returns the fleet the RL rollouts sample from: -fleet N
+// servers started here over modelDir (the policy RL starts from), or the
+// servers -fleet-servers names, which must read -fleet-dir. stop ends
+// what was started.
+func openFleet(ctx context.Context, o options, modelDir, runDir string, stderr io.Writer) (f *fleet.Fleet, stop func(), err error) {
+	var servers []fleet.Server
+	stop = func() {}
+	dir := o.fleetDir
+	if o.fleetServers != "" {
+		for _, u := range strings.Split(o.fleetServers, ",") {
+			servers = append(servers, fleet.Server{URL: strings.TrimSpace(u), Kind: fleet.Kind(o.fleetKind)})
+		}
+	} else {
+		lf, err := startServers(ctx, o.fleet, modelDir, o.serverCommand, stderr)
+		if err != nil {
+			return nil, nil, err
+		}
+		stop = lf.Close
+		for _, u := range lf.urls {
+			servers = append(servers, fleet.Server{URL: u, Kind: fleet.Kind(o.fleetKind)})
+		}
+		if dir == "" {
+			dir = filepath.Join(runDir, "fleet")
+		}
+		fmt.Fprintf(stderr, "fleet: %d local servers at %s; weights published to %s\n", len(servers), strings.Join(lf.urls, ", "), dir)
+	}
+	f, err = fleet.New(fleet.Config{
+		Servers: servers, Dir: dir,
+		Sampler: openai.Config{Model: o.remoteModel, LogprobsMode: openai.ProcessedLogprobs, MaxConcurrency: 512},
+	})
+	if err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("-fleet: %w", err)
+	}
+	return f, stop, nil
+}

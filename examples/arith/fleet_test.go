@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// serveEnv makes the test binary a fleet server over the folder it names
+// (the os/exec helper-process idiom), as -serve makes the program one.
+const serveEnv = "ARITH_TEST_SERVE_MODEL"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(serveEnv); dir != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		err := serveMode(ctx, dir, os.Stdout, os.Stderr)
+		stop()
+		if err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func testServerCommand(dir string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), serveEnv+"="+dir)
+	return cmd
+}
+
+// TestRunFleet runs the disaggregated pipeline at a tiny size: two
+// server processes sample the rollouts, the trainer publishes after each
+// of three steps and samples at most one step ahead. It checks the
+// outputs and the metrics the fleet adds, not learning.
+func TestRunFleet(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	o, err := parseFlags(tinyArgs(dir, "-tool", "calculator", "-fleet", "2", "-rl-steps", "3"), &stderr)
+	require.NoError(t, err)
+	o.serverCommand = testServerCommand
+	require.NoError(t, runOptions(ctx, o, &stdout, &stderr), stderr.String())
+	assert.Contains(t, stderr.String(), "fleet: 2 local servers")
+
+	f, err := os.Open(filepath.Join(dir, "metrics.jsonl"))
+	require.NoError(t, err)
+	defer f.Close()
+	steps := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var row map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &row))
+		if _, ok := row["async/staleness_max"]; !ok {
+			continue // the step-0 evaluation row
+		}
+		steps++
+		assert.LessOrEqual(t, row["async/staleness_max"], 1.0)
+		assert.Contains(t, row, "timing_s/sync_weights")
+		assert.Contains(t, row, "perf/throughput")
+	}
+	assert.Equal(t, 3, steps)
+	ents, err := os.ReadDir(filepath.Join(dir, "fleet"))
+	require.NoError(t, err)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	assert.Equal(t, []string{"v00000002", "v00000003"}, names, "versions 0–3 published, the last two kept")
+}
+
+func TestFleetFlagErrors(t *testing.T) {
+	var stderr bytes.Buffer
+	for _, args := range [][]string{
+		{"-fleet", "-1"},
+		{"-fleet", "2", "-fleet-servers", "http://a:1"},
+		{"-fleet-servers", "http://a:1"},
+		{"-fleet", "1", "-fleet-kind", "tgi"},
+	} {
+		_, err := parseFlags(args, &stderr)
+		assert.Error(t, err, "%v", args)
+	}
+}

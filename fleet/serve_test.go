@@ -1,0 +1,221 @@
+package fleet_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentrl/agentrl/fleet"
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/openai"
+	"github.com/agentrl/agentrl/serve"
+)
+
+// tinyModel is a random two-layer model over 64 ids; seeds give models
+// whose greedy continuations differ.
+func tinyModel(t *testing.T, seed uint64) *policy.Model {
+	t.Helper()
+	m, err := policy.New(policy.Config{
+		ModelType: policy.ModelQwen3, VocabSize: 64, HiddenSize: 16, IntermediateSize: 32,
+		NumHiddenLayers: 2, NumAttentionHeads: 2, NumKeyValueHeads: 1, HeadDim: 8,
+		MaxPositionEmbeddings: 64, RMSNormEps: 1e-6, RopeTheta: 1e4,
+		Extra: map[string]json.RawMessage{"initializer_range": json.RawMessage("0.5")},
+	}, seed)
+	require.NoError(t, err)
+	return m
+}
+
+// servers starts n package serve servers over copies of the model drawn
+// with seed; wrap, when set, wraps each handler.
+func servers(t *testing.T, n int, seed uint64, wrap func(i int, h http.Handler) http.Handler) []*httptest.Server {
+	t.Helper()
+	var out []*httptest.Server
+	for i := range n {
+		srv, err := serve.New(serve.Config{Model: tinyModel(t, seed), LogprobsMode: openai.ProcessedLogprobs})
+		require.NoError(t, err)
+		var h http.Handler = srv
+		if wrap != nil {
+			h = wrap(i, srv)
+		}
+		hs := httptest.NewServer(h)
+		t.Cleanup(func() { hs.Close(); srv.Close() })
+		out = append(out, hs)
+	}
+	return out
+}
+
+func greedyReqs(n int) []policy.GenerateRequest {
+	reqs := make([]policy.GenerateRequest, n)
+	for i := range reqs {
+		reqs[i] = policy.GenerateRequest{Prompt: []int{1, 2, 3, i % 7}, Params: policy.SampleParams{MaxNewTokens: 6, Logprobs: true}}
+	}
+	return reqs
+}
+
+// TestFleetOnServe trains nothing but does what a trainer does with a
+// fleet of two package serve servers: sample, publish new weights, and
+// sample again. Before the update the generations are the old model's;
+// after it, on every server, exactly the new model's (greedy, so
+// comparable token for token with the model's own Generate), each
+// tagged with the version that made it.
+func TestFleetOnServe(t *testing.T) {
+	ctx := context.Background()
+	hs := servers(t, 2, 1, nil)
+	f, err := fleet.New(fleet.Config{
+		Servers: []fleet.Server{{URL: hs[0].URL, Kind: fleet.SGLang}, {URL: hs[1].URL, Kind: fleet.VLLM}},
+		Dir:     t.TempDir(),
+	})
+	require.NoError(t, err)
+
+	reqs := greedyReqs(8)
+	old, next := tinyModel(t, 1), tinyModel(t, 2)
+	wantOld, err := old.Generate(ctx, reqs)
+	require.NoError(t, err)
+	wantNew, err := next.Generate(ctx, reqs)
+	require.NoError(t, err)
+	require.NotEqual(t, wantOld[0].Tokens, wantNew[0].Tokens, "the two models must differ for the test to mean anything")
+
+	got, err := f.Generate(ctx, reqs)
+	require.NoError(t, err)
+	for i := range got {
+		assert.Equal(t, wantOld[i].Tokens, got[i].Tokens)
+		assert.Equal(t, "0", got[i].WeightVersion)
+	}
+
+	require.NoError(t, f.Publish(ctx, 1, next))
+	for range 3 { // requests spread over both servers
+		got, err = f.Generate(ctx, reqs)
+		require.NoError(t, err)
+		for i := range got {
+			assert.Equal(t, wantNew[i].Tokens, got[i].Tokens)
+			assert.InDeltaSlice(t, wantNew[i].LogProbs, got[i].LogProbs, 1e-5)
+			assert.Equal(t, "1", got[i].WeightVersion)
+		}
+	}
+}
+
+// TestFleetTurnsNeverMixVersions: generations run without pause while
+// the weights are published again and again; every generation equals
+// what the model of the version it reports produces, never a mix.
+func TestFleetTurnsNeverMixVersions(t *testing.T) {
+	ctx := context.Background()
+	hs := servers(t, 2, 1, nil)
+	f, err := fleet.New(fleet.Config{Servers: []fleet.Server{{URL: hs[0].URL}, {URL: hs[1].URL, Kind: fleet.VLLM}}, Dir: t.TempDir()})
+	require.NoError(t, err)
+	models := map[string]*policy.Model{"0": tinyModel(t, 1), "1": tinyModel(t, 2), "2": tinyModel(t, 3), "3": tinyModel(t, 4)}
+	reqs := greedyReqs(4)
+	want := map[string][]policy.Generation{}
+	for v, m := range models {
+		want[v], err = m.Generate(ctx, reqs)
+		require.NoError(t, err)
+	}
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	seen := make([]map[string]int, 4)
+	for w := range 4 {
+		seen[w] = map[string]int{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				got, err := f.Generate(ctx, reqs)
+				if !assert.NoError(t, err) {
+					return
+				}
+				for i, g := range got {
+					assert.Equal(t, want[g.WeightVersion][i].Tokens, g.Tokens, "version %s", g.WeightVersion)
+				}
+				seen[w][got[0].WeightVersion]++
+			}
+		}()
+	}
+	for v := 1; v <= 3; v++ {
+		time.Sleep(20 * time.Millisecond)
+		require.NoError(t, f.Publish(ctx, v, models[string(rune('0'+v))]))
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	total := map[string]int{}
+	for _, s := range seen {
+		for v, n := range s {
+			total[v] += n
+		}
+	}
+	assert.Positive(t, total["0"])
+	assert.Positive(t, total["3"])
+}
+
+// TestFleetServerDiesOrLags: a server that is gone when the update comes
+// (it died) is named by Publish's error, while the other takes the
+// version; a server that reports an older version (it was restarted from
+// an old checkpoint) is passed over by sampling, and when it is the only
+// one the error names it.
+func TestFleetServerDiesOrLags(t *testing.T) {
+	ctx := context.Background()
+	hs := servers(t, 2, 1, nil)
+	f, err := fleet.New(fleet.Config{Servers: []fleet.Server{{URL: hs[0].URL}, {URL: hs[1].URL}}, Dir: t.TempDir(), Timeout: time.Second,
+		Sampler: openai.Config{MaxRetries: 2, BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond}})
+	require.NoError(t, err)
+	hs[1].Close() // died
+	err = f.Publish(ctx, 1, tinyModel(t, 2))
+	require.ErrorIs(t, err, fleet.ErrUpdate)
+	assert.ErrorContains(t, err, "sglang server "+hs[1].URL+": version 1")
+	assert.NotContains(t, err.Error(), hs[0].URL)
+	assert.Equal(t, 1, f.Version())
+	got, err := f.Generate(ctx, greedyReqs(2))
+	require.NoError(t, err, "the live server answers")
+	assert.Equal(t, "1", got[0].WeightVersion)
+
+	// A server still at version 0 while the fleet is at 1.
+	lag := servers(t, 1, 1, nil)
+	g, err := fleet.New(fleet.Config{Servers: []fleet.Server{{URL: lag[0].URL}}, Dir: t.TempDir(), Version: 1,
+		Sampler: openai.Config{MaxRetries: 1, BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond}})
+	require.NoError(t, err)
+	_, err = g.Generate(ctx, greedyReqs(1))
+	require.ErrorIs(t, err, openai.ErrWeightVersion)
+	assert.ErrorContains(t, err, lag[0].URL)
+	assert.ErrorContains(t, err, `weight_version "0", want "1"`)
+}
+
+// TestFleetSlowServer: a server whose update takes longer than Timeout
+// fails Publish with a deadline error that names it, and is resumed.
+func TestFleetSlowServer(t *testing.T) {
+	slow := func(_ int, h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/update_weights_from_disk" {
+				select {
+				case <-time.After(2 * time.Second):
+				case <-r.Context().Done():
+					return
+				}
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	hs := servers(t, 1, 1, slow)
+	f, err := fleet.New(fleet.Config{Servers: []fleet.Server{{URL: hs[0].URL}}, Dir: t.TempDir(), Timeout: 200 * time.Millisecond})
+	require.NoError(t, err)
+	err = f.Publish(context.Background(), 1, tinyModel(t, 2))
+	require.ErrorIs(t, err, fleet.ErrUpdate)
+	assert.ErrorContains(t, err, hs[0].URL)
+	assert.ErrorContains(t, err, "deadline exceeded")
+	assert.Equal(t, 0, f.Version())
+	// Resumed: sampling goes on with the old weights.
+	got, err := f.Generate(context.Background(), greedyReqs(1))
+	require.NoError(t, err)
+	assert.Equal(t, "0", got[0].WeightVersion)
+}
