@@ -24,13 +24,23 @@
 // DAPO and DrGRPO, per-step metrics under verl's names, and checkpoints
 // that resume bit for bit. SFTTrainer fine-tunes on token ids with loss
 // masks (multi-turn tool-use trajectories, loss on assistant tokens only).
+// A Trainer's loss variants and advantage estimators may be the program's
+// own (TrainerParts.Losses, TrainerParts.Estimators).
+//
+// Beyond one machine, rollouts run on an inference fleet (vLLM or SGLang
+// servers, or package serve, which speaks both APIs): package fleet
+// samples from the servers and publishes the trainer's weights to them
+// (TrainerParts.Sync), and with TrainerConfig.MaxStaleness the next
+// steps' rollouts run while the current one trains, each trajectory at
+// most that many policy versions stale.
 //
 // The subpackages can be used on their own: package advantage computes
 // group-relative advantages, package loss computes policy-gradient
 // objectives and their gradients with respect to the log-probabilities,
 // package reward scores responses, package tool runs model-written code in
 // a sandbox, package rollout interleaves generation and tool calls, package
-// dataset reads verl-format data and package policy holds the model.
+// dataset reads verl-format data, package policy holds the model, package
+// fleet drives inference servers and package serve is one.
 //
 // Names and formulas follow verl (verl/trainer/ppo/core_algos.py), so that
 // configurations carry over.
