@@ -40,6 +40,7 @@ type options struct {
 
 	// RL.
 	rlSteps, prompts, n int
+	miniBatch           int
 	rlLR                float64
 	maxResponse         int
 
@@ -86,6 +87,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.prompts, "prompts", 8, "prompts per RL step")
 	fs.IntVar(&o.n, "n", 8, "samples per prompt, in RL and evaluation (the k of avg@k, pass@k, maj@k)")
 	fs.Float64Var(&o.rlLR, "rl-lr", 2e-4, "RL learning rate")
+	fs.IntVar(&o.miniBatch, "mini-batch", 0, "trajectories per RL update (verl's ppo_mini_batch_size × n); 0 means the whole step's batch: one update per step")
 	fs.IntVar(&o.maxResponse, "max-response", 128, "response budget in tokens (tool results included)")
 	fs.IntVar(&o.evalProblems, "eval", 32, "held-out evaluation problems")
 	fs.Float64Var(&o.temperature, "temperature", 1, "sampling temperature of rollouts and evaluation")
@@ -397,6 +399,9 @@ func rlConfig(o options) agentrl.TrainerConfig {
 	c.PromptsPerStep = o.prompts
 	c.SamplesPerPrompt = o.n
 	c.MiniBatchSize = c.PromptsPerStep * c.SamplesPerPrompt
+	if o.miniBatch > 0 {
+		c.MiniBatchSize = o.miniBatch
+	}
 	c.MicroBatchSize = min(c.MiniBatchSize, 32)
 	c.Sampling = policy.SampleParams{Temperature: o.temperature, TopP: 1, TopK: -1, MaxNewTokens: o.maxResponse}
 	c.Overlong = &reward.OverlongConfig{Buffer: o.maxResponse / 4, Factor: 1}
