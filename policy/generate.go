@@ -159,7 +159,12 @@ type genState struct {
 // generations of other calls; requests that arrive meanwhile are admitted
 // between two steps, their prompts prefilled in the same forward pass as
 // the other sequences' next tokens (at most prefillTokens prompt tokens
-// per step). Results do not depend on what else is in the batch.
+// per step). Results do not depend on what else is in the batch, up to
+// float32 rounding: the batched matrix products sum in an order that
+// depends on the batch's shape, so a log-probability can differ in its
+// last bits from the same request's in another batch (and, rarely, a
+// sampled token whose draw falls on such a boundary). Runs that must be
+// bit-reproducible should not rely on the batch's composition.
 //
 // Sampling follows SampleParams (TokenSampler); a request with Seed draws
 // from its own PCG source seeded with it, others from seeds drawn from the
