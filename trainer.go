@@ -216,8 +216,10 @@ func (s *sample) respMask() []float32 { return s.traj.Mask[s.traj.PromptLen:] }
 // rollout (made now, or with MaxStaleness ≥ 1 while earlier steps
 // trained), rewards, advantages, PPO epochs, and with TrainerParts.Sync
 // the publication of the new weights every SyncEvery steps. On error the
-// policy may have been partly updated (an error inside a PPO epoch); the
-// step counter does not advance.
+// policy may have been partly updated (an error inside a PPO epoch) and
+// the step counter does not advance, except when only the publication
+// after a completed update failed: the step then counts (StepsDone), and
+// the next Step publishes again before any rollout.
 func (t *Trainer) Step(ctx context.Context) (StepMetrics, error) {
 	start := time.Now()
 	m := StepMetrics{Step: t.step + 1, PolicyVersion: t.step}
