@@ -37,7 +37,8 @@ func (m *tabular) Save(dir string, _ policy.SaveOptions) error {
 // package fleet does over real servers. delay is how long loading a
 // checkpoint takes before the swap, and genDelay how long each Generate
 // call takes; tag, when set, replaces the version a generation reports;
-// fail, when set, fails Publish.
+// fail, when set, fails Publish, and failAt fails the publication of
+// that version once.
 type testFleet struct {
 	mu       sync.RWMutex
 	model    *tabular
@@ -46,6 +47,7 @@ type testFleet struct {
 	genDelay time.Duration
 	tag      func(v int) string
 	fail     error
+	failAt   int
 	dir      string
 
 	pubMu     sync.Mutex
@@ -73,6 +75,10 @@ func (f *testFleet) Generate(ctx context.Context, reqs []policy.GenerateRequest)
 func (f *testFleet) Publish(ctx context.Context, version int, w policy.Saver) error {
 	if f.fail != nil {
 		return f.fail
+	}
+	if f.failAt > 0 && version == f.failAt {
+		f.failAt = 0
+		return errors.New("server http://b: connection reset")
 	}
 	dir := filepath.Join(f.dir, strconv.Itoa(version))
 	if err := w.Save(dir, policy.SaveOptions{}); err != nil {
@@ -277,4 +283,26 @@ func TestAsyncConfigErrors(t *testing.T) {
 	err = cfg.Validate()
 	require.ErrorIs(t, err, agentrl.ErrTrainerConfig)
 	assert.ErrorContains(t, err, "SyncEvery: 3 exceeds MaxStaleness+1 = 2")
+}
+
+// TestPublishFailureAfterUpdate: when only the publication after an
+// update fails, the step counts, and the next step publishes that
+// version again before its rollout.
+func TestPublishFailureAfterUpdate(t *testing.T) {
+	ctx := context.Background()
+	for _, eta := range []int{0, 1} {
+		cfg := banditConfig()
+		cfg.MaxStaleness = eta
+		f := newTestFleet(t)
+		f.failAt = 1
+		tr, _ := newFleetTrainer(t, cfg, f)
+		_, err := tr.Step(ctx)
+		require.ErrorContains(t, err, "publishing the weights (version 1): server http://b: connection reset")
+		assert.Equal(t, 1, tr.StepsDone())
+		st, err := tr.Step(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 2, st.Step)
+		assert.LessOrEqual(t, st.StalenessMax, eta)
+		assert.Equal(t, []int{0, 1, 2}, f.versions(), "η %d", eta)
+	}
 }
