@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/examples/internal/arith"
 	"github.com/agentrl/agentrl/fleet"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
@@ -83,14 +84,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.sftBatch, "sft-batch", 16, "SFT sequences per update")
 	fs.Float64Var(&o.sftLR, "sft-lr", 3e-3, "SFT peak learning rate (cosine decay to a tenth)")
 	fs.Float64Var(&o.noToolFrac, "no-tool-frac", 0.5, "fraction of SFT trajectories that compute the expression in their head (a rough guess) instead of calling the tool")
-	fs.IntVar(&o.rlSteps, "rl-steps", 120, "GRPO-TCR steps")
-	fs.IntVar(&o.prompts, "prompts", 8, "prompts per RL step")
-	fs.IntVar(&o.n, "n", 8, "samples per prompt, in RL and evaluation (the k of avg@k, pass@k, maj@k)")
-	fs.Float64Var(&o.rlLR, "rl-lr", 2e-4, "RL learning rate")
-	fs.IntVar(&o.miniBatch, "mini-batch", 0, "trajectories per RL update (verl's ppo_mini_batch_size × n); 0 means the whole step's batch: one update per step")
-	fs.IntVar(&o.maxResponse, "max-response", 128, "response budget in tokens (tool results included)")
-	fs.IntVar(&o.evalProblems, "eval", 32, "held-out evaluation problems")
-	fs.Float64Var(&o.temperature, "temperature", 1, "sampling temperature of rollouts and evaluation")
+	fs.IntVar(&o.rlSteps, "rl-steps", arith.DefaultRLSteps, "GRPO-TCR steps")
+	fs.IntVar(&o.prompts, "prompts", arith.DefaultPrompts, "prompts per RL step")
+	fs.IntVar(&o.n, "n", arith.DefaultN, "samples per prompt, in RL and evaluation (the k of avg@k, pass@k, maj@k)")
+	fs.Float64Var(&o.rlLR, "rl-lr", arith.DefaultRLLR, "RL learning rate")
+	fs.IntVar(&o.miniBatch, "mini-batch", arith.DefaultMiniBatch, "trajectories per RL update (verl's ppo_mini_batch_size × n); 0 means the whole step's batch: one update per step")
+	fs.IntVar(&o.maxResponse, "max-response", arith.DefaultMaxResponse, "response budget in tokens (tool results included)")
+	fs.IntVar(&o.evalProblems, "eval", arith.DefaultEvalProblems, "held-out evaluation problems")
+	fs.Float64Var(&o.temperature, "temperature", arith.DefaultTemperature, "sampling temperature of rollouts and evaluation")
 	fs.StringVar(&o.init, "init", "", "start from this saved model folder (a run's sft-model or model) instead of running SFT")
 	fs.StringVar(&o.toolName, "tool", "auto", `tool: "code_interpreter" (python sandbox), "calculator", or "auto" (the interpreter when python3 exists)`)
 	fs.StringVar(&o.remote, "remote", "", "comma-separated base URLs of OpenAI-compatible servers: evaluate the served model instead of training")
@@ -157,7 +158,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	tl, closeTool, err := openTool(o.toolName, stderr)
+	tl, closeTool, err := arith.OpenTool(o.toolName, stderr)
 	if err != nil {
 		return err
 	}
@@ -188,7 +189,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if o.init == "" {
 		// SFT data: generated trajectories with the tool's real output.
 		train := generateProblems(o.seed, o.sftSamples, "sft")
-		sft, err := buildSFT(ctx, train, tok, spec, o.noToolFrac, o.seed)
+		sft, err := arith.BuildSFT(ctx, train, tok, spec.ToolSpec, o.noToolFrac, o.seed)
 		if err != nil {
 			return err
 		}
@@ -204,7 +205,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	rf, err := reward.MathFunc(reward.MathConfig{Correct: 1, Wrong: -1, Strict: true})
+	rf, err := arith.NewReward()
 	if err != nil {
 		return err
 	}
@@ -218,11 +219,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	}
 
 	// GRPO-TCR with the tool in the loop.
-	rlProblems := generateProblems(o.seed+1, o.prompts*max(o.rlSteps, 1), "rl")
-	prompts := make([]agentrl.Prompt, len(rlProblems))
-	for i, p := range rlProblems {
-		prompts[i] = agentrl.Prompt{ID: p.ID, Text: promptText(p, spec), GroundTruth: strconv.FormatInt(p.Answer, 10), DataSource: "arith"}
-	}
+	prompts := arith.Prompts(generateProblems(o.seed+1, o.prompts*max(o.rlSteps, 1), "rl"), spec.ToolSpec)
 	tcfg := rlConfig(o)
 	log, err := agentrl.OpenMetricsLog(filepath.Join(dir, "metrics.jsonl"), agentrl.MetricsLogOptions{})
 	if err != nil {
@@ -318,12 +315,12 @@ func saveModel(m *policy.Model, dir string, tok *tokenizer.Bytes) error {
 	if err := m.Save(dir, policy.SaveOptions{}); err != nil {
 		return fmt.Errorf("saving the model: %w", err)
 	}
-	return writeTokenizerInfo(dir, tok)
+	return arith.WriteTokenizerInfo(dir, tok)
 }
 
 // modelConfig is a Qwen3-style configuration over the byte tokenizer.
 func modelConfig(o options, tok *tokenizer.Bytes) (policy.Config, error) {
-	eos, _ := tok.TokenID(imEnd)
+	eos, _ := tok.TokenID(arith.ImEnd)
 	raw, err := json.Marshal(map[string]any{
 		"model_type": "qwen3", "vocab_size": tok.VocabSize(), "hidden_size": o.hidden,
 		"intermediate_size": o.ffn, "num_hidden_layers": o.layers, "num_attention_heads": o.heads,
@@ -391,29 +388,13 @@ func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.
 	return nil
 }
 
-// rlConfig is GRPO-TCR scaled down to the tiny model: 8 samples per
-// prompt, a short response budget with its overlong buffer, one update
-// per step and a learning rate for a few million parameters.
+// rlConfig is the task's GRPO-TCR (arith.RLConfig) with the flags'
+// settings.
 func rlConfig(o options) agentrl.TrainerConfig {
-	c := agentrl.GRPOTCR()
-	c.PromptsPerStep = o.prompts
-	c.SamplesPerPrompt = o.n
-	c.MiniBatchSize = c.PromptsPerStep * c.SamplesPerPrompt
-	if o.miniBatch > 0 {
-		c.MiniBatchSize = o.miniBatch
-	}
-	c.MicroBatchSize = min(c.MiniBatchSize, 32)
-	c.Sampling = policy.SampleParams{Temperature: o.temperature, TopP: 1, TopK: -1, MaxNewTokens: o.maxResponse}
-	c.Overlong = &reward.OverlongConfig{Buffer: o.maxResponse / 4, Factor: 1}
-	// One update per step on the batch just sampled by this very model:
-	// the sampler's log-probabilities are the old policy's (the same
-	// kernels and weights), so recomputing them would only repeat a
-	// forward pass.
-	c.OldLogProbs = agentrl.OldLogProbsRollout
-	c.Optimizer.LR = o.rlLR
-	c.Optimizer.WeightDecay = 0
-	c.Seed = o.seed
-	return c
+	return arith.RLConfig(arith.RLOptions{
+		Prompts: o.prompts, N: o.n, MiniBatch: o.miniBatch, Temperature: o.temperature,
+		MaxResponse: o.maxResponse, LR: o.rlLR, Seed: o.seed,
+	})
 }
 
 func runRL(ctx context.Context, o options, tr *agentrl.Trainer, log *agentrl.MetricsLogger, engine *rollout.Engine,
@@ -455,11 +436,7 @@ func runRL(ctx context.Context, o options, tr *agentrl.Trainer, log *agentrl.Met
 }
 
 func newEngine(s policy.Sampler, tok rollout.Tokenizer, tl tool.Tool, o options) (*rollout.Engine, error) {
-	return rollout.NewEngine(rollout.Config{
-		Sampler: s, Tokenizer: tok, Tools: []tool.Tool{tl},
-		MaxTurns: 4, MaxResponseTokens: o.maxResponse, MaxToolCalls: 3, MaxCallsPerTurn: 1,
-		ToolTimeout: 10 * time.Second, MaxConcurrentTools: 8,
-	})
+	return arith.NewEngine(s, tok, tl, o.maxResponse)
 }
 
 // runRemote evaluates a served model on the held-out problems.
@@ -494,11 +471,11 @@ func runRemote(ctx context.Context, o options, tl tool.Tool, spec toolSpec, stdo
 	if err != nil {
 		return err
 	}
-	rf, err := reward.MathFunc(reward.MathConfig{Correct: 1, Wrong: -1, Strict: true})
+	rf, err := arith.NewReward()
 	if err != nil {
 		return err
 	}
-	spec.system = true
+	spec.System = true
 	heldOut := generateProblems(o.seed+1000, o.evalProblems, "eval")
 	params := policy.SampleParams{Temperature: o.temperature, TopP: 1, TopK: -1, MaxNewTokens: o.maxResponse, StopTokenIDs: nil}
 	fmt.Fprintf(stderr, "evaluating the served model at %s on %d held-out problems × %d samples\n", o.remote, len(heldOut), o.n)
@@ -531,28 +508,6 @@ func writeJSONLine(w io.Writer, k int, evals []namedEval, d time.Duration) error
 // jsonNumber formats v with at most prec decimals, trailing zeros dropped.
 func jsonNumber(v float64, prec int) string {
 	return strconv.FormatFloat(roundTo(v, prec), 'f', -1, 64)
-}
-
-// openTool starts the tool the flag names; "auto" falls back to the
-// calculator when there is no python3, and says so.
-func openTool(name string, stderr io.Writer) (tool.Tool, func(), error) {
-	nop := func() {}
-	switch name {
-	case "calculator":
-		return &tool.Calculator{}, nop, nil
-	case "code_interpreter", "auto":
-		ci, err := tool.NewCodeInterpreter(tool.SandboxConfig{Workers: 2, Timeout: 10 * time.Second})
-		if errors.Is(err, tool.ErrNoPython) && name == "auto" {
-			fmt.Fprintln(stderr, "notice: python3 not found; using the calculator tool instead of the code interpreter")
-			return &tool.Calculator{}, nop, nil
-		}
-		if err != nil {
-			return nil, nop, fmt.Errorf("code interpreter: %w", err)
-		}
-		return ci, func() { _ = ci.Close() }, nil
-	default:
-		return nil, nop, fmt.Errorf("-tool %q: want auto, code_interpreter or calculator", name)
-	}
 }
 
 func roundTo(v float64, digits int) float64 {

@@ -1,4 +1,13 @@
-package main
+// Package arith is the task of examples/arith, the main job, shared with
+// examples/ablation: generated arithmetic word problems, the byte
+// tokenizer and chat markup, the tool-use SFT trajectories, the RL
+// configuration, rollout engine and reward of the RL stage, and the
+// held-out evaluation. Both programs build the same task from it, so an
+// ablation's baseline is the main job's RL stage.
+//
+// It is internal to examples: programs outside examples/ build the same
+// from the public packages it calls.
+package arith
 
 import (
 	"fmt"
@@ -7,15 +16,15 @@ import (
 	"strings"
 )
 
-// problem is one arithmetic word problem: the text the model reads, the
+// Problem is one arithmetic word problem: the text the model reads, the
 // Python expression that solves it (its numbers in the order the text
 // gives them), and the exact integer answer.
-type problem struct {
-	ID     string
-	Text   string
-	Expr   string
-	Answer int64
-	Steps  int
+type Problem struct {
+	ID     string // prefix-i, i its index in the generated list
+	Text   string // the word problem
+	Expr   string // the Python expression of the answer
+	Answer int64  // the exact answer
+	Steps  int    // arithmetic operations in Expr
 }
 
 // template is one kind of word problem. Each draws its numbers, in order
@@ -86,12 +95,12 @@ var templates = []template{
 	},
 }
 
-// generateProblems returns n problems drawn from seed; the same seed
-// gives the same problems. Problems whose answer would not be positive
-// are redrawn.
-func generateProblems(seed uint64, n int, prefix string) []problem {
+// GenerateProblems returns n problems drawn from seed, with IDs
+// prefix-0, prefix-1, …; the same seed gives the same problems. Problems
+// whose answer would not be positive are redrawn.
+func GenerateProblems(seed uint64, n int, prefix string) []Problem {
 	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	out := make([]problem, 0, n)
+	out := make([]Problem, 0, n)
 	for len(out) < n {
 		t := templates[r.IntN(len(templates))]
 		nums := t.draw(r)
@@ -103,7 +112,7 @@ func generateProblems(seed uint64, n int, prefix string) []problem {
 		for i, v := range nums {
 			args[i] = v
 		}
-		out = append(out, problem{
+		out = append(out, Problem{
 			ID:     fmt.Sprintf("%s-%d", prefix, len(out)),
 			Text:   fmt.Sprintf(t.text, args...),
 			Expr:   fmt.Sprintf(t.expr, args...),
@@ -114,9 +123,9 @@ func generateProblems(seed uint64, n int, prefix string) []problem {
 	return out
 }
 
-// roughGuess is what a model answering without a tool writes: the answer
+// RoughGuess is what a model answering without a tool writes: the answer
 // rounded to two significant digits, almost always wrong.
-func roughGuess(v int64) string {
+func RoughGuess(v int64) string {
 	s := strconv.FormatInt(v, 10)
 	if len(s) <= 2 {
 		return s

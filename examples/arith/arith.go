@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/examples/internal/arith"
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/tokenizer"
+	"github.com/agentrl/agentrl/reward"
+	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/tool"
+)
+
+// The task itself (problems, tokenizer, chat markup, SFT trajectories,
+// RL configuration, engine, reward and evaluation) lives in package
+// examples/internal/arith, which examples/ablation shares; these are the
+// names this program and its tests use for it.
+
+// Chat markup, as Qwen's templates write it.
+const (
+	imStart   = arith.ImStart
+	imEnd     = arith.ImEnd
+	callClose = arith.CallClose
+)
+
+// problem is one arithmetic word problem.
+type problem = arith.Problem
+
+// toolSpec is how trajectories call the active tool.
+type toolSpec struct{ arith.ToolSpec }
+
+// call is the assistant's tool-call turn for expr.
+func (s toolSpec) call(expr string) string { return s.Call(expr) }
+
+func specFor(t tool.Tool) toolSpec { return toolSpec{arith.SpecFor(t)} }
+
+func newTokenizer() (*tokenizer.Bytes, error) { return arith.NewTokenizer() }
+
+func generateProblems(seed uint64, n int, prefix string) []problem {
+	return arith.GenerateProblems(seed, n, prefix)
+}
+
+func roughGuess(v int64) string { return arith.RoughGuess(v) }
+
+func answer(v string) string { return arith.Answer(v) }
+
+func buildSFT(ctx context.Context, probs []problem, tok *tokenizer.Bytes, s toolSpec, noToolFrac float64, seed uint64) ([]agentrl.SFTSample, error) {
+	return arith.BuildSFT(ctx, probs, tok, s.ToolSpec, noToolFrac, seed)
+}
+
+// evalSummary is the outcome of one evaluation.
+type evalSummary struct {
+	avg, pass, maj float64
+	toolCalls      float64 // mean tool calls per response
+	noTool         float64 // fraction of responses that answered without a call
+	metrics        map[string]float64
+}
+
+type namedEval struct {
+	name string
+	e    evalSummary
+}
+
+// evaluate samples k responses per problem and computes avg@k, pass@k and
+// maj@k of the accuracy with the tool-use statistics (arith.Evaluate).
+func evaluate(ctx context.Context, engine *rollout.Engine, rf reward.Func, probs []problem, s toolSpec,
+	params policy.SampleParams, k int) (evalSummary, error) {
+	e, err := arith.Evaluate(ctx, engine, rf, probs, s.ToolSpec, params, k)
+	if err != nil {
+		return evalSummary{}, err
+	}
+	return evalSummary{avg: e.Avg, pass: e.Pass, maj: e.Maj, toolCalls: e.ToolCalls, noTool: e.NoTool, metrics: e.Metrics}, nil
+}
+
+// printTable writes the before/after table.
+func printTable(w io.Writer, k int, rows []namedEval) {
+	fmt.Fprintf(w, "\n%-14s %8s %8s %8s %14s %18s\n", "policy", fmt.Sprintf("avg@%d", k), fmt.Sprintf("pass@%d", k),
+		fmt.Sprintf("maj@%d", k), "tool calls/ans", "answers w/o tool")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-14s %7.1f%% %7.1f%% %7.1f%% %14.2f %17.1f%%\n", r.name, 100*r.e.avg, 100*r.e.pass, 100*r.e.maj,
+			r.e.toolCalls, 100*r.e.noTool)
+	}
+	fmt.Fprintln(w)
+}

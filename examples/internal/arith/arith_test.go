@@ -1,0 +1,125 @@
+package arith
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/loss"
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/tool"
+)
+
+// RLConfig is GRPOTCR with the task's batch, budget and optimiser: the
+// mini-batch is the step's whole batch (prompts × n) unless set, the
+// micro-batch at most 32, the overlong buffer a quarter of the budget.
+func TestRLConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name                        string
+		o                           RLOptions
+		wantMini, wantMicro, buffer int
+	}{
+		{"defaults", RLOptions{Prompts: DefaultPrompts, N: DefaultN, MiniBatch: 0, Temperature: 1, MaxResponse: 128, LR: 2e-4, Seed: 1},
+			64, 32, 32}, // 8 × 8 = 64; min(64, 32); 128 / 4
+		{"mini-batches of 16", RLOptions{Prompts: 8, N: 8, MiniBatch: 16, Temperature: 1, MaxResponse: 64, LR: 2e-4, Seed: 3},
+			16, 16, 16}, // min(16, 32); 64 / 4
+		{"tiny", RLOptions{Prompts: 2, N: 4, Temperature: 0.7, MaxResponse: 64, LR: 1e-3, Seed: 9},
+			8, 8, 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := RLConfig(tc.o)
+			require.NoError(t, c.Validate())
+			assert.Equal(t, tc.o.Prompts, c.PromptsPerStep)
+			assert.Equal(t, tc.o.N, c.SamplesPerPrompt)
+			assert.Equal(t, tc.wantMini, c.MiniBatchSize)
+			assert.Equal(t, tc.wantMicro, c.MicroBatchSize)
+			require.NotNil(t, c.Overlong)
+			assert.Equal(t, tc.buffer, c.Overlong.Buffer)
+			assert.Zero(t, c.Overlong.MaxLen, "the budget comes from the engine")
+			assert.Equal(t, policy.SampleParams{Temperature: tc.o.Temperature, TopP: 1, TopK: -1, MaxNewTokens: tc.o.MaxResponse}, c.Sampling)
+			assert.Equal(t, agentrl.OldLogProbsRollout, c.OldLogProbs)
+			assert.Equal(t, tc.o.LR, c.Optimizer.LR)
+			assert.Zero(t, c.Optimizer.WeightDecay)
+			assert.Equal(t, tc.o.Seed, c.Seed)
+			// GRPO-TCR's objective, untouched.
+			assert.Equal(t, loss.Config{Mode: loss.ModeVanilla, Agg: loss.AggTokenMean, ClipLow: 0.2, ClipHigh: 0.28, ClipC: 10}, c.Loss)
+			assert.Equal(t, "grpo", c.Advantage)
+		})
+	}
+}
+
+func TestEngineConfig(t *testing.T) {
+	tok, err := NewTokenizer()
+	require.NoError(t, err)
+	calc := &tool.Calculator{}
+	c := EngineConfig(nil, tok, calc, 96)
+	assert.Equal(t, 4, c.MaxTurns)
+	assert.Equal(t, 96, c.MaxResponseTokens)
+	assert.Equal(t, 3, c.MaxToolCalls)
+	assert.Equal(t, 1, c.MaxCallsPerTurn)
+	assert.Equal(t, []tool.Tool{calc}, c.Tools)
+	_, err = NewEngine(nil, tok, calc, 96)
+	assert.Error(t, err, "an engine needs a sampler")
+}
+
+func TestPrompts(t *testing.T) {
+	spec := SpecFor(&tool.Calculator{})
+	probs := GenerateProblems(2, 3, "rl")
+	ps := Prompts(probs, spec)
+	require.Len(t, ps, 3)
+	for i, p := range ps {
+		assert.Equal(t, agentrl.Prompt{ID: "rl-" + strconv.Itoa(i), Text: PromptText(probs[i], spec),
+			GroundTruth: strconv.FormatInt(probs[i].Answer, 10), DataSource: "arith"}, p)
+	}
+	assert.Equal(t, "<|im_start|>user\n"+probs[0].Text+"<|im_end|>\n<|im_start|>assistant\n", ps[0].Text)
+}
+
+func TestOpenTool(t *testing.T) {
+	tl, closeTool, err := OpenTool("calculator", &bytes.Buffer{})
+	require.NoError(t, err)
+	defer closeTool()
+	assert.Equal(t, "calculator", tl.Name())
+	_, _, err = OpenTool("abacus", &bytes.Buffer{})
+	assert.EqualError(t, err, `-tool "abacus": want auto, code_interpreter or calculator`)
+}
+
+// tinyModel saves a 1-layer Qwen3-style model with the given vocabulary
+// size in a temporary folder.
+func tinyModel(t *testing.T, vocab int) string {
+	t.Helper()
+	raw, err := json.Marshal(map[string]any{
+		"model_type": "qwen3", "vocab_size": vocab, "hidden_size": 16, "intermediate_size": 32,
+		"num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8,
+		"max_position_embeddings": 64, "rope_theta": 10000, "tie_word_embeddings": true, "torch_dtype": "float32",
+	})
+	require.NoError(t, err)
+	cfg, err := policy.ParseConfig(raw)
+	require.NoError(t, err)
+	m, err := policy.New(cfg, 1)
+	require.NoError(t, err)
+	defer m.Close()
+	dir := filepath.Join(t.TempDir(), "model")
+	require.NoError(t, m.Save(dir, policy.SaveOptions{}))
+	return dir
+}
+
+func TestLoadModel(t *testing.T) {
+	tok, err := NewTokenizer()
+	require.NoError(t, err)
+	m, err := LoadModel(tinyModel(t, tok.VocabSize()), tok, 1)
+	require.NoError(t, err)
+	assert.Equal(t, tok.VocabSize(), m.Config().VocabSize)
+	m.Close()
+
+	dir := tinyModel(t, 300)
+	_, err = LoadModel(dir, tok, 1)
+	assert.EqualError(t, err, dir+": vocabulary of 300 tokens, the task's byte tokenizer has "+strconv.Itoa(tok.VocabSize()))
+	_, err = LoadModel(filepath.Join(t.TempDir(), "missing"), tok, 1)
+	assert.Error(t, err)
+}

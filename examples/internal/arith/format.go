@@ -1,0 +1,246 @@
+package arith
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/tokenizer"
+	"github.com/agentrl/agentrl/reward"
+	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/tool"
+	"gonum.org/v1/gonum/stat"
+)
+
+// Chat markup, as Qwen's templates write it.
+const (
+	ImStart    = "<|im_start|>"
+	ImEnd      = "<|im_end|>"
+	CallOpen   = "<tool_call>"
+	CallClose  = "</tool_call>"
+	BoxedOpen  = `\boxed{`
+	CodePrefix = `{"name": "code_interpreter", "arguments": {"code": "`
+	CalcPrefix = `{"name": "calculator", "arguments": {"expression": "`
+	ArgsClose  = `"}}`
+)
+
+// specials are the byte tokenizer's named tokens: the chat and tool-call
+// markup, and the fixed text around a call's argument, each one token, as
+// a trained BPE vocabulary would merge them. Shorter sequences make the
+// tiny model cheaper to train; the text is unchanged.
+var specials = []string{
+	"<|endoftext|>", ImStart, ImEnd, ImStart + "system\n", ImStart + "user\n", ImStart + "assistant\n",
+	CallOpen, CallClose, "<tool_response>", "</tool_response>",
+	CodePrefix, CalcPrefix, ArgsClose, BoxedOpen,
+}
+
+// NewTokenizer is the task's byte tokenizer: byte values, then the
+// specials, each one token; responses end at <|im_end|> or
+// <|endoftext|>.
+func NewTokenizer() (*tokenizer.Bytes, error) {
+	return tokenizer.NewBytes(tokenizer.BytesConfig{Specials: specials, EOS: []string{ImEnd, "<|endoftext|>"}})
+}
+
+// WriteTokenizerInfo records the byte tokenizer's specials next to the
+// saved model (byte_tokenizer.json in dir), so that the checkpoint can be
+// used again.
+func WriteTokenizerInfo(dir string, tok *tokenizer.Bytes) error {
+	ids := make(map[string]int, len(specials))
+	for _, s := range specials {
+		id, _ := tok.TokenID(s)
+		ids[s] = id
+	}
+	b, err := json.MarshalIndent(map[string]any{
+		"type": "bytes", "note": "ids 0-255 are the byte values; specials follow",
+		"specials": specials, "special_ids": ids, "eos": []string{ImEnd, "<|endoftext|>"},
+	}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return agentrl.WriteFileAtomic(filepath.Join(dir, "byte_tokenizer.json"), append(b, '\n'), 0o644)
+}
+
+// ToolSpec is how trajectories call the active tool: the code
+// interpreter takes Python that prints the value, the calculator an
+// expression.
+type ToolSpec struct {
+	Tool   tool.Tool
+	Prefix string // the call's JSON up to the argument's value
+	Code   bool   // wrap the expression in print(...)
+	System bool   // describe the tool in a system turn (for served models)
+}
+
+// SpecFor is the ToolSpec of t: the code interpreter's when t is one,
+// the calculator's otherwise.
+func SpecFor(t tool.Tool) ToolSpec {
+	if t.Name() == tool.CodeInterpreterName {
+		return ToolSpec{Tool: t, Prefix: CodePrefix, Code: true}
+	}
+	return ToolSpec{Tool: t, Prefix: CalcPrefix}
+}
+
+// Call is the assistant's tool-call turn for expr.
+func (s ToolSpec) Call(expr string) string {
+	if s.Code {
+		expr = "print(" + expr + ")"
+	}
+	return CallOpen + s.Prefix + expr + ArgsClose + CallClose
+}
+
+// ExpectedResult is the text the tool returns for a correct call: Python
+// prints the integer and a newline, the calculator gives the integer.
+func (s ToolSpec) ExpectedResult(v int64) string {
+	if s.Code {
+		return strconv.FormatInt(v, 10) + "\n"
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// PromptText is the chat prompt of a problem, generation prompt included.
+func PromptText(p Problem, s ToolSpec) string {
+	var b strings.Builder
+	if s.System {
+		b.WriteString(ImStart + "system\nSolve the problem by calling the tool, then give the final answer as \\boxed{N}.\n\n# Tools\n\n<tools>\n")
+		b.Write(s.Tool.Schema())
+		b.WriteString("\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags." + ImEnd + "\n")
+	}
+	b.WriteString(ImStart + "user\n" + p.Text + ImEnd + "\n" + ImStart + "assistant\n")
+	return b.String()
+}
+
+// Answer is the final assistant turn that answers v.
+func Answer(v string) string { return BoxedOpen + v + "}" + ImEnd }
+
+// BuildSFT turns problems into SFT sequences laid out exactly as the
+// rollout engine will produce them: prompt (mask 0), the tool call
+// (mask 1), the tool result in ChatML glue (mask 0), the boxed answer and
+// end of turn (mask 1). A fraction noToolFrac of them instead write the
+// expression and compute it "in their head": a rough guess (two
+// significant digits), as a model without a tool would, so the SFT policy
+// often skips the tool and is wrong — the habit RL has to unlearn. Both
+// kinds copy the problem's numbers into the expression, so every
+// trajectory teaches the copying that tool use relies on.
+//
+// The result text is what the tool prints; the first calls are run on the
+// real tool and compared, so a change in the tool's output format fails
+// here rather than teaching the model the wrong text.
+func BuildSFT(ctx context.Context, probs []Problem, tok *tokenizer.Bytes, s ToolSpec, noToolFrac float64, seed uint64) ([]agentrl.SFTSample, error) {
+	const verify = 8
+	for i := range min(verify, len(probs)) {
+		p := probs[i]
+		args, err := callArgs(s, p.Expr)
+		if err != nil {
+			return nil, err
+		}
+		res, err := s.Tool.Call(ctx, args)
+		if err != nil {
+			return nil, fmt.Errorf("running %s on SFT problem %d: %w", s.Tool.Name(), i, err)
+		}
+		if want := s.ExpectedResult(p.Answer); res.Failed || res.Content != want {
+			return nil, fmt.Errorf("SFT problem %d: %s printed %q for %s, want %q", i, s.Tool.Name(), res.Content, p.Expr, want)
+		}
+	}
+	r := rand.New(rand.NewPCG(seed, 7))
+	out := make([]agentrl.SFTSample, len(probs))
+	for i, p := range probs {
+		var smp agentrl.SFTSample
+		add := func(text string, mask float32) {
+			ids := tok.Encode(text)
+			smp.IDs = append(smp.IDs, ids...)
+			for range ids {
+				smp.Mask = append(smp.Mask, mask)
+			}
+		}
+		add(PromptText(p, s), 0)
+		if r.Float64() < noToolFrac {
+			add(p.Expr+" = "+Answer(RoughGuess(p.Answer)), 1)
+		} else {
+			call := s.Call(p.Expr)
+			add(call, 1)
+			add(rollout.ChatML{}.Render(call, []string{s.ExpectedResult(p.Answer)}), 0)
+			add(Answer(strconv.FormatInt(p.Answer, 10)), 1)
+		}
+		out[i] = smp
+	}
+	return out, nil
+}
+
+// callArgs are the arguments the trajectory's call passes, parsed as the
+// rollout engine parses them.
+func callArgs(s ToolSpec, expr string) (json.RawMessage, error) {
+	calls := rollout.Hermes{}.Parse(s.Call(expr))
+	if len(calls) != 1 || calls[0].Err != nil {
+		return nil, fmt.Errorf("the call text for %q does not parse as one tool call: %v", expr, calls)
+	}
+	return calls[0].Arguments, nil
+}
+
+// Eval is the outcome of one evaluation.
+type Eval struct {
+	Avg, Pass, Maj float64            // avg@k, pass@k and maj@k of the accuracy
+	ToolCalls      float64            // mean tool calls per response
+	NoTool         float64            // fraction of responses that answered without a call
+	Metrics        map[string]float64 // agentrl.EvalResult.Map: verl's val-core/val-aux keys
+}
+
+// Evaluate samples k responses per problem and computes avg@k, pass@k and
+// maj@k of the accuracy (agentrl.Evaluate, verl's definitions) with the
+// tool-use statistics. Problem i's requests are seeded with
+// 1000003·(i+1), whatever the policy, so two policies are compared on the
+// same random draws.
+func Evaluate(ctx context.Context, engine *rollout.Engine, rf reward.Func, probs []Problem, s ToolSpec,
+	params policy.SampleParams, k int) (Eval, error) {
+	reqs := make([]rollout.Request, len(probs))
+	for i, p := range probs {
+		seed := uint64(1_000_003 * (i + 1))
+		pp := params
+		pp.Seed = &seed
+		reqs[i] = rollout.Request{ID: p.ID, PromptText: PromptText(p, s), Params: pp, N: k}
+	}
+	trajs, err := engine.Run(ctx, reqs)
+	if err != nil {
+		return Eval{}, err
+	}
+	recs := make([]agentrl.EvalRecord, len(trajs))
+	calls := make([]float64, len(trajs))
+	noTools := make([]float64, len(trajs))
+	var e Eval
+	for i, t := range trajs {
+		p := probs[t.Request]
+		prompt := agentrl.Prompt{GroundTruth: strconv.FormatInt(p.Answer, 10), DataSource: "arith"}
+		out, err := rf(ctx, prompt.RewardInput(&t))
+		if err != nil {
+			return Eval{}, fmt.Errorf("scoring trajectory %d: %w", i, err)
+		}
+		noTool := 0.0
+		if len(t.ToolCalls) == 0 && t.Stop == rollout.StopNoToolCall {
+			noTool = 1
+		}
+		calls[i] = float64(len(t.ToolCalls))
+		noTools[i] = noTool
+		recs[i] = agentrl.EvalRecord{DataSource: "arith", PromptID: t.ID, Score: out.Score, Acc: out.Acc, Pred: out.Pred,
+			Extra: map[string]float64{"tool_calls": float64(len(t.ToolCalls)), "no_tool_answer": noTool}}
+	}
+	e.ToolCalls = stat.Mean(calls, nil)
+	e.NoTool = stat.Mean(noTools, nil)
+	res, err := agentrl.Evaluate(ctx, recs, agentrl.DefaultEvalConfig())
+	if err != nil {
+		return Eval{}, err
+	}
+	e.Metrics = res.Map()
+	e.Avg, _ = res.Value("arith", agentrl.EvalVarAcc, fmt.Sprintf("mean@%d", k))
+	var ok bool
+	if e.Pass, ok = res.Value("arith", agentrl.EvalVarAcc, fmt.Sprintf("pass@%d", k)); !ok {
+		e.Pass = e.Avg // k = 1
+	}
+	if e.Maj, ok = res.Value("arith", agentrl.EvalVarAcc, fmt.Sprintf("maj@%d/mean", k)); !ok {
+		e.Maj = e.Avg
+	}
+	return e, nil
+}

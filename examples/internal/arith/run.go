@@ -1,0 +1,138 @@
+package arith
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/tokenizer"
+	"github.com/agentrl/agentrl/reward"
+	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/tool"
+)
+
+// Defaults of the RL stage and its evaluation: examples/arith's flag
+// defaults, which examples/ablation shares, so that an ablation's
+// baseline is the main job's RL stage.
+const (
+	DefaultRLSteps      = 120  // GRPO-TCR steps (-rl-steps)
+	DefaultPrompts      = 8    // prompts per step (-prompts)
+	DefaultN            = 8    // samples per prompt, in RL and evaluation (-n)
+	DefaultMiniBatch    = 0    // trajectories per update, 0: the whole batch (-mini-batch)
+	DefaultRLLR         = 2e-4 // RL learning rate (-rl-lr)
+	DefaultMaxResponse  = 128  // response budget in tokens (-max-response)
+	DefaultEvalProblems = 32   // held-out problems (-eval)
+	DefaultTemperature  = 1.0  // sampling temperature (-temperature)
+)
+
+// RLOptions are the settings of the RL stage that its configuration
+// depends on; examples/arith's flags of the same names set them.
+type RLOptions struct {
+	Prompts     int     // prompts per step (-prompts)
+	N           int     // samples per prompt (-n)
+	MiniBatch   int     // trajectories per update; 0: the whole step's batch (-mini-batch)
+	Temperature float64 // sampling temperature (-temperature)
+	MaxResponse int     // response budget in tokens, tool results included (-max-response)
+	LR          float64 // learning rate (-rl-lr)
+	Seed        uint64  // rollout seeds and mini-batch shuffles (-seed)
+}
+
+// RLConfig is GRPO-TCR scaled down to the tiny model: 8 samples per
+// prompt, a short response budget with its overlong buffer, one update
+// per step and a learning rate for a few million parameters.
+func RLConfig(o RLOptions) agentrl.TrainerConfig {
+	c := agentrl.GRPOTCR()
+	c.PromptsPerStep = o.Prompts
+	c.SamplesPerPrompt = o.N
+	c.MiniBatchSize = c.PromptsPerStep * c.SamplesPerPrompt
+	if o.MiniBatch > 0 {
+		c.MiniBatchSize = o.MiniBatch
+	}
+	c.MicroBatchSize = min(c.MiniBatchSize, 32)
+	c.Sampling = policy.SampleParams{Temperature: o.Temperature, TopP: 1, TopK: -1, MaxNewTokens: o.MaxResponse}
+	c.Overlong = &reward.OverlongConfig{Buffer: o.MaxResponse / 4, Factor: 1}
+	// One update per step on the batch just sampled by this very model:
+	// the sampler's log-probabilities are the old policy's (the same
+	// kernels and weights), so recomputing them would only repeat a
+	// forward pass.
+	c.OldLogProbs = agentrl.OldLogProbsRollout
+	c.Optimizer.LR = o.LR
+	c.Optimizer.WeightDecay = 0
+	c.Seed = o.Seed
+	return c
+}
+
+// EngineConfig is the rollout engine of the RL stage and its
+// evaluations: sampler s, the tool tl, at most 4 turns, 3 tool calls
+// (one per turn) and maxResponse tokens after the prompt.
+func EngineConfig(s policy.Sampler, tok rollout.Tokenizer, tl tool.Tool, maxResponse int) rollout.Config {
+	return rollout.Config{
+		Sampler: s, Tokenizer: tok, Tools: []tool.Tool{tl},
+		MaxTurns: 4, MaxResponseTokens: maxResponse, MaxToolCalls: 3, MaxCallsPerTurn: 1,
+		ToolTimeout: 10 * time.Second, MaxConcurrentTools: 8,
+	}
+}
+
+// NewEngine is rollout.NewEngine(EngineConfig(s, tok, tl, maxResponse)).
+func NewEngine(s policy.Sampler, tok rollout.Tokenizer, tl tool.Tool, maxResponse int) (*rollout.Engine, error) {
+	return rollout.NewEngine(EngineConfig(s, tok, tl, maxResponse))
+}
+
+// NewReward is the task's reward: +1 for a correct \boxed{} answer, −1
+// otherwise (reward.MathFunc, strict extraction), before shaping.
+func NewReward() (reward.Func, error) {
+	return reward.MathFunc(reward.MathConfig{Correct: 1, Wrong: -1, Strict: true})
+}
+
+// Prompts are the training prompts of problems: their chat prompt text
+// and answer, data source "arith".
+func Prompts(probs []Problem, s ToolSpec) []agentrl.Prompt {
+	prompts := make([]agentrl.Prompt, len(probs))
+	for i, p := range probs {
+		prompts[i] = agentrl.Prompt{ID: p.ID, Text: PromptText(p, s), GroundTruth: strconv.FormatInt(p.Answer, 10), DataSource: "arith"}
+	}
+	return prompts
+}
+
+// LoadModel loads a model saved by examples/arith (a run's sft-model or
+// model folder) with the task's decoder and sampler seed, and checks
+// that its vocabulary is the byte tokenizer's.
+func LoadModel(dir string, tok *tokenizer.Bytes, seed uint64) (*policy.Model, error) {
+	m, err := policy.Load(dir, policy.WithDecoder(tok.Decode), policy.WithSamplerSeed(seed))
+	if err != nil {
+		return nil, err
+	}
+	if v := m.Config().VocabSize; v != tok.VocabSize() {
+		m.Close()
+		return nil, fmt.Errorf("%s: vocabulary of %d tokens, the task's byte tokenizer has %d", dir, v, tok.VocabSize())
+	}
+	return m, nil
+}
+
+// OpenTool starts the tool a -tool flag names: "code_interpreter" (the
+// Python sandbox), "calculator", or "auto", the interpreter when python3
+// exists and the calculator otherwise, which it says on stderr. The
+// returned function closes the tool.
+func OpenTool(name string, stderr io.Writer) (tool.Tool, func(), error) {
+	nop := func() {}
+	switch name {
+	case "calculator":
+		return &tool.Calculator{}, nop, nil
+	case "code_interpreter", "auto":
+		ci, err := tool.NewCodeInterpreter(tool.SandboxConfig{Workers: 2, Timeout: 10 * time.Second})
+		if errors.Is(err, tool.ErrNoPython) && name == "auto" {
+			fmt.Fprintln(stderr, "notice: python3 not found; using the calculator tool instead of the code interpreter")
+			return &tool.Calculator{}, nop, nil
+		}
+		if err != nil {
+			return nil, nop, fmt.Errorf("code interpreter: %w", err)
+		}
+		return ci, func() { _ = ci.Close() }, nil
+	default:
+		return nil, nop, fmt.Errorf("-tool %q: want auto, code_interpreter or calculator", name)
+	}
+}
