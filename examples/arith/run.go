@@ -88,7 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.prompts, "prompts", arith.DefaultPrompts, "prompts per RL step")
 	fs.IntVar(&o.n, "n", arith.DefaultN, "samples per prompt, in RL and evaluation (the k of avg@k, pass@k, maj@k)")
 	fs.Float64Var(&o.rlLR, "rl-lr", arith.DefaultRLLR, "RL learning rate")
-	fs.IntVar(&o.miniBatch, "mini-batch", arith.DefaultMiniBatch, "trajectories per RL update (verl's ppo_mini_batch_size × n); 0 means the whole step's batch: one update per step")
+	fs.IntVar(&o.miniBatch, "mini-batch", arith.DefaultMiniBatch, "trajectories per RL update (verl's ppo_mini_batch_size × n): the step's batch is cut into mini-batches, one update each, so later ones are off-policy and the clip acts; 0 means the whole batch, one update per step")
 	fs.IntVar(&o.maxResponse, "max-response", arith.DefaultMaxResponse, "response budget in tokens (tool results included)")
 	fs.IntVar(&o.evalProblems, "eval", arith.DefaultEvalProblems, "held-out evaluation problems")
 	fs.Float64Var(&o.temperature, "temperature", arith.DefaultTemperature, "sampling temperature of rollouts and evaluation")

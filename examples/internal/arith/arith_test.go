@@ -25,12 +25,16 @@ func TestRLConfig(t *testing.T) {
 		o                           RLOptions
 		wantMini, wantMicro, buffer int
 	}{
-		{"defaults", RLOptions{Prompts: DefaultPrompts, N: DefaultN, MiniBatch: 0, Temperature: 1, MaxResponse: 128, LR: 2e-4, Seed: 1},
+		{"whole batch", RLOptions{Prompts: DefaultPrompts, N: DefaultN, MiniBatch: 0, Temperature: 1, MaxResponse: 128, LR: 2e-4, Seed: 1},
 			64, 32, 32}, // 8 × 8 = 64; min(64, 32); 128 / 4
+		{"defaults", RLOptions{Prompts: DefaultPrompts, N: DefaultN, MiniBatch: DefaultMiniBatch, Temperature: 1, MaxResponse: 128, LR: DefaultRLLR, Seed: 1},
+			32, 32, 32}, // two updates of 32 per step of 64; min(32, 32); 128 / 4
 		{"mini-batches of 16", RLOptions{Prompts: 8, N: 8, MiniBatch: 16, Temperature: 1, MaxResponse: 64, LR: 2e-4, Seed: 3},
 			16, 16, 16}, // min(16, 32); 64 / 4
 		{"tiny", RLOptions{Prompts: 2, N: 4, Temperature: 0.7, MaxResponse: 64, LR: 1e-3, Seed: 9},
 			8, 8, 16},
+		{"default mini-batch above a tiny batch", RLOptions{Prompts: 2, N: 4, MiniBatch: DefaultMiniBatch, Temperature: 1, MaxResponse: 64, LR: 1e-3, Seed: 9},
+			8, 8, 16}, // min(32, 2 × 4)
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := RLConfig(tc.o)

@@ -22,7 +22,7 @@ const (
 	DefaultRLSteps      = 120  // GRPO-TCR steps (-rl-steps)
 	DefaultPrompts      = 8    // prompts per step (-prompts)
 	DefaultN            = 8    // samples per prompt, in RL and evaluation (-n)
-	DefaultMiniBatch    = 0    // trajectories per update, 0: the whole batch (-mini-batch)
+	DefaultMiniBatch    = 32   // trajectories per update: 2 updates per step of 64 (-mini-batch)
 	DefaultRLLR         = 2e-4 // RL learning rate (-rl-lr)
 	DefaultMaxResponse  = 128  // response budget in tokens (-max-response)
 	DefaultEvalProblems = 32   // held-out problems (-eval)
@@ -34,7 +34,7 @@ const (
 type RLOptions struct {
 	Prompts     int     // prompts per step (-prompts)
 	N           int     // samples per prompt (-n)
-	MiniBatch   int     // trajectories per update; 0: the whole step's batch (-mini-batch)
+	MiniBatch   int     // trajectories per update, at most the step's batch; 0: the whole batch (-mini-batch)
 	Temperature float64 // sampling temperature (-temperature)
 	MaxResponse int     // response budget in tokens, tool results included (-max-response)
 	LR          float64 // learning rate (-rl-lr)
@@ -42,23 +42,28 @@ type RLOptions struct {
 }
 
 // RLConfig is GRPO-TCR scaled down to the tiny model: 8 samples per
-// prompt, a short response budget with its overlong buffer, one update
-// per step and a learning rate for a few million parameters.
+// prompt, a short response budget with its overlong buffer, the step's
+// batch cut into mini-batches of o.MiniBatch trajectories (2 updates per
+// step by default, so that the second is off-policy and the clip acts)
+// and a learning rate for a few million parameters.
 func RLConfig(o RLOptions) agentrl.TrainerConfig {
 	c := agentrl.GRPOTCR()
 	c.PromptsPerStep = o.Prompts
 	c.SamplesPerPrompt = o.N
 	c.MiniBatchSize = c.PromptsPerStep * c.SamplesPerPrompt
 	if o.MiniBatch > 0 {
-		c.MiniBatchSize = o.MiniBatch
+		// At most the whole batch: a small run (-prompts 2 -n 4) makes
+		// one update per step rather than failing.
+		c.MiniBatchSize = min(o.MiniBatch, c.MiniBatchSize)
 	}
 	c.MicroBatchSize = min(c.MiniBatchSize, 32)
 	c.Sampling = policy.SampleParams{Temperature: o.Temperature, TopP: 1, TopK: -1, MaxNewTokens: o.MaxResponse}
 	c.Overlong = &reward.OverlongConfig{Buffer: o.MaxResponse / 4, Factor: 1}
-	// One update per step on the batch just sampled by this very model:
-	// the sampler's log-probabilities are the old policy's (the same
-	// kernels and weights), so recomputing them would only repeat a
-	// forward pass.
+	// The batch was just sampled by this very model: the sampler's
+	// log-probabilities are the old policy's (the same kernels and
+	// weights), so recomputing them would only repeat a forward pass.
+	// Every mini-batch after the first is trained by an updated policy,
+	// so its ratio to them moves off 1 and the clip acts.
 	c.OldLogProbs = agentrl.OldLogProbsRollout
 	c.Optimizer.LR = o.LR
 	c.Optimizer.WeightDecay = 0
