@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/agentrl/agentrl/internal/atomicfile"
 )
 
 const defaultMaxLineBytes = 64 << 20
@@ -196,15 +198,12 @@ func WriteJSONL(w io.Writer, exs []Example) error {
 	return bw.Flush()
 }
 
-// WriteJSONLFile writes examples to a new JSON Lines file at path.
+// WriteJSONLFile writes examples to a JSON Lines file at path,
+// atomically and durably (internal/atomicfile): a reader sees the old file
+// or the whole new one, never a part.
 func WriteJSONLFile(path string, exs []Example) error {
-	f, err := os.Create(path)
-	if err != nil {
+	if err := atomicfile.Write(path, 0o644, func(w io.Writer) error { return WriteJSONL(w, exs) }); err != nil {
 		return fmt.Errorf("dataset: %w", err)
 	}
-	if err := WriteJSONL(f, exs); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return nil
 }

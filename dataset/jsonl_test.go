@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -221,4 +224,34 @@ func TestWriteJSONLRejectsNaN(t *testing.T) {
 	ex := Example{Source: "s", Row: 4, Prompt: []Message{{Role: "user", Content: "x"}}, ExtraInfo: map[string]any{"score": math.NaN()}}
 	err := WriteJSONL(io.Discard, []Example{ex})
 	assert.ErrorContains(t, err, "writing example 0 (s row 4)")
+}
+
+// TestWriteJSONLFile: the file holds what WriteJSONL writes; a failed
+// write (a NaN in extra_info) leaves the previous file whole and no
+// temporary file behind; a missing folder is an error naming it.
+func TestWriteJSONLFile(t *testing.T) {
+	ctx := context.Background()
+	exs, err := Load(ctx, Options{}, "testdata/verl_mixed.jsonl")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.jsonl")
+	require.NoError(t, WriteJSONLFile(path, exs))
+	var want strings.Builder
+	require.NoError(t, WriteJSONL(&want, exs))
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, want.String(), string(got))
+
+	bad := Example{Source: "s", Row: 1, Prompt: []Message{{Role: "user", Content: "x"}}, ExtraInfo: map[string]any{"score": math.NaN()}}
+	require.ErrorContains(t, WriteJSONLFile(path, []Example{exs[0], bad}), "writing example 1")
+	again, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, string(got), string(again), "the old file is intact")
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, ents, 1, "no temporary file left")
+
+	err = WriteJSONLFile(filepath.Join(dir, "missing", "out.jsonl"), exs)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	assert.ErrorContains(t, err, "missing")
 }
