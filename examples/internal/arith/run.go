@@ -29,6 +29,9 @@ const (
 	DefaultTemperature  = 1.0  // sampling temperature (-temperature)
 )
 
+// MaxToolCalls bounds the tool calls of a trajectory in EngineConfig.
+const MaxToolCalls = 3
+
 // RLOptions are the settings of the RL stage that its configuration
 // depends on; examples/arith's flags of the same names set them.
 type RLOptions struct {
@@ -72,12 +75,12 @@ func RLConfig(o RLOptions) agentrl.TrainerConfig {
 }
 
 // EngineConfig is the rollout engine of the RL stage and its
-// evaluations: sampler s, the tool tl, at most 4 turns, 3 tool calls
-// (one per turn) and maxResponse tokens after the prompt.
+// evaluations: sampler s, the tool tl, at most 4 turns, MaxToolCalls
+// tool calls (one per turn) and maxResponse tokens after the prompt.
 func EngineConfig(s policy.Sampler, tok rollout.Tokenizer, tl tool.Tool, maxResponse int) rollout.Config {
 	return rollout.Config{
 		Sampler: s, Tokenizer: tok, Tools: []tool.Tool{tl},
-		MaxTurns: 4, MaxResponseTokens: maxResponse, MaxToolCalls: 3, MaxCallsPerTurn: 1,
+		MaxTurns: 4, MaxResponseTokens: maxResponse, MaxToolCalls: MaxToolCalls, MaxCallsPerTurn: 1,
 		ToolTimeout: 10 * time.Second, MaxConcurrentTools: 8,
 	}
 }
