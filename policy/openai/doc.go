@@ -1,17 +1,29 @@
-// Package openai provides a policy Sampler over OpenAI-compatible
-// /v1/completions servers such as vLLM and SGLang: token ids in, token ids
-// and per-token log-probabilities out, with load balancing, failover and
-// retries across several servers.
+// Package openai provides a policy Sampler over inference servers: vLLM
+// (and other servers of its OpenAI-compatible /v1/completions) and
+// SGLang (its native /generate), as Config.API says. Token ids go in,
+// token ids and per-token log-probabilities come out, with load
+// balancing, failover and retries across several servers.
 //
-// Requests send the prompt as a list of token ids with vLLM's sampling
-// parameters (temperature, top_p, top_k, min_p, seed, stop,
-// stop_token_ids, max_tokens) and ask for logprobs with
+// With APICompletions, requests send the prompt as a list of token ids
+// with vLLM's sampling parameters (temperature, top_p, top_k, min_p,
+// seed, stop, stop_token_ids, max_tokens) and ask for logprobs with
 // return_tokens_as_token_ids, so that generated tokens come back as ids
 // ("token_id:123") and are never re-tokenised; vLLM's finish_reason and
 // stop_reason map onto policy.FinishReason, StopToken and StopString.
+//
+// With APISGLangGenerate, requests send input_ids and SGLang's
+// sampling_params (temperature, top_p, top_k, min_p, sampling_seed,
+// stop, stop_token_ids, max_new_tokens) with return_logprob; the tokens
+// are output_ids, checked against the ids of
+// meta_info.output_token_logprobs, and meta_info.finish_reason maps onto
+// the same fields. SGLang's log-probabilities are by default scaled by
+// the temperature but not truncated (ScaledLogprobs), which this package
+// files as LogProbs or RawLogProbs only where they are those values.
+//
 // Each request goes to the least busy server; connection errors,
-// timeouts and 5xx answers are retried on another server with
-// exponential backoff and jitter, 4xx answers are not.
+// timeouts, 429 and 5xx answers and generations the server aborted are
+// retried on another server with exponential backoff and jitter, other
+// 4xx answers are not.
 //
 // openai may import policy and policy/tokenizer only.
 package openai

@@ -30,3 +30,28 @@ func ExampleSampler() {
 	// Output:
 	// [152644 1872 1198] [-15.2644 -0.1872 -0.1198] stop </tool_call>
 }
+
+func ExampleSampler_sglang() {
+	// A stand-in for `python -m sglang.launch_server`; point BaseURLs at
+	// real servers instead.
+	srv := httptest.NewServer(&fakeSGLang{answer: func(int64) string { return sglangOK("default") }})
+	defer srv.Close()
+
+	s, err := openai.New(openai.Config{BaseURLs: []string{srv.URL}, API: openai.APISGLangGenerate})
+	if err != nil {
+		panic(err)
+	}
+	gens, err := s.Generate(context.Background(), []policy.GenerateRequest{{
+		Prompt: []int{151644, 872, 198},
+		Params: policy.SampleParams{Temperature: 0.7, MaxNewTokens: 64, StopTokenIDs: []int{8}, Logprobs: true},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	g := gens[0]
+	// SGLang's default log-probabilities are log softmax(logits / 0.7):
+	// with nothing truncated, the sampling ones.
+	fmt.Println(g.Tokens, g.LogProbs, g.RawLogProbs, g.FinishReason, g.StopToken, g.WeightVersion)
+	// Output:
+	// [7 8] [-0.5 -0.25] [] stop_token 8 default
+}

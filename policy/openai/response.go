@@ -87,7 +87,48 @@ const (
 	// temperature and truncation, the behaviour policy's values; they
 	// fill Generation.LogProbs.
 	ProcessedLogprobs LogprobsMode = "processed_logprobs"
+	// ScaledLogprobs ("scaled_logprobs"): log-softmax of the logits
+	// divided by the temperature, before top-k, top-p and min-p, and of
+	// the unprocessed logits for greedy decoding: what SGLang returns by
+	// default (python/sglang/srt/layers/sampler.py, Sampler.forward;
+	// releases of early 2025 also renormalised them over the top-p
+	// nucleus). Such a value is the sampling one only when the request
+	// truncates nothing (top-p, top-k and min-p off) and does not decode
+	// greedily: then it fills Generation.LogProbs. It is the raw one only
+	// for greedy decoding or for temperature 1 with nothing truncated:
+	// then it fills Generation.RawLogProbs. A request that both scales
+	// and truncates gets neither. An SGLang server started with
+	// SGLANG_RETURN_ORIGINAL_LOGPROB=1 returns raw values instead: use
+	// RawLogprobs for it.
+	ScaledLogprobs LogprobsMode = "scaled_logprobs"
 )
+
+// fileLogprobs files the log-probabilities a server returned for g's
+// tokens under mode (see LogprobsMode): into LogProbs, RawLogProbs, both
+// or neither, as far as sampling with p makes them those values.
+func fileLogprobs(g *policy.Generation, lp []float32, p policy.SampleParams, mode LogprobsMode) {
+	switch mode {
+	case ProcessedLogprobs:
+		g.LogProbs = lp
+	case ScaledLogprobs:
+		greedy := p.Temperature < policy.GreedyTemperature
+		truncates := (p.TopP != 0 && p.TopP != 1) || (p.TopK != 0 && p.TopK != -1) || p.MinP != 0
+		switch {
+		case greedy:
+			g.RawLogProbs = lp
+		case unprocessed(p):
+			g.RawLogProbs = lp
+			g.LogProbs = slices.Clone(lp)
+		case !truncates:
+			g.LogProbs = lp
+		}
+	default:
+		g.RawLogProbs = lp
+		if unprocessed(p) {
+			g.LogProbs = slices.Clone(lp)
+		}
+	}
+}
 
 // decodeCompletion turns a response body into a Generation.
 func decodeCompletion(body []byte, p policy.SampleParams, mode LogprobsMode) (policy.Generation, error) {
@@ -145,15 +186,7 @@ func decodeCompletion(body []byte, p policy.SampleParams, mode LogprobsMode) (po
 			}
 			lp[i] = float32(min(*v, 0))
 		}
-		switch {
-		case mode == ProcessedLogprobs:
-			g.LogProbs = lp
-		default:
-			g.RawLogProbs = lp
-			if unprocessed(p) {
-				g.LogProbs = slices.Clone(lp)
-			}
-		}
+		fileLogprobs(&g, lp, p, mode)
 	}
 
 	if c.FinishReason == nil {

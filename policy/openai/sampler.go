@@ -27,12 +27,13 @@ var ErrConfig = errors.New("openai: invalid configuration")
 // other weights than Config.WeightVersion says the servers hold.
 var ErrWeightVersion = errors.New("openai: server serves another weight version")
 
-// HTTPError is a non-200 answer. 5xx answers are retried, other statuses
-// are not.
+// HTTPError is a non-200 answer. 5xx and 429 answers are retried, other
+// statuses are not.
 type HTTPError struct {
 	URL        string
 	StatusCode int
-	// Body is the start of the response body (vLLM's error JSON).
+	// Body is the start of the response body (vLLM's or SGLang's error
+	// JSON).
 	Body string
 }
 
@@ -40,17 +41,45 @@ func (e *HTTPError) Error() string {
 	return fmt.Sprintf("openai: POST %s: status %d: %s", e.URL, e.StatusCode, e.Body)
 }
 
+// API names the HTTP API through which a Sampler generates.
+type API string
+
+const (
+	// APICompletions is the OpenAI-compatible POST /v1/completions with
+	// vLLM's extensions (vllm/entrypoints/openai/protocol.py,
+	// CompletionRequest): token ids in as "prompt", token ids out as
+	// choices[].token_ids or "token_id:N" in logprobs.tokens
+	// (return_tokens_as_token_ids). vLLM and package serve speak it; the
+	// zero value of API means it.
+	APICompletions API = "completions"
+	// APISGLangGenerate is SGLang's native POST /generate
+	// (python/sglang/srt/entrypoints/http_server.py; the request is
+	// GenerateReqInput in python/sglang/srt/managers/io_struct.py):
+	// "input_ids" in, "output_ids" and meta_info.output_token_logprobs
+	// ([logprob, token id, text] per token) out. SGLang's own
+	// /v1/completions returns decoded text in logprobs.tokens, never
+	// token ids, so this is how SGLang servers are sampled. Package serve
+	// speaks it too.
+	APISGLangGenerate API = "sglang-generate"
+)
+
 // Config configures a Sampler. BaseURLs is required; every other field's
-// zero value means the default given on it: no API key, a client of the
-// Sampler's own, 10-minute attempts, 4 retries with 200ms–10s backoff, a
-// 5s cooldown, 256 requests in flight and vLLM's raw log-probabilities.
+// zero value means the default given on it: vLLM's completions API, no
+// API key, a client of the Sampler's own, 10-minute attempts, 4 retries
+// with 200ms–10s backoff, a 5s cooldown, 256 requests in flight and the
+// server's default log-probabilities.
 type Config struct {
 	// BaseURLs are the servers, such as "http://10.0.0.5:8000" or
-	// "http://10.0.0.5:8000/v1"; requests go to <base>/v1/completions.
-	// At least one is required.
+	// "http://10.0.0.5:8000/v1". With APICompletions requests go to
+	// <base>/v1/completions, with APISGLangGenerate to <base>/generate
+	// (a trailing /v1 is dropped: "http://10.0.0.5:30000/v1" posts to
+	// "http://10.0.0.5:30000/generate"). At least one is required.
 	BaseURLs []string
-	// Model is sent as "model"; vLLM serves one model and may take it
-	// empty.
+	// API is the servers' API; empty means APICompletions. All BaseURLs
+	// speak the same one.
+	API API
+	// Model is sent as "model" with APICompletions; vLLM serves one model
+	// and may take it empty. SGLang's /generate has no such field.
 	Model string
 	// APIKey, when set, is sent as "Authorization: Bearer <APIKey>".
 	APIKey string
@@ -74,27 +103,32 @@ type Config struct {
 	// MaxConcurrency bounds the requests in flight across all servers;
 	// 0 means 256.
 	MaxConcurrency int
-	// LogprobsMode is the servers' --logprobs-mode; empty means
-	// RawLogprobs, vLLM's default.
+	// LogprobsMode says what log-probabilities the servers return (vLLM's
+	// --logprobs-mode); empty means the API's default: RawLogprobs for
+	// APICompletions (vLLM's default), ScaledLogprobs for
+	// APISGLangGenerate (SGLang's default; RawLogprobs when SGLang runs
+	// with SGLANG_RETURN_ORIGINAL_LOGPROB=1). Package serve returns
+	// RawLogprobs or ProcessedLogprobs, per its own Config.LogprobsMode,
+	// through either API.
 	LogprobsMode LogprobsMode
 	// WeightVersion, when set, is called before each attempt and returns
 	// the weight version every server must be serving. A response that
 	// reports another version (SGLang's and package serve's
-	// "metadata.weight_version") fails with an error wrapping
-	// ErrWeightVersion that names the server, and is tried on another
+	// "metadata.weight_version" from /v1/completions and
+	// "meta_info.weight_version" from /generate) fails with an error
+	// wrapping ErrWeightVersion that names the server, and is tried on another
 	// server like a 5xx answer. Responses without a version (vLLM's) are
 	// not checked. nil checks nothing.
 	WeightVersion func() string
 }
 
-// Sampler is a policy.Sampler over OpenAI-compatible /v1/completions
-// servers: it sends token ids (a "prompt" that is a list of ints, which
-// vLLM and SGLang take as is) and reads back token ids and per-token
-// log-probabilities, never text. Each request goes to the server with the
-// fewest requests in flight (round robin among equals), avoiding servers
-// that failed recently; failed attempts are retried on another server
-// with exponential backoff and jitter. A Sampler is safe for concurrent
-// use.
+// Sampler is a policy.Sampler over vLLM-compatible /v1/completions
+// servers or SGLang /generate servers (Config.API): it sends token ids
+// and reads back token ids and per-token log-probabilities, never text.
+// Each request goes to the server with the fewest requests in flight
+// (round robin among equals), avoiding servers that failed recently;
+// failed attempts are retried on another server with exponential backoff
+// and jitter. A Sampler is safe for concurrent use.
 type Sampler struct {
 	cfg      Config
 	client   *http.Client
@@ -118,16 +152,25 @@ func New(cfg Config) (*Sampler, error) {
 	if cfg.RequestTimeout < 0 || cfg.BackoffBase < 0 || cfg.BackoffMax < 0 || cfg.Cooldown < 0 || cfg.MaxConcurrency < 0 {
 		return nil, fmt.Errorf("%w: negative duration or limit", ErrConfig)
 	}
+	s := &Sampler{cfg: cfg, client: cfg.Client}
+	endpoint, defaultMode := completionsURL, RawLogprobs
+	switch cfg.API {
+	case "", APICompletions:
+		s.cfg.API = APICompletions
+	case APISGLangGenerate:
+		endpoint, defaultMode = generateURL, ScaledLogprobs
+	default:
+		return nil, fmt.Errorf("%w: API %q, want %q or %q", ErrConfig, cfg.API, APICompletions, APISGLangGenerate)
+	}
 	switch cfg.LogprobsMode {
 	case "":
-		cfg.LogprobsMode = RawLogprobs
-	case RawLogprobs, ProcessedLogprobs:
+		s.cfg.LogprobsMode = defaultMode
+	case RawLogprobs, ProcessedLogprobs, ScaledLogprobs:
 	default:
 		return nil, fmt.Errorf("%w: LogprobsMode %q", ErrConfig, cfg.LogprobsMode)
 	}
-	s := &Sampler{cfg: cfg, client: cfg.Client}
 	for i, base := range cfg.BaseURLs {
-		u, err := completionsURL(base)
+		u, err := endpoint(base)
 		if err != nil {
 			return nil, fmt.Errorf("%w: BaseURLs[%d]: %v", ErrConfig, i, err)
 		}
@@ -221,7 +264,14 @@ func (r retryable) Error() string { return r.err.Error() }
 func (r retryable) Unwrap() error { return r.err }
 
 func (s *Sampler) generate(ctx context.Context, r *policy.GenerateRequest) (policy.Generation, error) {
-	body, err := json.Marshal(newCompletionRequest(s.cfg.Model, r.Prompt, r.Params))
+	var req any
+	switch s.cfg.API {
+	case APISGLangGenerate:
+		req = newGenerateRequest(r.Prompt, r.Params)
+	default:
+		req = newCompletionRequest(s.cfg.Model, r.Prompt, r.Params)
+	}
+	body, err := json.Marshal(req)
 	if err != nil {
 		return policy.Generation{}, fmt.Errorf("encode request: %w", err)
 	}
@@ -377,7 +427,18 @@ func (s *Sampler) attempt(ctx context.Context, b *backend, body []byte, p policy
 	if len(data) > maxBody {
 		return policy.Generation{}, fmt.Errorf("%w: POST %s: body larger than %d bytes", ErrBadResponse, b.url, maxBody)
 	}
-	g, err := decodeCompletion(data, p, s.cfg.LogprobsMode)
+	var g policy.Generation
+	switch s.cfg.API {
+	case APISGLangGenerate:
+		g, err = decodeGenerate(data, p, s.cfg.LogprobsMode)
+	default:
+		g, err = decodeCompletion(data, p, s.cfg.LogprobsMode)
+	}
+	if errors.Is(err, ErrAborted) {
+		// The server, not the request, ended it (a pause or a weight
+		// update): another try, perhaps elsewhere, can succeed.
+		return policy.Generation{}, retryable{fmt.Errorf("POST %s: %w", b.url, err)}
+	}
 	if err != nil {
 		return policy.Generation{}, fmt.Errorf("POST %s: %w", b.url, err)
 	}
