@@ -559,16 +559,26 @@ func (s *Server) renderChoice(i int, req policy.GenerateRequest, g policy.Genera
 	}
 	c.Text = s.text(req.Prompt, g, p.includeStop)
 	if p.logprobs {
-		lps := g.RawLogProbs
-		if s.mode == openai.ProcessedLogprobs {
-			lps = g.LogProbs
-		}
-		if len(lps) != len(g.Tokens) {
-			return c, fmt.Errorf("serve: generation %d has %d log-probs for %d tokens", i, len(lps), len(g.Tokens))
+		lps, err := s.modeLogprobs(i, g)
+		if err != nil {
+			return c, err
 		}
 		c.Logprobs = s.logprobs(g.Tokens, lps, p.tokensAsIDs)
 	}
 	return c, nil
+}
+
+// modeLogprobs returns generation i's log-probabilities as the server's
+// LogprobsMode says: RawLogProbs, or LogProbs for processed_logprobs.
+func (s *Server) modeLogprobs(i int, g policy.Generation) ([]float32, error) {
+	lps := g.RawLogProbs
+	if s.mode == openai.ProcessedLogprobs {
+		lps = g.LogProbs
+	}
+	if len(lps) != len(g.Tokens) {
+		return nil, fmt.Errorf("serve: generation %d has %d log-probs for %d tokens", i, len(lps), len(g.Tokens))
+	}
+	return lps, nil
 }
 
 // text is the output text as vLLM's detokenizer gives it

@@ -1,5 +1,5 @@
-// Package serve is an inference server for a policy.Model: the
-// completions API of vLLM and SGLang (token ids in, token ids and
+// Package serve is an inference server for a policy.Model: vLLM's
+// completions API and SGLang's /generate (token ids in, token ids and
 // per-token log-probabilities out) with continuous batching, plus their
 // weight-reload and pause endpoints, so that a trainer written against a
 // fleet of real inference engines runs unchanged against one embedded
@@ -21,6 +21,16 @@
 // (sglang/srt/entrypoints/openai/serving_completions.py):
 //
 //	POST /v1/completions
+//
+// SGLang's native generation, as its http_server.py serves it
+// (GenerateReqInput in sglang/srt/managers/io_struct.py, SamplingParams
+// in sampling/sampling_params.py), answered with "text", "output_ids" and
+// "meta_info" {id, finish_reason, prompt_tokens, completion_tokens,
+// cached_tokens, weight_version, output_token_logprobs as [logprob,
+// token id, text] with return_logprob}; policy/openai speaks it with
+// APISGLangGenerate:
+//
+//	POST|PUT /generate              {"input_ids" | "text", "sampling_params", "return_logprob", "rid", …}
 //
 // Information:
 //
@@ -56,15 +66,20 @@
 // back, waits until none runs on the old weights (or aborts them when
 // asked to), swaps the models, closes the old one, sets the new weight
 // version, and only then admits the requests it held back. Every
-// completion's metadata.weight_version names the weights that generated
-// all of its tokens. A checkpoint that fails to load, or whose tensors do
+// completion's metadata.weight_version (meta_info.weight_version from
+// /generate) names the weights that generated all of its tokens. A checkpoint that fails to load, or whose tensors do
 // not match the served model's, leaves the old weights serving.
 //
 // Where this server differs from vLLM and SGLang, it says so on the
 // endpoint; in short: no streaming, no echo, no prompt log-probabilities,
 // top_logprobs hold the sampled token only, "keep"/"in_place" pauses wait
 // for the requests in flight instead of freezing them, and a reload never
-// changes the served model name.
+// changes the served model name. /generate also takes one sampling_params
+// object for all its prompts, no parallel sampling (n > 1), no top
+// log-probabilities, no max_new_tokens 0, ignores skip_special_tokens, and
+// returns the log-probabilities of LogprobsMode (raw or processed), where
+// SGLang by default scales by the temperature but does not truncate; an
+// aborted generation answers no partial tokens.
 //
 // The reload endpoints read any folder the process can read, as vLLM's
 // development endpoints and SGLang's do: serve on localhost or a private

@@ -60,3 +60,60 @@ func FuzzDecodeCompletion(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeGenerate feeds arbitrary bodies to the /generate decoder: it
+// must never panic, every refusal must be a 4xx with a message, and what
+// it accepts must be a batch that Model.Generate takes (non-empty prompts
+// of known ids that leave room in the context, valid sampling parameters,
+// a new-token bound within the context) with one id per prompt.
+func FuzzDecodeGenerate(f *testing.F) {
+	for _, s := range []string{
+		`{"input_ids": [1, 2, 3], "return_logprob": true, "sampling_params": {"temperature": 0, "max_new_tokens": 4}}`,
+		`{"input_ids": [[1], [2, 3]], "rid": "r", "sampling_params": {"sampling_seed": -5, "stop": ["<1>"], "stop_token_ids": [7], "n": 1}}`,
+		`{"text": "hello", "sampling_params": {"top_p": 0.5, "top_k": -1, "min_p": 0.1, "stop": "x", "no_stop_trim": true}}`,
+		`{"text": ["a", ""], "rid": ["x", "y"], "logprob_start_len": -1, "top_logprobs_num": 0}`,
+		`{"input_ids": [257, 258], "sampling_params": {"max_new_tokens": null}}`,
+		`{"input_ids": [1], "sampling_params": {"max_new_tokens": 1000, "skip_special_tokens": false, "frequency_penalty": 0}}`,
+		`{"input_ids": [1], "sampling_params": {"top_k": 0}}`, `{"input_ids": [1], "sampling_params": {"bogus": 1}}`,
+		`{"input_ids": []}`, `[]`, `{`, `null`, `{"input_ids": [1.0]}`, `{"input_ids": [1], "text": "a"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	lim := limits{vocab: testVocab, maxLen: testMaxLen, encode: byteEncode, decode: idDecode}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := decodeGenerate(body, lim)
+		if err != nil {
+			if err.status < 400 || err.status >= 500 || err.msg == "" || http.StatusText(err.status) == "" {
+				t.Fatalf("refusal %d %q for %q", err.status, err.msg, body)
+			}
+			return
+		}
+		if len(p.reqs) == 0 || len(p.reqs) > maxChoices || len(p.rids) != len(p.reqs) || (p.single && len(p.reqs) != 1) {
+			t.Fatalf("%d requests, %d ids, single %v from %q", len(p.reqs), len(p.rids), p.single, body)
+		}
+		for i, r := range p.reqs {
+			if len(r.Prompt) == 0 || len(r.Prompt) >= testMaxLen {
+				t.Fatalf("request %d: prompt of %d tokens accepted from %q", i, len(r.Prompt), body)
+			}
+			for _, id := range r.Prompt {
+				if id < 0 || id >= testVocab {
+					t.Fatalf("request %d: token %d accepted from %q", i, id, body)
+				}
+			}
+			if err := policy.CheckSampleParams(r.Params); err != nil {
+				t.Fatalf("request %d: %v, from %q", i, err, body)
+			}
+			if n := r.Params.MaxNewTokens; n < 1 || len(r.Prompt)+n > testMaxLen {
+				t.Fatalf("request %d: max_new_tokens %d for a prompt of %d, from %q", i, n, len(r.Prompt), body)
+			}
+			if r.Params.Logprobs != p.logprobs {
+				t.Fatalf("request %d: logprobs %v, want %v", i, r.Params.Logprobs, p.logprobs)
+			}
+			for _, s := range r.Params.Stop {
+				if s == "" {
+					t.Fatalf("request %d: empty stop string accepted from %q", i, body)
+				}
+			}
+		}
+	})
+}

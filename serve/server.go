@@ -216,6 +216,7 @@ func (s *Server) buildRoutes() map[string]map[string]http.HandlerFunc {
 		}
 	}
 	add("/v1/completions", s.handleCompletions, post)
+	add("/generate", s.handleGenerate, post, http.MethodPut)
 	add("/health", s.handleHealth, get)
 	add("/v1/models", s.handleModels, get)
 	add("/model_info", s.handleModelInfo, get)
