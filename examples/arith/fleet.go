@@ -200,10 +200,16 @@ func openFleet(ctx context.Context, o options, modelDir, runDir string, stderr i
 		}
 		fmt.Fprintf(stderr, "fleet: %d local servers at %s; weights published to %s\n", len(servers), strings.Join(lf.urls, ", "), dir)
 	}
-	f, err = fleet.New(fleet.Config{
-		Servers: servers, Dir: dir,
-		Sampler: openai.Config{Model: o.remoteModel, LogprobsMode: openai.ProcessedLogprobs, MaxConcurrency: 512},
-	})
+	sc := openai.Config{Model: o.remoteModel, LogprobsMode: openai.ProcessedLogprobs, MaxConcurrency: 512}
+	if o.fleetServers != "" && fleet.Kind(o.fleetKind) == fleet.SGLang {
+		// A real SGLang server returns token ids and log-probs through its
+		// native /generate, not /v1/completions (this program's servers
+		// answer both); its log-probs are after temperature, before
+		// truncation, which arith's sampling (temperature 1, no top-p or
+		// top-k) makes the behaviour policy's.
+		sc.API, sc.LogprobsMode = openai.APISGLangGenerate, ""
+	}
+	f, err = fleet.New(fleet.Config{Servers: servers, Dir: dir, Sampler: sc})
 	if err != nil {
 		stop()
 		return nil, nil, fmt.Errorf("-fleet: %w", err)
