@@ -88,9 +88,10 @@ func (t *Trainer) startProducer() {
 		done: make(chan struct{}), published: t.published, changed: make(chan struct{}),
 	}
 	t.async = pr
+	first := t.step // read here: Step advances t.step while this runs
 	go func() {
 		defer close(pr.done)
-		for done := t.step; ; done++ {
+		for done := first; ; done++ {
 			// The batch of step done+1 may sample with version
 			// done−MaxStaleness or newer.
 			if !pr.waitFor(ctx, done-t.cfg.MaxStaleness) {
