@@ -61,19 +61,14 @@ func greedyReqs(n int) []policy.GenerateRequest {
 
 // TestFleetOnServe trains nothing but does what a trainer does with a
 // fleet of two package serve servers: sample, publish new weights, and
-// sample again. Before the update the generations are the old model's;
-// after it, on every server, exactly the new model's (greedy, so
-// comparable token for token with the model's own Generate), each
+// sample again — through vLLM's /v1/completions (one server updated as
+// SGLang, one as vLLM) and through SGLang's /generate, as real SGLang
+// servers are sampled. Before the update the generations are the old
+// model's; after it, on every server, exactly the new model's (greedy,
+// so comparable token for token with the model's own Generate), each
 // tagged with the version that made it.
 func TestFleetOnServe(t *testing.T) {
 	ctx := context.Background()
-	hs := servers(t, 2, 1, nil)
-	f, err := fleet.New(fleet.Config{
-		Servers: []fleet.Server{{URL: hs[0].URL, Kind: fleet.SGLang}, {URL: hs[1].URL, Kind: fleet.VLLM}},
-		Dir:     t.TempDir(),
-	})
-	require.NoError(t, err)
-
 	reqs := greedyReqs(8)
 	old, next := tinyModel(t, 1), tinyModel(t, 2)
 	wantOld, err := old.Generate(ctx, reqs)
@@ -82,22 +77,41 @@ func TestFleetOnServe(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, wantOld[0].Tokens, wantNew[0].Tokens, "the two models must differ for the test to mean anything")
 
-	got, err := f.Generate(ctx, reqs)
-	require.NoError(t, err)
-	for i := range got {
-		assert.Equal(t, wantOld[i].Tokens, got[i].Tokens)
-		assert.Equal(t, "0", got[i].WeightVersion)
-	}
+	for _, tc := range []struct {
+		name  string
+		kinds [2]fleet.Kind
+		api   openai.API
+	}{
+		{"completions", [2]fleet.Kind{fleet.SGLang, fleet.VLLM}, openai.APICompletions},
+		{"sglang generate", [2]fleet.Kind{fleet.SGLang, fleet.SGLang}, openai.APISGLangGenerate},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hs := servers(t, 2, 1, nil)
+			f, err := fleet.New(fleet.Config{
+				Servers: []fleet.Server{{URL: hs[0].URL, Kind: tc.kinds[0]}, {URL: hs[1].URL, Kind: tc.kinds[1]}},
+				Dir:     t.TempDir(),
+				Sampler: openai.Config{API: tc.api, LogprobsMode: openai.ProcessedLogprobs},
+			})
+			require.NoError(t, err)
+			got, err := f.Generate(ctx, reqs)
+			require.NoError(t, err)
+			for i := range got {
+				assert.Equal(t, wantOld[i].Tokens, got[i].Tokens)
+				assert.Equal(t, wantOld[i].FinishReason, got[i].FinishReason)
+				assert.Equal(t, "0", got[i].WeightVersion)
+			}
 
-	require.NoError(t, f.Publish(ctx, 1, next))
-	for range 3 { // requests spread over both servers
-		got, err = f.Generate(ctx, reqs)
-		require.NoError(t, err)
-		for i := range got {
-			assert.Equal(t, wantNew[i].Tokens, got[i].Tokens)
-			assert.InDeltaSlice(t, wantNew[i].LogProbs, got[i].LogProbs, 1e-5)
-			assert.Equal(t, "1", got[i].WeightVersion)
-		}
+			require.NoError(t, f.Publish(ctx, 1, next))
+			for range 3 { // requests spread over both servers
+				got, err = f.Generate(ctx, reqs)
+				require.NoError(t, err)
+				for i := range got {
+					assert.Equal(t, wantNew[i].Tokens, got[i].Tokens)
+					assert.InDeltaSlice(t, wantNew[i].LogProbs, got[i].LogProbs, 1e-5)
+					assert.Equal(t, "1", got[i].WeightVersion)
+				}
+			}
+		})
 	}
 }
 
@@ -218,47 +232,4 @@ func TestFleetSlowServer(t *testing.T) {
 	got, err := f.Generate(context.Background(), greedyReqs(1))
 	require.NoError(t, err)
 	assert.Equal(t, "0", got[0].WeightVersion)
-}
-
-// TestFleetOnServeSGLangAPI is TestFleetOnServe with the sampler on
-// SGLang's native /generate (openai.APISGLangGenerate), as a fleet of
-// real SGLang servers is sampled: the generations are the old model's,
-// then, after Publish, the new model's on every server, token for token,
-// each checked against and tagged with the version that made it.
-func TestFleetOnServeSGLangAPI(t *testing.T) {
-	ctx := context.Background()
-	hs := servers(t, 2, 1, nil)
-	f, err := fleet.New(fleet.Config{
-		Servers: []fleet.Server{{URL: hs[0].URL, Kind: fleet.SGLang}, {URL: hs[1].URL, Kind: fleet.SGLang}},
-		Dir:     t.TempDir(),
-		Sampler: openai.Config{API: openai.APISGLangGenerate, LogprobsMode: openai.ProcessedLogprobs},
-	})
-	require.NoError(t, err)
-
-	reqs := greedyReqs(8)
-	old, next := tinyModel(t, 1), tinyModel(t, 2)
-	wantOld, err := old.Generate(ctx, reqs)
-	require.NoError(t, err)
-	wantNew, err := next.Generate(ctx, reqs)
-	require.NoError(t, err)
-	require.NotEqual(t, wantOld[0].Tokens, wantNew[0].Tokens, "the two models must differ for the test to mean anything")
-
-	got, err := f.Generate(ctx, reqs)
-	require.NoError(t, err)
-	for i := range got {
-		assert.Equal(t, wantOld[i].Tokens, got[i].Tokens)
-		assert.Equal(t, wantOld[i].FinishReason, got[i].FinishReason)
-		assert.Equal(t, "0", got[i].WeightVersion)
-	}
-
-	require.NoError(t, f.Publish(ctx, 1, next))
-	for range 3 { // requests spread over both servers
-		got, err = f.Generate(ctx, reqs)
-		require.NoError(t, err)
-		for i := range got {
-			assert.Equal(t, wantNew[i].Tokens, got[i].Tokens)
-			assert.InDeltaSlice(t, wantNew[i].LogProbs, got[i].LogProbs, 1e-5)
-			assert.Equal(t, "1", got[i].WeightVersion)
-		}
-	}
 }
