@@ -204,7 +204,24 @@ func New(cfg Config) (*Sampler, error) {
 	return s, nil
 }
 
+// completionsURL is <base>/v1/completions (a base that already ends in
+// /v1 or /completions keeps it).
 func completionsURL(base string) (string, error) {
+	return endpointURL(base, func(p string) string {
+		switch {
+		case strings.HasSuffix(p, "/completions"):
+			return p
+		case strings.HasSuffix(p, "/v1"):
+			return p + "/completions"
+		default:
+			return p + "/v1/completions"
+		}
+	})
+}
+
+// endpointURL checks that base is an http(s) URL and returns it with its
+// path (without a trailing slash) mapped by endpoint.
+func endpointURL(base string, endpoint func(path string) string) (string, error) {
 	u, err := url.Parse(strings.TrimSpace(base))
 	if err != nil {
 		return "", err
@@ -212,15 +229,7 @@ func completionsURL(base string) (string, error) {
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		return "", fmt.Errorf("%q is not an http(s) URL", base)
 	}
-	p := strings.TrimRight(u.Path, "/")
-	switch {
-	case strings.HasSuffix(p, "/completions"):
-	case strings.HasSuffix(p, "/v1"):
-		p += "/completions"
-	default:
-		p += "/v1/completions"
-	}
-	u.Path = p
+	u.Path = endpoint(strings.TrimRight(u.Path, "/"))
 	return u.String(), nil
 }
 

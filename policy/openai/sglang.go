@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/url"
 	"slices"
 	"strings"
 
@@ -318,21 +317,14 @@ func sglangFinish(g *policy.Generation, f finishReason, p policy.SampleParams) e
 // generateURL is <base>/generate: SGLang serves its native API at the
 // root, so a base ending in /v1 (the OpenAI-compatible prefix) loses it.
 func generateURL(base string) (string, error) {
-	u, err := url.Parse(strings.TrimSpace(base))
-	if err != nil {
-		return "", err
-	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return "", fmt.Errorf("%q is not an http(s) URL", base)
-	}
-	p := strings.TrimRight(u.Path, "/")
-	switch {
-	case strings.HasSuffix(p, "/generate"):
-	case strings.HasSuffix(p, "/v1"):
-		p = strings.TrimSuffix(p, "/v1") + "/generate"
-	default:
-		p += "/generate"
-	}
-	u.Path = p
-	return u.String(), nil
+	return endpointURL(base, func(p string) string {
+		switch {
+		case strings.HasSuffix(p, "/generate"):
+			return p
+		case strings.HasSuffix(p, "/v1"):
+			return strings.TrimSuffix(p, "/v1") + "/generate"
+		default:
+			return p + "/generate"
+		}
+	})
 }
