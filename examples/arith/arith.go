@@ -51,28 +51,16 @@ func buildSFT(ctx context.Context, probs []problem, tok *tokenizer.Bytes, s tool
 	return arith.BuildSFT(ctx, probs, tok, s.ToolSpec, noToolFrac, seed)
 }
 
-// evalSummary is the outcome of one evaluation.
-type evalSummary struct {
-	avg, pass, maj float64
-	toolCalls      float64 // mean tool calls per response
-	noTool         float64 // fraction of responses that answered without a call
-	metrics        map[string]float64
-}
-
 type namedEval struct {
 	name string
-	e    evalSummary
+	e    arith.Eval
 }
 
 // evaluate samples k responses per problem and computes avg@k, pass@k and
 // maj@k of the accuracy with the tool-use statistics (arith.Evaluate).
 func evaluate(ctx context.Context, engine *rollout.Engine, rf reward.Func, probs []problem, s toolSpec,
-	params policy.SampleParams, k int) (evalSummary, error) {
-	e, err := arith.Evaluate(ctx, engine, rf, probs, s.ToolSpec, params, k)
-	if err != nil {
-		return evalSummary{}, err
-	}
-	return evalSummary{avg: e.Avg, pass: e.Pass, maj: e.Maj, toolCalls: e.ToolCalls, noTool: e.NoTool, metrics: e.Metrics}, nil
+	params policy.SampleParams, k int) (arith.Eval, error) {
+	return arith.Evaluate(ctx, engine, rf, probs, s.ToolSpec, params, k)
 }
 
 // printTable writes the before/after table.
@@ -80,8 +68,8 @@ func printTable(w io.Writer, k int, rows []namedEval) {
 	fmt.Fprintf(w, "\n%-14s %8s %8s %8s %14s %18s\n", "policy", fmt.Sprintf("avg@%d", k), fmt.Sprintf("pass@%d", k),
 		fmt.Sprintf("maj@%d", k), "tool calls/ans", "answers w/o tool")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%-14s %7.1f%% %7.1f%% %7.1f%% %14.2f %17.1f%%\n", r.name, 100*r.e.avg, 100*r.e.pass, 100*r.e.maj,
-			r.e.toolCalls, 100*r.e.noTool)
+		fmt.Fprintf(w, "%-14s %7.1f%% %7.1f%% %7.1f%% %14.2f %17.1f%%\n", r.name, 100*r.e.Avg, 100*r.e.Pass, 100*r.e.Maj,
+			r.e.ToolCalls, 100*r.e.NoTool)
 	}
 	fmt.Fprintln(w)
 }

@@ -251,7 +251,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer tr.Close()
-	if err := log.Log(0, before.metrics); err != nil {
+	if err := log.Log(0, before.Metrics); err != nil {
 		return err
 	}
 	after := before
@@ -398,38 +398,38 @@ func rlConfig(o options) agentrl.TrainerConfig {
 }
 
 func runRL(ctx context.Context, o options, tr *agentrl.Trainer, log *agentrl.MetricsLogger, engine *rollout.Engine,
-	rf reward.Func, heldOut []problem, spec toolSpec, params policy.SampleParams, stderr io.Writer) (evalSummary, error) {
+	rf reward.Func, heldOut []problem, spec toolSpec, params policy.SampleParams, stderr io.Writer) (arith.Eval, error) {
 	steps := o.rlSteps
 	prog, err := agentrl.NewProgress(agentrl.ProgressConfig{Total: steps, Out: stderr, Description: "grpo-tcr", Interval: 10 * time.Second})
 	if err != nil {
-		return evalSummary{}, err
+		return arith.Eval{}, err
 	}
 	var last map[string]float64
 	for tr.StepsDone() < steps {
 		m, err := tr.Step(ctx)
 		if err != nil {
-			return evalSummary{}, fmt.Errorf("rl step %d: %w", tr.StepsDone()+1, err)
+			return arith.Eval{}, fmt.Errorf("rl step %d: %w", tr.StepsDone()+1, err)
 		}
 		last = m.Map()
 		if m.Step < steps {
 			if err := log.Log(m.Step, last); err != nil {
-				return evalSummary{}, err
+				return arith.Eval{}, err
 			}
 		}
 		if err := prog.Update(m.ProgressStats()); err != nil {
-			return evalSummary{}, err
+			return arith.Eval{}, err
 		}
 	}
 	if err := prog.Finish(); err != nil {
-		return evalSummary{}, err
+		return arith.Eval{}, err
 	}
 	fmt.Fprintf(stderr, "evaluating the RL policy on %d held-out problems × %d samples\n", len(heldOut), o.n)
 	after, err := evaluate(ctx, engine, rf, heldOut, spec, params, o.n)
 	if err != nil {
-		return evalSummary{}, fmt.Errorf("evaluating the RL policy: %w", err)
+		return arith.Eval{}, fmt.Errorf("evaluating the RL policy: %w", err)
 	}
 	// The last step's line carries the final evaluation too.
-	for k, v := range after.metrics {
+	for k, v := range after.Metrics {
 		last[k] = v
 	}
 	return after, log.Log(steps, last)
@@ -498,7 +498,7 @@ func writeJSONLine(w io.Writer, k int, evals []namedEval, d time.Duration) error
 			return err
 		}
 		fmt.Fprintf(&b, `%s: {"avg@%d": %s, "pass@%d": %s, "maj@%d": %s}, `, name,
-			k, jsonNumber(e.e.avg, 4), k, jsonNumber(e.e.pass, 4), k, jsonNumber(e.e.maj, 4))
+			k, jsonNumber(e.e.Avg, 4), k, jsonNumber(e.e.Pass, 4), k, jsonNumber(e.e.Maj, 4))
 	}
 	fmt.Fprintf(&b, `"seconds": %s}`, jsonNumber(d.Seconds(), 1))
 	_, err := fmt.Fprintln(w, b.String())
