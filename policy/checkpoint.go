@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/agentrl/agentrl/policy/safetensors"
 )
@@ -113,7 +114,9 @@ type SaveOptions struct {
 // transformers' from_pretrained and vLLM load: config.json (torch_dtype
 // set to the written dtype) and model.safetensors (or shards and
 // model.safetensors.index.json) with Hugging Face tensor names; tied
-// embeddings are written once, as transformers does.
+// embeddings are written once, as transformers does. A model with a LoRA
+// adapter is written merged (W + scale·B·A), the function it computes; its
+// adapter alone is SaveAdapter's.
 func (m *Model) Save(dir string, opts SaveOptions) error {
 	dt := opts.DType
 	if dt == "" {
@@ -135,6 +138,17 @@ func (m *Model) Save(dir string, opts SaveOptions) error {
 	tensors := make([]safetensors.Tensor, len(m.params))
 	for i, p := range m.params {
 		tensors[i] = safetensors.Tensor{Name: p.spec.Name, DType: dt, Shape: p.spec.Shape, Float32: append([]float32(nil), p.data...)}
+	}
+	if m.lora != nil && !m.lora.merged {
+		// What the model computes: each adapted weight with its delta.
+		for l, layer := range m.lora.layers {
+			for slot, pair := range layer {
+				if pair.on() {
+					i := slices.Index(m.params, m.layers[l].slot(slot))
+					addLoRADelta(tensors[i].Float32, pair, float64(m.lora.scale))
+				}
+			}
+		}
 	}
 	m.mu.Unlock()
 	if err := WriteConfig(dir, cfg); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 
 	"github.com/agentrl/agentrl/internal/cpu"
@@ -39,9 +40,12 @@ type Model struct {
 	freqs  []float32
 	eos    []int
 
-	mu       sync.Mutex // serialises computations on the device buffers
-	uploaded bool       // device weights hold the host weights (no optimizer step since)
-	gen      *generator
+	mu   sync.Mutex // serialises computations on the device buffers
+	lora *loraState // the adapter, nil without one
+	// baseDirty: the frozen weights' host values changed since they were
+	// last uploaded (trainable ones are uploaded before every computation).
+	baseDirty bool
+	gen       *generator
 }
 
 // param is one tensor: host values and gradient, and their device copies.
@@ -51,6 +55,9 @@ type param struct {
 	grad []float32
 	w    backend.Buffer // device weights
 	dw   backend.Buffer // device gradient, allocated by the first backward
+	// frozen: not trained (the base weights under a LoRA adapter); grad
+	// and dw are nil.
+	frozen bool
 }
 
 // layerParams are one decoder layer's parameters; biases and q/k norms are
@@ -152,7 +159,7 @@ func newModel(cfg Config, o modelOptions) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Model{cfg: cfg, be: o.be, byName: make(map[string]*param), eos: append([]int(nil), cfg.EOSTokenIDs...)}
+	m := &Model{cfg: cfg, be: o.be, byName: make(map[string]*param), eos: append([]int(nil), cfg.EOSTokenIDs...), baseDirty: true}
 	for _, s := range cfg.TensorSpecs() {
 		n := int(s.Size())
 		w, err := m.be.Alloc(n)
@@ -196,9 +203,9 @@ func newModel(cfg Config, o modelOptions) (*Model, error) {
 	return m, nil
 }
 
-// free releases the device buffers of the parameters.
+// free releases the device buffers of the parameters and adapters.
 func (m *Model) free() {
-	for _, p := range m.params {
+	for _, p := range m.allParams() {
 		if p.w != nil {
 			_ = m.be.Free(p.w)
 		}
@@ -229,30 +236,52 @@ func (m *Model) Backend() backend.Backend { return m.be }
 // config's eos_token_id and, for a loaded checkpoint, generation_config.json's.
 func (m *Model) EOSTokenIDs() []int { return append([]int(nil), m.eos...) }
 
-// Params lists the parameters in the checkpoint's order with Hugging Face
-// names (tied embeddings once, under model.embed_tokens.weight). Data and
-// Grad are host slices the optimizer updates in place; the model copies
-// Data to the backend at the start of every computation.
+// Params lists the trainable parameters: without an adapter, every
+// weight in the checkpoint's order with Hugging Face names (tied
+// embeddings once, under model.embed_tokens.weight); with a LoRA adapter
+// (AddLoRA, LoadAdapter), only the adapter's A and B under PEFT's names,
+// the base weights being frozen. Data and Grad are host slices the
+// optimizer updates in place; the model copies Data to the backend at the
+// start of every computation.
 func (m *Model) Params() []Param {
-	out := make([]Param, len(m.params))
-	for i, p := range m.params {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ps := m.params
+	if m.lora != nil {
+		ps = m.lora.params
+	}
+	out := make([]Param, len(ps))
+	for i, p := range ps {
 		out[i] = Param{Name: p.spec.Name, Data: p.data, Grad: p.grad}
 	}
 	return out
 }
 
+// allParams lists the base weights, then the adapter's.
+func (m *Model) allParams() []*param {
+	if m.lora == nil {
+		return m.params
+	}
+	return append(slices.Clip(m.params), m.lora.params...)
+}
+
 // syncWeights uploads the host weights to the backend. The optimizer
-// updates the host slices without telling the model, so every computation
-// uploads them (a memcpy of the weights on the CPU backend).
+// updates the trainable host slices without telling the model, so every
+// computation uploads them (a memcpy on the CPU backend); frozen weights
+// only when they changed (a load, merge or unmerge).
 func (m *Model) syncWeights() error {
 	if m.params[0].w == nil {
 		return fmt.Errorf("%w: the model is closed", ErrInput)
 	}
-	for _, p := range m.params {
+	for _, p := range m.allParams() {
+		if p.frozen && !m.baseDirty {
+			continue
+		}
 		if err := m.be.Upload(p.w, 0, p.data); err != nil {
 			return fmt.Errorf("policy: uploading %s: %w", p.spec.Name, err)
 		}
 	}
+	m.baseDirty = false
 	return nil
 }
 

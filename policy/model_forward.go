@@ -43,6 +43,9 @@ type layerActs struct {
 	kRaw, rstdK, k, v         backend.Buffer // k: after k_norm and RoPE
 	att, lse, xMid            backend.Buffer
 	rstd2, xn2, gate, up, act backend.Buffer
+	// lora holds each adapted projection's x·Aᵀ [T, rank] in training;
+	// without gradients one scratch buffer serves every projection.
+	lora [numLoRASlots]backend.Buffer
 }
 
 // dims are the sizes the layer kernels use.
@@ -68,6 +71,17 @@ func (m *Model) allocActs(a *arena, t int, train bool) *layerActs {
 		kRaw: a.alloc(t * d.kv), k: a.alloc(t * d.kv), v: a.alloc(t * d.kv),
 		att: a.alloc(t * d.q), xn2: a.alloc(t * d.h),
 		gate: a.alloc(t * d.inter), up: a.alloc(t * d.inter), act: a.alloc(t * d.inter),
+	}
+	if r := m.loraRank(); r > 0 {
+		for slot := range la.lora {
+			switch {
+			case !train && slot > 0:
+				la.lora[slot] = la.lora[0]
+			case train && !m.lora.layers[0][slot].on():
+			default:
+				la.lora[slot] = a.alloc(t * r)
+			}
+		}
 	}
 	if train {
 		la.rstd1, la.rstd2, la.lse = a.alloc(t), a.alloc(t), a.alloc(t*d.heads)
@@ -118,14 +132,18 @@ func (m *Model) layersForward(a *arena, x backend.Buffer, t int, pos []int32, sp
 		}
 		for _, pr := range []struct {
 			name           string
+			slot           int
 			w, b, norm     *param
 			raw, rstd, out backend.Buffer
 			width, heads   int
 		}{
-			{"q", p.q, p.qb, p.qNorm, la.qRaw, la.rstdQ, la.q, d.q, d.heads},
-			{"k", p.k, p.kb, p.kNorm, la.kRaw, la.rstdK, la.k, d.kv, d.kvHeads},
+			{"q", slotQ, p.q, p.qb, p.qNorm, la.qRaw, la.rstdQ, la.q, d.q, d.heads},
+			{"k", slotK, p.k, p.kb, p.kNorm, la.kRaw, la.rstdK, la.k, d.kv, d.kvHeads},
 		} {
 			if err := wrap(pr.name+"_proj", be.LinearForward(backend.Linear{Rows: t, In: d.h, Out: pr.width}, pr.raw, la.xn1, pr.w.w, bufOrNil(pr.b))); err != nil {
+				return nil, nil, err
+			}
+			if err := wrap("lora", m.loraForward(l, pr.slot, t, pr.raw, la.xn1, la.lora[pr.slot])); err != nil {
 				return nil, nil, err
 			}
 			src := pr.raw
@@ -142,6 +160,9 @@ func (m *Model) layersForward(a *arena, x backend.Buffer, t int, pos []int32, sp
 		if err := wrap("v_proj", be.LinearForward(backend.Linear{Rows: t, In: d.h, Out: d.kv}, la.v, la.xn1, p.v.w, bufOrNil(p.vb))); err != nil {
 			return nil, nil, err
 		}
+		if err := wrap("lora", m.loraForward(l, slotV, t, la.v, la.xn1, la.lora[slotV])); err != nil {
+			return nil, nil, err
+		}
 		ck, cv := la.k, la.v
 		if store != nil {
 			var err error
@@ -153,6 +174,9 @@ func (m *Model) layersForward(a *arena, x backend.Buffer, t int, pos []int32, sp
 			return nil, nil, err
 		}
 		if err := wrap("o_proj", be.LinearForward(backend.Linear{Rows: t, In: d.q, Out: d.h}, tmp, la.att, p.o.w, bufOrNil(p.ob))); err != nil {
+			return nil, nil, err
+		}
+		if err := wrap("lora", m.loraForward(l, slotO, t, tmp, la.att, la.lora[slotO])); err != nil {
 			return nil, nil, err
 		}
 		xMid := x
@@ -172,10 +196,19 @@ func (m *Model) layersForward(a *arena, x backend.Buffer, t int, pos []int32, sp
 		if err := wrap("up_proj", be.LinearForward(mlp, la.up, la.xn2, p.up.w, bufOrNil(p.ub))); err != nil {
 			return nil, nil, err
 		}
+		if err := wrap("lora", m.loraForward(l, slotGate, t, la.gate, la.xn2, la.lora[slotGate])); err != nil {
+			return nil, nil, err
+		}
+		if err := wrap("lora", m.loraForward(l, slotUp, t, la.up, la.xn2, la.lora[slotUp])); err != nil {
+			return nil, nil, err
+		}
 		if err := wrap("swiglu", be.SwiGLUForward(la.act, la.gate, la.up)); err != nil {
 			return nil, nil, err
 		}
 		if err := wrap("down_proj", be.LinearForward(backend.Linear{Rows: t, In: d.inter, Out: d.h}, tmp, la.act, p.down.w, bufOrNil(p.db))); err != nil {
+			return nil, nil, err
+		}
+		if err := wrap("lora", m.loraForward(l, slotDown, t, tmp, la.act, la.lora[slotDown])); err != nil {
 			return nil, nil, err
 		}
 		xOut := x

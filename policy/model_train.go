@@ -146,6 +146,14 @@ func (m *Model) Forward(ctx context.Context, batch TokenBatch, withGrad bool) (T
 	for b, n := range pb.lens {
 		stats.LogProbs[b], stats.Entropy[b] = make([]float32, n), make([]float32, n)
 	}
+	if withGrad {
+		m.mu.Lock()
+		merged := m.lora != nil && m.lora.merged
+		m.mu.Unlock()
+		if merged {
+			return TokenStats{}, nil, fmt.Errorf("%w: the LoRA adapter is merged into the base weights; UnmergeLoRA before training", ErrLoRA)
+		}
+	}
 	if pb.t == 0 {
 		if !withGrad {
 			return stats, nil, nil
@@ -266,7 +274,10 @@ func (m *Model) backward(ctx context.Context, st *trainState, gradLogProbs, grad
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	be, d, t := m.be, m.dims(), pb.t
-	for _, p := range m.params {
+	for _, p := range m.allParams() {
+		if p.frozen {
+			continue // dw stays nil: the kernels skip a nil gradient
+		}
 		if p.dw == nil {
 			if p.dw, err = be.Alloc(len(p.data)); err != nil {
 				return fmt.Errorf("policy: allocating the gradient of %s: %w", p.spec.Name, err)
@@ -285,6 +296,10 @@ func (m *Model) backward(ctx context.Context, st *trainState, gradLogProbs, grad
 	dact, dgate, dup := a.alloc(t*d.inter), a.alloc(t*d.inter), a.alloc(t*d.inter)
 	datt, dq, dqRot, dqRaw := a.alloc(t*d.q), a.alloc(t*d.q), a.alloc(t*d.q), a.alloc(t*d.q)
 	dk, dkRot, dkRaw, dv := a.alloc(t*d.kv), a.alloc(t*d.kv), a.alloc(t*d.kv), a.alloc(t*d.kv)
+	var du backend.Buffer // scratch of the adapters' backward
+	if r := m.loraRank(); r > 0 {
+		du = a.alloc(t * r)
+	}
 	if a.err != nil {
 		return a.err
 	}
@@ -331,6 +346,9 @@ func (m *Model) backward(ctx context.Context, st *trainState, gradLogProbs, grad
 		if err := wrap("down_proj", be.LinearBackward(backend.Linear{Rows: t, In: d.inter, Out: d.h}, dact, p.down.dw, gradOrNil(p.db), dx, la.act, p.down.w)); err != nil {
 			return err
 		}
+		if err := wrap("lora", m.loraBackward(l, slotDown, t, dact, dx, la.act, la.lora[slotDown], du)); err != nil {
+			return err
+		}
 		if err := wrap("swiglu", be.SwiGLUBackward(dgate, dup, dact, la.gate, la.up)); err != nil {
 			return err
 		}
@@ -339,6 +357,12 @@ func (m *Model) backward(ctx context.Context, st *trainState, gradLogProbs, grad
 			return err
 		}
 		if err := wrap("up_proj", be.LinearBackward(mlp, dxn, p.up.dw, gradOrNil(p.ub), dup, la.xn2, p.up.w)); err != nil {
+			return err
+		}
+		if err := wrap("lora", m.loraBackward(l, slotGate, t, dxn, dgate, la.xn2, la.lora[slotGate], du)); err != nil {
+			return err
+		}
+		if err := wrap("lora", m.loraBackward(l, slotUp, t, dxn, dup, la.xn2, la.lora[slotUp], du)); err != nil {
 			return err
 		}
 		// dx holds dL/dx_out, the residual path's share of dL/dx_mid; the
@@ -353,18 +377,22 @@ func (m *Model) backward(ctx context.Context, st *trainState, gradLogProbs, grad
 		if err := wrap("o_proj", be.LinearBackward(backend.Linear{Rows: t, In: d.q, Out: d.h}, datt, p.o.dw, gradOrNil(p.ob), dx, la.att, p.o.w)); err != nil {
 			return err
 		}
+		if err := wrap("lora", m.loraBackward(l, slotO, t, datt, dx, la.att, la.lora[slotO], du)); err != nil {
+			return err
+		}
 		if err := wrap("attention", be.AttentionBackward(att, spans, dq, dk, dv, datt, la.q, la.k, la.v, la.att, la.lse)); err != nil {
 			return err
 		}
 		for _, pr := range []struct {
 			name                  string
+			slot                  int
 			w, b, norm            *param
 			dOut, dRot, dRaw, raw backend.Buffer
 			rstd                  backend.Buffer
 			width, heads          int
 		}{
-			{"q", p.q, p.qb, p.qNorm, dq, dqRot, dqRaw, la.qRaw, la.rstdQ, d.q, d.heads},
-			{"k", p.k, p.kb, p.kNorm, dk, dkRot, dkRaw, la.kRaw, la.rstdK, d.kv, d.kvHeads},
+			{"q", slotQ, p.q, p.qb, p.qNorm, dq, dqRot, dqRaw, la.qRaw, la.rstdQ, d.q, d.heads},
+			{"k", slotK, p.k, p.kb, p.kNorm, dk, dkRot, dkRaw, la.kRaw, la.rstdK, d.kv, d.kvHeads},
 		} {
 			dPre := pr.dRaw
 			if pr.norm != nil {
@@ -381,8 +409,14 @@ func (m *Model) backward(ctx context.Context, st *trainState, gradLogProbs, grad
 			if err := wrap(pr.name+"_proj", be.LinearBackward(backend.Linear{Rows: t, In: d.h, Out: pr.width}, dxn, pr.w.dw, gradOrNil(pr.b), pr.dRaw, la.xn1, pr.w.w)); err != nil {
 				return err
 			}
+			if err := wrap("lora", m.loraBackward(l, pr.slot, t, dxn, pr.dRaw, la.xn1, la.lora[pr.slot], du)); err != nil {
+				return err
+			}
 		}
 		if err := wrap("v_proj", be.LinearBackward(backend.Linear{Rows: t, In: d.h, Out: d.kv}, dxn, p.v.dw, gradOrNil(p.vb), dv, la.xn1, p.v.w)); err != nil {
+			return err
+		}
+		if err := wrap("lora", m.loraBackward(l, slotV, t, dxn, dv, la.xn1, la.lora[slotV], du)); err != nil {
 			return err
 		}
 		if err := wrap("input_layernorm", be.RMSNormBackward(t, d.h, dx, p.inputNorm.dw, dxn, la.xIn, p.inputNorm.w, la.rstd1)); err != nil {
@@ -391,11 +425,16 @@ func (m *Model) backward(ctx context.Context, st *trainState, gradLogProbs, grad
 	}
 	// Tied embeddings: the LM head's gradient is already in embed.dw, and
 	// the embedding's scatter-add accumulates onto it.
-	if err := be.EmbeddingBackward(m.embed.dw, dx, pb.ids, d.h); err != nil {
-		return fmt.Errorf("policy: embedding backward: %w", err)
+	if !m.embed.frozen {
+		if err := be.EmbeddingBackward(m.embed.dw, dx, pb.ids, d.h); err != nil {
+			return fmt.Errorf("policy: embedding backward: %w", err)
+		}
 	}
 	var host []float32
-	for _, p := range m.params {
+	for _, p := range m.allParams() {
+		if p.frozen {
+			continue
+		}
 		if cap(host) < len(p.data) {
 			host = make([]float32, len(p.data))
 		}

@@ -73,8 +73,10 @@ def rotate_half(x):
     return torch.cat((-x[..., d:], x[..., :d]), dim=-1)
 
 
-def forward(cfg, p, ids):
-    """Logits [L, V] of one sequence, float64."""
+def forward(cfg, p, ids, lora=None):
+    """Logits [L, V] of one sequence, float64. lora maps a module's name
+    ("model.layers.0.self_attn.q_proj") to (A, B, scale): PEFT's LoRA
+    Linear, y = x·Wᵀ + b + scale·(x·Aᵀ)·Bᵀ (gen_lora_golden.py)."""
     H, nh, nkv, hd = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
     eps, L = cfg["rms_norm_eps"], len(ids)
     qwen3 = cfg["model_type"] == "qwen3"
@@ -95,7 +97,12 @@ def forward(cfg, p, ids):
         def lin(name, v):
             y = v @ p[pre + name + ".weight"].t()
             b = p.get(pre + name + ".bias")
-            return y if b is None else y + b
+            if b is not None:
+                y = y + b
+            if lora is not None and pre + name in lora:
+                A, B, scale = lora[pre + name]
+                y = y + scale * ((v @ A.t()) @ B.t())
+            return y
 
         h = rms_norm(x, p[pre + "input_layernorm.weight"], eps)
         q = lin("self_attn.q_proj", h).view(L, nh, hd)
@@ -123,10 +130,10 @@ def forward(cfg, p, ids):
     return x @ head.t()
 
 
-def stats(cfg, p, seqs, temp):
+def stats(cfg, p, seqs, temp, lora=None):
     logp, ent = [], []
     for ids in seqs:
-        z = forward(cfg, p, ids) / temp
+        z = forward(cfg, p, ids, lora) / temp
         lp = torch.log_softmax(z, dim=-1)
         tgt = torch.tensor(ids[1:] + [0])
         g = lp.gather(1, tgt[:, None])[:, 0]

@@ -1,0 +1,398 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/agentrl/agentrl/policy/backend"
+)
+
+// ErrLoRA marks a LoRA configuration, adapter file or operation the model
+// cannot use; the message names the field, tensor or state at fault.
+var ErrLoRA = errors.New("policy: invalid LoRA")
+
+// The projections of a decoder layer that LoRA can adapt, with the module
+// names that PEFT's target_modules, vLLM and SGLang use.
+const (
+	LoRAQProj    = "q_proj"
+	LoRAKProj    = "k_proj"
+	LoRAVProj    = "v_proj"
+	LoRAOProj    = "o_proj"
+	LoRAGateProj = "gate_proj"
+	LoRAUpProj   = "up_proj"
+	LoRADownProj = "down_proj"
+)
+
+// LoRAAllLinear is PEFT's shorthand target_modules value for every linear
+// projection of the decoder layers (the LM head excluded).
+const LoRAAllLinear = "all-linear"
+
+// loraModules lists the adaptable projections in a fixed order: the index
+// of a module in this list is its slot in loraLayer.
+var loraModules = [...]string{LoRAQProj, LoRAKProj, LoRAVProj, LoRAOProj, LoRAGateProj, LoRAUpProj, LoRADownProj}
+
+const (
+	slotQ = iota
+	slotK
+	slotV
+	slotO
+	slotGate
+	slotUp
+	slotDown
+	numLoRASlots
+)
+
+// loraModulePath is the module's place in a decoder layer, as in the
+// Hugging Face tensor names ("self_attn.q_proj", "mlp.down_proj").
+func loraModulePath(slot int) string {
+	if slot <= slotO {
+		return "self_attn." + loraModules[slot]
+	}
+	return "mlp." + loraModules[slot]
+}
+
+// LoRAConfig describes low-rank adapters (Hu et al., 2021,
+// arXiv:2106.09685) on the projections of every decoder layer: the
+// adapted projection computes y = x·Wᵀ + scale·(x·Aᵀ)·Bᵀ with W frozen,
+// A [Rank, in] and B [out, Rank] trained, and scale = Alpha/Rank, or
+// Alpha/√Rank with rsLoRA (Kalajdzievski, 2023, arXiv:2312.03732) — the
+// scaling of PEFT's LoraLayer.update_layer and vLLM's PEFTHelper.
+//
+// There is no dropout: PEFT's lora_dropout is 0 here, as verl's and
+// TRL's RL recipes set it, because the log-probabilities the trainer
+// recomputes must be those of the policy that sampled. Biases are not
+// adapted (PEFT's bias "none").
+type LoRAConfig struct {
+	// Rank is r, the inner dimension of A and B; it must be ≥ 1. vLLM's
+	// and SGLang's servers refuse adapters above their --max-lora-rank.
+	Rank int
+	// Alpha is PEFT's lora_alpha; 0 means Alpha = Rank (scale 1, or √Rank
+	// with rsLoRA).
+	Alpha float64
+	// TargetModules names the adapted projections: any of "q_proj",
+	// "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+	// or "all-linear" for all seven. Empty means q_proj and v_proj, PEFT's
+	// default for Qwen and Llama.
+	TargetModules []string
+	// UseRSLoRA scales by Alpha/√Rank instead of Alpha/Rank.
+	UseRSLoRA bool
+	// BaseModel is written to adapter_config.json as
+	// base_model_name_or_path (a Hub id or the base checkpoint's folder);
+	// it is not interpreted.
+	BaseModel string
+}
+
+// withDefaults fills the zero fields and expands "all-linear"; the module
+// list comes back deduplicated in the canonical order.
+func (c LoRAConfig) withDefaults() (LoRAConfig, error) {
+	if c.Rank < 1 {
+		return c, fmt.Errorf("%w: rank %d; want ≥ 1", ErrLoRA, c.Rank)
+	}
+	if c.Alpha == 0 {
+		c.Alpha = float64(c.Rank)
+	}
+	if !(c.Alpha > 0) || math.IsInf(c.Alpha, 0) {
+		return c, fmt.Errorf("%w: lora_alpha %g; want a finite value > 0", ErrLoRA, c.Alpha)
+	}
+	mods := c.TargetModules
+	if len(mods) == 0 {
+		mods = []string{LoRAQProj, LoRAVProj}
+	}
+	var want [numLoRASlots]bool
+	for _, name := range mods {
+		if name == LoRAAllLinear {
+			for i := range want {
+				want[i] = true
+			}
+			continue
+		}
+		i := slices.Index(loraModules[:], name)
+		if i < 0 {
+			return c, fmt.Errorf("%w: target module %q; want one of %v or %q", ErrLoRA, name, loraModules, LoRAAllLinear)
+		}
+		want[i] = true
+	}
+	c.TargetModules = nil
+	for i, ok := range want {
+		if ok {
+			c.TargetModules = append(c.TargetModules, loraModules[i])
+		}
+	}
+	return c, nil
+}
+
+// Validate reports whether c can be used; the zero fields take their
+// defaults.
+func (c LoRAConfig) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
+// Scale is the factor of the low-rank update: Alpha/Rank, or Alpha/√Rank
+// with UseRSLoRA (PEFT's LoraLayer.scaling); 0 for an invalid config.
+func (c LoRAConfig) Scale() float64 {
+	d, err := c.withDefaults()
+	if err != nil {
+		return 0
+	}
+	if d.UseRSLoRA {
+		return d.Alpha / math.Sqrt(float64(d.Rank))
+	}
+	return d.Alpha / float64(d.Rank)
+}
+
+// loraState is the model's adapters: per layer and slot, A and B (nil
+// where the projection is not adapted).
+type loraState struct {
+	cfg    LoRAConfig // with defaults filled in
+	scale  float32
+	layers [][numLoRASlots]loraPair
+	params []*param // A and B of every adapted projection, in PEFT's order
+	merged bool     // the deltas are folded into the base weights
+}
+
+// loraPair is one adapted projection.
+type loraPair struct{ a, b *param }
+
+func (p loraPair) on() bool { return p.a != nil }
+
+// loraTensorName is PEFT's name of an adapter tensor in
+// adapter_model.safetensors: the Hugging Face module path under
+// base_model.model., then lora_A or lora_B (the adapter's own name,
+// "default", is dropped on save).
+func loraTensorName(layer, slot int, ab string) string {
+	return fmt.Sprintf("base_model.model.model.layers.%d.%s.lora_%s.weight", layer, loraModulePath(slot), ab)
+}
+
+// AddLoRA attaches freshly initialised adapters to the projections cfg
+// names and freezes every base weight: from then on Params lists only the
+// adapters (so the optimizer keeps state for them alone), backward skips
+// the base weights' gradients, and Save writes the merged weights. A is
+// drawn as PEFT's default init (kaiming_uniform with a = √5, that is
+// uniform on ±1/√in) from seed, B is zero, so the model computes exactly
+// what it did before until B moves. A model has at most one adapter.
+func (m *Model) AddLoRA(cfg LoRAConfig, seed uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.attachLoRA(cfg); err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d))
+	for _, layer := range m.lora.layers {
+		for _, pair := range layer {
+			if !pair.on() {
+				continue
+			}
+			a := pair.a // B stays zero
+			bound := 1 / math.Sqrt(float64(a.spec.Shape[1]))
+			for i := range a.data {
+				a.data[i] = float32((2*rng.Float64() - 1) * bound)
+			}
+		}
+	}
+	return nil
+}
+
+// attachLoRA allocates zero adapters for cfg and freezes the base weights;
+// the caller holds m.mu.
+func (m *Model) attachLoRA(cfg LoRAConfig) error {
+	if m.lora != nil {
+		return fmt.Errorf("%w: the model already has an adapter", ErrLoRA)
+	}
+	if len(m.params) == 0 || m.params[0].w == nil {
+		return fmt.Errorf("%w: the model is closed", ErrInput)
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	st := &loraState{cfg: c, scale: float32(c.Scale()), layers: make([][numLoRASlots]loraPair, len(m.layers))}
+	fail := func(err error) error {
+		for _, p := range st.params {
+			_ = m.be.Free(p.w)
+		}
+		return err
+	}
+	for l := range m.layers {
+		for slot := range numLoRASlots {
+			if !slices.Contains(c.TargetModules, loraModules[slot]) {
+				continue
+			}
+			base := m.layers[l].slot(slot)
+			out, in := base.spec.Shape[0], base.spec.Shape[1]
+			var pair loraPair
+			for _, t := range []struct {
+				ab    string
+				shape []int
+				dst   **param
+			}{{"A", []int{c.Rank, in}, &pair.a}, {"B", []int{out, c.Rank}, &pair.b}} {
+				spec := TensorSpec{Name: loraTensorName(l, slot, t.ab), Shape: t.shape}
+				n := int(spec.Size())
+				w, err := m.be.Alloc(n)
+				if err != nil {
+					return fail(fmt.Errorf("policy: allocating %s: %w", spec.Name, err))
+				}
+				p := &param{spec: spec, data: make([]float32, n), grad: make([]float32, n), w: w}
+				st.params = append(st.params, p)
+				*t.dst = p
+			}
+			st.layers[l][slot] = pair
+		}
+	}
+	for _, p := range m.params {
+		p.frozen = true
+		p.grad = nil // the optimizer never sees the base weights again
+		if p.dw != nil {
+			_ = m.be.Free(p.dw)
+			p.dw = nil
+		}
+	}
+	m.lora = st
+	m.baseDirty = true
+	return nil
+}
+
+// slot returns the base weight of a projection slot.
+func (lp *layerParams) slot(s int) *param {
+	return [numLoRASlots]*param{lp.q, lp.k, lp.v, lp.o, lp.gate, lp.up, lp.down}[s]
+}
+
+// LoRA returns the adapter's configuration (defaults filled in) and
+// whether the model has one.
+func (m *Model) LoRA() (LoRAConfig, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lora == nil {
+		return LoRAConfig{}, false
+	}
+	c := m.lora.cfg
+	c.TargetModules = slices.Clone(c.TargetModules)
+	return c, true
+}
+
+// MergeLoRA folds the adapter into the base weights, W += scale·B·A, as
+// PEFT's merge(): the model computes the same function without the extra
+// products (faster generation), until UnmergeLoRA. Training needs the
+// adapter unmerged; Forward with gradients on a merged model is an error.
+func (m *Model) MergeLoRA() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lora == nil {
+		return fmt.Errorf("%w: the model has no adapter to merge", ErrLoRA)
+	}
+	if m.lora.merged {
+		return fmt.Errorf("%w: the adapter is already merged", ErrLoRA)
+	}
+	m.foldLoRA(1)
+	m.lora.merged = true
+	return nil
+}
+
+// UnmergeLoRA subtracts the adapter merged by MergeLoRA from the base
+// weights (PEFT's unmerge()). The base weights come back up to float32
+// rounding of the add and subtract, as in PEFT.
+func (m *Model) UnmergeLoRA() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lora == nil || !m.lora.merged {
+		return fmt.Errorf("%w: no merged adapter to unmerge", ErrLoRA)
+	}
+	m.foldLoRA(-1)
+	m.lora.merged = false
+	return nil
+}
+
+// foldLoRA adds sign·scale·B·A to every adapted base weight on the host.
+func (m *Model) foldLoRA(sign float64) {
+	s := sign * float64(m.lora.scale)
+	for l, layer := range m.lora.layers {
+		for slot, pair := range layer {
+			if pair.on() {
+				addLoRADelta(m.layers[l].slot(slot).data, pair, s)
+			}
+		}
+	}
+	m.baseDirty = true
+}
+
+// addLoRADelta adds s·B·A to w [out, in], each element's dot product over
+// the rank accumulated in float64.
+func addLoRADelta(w []float32, pair loraPair, s float64) {
+	r, in := pair.a.spec.Shape[0], pair.a.spec.Shape[1]
+	out := pair.b.spec.Shape[0]
+	a, b := pair.a.data, pair.b.data
+	for o := range out {
+		row := w[o*in : (o+1)*in]
+		bo := b[o*r : (o+1)*r]
+		for i := range row {
+			var acc float64
+			for k, bv := range bo {
+				acc += float64(bv) * float64(a[k*in+i])
+			}
+			row[i] = float32(float64(row[i]) + s*acc)
+		}
+	}
+}
+
+// loraForward adds the adapter's share to a projection's output y
+// [t, out] from its input x [t, in]: u = x·Aᵀ into the given buffer, then
+// y += scale·u·Bᵀ. It does nothing for a projection without an adapter
+// or when the adapter is merged.
+func (m *Model) loraForward(layer, slot, t int, y, x, u backend.Buffer) error {
+	pair, ok := m.loraPair(layer, slot)
+	if !ok {
+		return nil
+	}
+	r, in, out := pair.a.spec.Shape[0], pair.a.spec.Shape[1], pair.b.spec.Shape[0]
+	if err := m.be.LinearForward(backend.Linear{Rows: t, In: in, Out: r}, u, x, pair.a.w, nil); err != nil {
+		return fmt.Errorf("%s lora_A: %w", loraModules[slot], err)
+	}
+	g := backend.Gemm{TransB: true, M: t, N: out, K: r, Alpha: m.lora.scale, Beta: 1}
+	if err := m.be.Gemm(g, u, pair.b.w, y); err != nil {
+		return fmt.Errorf("%s lora_B: %w", loraModules[slot], err)
+	}
+	return nil
+}
+
+// loraBackward accumulates the adapter's gradients and its share of dx
+// from dy [t, out], given the forward's x [t, in] and u = x·Aᵀ [t, r]:
+// dB += scale·dyᵀ·u, du = scale·dy·B, dA += duᵀ·x, dx += du·A. du is
+// scratch of at least t·r elements.
+func (m *Model) loraBackward(layer, slot, t int, dx, dy, x, u, du backend.Buffer) error {
+	pair, ok := m.loraPair(layer, slot)
+	if !ok {
+		return nil
+	}
+	r, in, out := pair.a.spec.Shape[0], pair.a.spec.Shape[1], pair.b.spec.Shape[0]
+	s := m.lora.scale
+	if err := m.be.Gemm(backend.Gemm{TransA: true, M: out, N: r, K: t, Alpha: s, Beta: 1}, dy, u, pair.b.dw); err != nil {
+		return fmt.Errorf("%s lora_B backward: %w", loraModules[slot], err)
+	}
+	if err := m.be.Gemm(backend.Gemm{M: t, N: r, K: out, Alpha: s}, dy, pair.b.w, du); err != nil {
+		return fmt.Errorf("%s lora_B backward: %w", loraModules[slot], err)
+	}
+	if err := m.be.LinearBackward(backend.Linear{Rows: t, In: in, Out: r}, dx, pair.a.dw, nil, du, x, pair.a.w); err != nil {
+		return fmt.Errorf("%s lora_A backward: %w", loraModules[slot], err)
+	}
+	return nil
+}
+
+// loraPair returns the active (unmerged) adapter of a projection.
+func (m *Model) loraPair(layer, slot int) (loraPair, bool) {
+	if m.lora == nil || m.lora.merged {
+		return loraPair{}, false
+	}
+	p := m.lora.layers[layer][slot]
+	return p, p.on()
+}
+
+// loraRank is the adapter's rank, 0 without an active adapter.
+func (m *Model) loraRank() int {
+	if m.lora == nil || m.lora.merged {
+		return 0
+	}
+	return m.lora.cfg.Rank
+}
