@@ -129,6 +129,14 @@ type TrainerConfig struct {
 	// Seed fixes the rollout seeds and mini-batch shuffles.
 	Seed uint64
 
+	// LoRA, when set, trains low-rank adapters instead of the full
+	// weights (TRL's peft_config, verl's actor_rollout_ref.model.lora_rank
+	// and lora_alpha): NewTrainer attaches them to the Policy, which must
+	// be a LoRAPolicy (*policy.Model is), drawing A from Seed; a Policy
+	// that already carries an adapter (policy.Model.LoadAdapter, a resumed
+	// run) must carry this one. nil trains every weight.
+	LoRA *policy.LoRAConfig
+
 	// MaxStaleness is η, how many policy versions (steps) the weights
 	// that sampled a trajectory may lag behind the policy that trains on
 	// it (AReaL's max_head_offpolicyness). 0 is synchronous: each step
@@ -176,6 +184,11 @@ func (c TrainerConfig) ValidateWith(losses *loss.Registry, estimators *advantage
 	}
 	if err := validateLoss(c.Loss, losses); err != nil {
 		return fmt.Errorf("%w: TrainerConfig.Loss: %w", ErrTrainerConfig, err)
+	}
+	if c.LoRA != nil {
+		if err := c.LoRA.Validate(); err != nil {
+			return fmt.Errorf("%w: TrainerConfig.LoRA: %w", ErrTrainerConfig, err)
+		}
 	}
 	switch {
 	case c.PromptsPerStep <= 0:

@@ -84,6 +84,9 @@ type SFTConfig struct {
 	MaxGradNorm float64
 	// Seed fixes the shuffled order of every epoch.
 	Seed uint64
+	// LoRA, when set, fine-tunes low-rank adapters instead of the full
+	// weights, as TrainerConfig.LoRA does for RL (A drawn from Seed).
+	LoRA *policy.LoRAConfig
 }
 
 // SFTParts are the components an SFTTrainer works on, as TrainerParts
@@ -117,6 +120,11 @@ func (c SFTConfig) Validate() error {
 	}
 	if err := validateAdamW(c.Optimizer); err != nil {
 		return fmt.Errorf("%w: SFTConfig.Optimizer.%w", ErrTrainerConfig, err)
+	}
+	if c.LoRA != nil {
+		if err := c.LoRA.Validate(); err != nil {
+			return fmt.Errorf("%w: SFTConfig.LoRA: %w", ErrTrainerConfig, err)
+		}
 	}
 	return nil
 }
@@ -193,6 +201,9 @@ func NewSFTTrainer(cfg SFTConfig, parts SFTParts) (*SFTTrainer, error) {
 		if err := s.check(); err != nil {
 			return nil, fmt.Errorf("%w: SFT sample %d: %w", ErrTrainer, i, err)
 		}
+	}
+	if err := attachLoRA(model, cfg.LoRA, cfg.Seed, "SFTConfig.LoRA"); err != nil {
+		return nil, err
 	}
 	sampler, err := dataset.NewSampler(len(data), dataset.SamplerConfig{BatchSize: cfg.BatchSize, Seed: cfg.Seed, Shuffle: true, DropLast: true})
 	if err != nil {

@@ -163,6 +163,9 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 			return nil, fmt.Errorf("%w: TrainerParts.Prompts[%d] (%q) has %d prompt forms; want exactly one of Tokens, Text, Messages", ErrTrainer, i, p.ID, forms)
 		}
 	}
+	if err := attachLoRA(parts.Policy, cfg.LoRA, cfg.Seed, "TrainerConfig.LoRA"); err != nil {
+		return nil, err
+	}
 	rf := parts.Reward
 	if cfg.Overlong != nil {
 		oc, err := cfg.overlong(parts.Engine.MaxResponseTokens())

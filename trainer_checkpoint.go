@@ -23,6 +23,11 @@ const (
 	// CheckpointStateFile holds the trainer's position (TrainerState) as
 	// JSON. The optimizer's state is policy.StateFileName.
 	CheckpointStateFile = "trainer_state.json"
+	// CheckpointAdapterDir holds, for a policy training a LoRA adapter,
+	// the adapter as a PEFT folder (adapter_config.json,
+	// adapter_model.safetensors) that PEFT, vLLM and SGLang load, as
+	// verl's checkpoints carry lora_adapter/.
+	CheckpointAdapterDir = "lora_adapter"
 	// TrainerStateFormat names the layout of CheckpointStateFile.
 	TrainerStateFormat = "agentrl.trainer.v1"
 )
@@ -54,7 +59,9 @@ type TrainerState struct {
 
 // SaveTo writes the trainer's checkpoint into dir (created when missing):
 // CheckpointParamsFile, the optimizer's state (policy.StateFileName) and
-// CheckpointStateFile, each written atomically. For a crash-safe series of
+// CheckpointStateFile, each written atomically; a policy training a LoRA
+// adapter also gets its PEFT folder in CheckpointAdapterDir (the params
+// file holds the same adapter, which LoadFrom reads). For a crash-safe series of
 // checkpoints use SaveCheckpoint.
 func (t *Trainer) SaveTo(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -65,6 +72,9 @@ func (t *Trainer) SaveTo(dir string) error {
 	}
 	if err := t.opt.SaveStateFile(dir); err != nil {
 		return fmt.Errorf("agentrl: checkpoint: %w", err)
+	}
+	if err := saveAdapter(t.parts.Policy, filepath.Join(dir, CheckpointAdapterDir)); err != nil {
+		return err
 	}
 	st := TrainerState{
 		Format: TrainerStateFormat, Step: t.step, Seed: t.cfg.Seed, Prompts: len(t.parts.Prompts),

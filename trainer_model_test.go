@@ -2,6 +2,7 @@ package agentrl_test
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"testing"
 
@@ -29,11 +30,21 @@ func pTarget(t *testing.T, m *policy.Model) float64 {
 }
 
 func newTransformerBandit(t *testing.T, cfg agentrl.TrainerConfig) (*agentrl.Trainer, *policy.Model) {
-	m, err := policy.New(policy.Config{
+	return newTransformerBanditInit(t, cfg, nil)
+}
+
+// newTransformerBanditInit is newTransformerBandit with config.json's
+// initializer_range set (nil: transformers' 0.02).
+func newTransformerBanditInit(t *testing.T, cfg agentrl.TrainerConfig, initRange json.RawMessage) (*agentrl.Trainer, *policy.Model) {
+	pc := policy.Config{
 		ModelType: policy.ModelQwen3, VocabSize: 4, HiddenSize: 16, IntermediateSize: 32,
 		NumHiddenLayers: 1, NumAttentionHeads: 2, NumKeyValueHeads: 1, HeadDim: 8,
 		MaxPositionEmbeddings: 32, RMSNormEps: 1e-6, RopeTheta: 10000, TieWordEmbeddings: true,
-	}, 3, policy.WithDecoder(alphaTokenizer{banditAlphabet}.Decode))
+	}
+	if initRange != nil {
+		pc.Extra = map[string]json.RawMessage{"initializer_range": initRange}
+	}
+	m, err := policy.New(pc, 3, policy.WithDecoder(alphaTokenizer{banditAlphabet}.Decode))
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Close() })
 	eng, err := rollout.NewEngine(rollout.Config{Sampler: m, Tokenizer: alphaTokenizer{banditAlphabet}, MaxResponseTokens: 8})

@@ -85,9 +85,12 @@ type LoRAConfig struct {
 	BaseModel string
 }
 
-// withDefaults fills the zero fields and expands "all-linear"; the module
-// list comes back deduplicated in the canonical order.
-func (c LoRAConfig) withDefaults() (LoRAConfig, error) {
+// WithDefaults returns c with its zero fields filled in (Alpha = Rank,
+// TargetModules = q_proj and v_proj) and "all-linear" expanded: the
+// module list comes back deduplicated in the layer's order (q, k, v, o,
+// gate, up, down), as Model.LoRA reports it. An unusable field is an
+// error wrapping ErrLoRA.
+func (c LoRAConfig) WithDefaults() (LoRAConfig, error) {
 	if c.Rank < 1 {
 		return c, fmt.Errorf("%w: rank %d; want ≥ 1", ErrLoRA, c.Rank)
 	}
@@ -127,14 +130,14 @@ func (c LoRAConfig) withDefaults() (LoRAConfig, error) {
 // Validate reports whether c can be used; the zero fields take their
 // defaults.
 func (c LoRAConfig) Validate() error {
-	_, err := c.withDefaults()
+	_, err := c.WithDefaults()
 	return err
 }
 
 // Scale is the factor of the low-rank update: Alpha/Rank, or Alpha/√Rank
 // with UseRSLoRA (PEFT's LoraLayer.scaling); 0 for an invalid config.
 func (c LoRAConfig) Scale() float64 {
-	d, err := c.withDefaults()
+	d, err := c.WithDefaults()
 	if err != nil {
 		return 0
 	}
@@ -205,7 +208,7 @@ func (m *Model) attachLoRA(cfg LoRAConfig) error {
 	if len(m.params) == 0 || m.params[0].w == nil {
 		return fmt.Errorf("%w: the model is closed", ErrInput)
 	}
-	c, err := cfg.withDefaults()
+	c, err := cfg.WithDefaults()
 	if err != nil {
 		return err
 	}

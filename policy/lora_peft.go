@@ -69,7 +69,7 @@ type adapterConfigFile struct {
 // no modules_to_save, no DoRA): the fields vLLM's PEFTHelper and SGLang's
 // LoRAConfig read, and PEFT's from_pretrained loads.
 func MarshalAdapterConfig(c LoRAConfig) ([]byte, error) {
-	d, err := c.withDefaults()
+	d, err := c.WithDefaults()
 	if err != nil {
 		return nil, err
 	}

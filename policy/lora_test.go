@@ -308,7 +308,7 @@ func TestLoRAAdapterRoundTrip(t *testing.T) {
 			data, err := os.ReadFile(filepath.Join(dir, AdapterConfigFileName))
 			require.NoError(t, err)
 			require.NoError(t, json.Unmarshal(data, &conf))
-			want, _ := tc.cfg.withDefaults()
+			want, _ := tc.cfg.WithDefaults()
 			assert.Equal(t, "LORA", conf["peft_type"])
 			assert.Equal(t, "none", conf["bias"])
 			assert.Equal(t, "CAUSAL_LM", conf["task_type"])
@@ -483,7 +483,7 @@ func TestLoRAConfigDefaults(t *testing.T) {
 		{LoRAConfig{Rank: 4, Alpha: math.Inf(1)}, 0, nil, true},
 		{LoRAConfig{Rank: 4, TargetModules: []string{"embed_tokens"}}, 0, nil, true},
 	} {
-		d, err := tc.cfg.withDefaults()
+		d, err := tc.cfg.WithDefaults()
 		if tc.err {
 			assert.ErrorIs(t, err, ErrLoRA, "%+v", tc.cfg)
 			assert.ErrorIs(t, tc.cfg.Validate(), ErrLoRA)
