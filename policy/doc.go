@@ -29,6 +29,13 @@
 //     KV cache between turns (LRU-bounded), stop tokens and strings.
 //   - checkpoint.go: Load and Save of Hugging Face checkpoint folders
 //     (config.json, safetensors single or sharded, F32/F16/BF16).
+//   - lora.go, lora_peft.go: LoRA adapters (AddLoRA, LoRAConfig with
+//     rsLoRA scaling) on any of the q/k/v/o/gate/up/down projections,
+//     with the base weights frozen (Params lists only the adapters),
+//     forward and backward through the backend's GEMMs, MergeLoRA and
+//     UnmergeLoRA, and SaveAdapter/LoadAdapter in PEFT's folder format
+//     (adapter_config.json, adapter_model.safetensors) that vLLM and
+//     SGLang hot-load.
 //   - optim.go, schedule.go: AdamW as torch.optim.AdamW, gradient-norm
 //     clipping as torch.nn.utils.clip_grad_norm_, warmup/cosine schedules
 //     as verl and transformers, and exact optimizer state save/restore.

@@ -13,7 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/examples/internal/arith"
+	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool"
 )
@@ -104,8 +106,52 @@ func TestRunFromSavedSFTModel(t *testing.T) {
 	assert.Contains(t, err.Error(), "-init")
 }
 
+// -lora-rank trains adapters: the checkpoint carries them as a PEFT
+// folder whose base is the SFT model, and the adapter on that base
+// computes what the saved (merged) model does.
+func TestRunWithLoRA(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	require.NoError(t, run(ctx, tinyArgs(dir, "-tool", "calculator", "-lora-rank", "4", "-lora-alpha", "8", "-rl-lr", "0.05"), &stdout, &stderr), stderr.String())
+	adapter := filepath.Join(dir, "checkpoints", "step-1", agentrl.CheckpointAdapterDir)
+	cfg, err := policy.ReadAdapterConfig(adapter)
+	require.NoError(t, err)
+	assert.Equal(t, 4, cfg.Rank)
+	assert.Equal(t, 8.0, cfg.Alpha)
+	assert.Len(t, cfg.TargetModules, 7)
+	assert.Equal(t, filepath.Join(dir, "sft-model"), cfg.BaseModel)
+
+	base, err := policy.Load(cfg.BaseModel)
+	require.NoError(t, err)
+	defer base.Close()
+	require.NoError(t, base.LoadAdapter(adapter))
+	merged, err := policy.Load(filepath.Join(dir, "model"))
+	require.NoError(t, err)
+	defer merged.Close()
+	ids := []int{1, 40, 50, 60, 70}
+	a, err := base.Logits(ids)
+	require.NoError(t, err)
+	b, err := merged.Logits(ids)
+	require.NoError(t, err)
+	av, bv := a.Data().([]float32), b.Data().([]float32)
+	for i := range av {
+		require.InDelta(t, av[i], bv[i], 1e-4, "logit %d", i)
+	}
+	// The adapter moved: the SFT model alone computes something else.
+	sft, err := policy.Load(cfg.BaseModel)
+	require.NoError(t, err)
+	defer sft.Close()
+	c, err := sft.Logits(ids)
+	require.NoError(t, err)
+	assert.NotEqual(t, c.Data(), b.Data())
+}
+
 func TestParseFlagsRejects(t *testing.T) {
 	for _, args := range [][]string{
+		{"-lora-rank", "-1"},
+		{"-lora-alpha", "-2"},
 		{"-n", "0"},
 		{"-rl-steps", "-1"},
 		{"-prompts", "0"},

@@ -43,6 +43,8 @@ type options struct {
 	rlSteps, prompts, n int
 	miniBatch           int
 	rlLR                float64
+	loraRank            int
+	loraAlpha           float64
 	maxResponse         int
 
 	// Evaluation.
@@ -89,6 +91,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.n, "n", arith.DefaultN, "samples per prompt, in RL and evaluation (the k of avg@k, pass@k, maj@k)")
 	fs.Float64Var(&o.rlLR, "rl-lr", arith.DefaultRLLR, "RL learning rate")
 	fs.IntVar(&o.miniBatch, "mini-batch", arith.DefaultMiniBatch, "trajectories per RL update (verl's ppo_mini_batch_size × n): the step's batch is cut into mini-batches, one update each, so later ones are off-policy and the clip acts; 0 means the whole batch, one update per step")
+	fs.IntVar(&o.loraRank, "lora-rank", 0, "RL trains LoRA adapters of this rank on every projection (q/k/v/o/gate/up/down) instead of the full weights; 0 trains every weight")
+	fs.Float64Var(&o.loraAlpha, "lora-alpha", 0, "the LoRA adapters' lora_alpha (scale alpha/rank); 0 means the rank")
 	fs.IntVar(&o.maxResponse, "max-response", arith.DefaultMaxResponse, "response budget in tokens (tool results included)")
 	fs.IntVar(&o.evalProblems, "eval", arith.DefaultEvalProblems, "held-out evaluation problems")
 	fs.Float64Var(&o.temperature, "temperature", arith.DefaultTemperature, "sampling temperature of rollouts and evaluation")
@@ -124,6 +128,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-no-tool-frac %g: want within [0, 1]", o.noToolFrac)
 	case o.maxResponse < 16:
 		return o, fmt.Errorf("-max-response %d: want ≥ 16", o.maxResponse)
+	case o.loraRank < 0 || o.loraAlpha < 0:
+		return o, fmt.Errorf("-lora-rank %d, -lora-alpha %g: want ≥ 0", o.loraRank, o.loraAlpha)
 	case o.fleet < 0 || o.fleetStaleness < 0:
 		return o, fmt.Errorf("-fleet %d, -fleet-staleness %d: want ≥ 0", o.fleet, o.fleetStaleness)
 	case o.fleet > 0 && o.fleetServers != "":
@@ -226,6 +232,13 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer log.Close()
+	if tcfg.LoRA != nil {
+		// The adapter's base: the checkpoint RL starts from.
+		tcfg.LoRA.BaseModel = o.init
+		if o.init == "" {
+			tcfg.LoRA.BaseModel = filepath.Join(dir, "sft-model")
+		}
+	}
 	parts := agentrl.TrainerParts{Policy: model, Engine: engine, Reward: rf, Prompts: prompts}
 	if o.fleet > 0 || o.fleetServers != "" {
 		// The servers start from the policy RL starts from; the trainer
@@ -392,7 +405,7 @@ func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.
 // settings.
 func rlConfig(o options) agentrl.TrainerConfig {
 	return arith.RLConfig(arith.RLOptions{
-		Prompts: o.prompts, N: o.n, MiniBatch: o.miniBatch, Temperature: o.temperature,
+		Prompts: o.prompts, N: o.n, MiniBatch: o.miniBatch, Temperature: o.temperature, LoRARank: o.loraRank, LoRAAlpha: o.loraAlpha,
 		MaxResponse: o.maxResponse, LR: o.rlLR, Seed: o.seed,
 	})
 }

@@ -42,6 +42,8 @@ type RLOptions struct {
 	MaxResponse int     // response budget in tokens, tool results included (-max-response)
 	LR          float64 // learning rate (-rl-lr)
 	Seed        uint64  // rollout seeds and mini-batch shuffles (-seed)
+	LoRARank    int     // > 0: train LoRA adapters of this rank on every projection instead of the full weights (-lora-rank)
+	LoRAAlpha   float64 // the adapters' lora_alpha; 0 means the rank (-lora-alpha)
 }
 
 // RLConfig is GRPO-TCR scaled down to the tiny model: 8 samples per
@@ -71,6 +73,9 @@ func RLConfig(o RLOptions) agentrl.TrainerConfig {
 	c.Optimizer.LR = o.LR
 	c.Optimizer.WeightDecay = 0
 	c.Seed = o.Seed
+	if o.LoRARank > 0 {
+		c.LoRA = &policy.LoRAConfig{Rank: o.LoRARank, Alpha: o.LoRAAlpha, TargetModules: []string{policy.LoRAAllLinear}}
+	}
 	return c
 }
 
