@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/agentrl/agentrl/internal/atomicfile"
+	"github.com/agentrl/agentrl/policy/backend"
 	"github.com/agentrl/agentrl/policy/safetensors"
 )
 
@@ -194,55 +195,17 @@ func (o *AdamW) Step() (lr float64, err error) {
 	if math.IsNaN(lr) || math.IsInf(lr, 0) || lr < 0 {
 		return 0, fmt.Errorf("%w: learning rate %g at step %d", ErrNonFinite, lr, o.step)
 	}
-	o.step++
-	t := float64(o.step)
 	c := o.cfg
-	bc1 := 1 - math.Pow(c.Beta1, t)
-	bc2 := 1 - math.Pow(c.Beta2, t)
-	k := adamScalars{
-		decay:    float32(1 - lr*c.WeightDecay),
-		b1:       float32(c.Beta1),
-		ob1:      float32(1 - c.Beta1),
-		b2:       float32(c.Beta2),
-		ob2:      float32(1 - c.Beta2),
-		negStep:  float32(-lr / bc1),
-		bc2Sqrt:  float32(math.Sqrt(bc2)),
-		eps:      float32(c.Eps),
-		useDecay: c.WeightDecay != 0,
+	k, err := backend.AdamWStep{LR: lr, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay, Step: o.step + 1}.Scalars()
+	if err != nil {
+		return 0, err
 	}
+	o.step++
 	for i, p := range o.params {
-		adamwUpdate(p.Data, p.Grad, o.m[i], o.v[i], k)
+		backend.AdamWUpdate(p.Data, p.Grad, o.m[i], o.v[i], k)
 	}
 	return lr, nil
 }
-
-type adamScalars struct {
-	decay, b1, ob1, b2, ob2, negStep, bc2Sqrt, eps float32
-	useDecay                                       bool
-}
-
-// adamwUpdate is the elementwise AdamW update. The explicit float32
-// conversions round every product, which also forbids the compiler from
-// fusing multiply-adds, so results match torch's separate kernels.
-func adamwUpdate(data, grad, m, v []float32, k adamScalars) {
-	grad, m, v = grad[:len(data)], m[:len(data)], v[:len(data)]
-	for j := range data {
-		p := data[j]
-		if k.useDecay {
-			p = p * k.decay
-		}
-		g := grad[j]
-		mj := float32(m[j]*k.b1) + float32(g*k.ob1)
-		vj := float32(v[j]*k.b2) + float32(float32(k.ob2*g)*g)
-		denom := float32(sqrt32(vj)/k.bc2Sqrt) + k.eps
-		data[j] = p + float32(k.negStep*float32(mj/denom))
-		m[j], v[j] = mj, vj
-	}
-}
-
-// sqrt32 is the correctly rounded float32 square root (the float64 root
-// of a float32 rounds to the same float32).
-func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }
 
 // GradNorm is the L2 norm of all gradients taken together, accumulated in
 // float64.

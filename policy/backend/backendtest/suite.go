@@ -41,6 +41,7 @@ func Run(t *testing.T, b backend.Backend, tol Tolerance) {
 		{"LogProbEntropy", LogProbEntropy},
 		{"LogProbEntropyChunked", LogProbEntropyChunked},
 		{"Logits", Logits},
+		{"Optimizer", Optimizer},
 		{"ZeroSizes", ZeroSizes},
 		{"Errors", Errors},
 	}
