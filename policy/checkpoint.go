@@ -135,6 +135,10 @@ func (m *Model) Save(dir string, opts SaveOptions) error {
 		return err
 	}
 	m.mu.Lock()
+	if err := m.pullHost(); err != nil {
+		m.mu.Unlock()
+		return err
+	}
 	tensors := make([]safetensors.Tensor, len(m.params))
 	for i, p := range m.params {
 		tensors[i] = safetensors.Tensor{Name: p.spec.Name, DType: dt, Shape: p.spec.Shape, Float32: append([]float32(nil), p.data...)}

@@ -205,6 +205,9 @@ func (m *Model) attachLoRA(cfg LoRAConfig) error {
 	if m.lora != nil {
 		return fmt.Errorf("%w: the model already has an adapter", ErrLoRA)
 	}
+	if m.resident {
+		return fmt.Errorf("%w: the model's training state is already on the backend (NewDeviceAdamW); attach the adapter first", ErrLoRA)
+	}
 	if len(m.params) == 0 || m.params[0].w == nil {
 		return fmt.Errorf("%w: the model is closed", ErrInput)
 	}
@@ -289,7 +292,9 @@ func (m *Model) MergeLoRA() error {
 	if m.lora.merged {
 		return fmt.Errorf("%w: the adapter is already merged", ErrLoRA)
 	}
-	m.foldLoRA(1)
+	if err := m.foldLoRA(1); err != nil {
+		return err
+	}
 	m.lora.merged = true
 	return nil
 }
@@ -303,13 +308,18 @@ func (m *Model) UnmergeLoRA() error {
 	if m.lora == nil || !m.lora.merged {
 		return fmt.Errorf("%w: no merged adapter to unmerge", ErrLoRA)
 	}
-	m.foldLoRA(-1)
+	if err := m.foldLoRA(-1); err != nil {
+		return err
+	}
 	m.lora.merged = false
 	return nil
 }
 
 // foldLoRA adds sign·scale·B·A to every adapted base weight on the host.
-func (m *Model) foldLoRA(sign float64) {
+func (m *Model) foldLoRA(sign float64) error {
+	if err := m.pullHost(); err != nil {
+		return err
+	}
 	s := sign * float64(m.lora.scale)
 	for l, layer := range m.lora.layers {
 		for slot, pair := range layer {
@@ -319,6 +329,7 @@ func (m *Model) foldLoRA(sign float64) {
 		}
 	}
 	m.baseDirty = true
+	return nil
 }
 
 // addLoRADelta adds s·B·A to w [out, in], each element's dot product over

@@ -248,6 +248,10 @@ func (m *Model) SaveAdapter(dir string, opts AdapterSaveOptions) error {
 		m.mu.Unlock()
 		return fmt.Errorf("%w: the model has no adapter to save", ErrLoRA)
 	}
+	if err := m.pullHost(); err != nil {
+		m.mu.Unlock()
+		return err
+	}
 	cfg := m.lora.cfg
 	tensors := make([]safetensors.Tensor, len(m.lora.params))
 	for i, p := range m.lora.params {

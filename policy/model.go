@@ -43,9 +43,20 @@ type Model struct {
 	mu   sync.Mutex // serialises computations on the device buffers
 	lora *loraState // the adapter, nil without one
 	// baseDirty: the frozen weights' host values changed since they were
-	// last uploaded (trainable ones are uploaded before every computation).
+	// last uploaded (trainable ones are uploaded before every computation,
+	// unless the model is resident).
 	baseDirty bool
-	gen       *generator
+	// resident: the trainable weights, their gradients and the optimizer
+	// state live in backend buffers (NewDeviceAdamW); the host copies are
+	// refreshed only when asked for (Params, Save, SaveAdapter).
+	resident bool
+	// hostStale (resident): the backend holds newer trainable weights or
+	// gradients than the host slices. hostDirty (resident): the host
+	// slices were handed out by Params and may have been written, so they
+	// are uploaded before the next computation.
+	hostStale, hostDirty bool
+	devOpt               *DeviceAdamW // the resident model's optimizer, freed by Close
+	gen                  *generator
 }
 
 // param is one tensor: host values and gradient, and their device copies.
@@ -222,6 +233,9 @@ func (m *Model) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.gen.closeAll(m.be)
+	if m.devOpt != nil {
+		m.devOpt.free()
+	}
 	m.free()
 	return nil
 }
@@ -243,18 +257,61 @@ func (m *Model) EOSTokenIDs() []int { return append([]int(nil), m.eos...) }
 // the base weights being frozen. Data and Grad are host slices the
 // optimizer updates in place; the model copies Data to the backend at the
 // start of every computation.
+//
+// A resident model (NewDeviceAdamW) keeps its training state on the
+// backend: Params then first copies the current weights and gradients
+// into the host slices, and uploads them again before the next
+// computation (so writes to them, such as a checkpoint's restore, take
+// effect). Training loops of a resident model use the DeviceAdamW's
+// methods, not Params, per step.
 func (m *Model) Params() []Param {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ps := m.params
-	if m.lora != nil {
-		ps = m.lora.params
+	if m.resident {
+		// An error here (a closed model) leaves the last host copy,
+		// which is what there is.
+		_ = m.pullHost()
+		m.hostDirty = true
 	}
+	ps := m.trainable()
 	out := make([]Param, len(ps))
 	for i, p := range ps {
 		out[i] = Param{Name: p.spec.Name, Data: p.data, Grad: p.grad}
 	}
 	return out
+}
+
+// trainable lists the parameters the optimizer updates: the adapter's
+// when there is one, else every weight.
+func (m *Model) trainable() []*param {
+	if m.lora != nil {
+		return m.lora.params
+	}
+	return m.params
+}
+
+// pullHost copies the backend's trainable weights and gradients into the
+// host slices when they are newer (a resident model after a step or a
+// backward); the caller holds m.mu.
+func (m *Model) pullHost() error {
+	if !m.hostStale {
+		return nil
+	}
+	for _, p := range m.trainable() {
+		if p.w == nil {
+			return fmt.Errorf("%w: the model is closed", ErrInput)
+		}
+		if err := m.be.Download(p.data, p.w, 0); err != nil {
+			return fmt.Errorf("policy: downloading %s: %w", p.spec.Name, err)
+		}
+		if p.dw == nil {
+			clear(p.grad)
+		} else if err := m.be.Download(p.grad, p.dw, 0); err != nil {
+			return fmt.Errorf("policy: downloading the gradient of %s: %w", p.spec.Name, err)
+		}
+	}
+	m.hostStale = false
+	return nil
 }
 
 // allParams lists the base weights, then the adapter's.
@@ -268,20 +325,44 @@ func (m *Model) allParams() []*param {
 // syncWeights uploads the host weights to the backend. The optimizer
 // updates the trainable host slices without telling the model, so every
 // computation uploads them (a memcpy on the CPU backend); frozen weights
-// only when they changed (a load, merge or unmerge).
+// only when they changed (a load, merge or unmerge); a resident model's
+// trainable weights and gradients only after Params handed them out.
 func (m *Model) syncWeights() error {
 	if m.params[0].w == nil {
 		return fmt.Errorf("%w: the model is closed", ErrInput)
 	}
 	for _, p := range m.allParams() {
-		if p.frozen && !m.baseDirty {
+		switch {
+		case p.frozen && !m.baseDirty:
 			continue
+		case !p.frozen && m.resident:
+			if !m.hostDirty {
+				continue
+			}
+			if err := m.uploadGrad(p); err != nil {
+				return err
+			}
 		}
 		if err := m.be.Upload(p.w, 0, p.data); err != nil {
 			return fmt.Errorf("policy: uploading %s: %w", p.spec.Name, err)
 		}
 	}
-	m.baseDirty = false
+	m.baseDirty, m.hostDirty = false, false
+	return nil
+}
+
+// uploadGrad copies p's host gradient to its backend buffer, allocating
+// it when needed (a resident model's gradients live there).
+func (m *Model) uploadGrad(p *param) error {
+	if p.dw == nil {
+		var err error
+		if p.dw, err = m.be.Alloc(len(p.data)); err != nil {
+			return fmt.Errorf("policy: allocating the gradient of %s: %w", p.spec.Name, err)
+		}
+	}
+	if err := m.be.Upload(p.dw, 0, p.grad); err != nil {
+		return fmt.Errorf("policy: uploading the gradient of %s: %w", p.spec.Name, err)
+	}
 	return nil
 }
 

@@ -274,9 +274,24 @@ func (m *Model) backward(ctx context.Context, st *trainState, gradLogProbs, grad
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	be, d, t := m.be, m.dims(), pb.t
+	if m.resident {
+		// The gradients accumulate on the backend until the optimizer's
+		// ZeroGrad; the uploads of handed-out host slices come first.
+		if err := m.syncWeights(); err != nil {
+			return err
+		}
+	}
 	for _, p := range m.allParams() {
 		if p.frozen {
 			continue // dw stays nil: the kernels skip a nil gradient
+		}
+		if m.resident {
+			if p.dw == nil {
+				if p.dw, err = be.Alloc(len(p.data)); err != nil {
+					return fmt.Errorf("policy: allocating the gradient of %s: %w", p.spec.Name, err)
+				}
+			}
+			continue
 		}
 		if p.dw == nil {
 			if p.dw, err = be.Alloc(len(p.data)); err != nil {
@@ -429,6 +444,10 @@ func (m *Model) backward(ctx context.Context, st *trainState, gradLogProbs, grad
 		if err := be.EmbeddingBackward(m.embed.dw, dx, pb.ids, d.h); err != nil {
 			return fmt.Errorf("policy: embedding backward: %w", err)
 		}
+	}
+	if m.resident {
+		m.hostStale = true
+		return nil
 	}
 	var host []float32
 	for _, p := range m.allParams() {

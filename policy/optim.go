@@ -5,11 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 
-	"github.com/agentrl/agentrl/internal/atomicfile"
 	"github.com/agentrl/agentrl/policy/backend"
 	"github.com/agentrl/agentrl/policy/safetensors"
 )
@@ -334,23 +331,7 @@ func (o *AdamW) LoadState(r io.ReaderAt, size int64) error {
 // SaveStateFile writes the state to dir/optimizer.safetensors atomically
 // and durably (a temporary file, fsynced and renamed over the target, then
 // the folder fsynced), readable by the owner only (mode 0600).
-func (o *AdamW) SaveStateFile(dir string) error {
-	if err := atomicfile.Write(filepath.Join(dir, StateFileName), 0o600, o.SaveState); err != nil {
-		return fmt.Errorf("policy: optimizer state: %w", err)
-	}
-	return nil
-}
+func (o *AdamW) SaveStateFile(dir string) error { return saveStateFile(dir, o.SaveState) }
 
 // LoadStateFile restores the state from dir/optimizer.safetensors.
-func (o *AdamW) LoadStateFile(dir string) error {
-	file, err := os.Open(filepath.Join(dir, StateFileName))
-	if err != nil {
-		return err
-	}
-	defer file.Close()
-	st, err := file.Stat()
-	if err != nil {
-		return err
-	}
-	return o.LoadState(file, st.Size())
-}
+func (o *AdamW) LoadStateFile(dir string) error { return loadStateFile(dir, o.LoadState) }

@@ -1,0 +1,338 @@
+package policy
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/agentrl/agentrl/internal/atomicfile"
+	"github.com/agentrl/agentrl/policy/backend"
+)
+
+// Optimizer is what the trainers step: AdamW over host parameters
+// (*AdamW, NewAdamW) or over a model's backend-resident training state
+// (*DeviceAdamW, Model.NewDeviceAdamW). Both compute the same update
+// (backend.AdamWUpdate) and write the same state file.
+type Optimizer interface {
+	// Step applies one update from the gradients and returns the
+	// learning rate it used; it does not clear the gradients.
+	Step() (lr float64, err error)
+	// LR is the learning rate the next Step will use.
+	LR() float64
+	// Steps is the number of updates applied so far.
+	Steps() int64
+	// Config returns the hyperparameters, zero fields resolved.
+	Config() AdamWConfig
+	// ZeroGrad sets every gradient to zero.
+	ZeroGrad() error
+	// GradNorm is the L2 norm of all gradients together (float64
+	// accumulation); NaN or Inf when a gradient is not finite.
+	GradNorm() (float64, error)
+	// ClipGradNorm scales the gradients to a joint norm of at most
+	// maxNorm and returns the norm before, as the package function
+	// ClipGradNorm (an ErrNonFinite norm leaves them unchanged).
+	ClipGradNorm(maxNorm float64) (float64, error)
+	// SaveStateFile and LoadStateFile write and read the moments and
+	// step count (StateFileName in dir).
+	SaveStateFile(dir string) error
+	LoadStateFile(dir string) error
+}
+
+var (
+	_ Optimizer = (*AdamW)(nil)
+	_ Optimizer = (*DeviceAdamW)(nil)
+)
+
+// ZeroGrad sets the optimizer's gradients to zero (ZeroGrad of its params).
+func (o *AdamW) ZeroGrad() error {
+	ZeroGrad(o.params)
+	return nil
+}
+
+// GradNorm is GradNorm of the optimizer's params.
+func (o *AdamW) GradNorm() (float64, error) { return GradNorm(o.params), nil }
+
+// ClipGradNorm is ClipGradNorm of the optimizer's params.
+func (o *AdamW) ClipGradNorm(maxNorm float64) (float64, error) {
+	return ClipGradNorm(o.params, maxNorm)
+}
+
+// DeviceAdamW is AdamW whose whole training state lives where the model
+// computes: the trainable weights, their gradients and the moments are
+// backend buffers, the update and the gradient norm run as backend kernels
+// (backend.Optimizer), and nothing crosses to the host per step. On a GPU
+// that removes the per-step upload of every weight and download of every
+// gradient; on the CPU backend it removes the same memcpys. The update is
+// backend.AdamWUpdate, bit for bit the one NewAdamW's optimizer makes, and
+// the state file is the same, so either can resume the other's run.
+//
+// A DeviceAdamW is not safe for concurrent use; its model may be.
+type DeviceAdamW struct {
+	model    *Model
+	opt      backend.Optimizer
+	cfg      AdamWConfig
+	params   []*param // the model's trainable parameters, in Params order
+	mom, vel []backend.Buffer
+	step     int64
+}
+
+// NewDeviceAdamW moves the model's training state to its backend, which
+// must implement backend.Optimizer (the CPU and CUDA backends do), and
+// returns the optimizer over it. From then on Params, Save and SaveAdapter
+// copy from the backend when they are called, and adapters can no longer
+// be attached. A model has at most one DeviceAdamW.
+func (m *Model) NewDeviceAdamW(cfg AdamWConfig) (*DeviceAdamW, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	opt, ok := m.be.(backend.Optimizer)
+	if !ok {
+		return nil, fmt.Errorf("%w: backend %s cannot run the optimizer (backend.Optimizer)", ErrInput, m.be.Name())
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.resident {
+		return nil, fmt.Errorf("%w: the model already has a device optimizer", ErrInput)
+	}
+	if len(m.params) == 0 || m.params[0].w == nil {
+		return nil, fmt.Errorf("%w: the model is closed", ErrInput)
+	}
+	o := &DeviceAdamW{model: m, opt: opt, cfg: cfg, params: m.trainable()}
+	fail := func(err error) (*DeviceAdamW, error) {
+		o.free()
+		return nil, err
+	}
+	for _, p := range o.params {
+		for _, dst := range []*[]backend.Buffer{&o.mom, &o.vel} {
+			b, err := m.be.Alloc(len(p.data))
+			if err != nil {
+				return fail(fmt.Errorf("policy: allocating the moments of %s: %w", p.spec.Name, err))
+			}
+			*dst = append(*dst, b)
+		}
+	}
+	// The host holds the truth until now: the next computation uploads
+	// the weights and the gradients accumulated so far.
+	m.resident, m.hostDirty, m.devOpt = true, true, o
+	return o, nil
+}
+
+// free releases the moments.
+func (o *DeviceAdamW) free() {
+	for _, b := range append(o.mom, o.vel...) {
+		_ = o.model.be.Free(b)
+	}
+	o.mom, o.vel = nil, nil
+}
+
+// Config returns the hyperparameters, zero fields resolved.
+func (o *DeviceAdamW) Config() AdamWConfig { return o.cfg }
+
+// Steps is the number of updates applied so far.
+func (o *DeviceAdamW) Steps() int64 { return o.step }
+
+// LR is the learning rate the next Step will use.
+func (o *DeviceAdamW) LR() float64 {
+	if o.cfg.Schedule == nil {
+		return o.cfg.LR
+	}
+	return o.cfg.LR * o.cfg.Schedule.Factor(o.step)
+}
+
+// locked runs f with the model's lock held and its backend buffers
+// current (handed-out host slices uploaded), allocating missing
+// gradients (zero).
+func (o *DeviceAdamW) locked(f func() error) error {
+	m := o.model
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if o.mom == nil {
+		return fmt.Errorf("%w: the optimizer's model is closed", ErrInput)
+	}
+	if err := m.syncWeights(); err != nil {
+		return err
+	}
+	for _, p := range o.params {
+		if p.dw == nil {
+			var err error
+			if p.dw, err = m.be.Alloc(len(p.data)); err != nil {
+				return fmt.Errorf("policy: allocating the gradient of %s: %w", p.spec.Name, err)
+			}
+		}
+	}
+	return f()
+}
+
+// Step applies one AdamW update on the backend and returns the learning
+// rate it used.
+func (o *DeviceAdamW) Step() (float64, error) {
+	lr := o.LR()
+	if math.IsNaN(lr) || math.IsInf(lr, 0) || lr < 0 {
+		return 0, fmt.Errorf("%w: learning rate %g at step %d", ErrNonFinite, lr, o.step)
+	}
+	c := o.cfg
+	s := backend.AdamWStep{LR: lr, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay, Step: o.step + 1}
+	err := o.locked(func() error {
+		for i, p := range o.params {
+			if err := o.opt.AdamW(s, p.w, p.dw, o.mom[i], o.vel[i]); err != nil {
+				return fmt.Errorf("policy: AdamW on %s: %w", p.spec.Name, err)
+			}
+		}
+		o.model.hostStale = true
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	o.step++
+	return lr, nil
+}
+
+// ZeroGrad sets the gradients on the backend to zero.
+func (o *DeviceAdamW) ZeroGrad() error {
+	return o.locked(func() error {
+		for _, p := range o.params {
+			if err := o.model.be.Fill(p.dw, 0); err != nil {
+				return err
+			}
+		}
+		o.model.hostStale = true
+		return nil
+	})
+}
+
+// GradNorm is the joint L2 norm of the gradients, computed on the backend.
+func (o *DeviceAdamW) GradNorm() (float64, error) {
+	var norm float64
+	err := o.locked(func() error {
+		var err error
+		norm, err = o.gradNorm()
+		return err
+	})
+	return norm, err
+}
+
+func (o *DeviceAdamW) gradNorm() (float64, error) {
+	grads := make([]backend.Buffer, len(o.params))
+	for i, p := range o.params {
+		grads[i] = p.dw
+	}
+	return o.opt.GradNorm(grads...)
+}
+
+// ClipGradNorm scales the gradients on the backend so that their joint
+// norm is at most maxNorm, with ClipGradNorm's formula (scale
+// min(1, maxNorm/(norm + 1e-6))), and returns the norm before. A NaN or
+// infinite norm returns ErrNonFinite and leaves the gradients unchanged.
+func (o *DeviceAdamW) ClipGradNorm(maxNorm float64) (float64, error) {
+	if !(maxNorm > 0) {
+		return 0, fmt.Errorf("policy: ClipGradNorm: maxNorm = %g, want > 0", maxNorm)
+	}
+	var norm float64
+	err := o.locked(func() error {
+		var err error
+		if norm, err = o.gradNorm(); err != nil {
+			return err
+		}
+		if math.IsNaN(norm) || math.IsInf(norm, 0) {
+			return fmt.Errorf("%w: gradient norm %g", ErrNonFinite, norm)
+		}
+		if coef := maxNorm / (norm + 1e-6); coef < 1 {
+			for _, p := range o.params {
+				if err := o.opt.Scale(float32(coef), p.dw); err != nil {
+					return err
+				}
+			}
+			o.model.hostStale = true
+		}
+		return nil
+	})
+	return norm, err
+}
+
+// hostState returns an AdamW over host copies of the moments, for the
+// state file's reader and writer; withMoments downloads them.
+func (o *DeviceAdamW) hostState(withMoments bool) (*AdamW, error) {
+	h := &AdamW{cfg: o.cfg, step: o.step}
+	for i, p := range o.params {
+		n := len(p.data)
+		h.params = append(h.params, Param{Name: p.spec.Name, Data: make([]float32, n), Grad: make([]float32, n)})
+		mv := [2][]float32{make([]float32, n), make([]float32, n)}
+		if withMoments {
+			for j, b := range []backend.Buffer{o.mom[i], o.vel[i]} {
+				if err := o.model.be.Download(mv[j], b, 0); err != nil {
+					return nil, fmt.Errorf("policy: downloading the moments of %s: %w", p.spec.Name, err)
+				}
+			}
+		}
+		h.m, h.v = append(h.m, mv[0]), append(h.v, mv[1])
+	}
+	return h, nil
+}
+
+// SaveState writes the moments and step count to w in AdamW's format.
+func (o *DeviceAdamW) SaveState(w io.Writer) error {
+	return o.locked(func() error {
+		h, err := o.hostState(true)
+		if err != nil {
+			return err
+		}
+		return h.SaveState(w)
+	})
+}
+
+// LoadState reads a state written by SaveState (or by AdamW.SaveState
+// over the same parameters) and uploads it.
+func (o *DeviceAdamW) LoadState(r io.ReaderAt, size int64) error {
+	return o.locked(func() error {
+		h, err := o.hostState(false)
+		if err != nil {
+			return err
+		}
+		if err := h.LoadState(r, size); err != nil {
+			return err
+		}
+		for i := range o.params {
+			if err := o.model.be.Upload(o.mom[i], 0, h.m[i]); err != nil {
+				return err
+			}
+			if err := o.model.be.Upload(o.vel[i], 0, h.v[i]); err != nil {
+				return err
+			}
+		}
+		o.step = h.step
+		return nil
+	})
+}
+
+// SaveStateFile writes the state to dir/optimizer.safetensors as
+// AdamW.SaveStateFile does.
+func (o *DeviceAdamW) SaveStateFile(dir string) error { return saveStateFile(dir, o.SaveState) }
+
+// LoadStateFile reads dir/optimizer.safetensors.
+func (o *DeviceAdamW) LoadStateFile(dir string) error { return loadStateFile(dir, o.LoadState) }
+
+// saveStateFile writes dir/StateFileName atomically and durably, mode 0600.
+func saveStateFile(dir string, write func(io.Writer) error) error {
+	if err := atomicfile.Write(filepath.Join(dir, StateFileName), 0o600, write); err != nil {
+		return fmt.Errorf("policy: optimizer state: %w", err)
+	}
+	return nil
+}
+
+// loadStateFile reads dir/StateFileName with load.
+func loadStateFile(dir string, load func(io.ReaderAt, int64) error) error {
+	file, err := os.Open(filepath.Join(dir, StateFileName))
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	st, err := file.Stat()
+	if err != nil {
+		return err
+	}
+	return load(file, st.Size())
+}

@@ -1,0 +1,198 @@
+package policy
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentrl/agentrl/internal/cpu"
+	"github.com/agentrl/agentrl/policy/backend"
+)
+
+// trainSteps runs n steps of L = Σ w·logp + Σ u·H on seqs with opt:
+// zero, forward, backward, optional clipping, update. It returns the
+// gradient norms.
+func trainSteps(t *testing.T, m *Model, opt Optimizer, seqs [][]int, w, u [][]float32, n int, clip float64) []float64 {
+	t.Helper()
+	ctx := context.Background()
+	var norms []float64
+	for range n {
+		require.NoError(t, opt.ZeroGrad())
+		_, back, err := m.Forward(ctx, TokenBatch{Tokens: seqs, Temperature: 0.7}, true)
+		require.NoError(t, err)
+		require.NoError(t, back(ctx, w, u))
+		var norm float64
+		if clip > 0 {
+			norm, err = opt.ClipGradNorm(clip)
+		} else {
+			norm, err = opt.GradNorm()
+		}
+		require.NoError(t, err)
+		norms = append(norms, norm)
+		_, err = opt.Step()
+		require.NoError(t, err)
+	}
+	return norms
+}
+
+// TestDeviceAdamWMatchesHost: the backend-resident optimizer trains the
+// model exactly as AdamW over host Params does — the same gradients
+// (the same kernels), the same update (backend.AdamWUpdate) — bit for
+// bit without clipping; with clipping the norms are float64 sums in
+// another order, equal to 1e-12, and the weights to float32 rounding.
+func TestDeviceAdamWMatchesHost(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		clip float64
+		lora bool
+	}{{"no clip", 0, false}, {"clip", 0.05, false}, {"lora", 0, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := loadGolden(t, "qwen3-tiny")
+			w, u := unpack(g.seqs, g.tensors["w"]), unpack(g.seqs, g.tensors["u"])
+			host, dev := loadTiny(t, "qwen3-tiny"), loadTiny(t, "qwen3-tiny")
+			if tc.lora {
+				for _, m := range []*Model{host, dev} {
+					require.NoError(t, m.AddLoRA(LoRAConfig{Rank: 2, Alpha: 4, TargetModules: []string{LoRAAllLinear}}, 5))
+				}
+			}
+			cfg := AdamWConfig{LR: 1e-2, WeightDecay: 0.01}
+			hopt, err := NewAdamW(host.Params(), cfg)
+			require.NoError(t, err)
+			dopt, err := dev.NewDeviceAdamW(cfg)
+			require.NoError(t, err)
+			hn := trainSteps(t, host, hopt, g.seqs, w, u, 3, tc.clip)
+			dn := trainSteps(t, dev, dopt, g.seqs, w, u, 3, tc.clip)
+			for i := range hn {
+				assert.InDelta(t, hn[i], dn[i], 1e-12*hn[i], "grad norm of step %d", i+1)
+			}
+			if tc.clip > 0 {
+				assert.Greater(t, hn[0], tc.clip, "the clip acts")
+			}
+			assert.Equal(t, int64(3), dopt.Steps())
+			hp, dp := host.Params(), dev.Params()
+			require.Len(t, dp, len(hp))
+			for i := range hp {
+				if tc.clip == 0 {
+					assert.Equal(t, hp[i].Data, dp[i].Data, hp[i].Name)
+					assert.Equal(t, hp[i].Grad, dp[i].Grad, hp[i].Name)
+				} else {
+					assert.Less(t, maxAbsDiff(hp[i].Data, dp[i].Data), 1e-6, hp[i].Name)
+				}
+			}
+		})
+	}
+}
+
+// TestDeviceAdamWHostViews: Params, Save and the state file see the
+// backend's current values, and writes to Params take effect.
+func TestDeviceAdamWHostViews(t *testing.T) {
+	ctx := context.Background()
+	g := loadGolden(t, "qwen3-tiny")
+	w, u := unpack(g.seqs, g.tensors["w"]), unpack(g.seqs, g.tensors["u"])
+	m := loadTiny(t, "qwen3-tiny")
+	before := slices.Clone(m.Params()[1].Data)
+	opt, err := m.NewDeviceAdamW(AdamWConfig{LR: 1e-2})
+	require.NoError(t, err)
+	trainSteps(t, m, opt, g.seqs, w, u, 2, 0)
+	p := m.Params()
+	assert.NotEqual(t, before, p[1].Data, "Params shows the trained weights")
+
+	// Save writes them: a reload computes the same log-probs.
+	dir := t.TempDir()
+	require.NoError(t, m.Save(dir, SaveOptions{}))
+	re, err := Load(dir)
+	require.NoError(t, err)
+	defer re.Close()
+	a, _, err := m.Forward(ctx, TokenBatch{Tokens: g.seqs}, false)
+	require.NoError(t, err)
+	b, _, err := re.Forward(ctx, TokenBatch{Tokens: g.seqs}, false)
+	require.NoError(t, err)
+	assert.Equal(t, a.LogProbs, b.LogProbs)
+
+	// A write through Params reaches the next computation (a checkpoint
+	// restore writes the weights this way).
+	p = m.Params()
+	copy(p[1].Data, before)
+	c, _, err := m.Forward(ctx, TokenBatch{Tokens: g.seqs}, false)
+	require.NoError(t, err)
+	assert.NotEqual(t, a.LogProbs, c.LogProbs)
+
+	// The state file continues on a host AdamW bit for bit, and back.
+	sdir := t.TempDir()
+	require.NoError(t, opt.SaveStateFile(sdir))
+	twin := loadTiny(t, "qwen3-tiny")
+	tp := twin.Params()
+	for i, x := range m.Params() {
+		copy(tp[i].Data, x.Data)
+	}
+	hopt, err := NewAdamW(tp, AdamWConfig{LR: 1e-2})
+	require.NoError(t, err)
+	require.NoError(t, hopt.LoadStateFile(sdir))
+	assert.Equal(t, int64(2), hopt.Steps())
+	trainSteps(t, m, opt, g.seqs, w, u, 1, 0)
+	trainSteps(t, twin, hopt, g.seqs, w, u, 1, 0)
+	for i, x := range m.Params() {
+		assert.Equal(t, twin.Params()[i].Data, x.Data, x.Name)
+	}
+	require.NoError(t, hopt.SaveStateFile(sdir))
+	require.NoError(t, opt.LoadStateFile(sdir))
+	assert.Equal(t, int64(3), opt.Steps())
+	assert.Error(t, opt.LoadStateFile(filepath.Join(sdir, "missing")))
+}
+
+// hiddenOptimizer is a backend without backend.Optimizer.
+type hiddenOptimizer struct{ backend.Backend }
+
+func TestDeviceAdamWErrors(t *testing.T) {
+	g := loadGolden(t, "qwen3-tiny")
+	t.Run("backend without optimizer", func(t *testing.T) {
+		m := loadTiny(t, "qwen3-tiny", WithBackend(hiddenOptimizer{cpu.New()}))
+		_, err := m.NewDeviceAdamW(AdamWConfig{})
+		assert.ErrorIs(t, err, ErrInput)
+	})
+	t.Run("twice, then an adapter", func(t *testing.T) {
+		m := loadTiny(t, "qwen3-tiny")
+		_, err := m.NewDeviceAdamW(AdamWConfig{})
+		require.NoError(t, err)
+		_, err = m.NewDeviceAdamW(AdamWConfig{})
+		assert.ErrorIs(t, err, ErrInput)
+		assert.ErrorIs(t, m.AddLoRA(LoRAConfig{Rank: 2}, 1), ErrLoRA)
+	})
+	t.Run("bad config", func(t *testing.T) {
+		m := loadTiny(t, "qwen3-tiny")
+		_, err := m.NewDeviceAdamW(AdamWConfig{LR: -1})
+		assert.Error(t, err)
+	})
+	t.Run("non-finite gradient", func(t *testing.T) {
+		m := loadTiny(t, "qwen3-tiny")
+		opt, err := m.NewDeviceAdamW(AdamWConfig{})
+		require.NoError(t, err)
+		p := m.Params()
+		p[0].Grad[3] = float32(math.Inf(1))
+		_, err = opt.ClipGradNorm(1)
+		assert.ErrorIs(t, err, ErrNonFinite)
+		norm, err := opt.GradNorm()
+		require.NoError(t, err)
+		assert.True(t, math.IsInf(norm, 1))
+		assert.True(t, math.IsInf(float64(m.Params()[0].Grad[3]), 1), "left unchanged")
+		_, err = opt.ClipGradNorm(0)
+		assert.Error(t, err)
+	})
+	t.Run("closed model", func(t *testing.T) {
+		m, err := Load(filepath.Join("testdata", "model", "qwen3-tiny"))
+		require.NoError(t, err)
+		opt, err := m.NewDeviceAdamW(AdamWConfig{})
+		require.NoError(t, err)
+		require.NoError(t, m.Close())
+		_, err = opt.Step()
+		assert.ErrorIs(t, err, ErrInput)
+		assert.ErrorIs(t, opt.ZeroGrad(), ErrInput)
+		_, _, err = m.Forward(context.Background(), TokenBatch{Tokens: g.seqs}, false)
+		assert.Error(t, err)
+	})
+}
