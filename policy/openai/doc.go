@@ -20,6 +20,14 @@
 // the temperature but not truncated (ScaledLogprobs), which this package
 // files as LogProbs or RawLogProbs only where they are those values.
 //
+// Config.Adapter names a LoRA adapter to sample from, read once per
+// request so that it can change at run time (package fleet switches it
+// when it publishes a new adapter): it goes out as "model" to
+// /v1/completions, as vLLM addresses a loaded adapter, and as
+// "lora_path" to SGLang's /generate. A server that does not hold the
+// adapter, or a completion that names another model, is passed over as
+// a server with stale weights is (ErrWeightVersion).
+//
 // Each request goes to the least busy server; connection errors,
 // timeouts, 429 and 5xx answers and generations the server aborted are
 // retried on another server with exponential backoff and jitter, other

@@ -46,6 +46,9 @@ type completionRequest struct {
 
 // completionResponse is vLLM's CompletionResponse, the fields we read.
 type completionResponse struct {
+	// Model is the model that answered: vLLM names the LoRA adapter the
+	// request addressed (serving_models.py, model_name).
+	Model   *string `json:"model"`
 	Choices []struct {
 		Index    int    `json:"index"`
 		Text     string `json:"text"`
@@ -132,13 +135,20 @@ func fileLogprobs(g *policy.Generation, lp []float32, p policy.SampleParams, mod
 
 // decodeCompletion turns a response body into a Generation.
 func decodeCompletion(body []byte, p policy.SampleParams, mode LogprobsMode) (policy.Generation, error) {
+	g, _, err := decodeCompletionModel(body, p, mode)
+	return g, err
+}
+
+// decodeCompletionModel is decodeCompletion that also returns the
+// response's "model" ("" when absent or null).
+func decodeCompletionModel(body []byte, p policy.SampleParams, mode LogprobsMode) (policy.Generation, string, error) {
 	var r completionResponse
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&r); err != nil {
-		return policy.Generation{}, fmt.Errorf("%w: %v", ErrBadResponse, err)
+		return policy.Generation{}, "", fmt.Errorf("%w: %v", ErrBadResponse, err)
 	}
 	if len(r.Choices) != 1 {
-		return policy.Generation{}, fmt.Errorf("%w: %d choices, want 1", ErrBadResponse, len(r.Choices))
+		return policy.Generation{}, "", fmt.Errorf("%w: %d choices, want 1", ErrBadResponse, len(r.Choices))
 	}
 	c := r.Choices[0]
 	var g policy.Generation
@@ -150,7 +160,7 @@ func decodeCompletion(body []byte, p policy.SampleParams, mode LogprobsMode) (po
 		for i, s := range c.Logprobs.Tokens {
 			id, err := parseTokenID(s)
 			if err != nil {
-				return policy.Generation{}, fmt.Errorf("%w: logprobs.tokens[%d]: %v", ErrBadResponse, i, err)
+				return policy.Generation{}, "", fmt.Errorf("%w: logprobs.tokens[%d]: %v", ErrBadResponse, i, err)
 			}
 			fromLogprobs[i] = id
 		}
@@ -159,16 +169,16 @@ func decodeCompletion(body []byte, p policy.SampleParams, mode LogprobsMode) (po
 	case c.TokenIDs != nil:
 		g.Tokens = c.TokenIDs
 		if c.Logprobs != nil && !equalInts(c.TokenIDs, fromLogprobs) {
-			return policy.Generation{}, fmt.Errorf("%w: token_ids and logprobs.tokens disagree", ErrBadResponse)
+			return policy.Generation{}, "", fmt.Errorf("%w: token_ids and logprobs.tokens disagree", ErrBadResponse)
 		}
 	case c.Logprobs != nil:
 		g.Tokens = fromLogprobs
 	default:
-		return policy.Generation{}, fmt.Errorf("%w: no token ids (neither token_ids nor logprobs)", ErrBadResponse)
+		return policy.Generation{}, "", fmt.Errorf("%w: no token ids (neither token_ids nor logprobs)", ErrBadResponse)
 	}
 	for i, id := range g.Tokens {
 		if id < 0 {
-			return policy.Generation{}, fmt.Errorf("%w: token %d has id %d", ErrBadResponse, i, id)
+			return policy.Generation{}, "", fmt.Errorf("%w: token %d has id %d", ErrBadResponse, i, id)
 		}
 	}
 	if g.Tokens == nil {
@@ -177,12 +187,12 @@ func decodeCompletion(body []byte, p policy.SampleParams, mode LogprobsMode) (po
 
 	if p.Logprobs {
 		if c.Logprobs == nil || len(c.Logprobs.TokenLogprobs) != len(g.Tokens) {
-			return policy.Generation{}, fmt.Errorf("%w: want %d token log-probs", ErrBadResponse, len(g.Tokens))
+			return policy.Generation{}, "", fmt.Errorf("%w: want %d token log-probs", ErrBadResponse, len(g.Tokens))
 		}
 		lp := make([]float32, len(g.Tokens))
 		for i, v := range c.Logprobs.TokenLogprobs {
 			if v == nil || math.IsNaN(*v) || *v > 1e-6 {
-				return policy.Generation{}, fmt.Errorf("%w: token_logprobs[%d] is %s", ErrBadResponse, i, fmtPtr(v))
+				return policy.Generation{}, "", fmt.Errorf("%w: token_logprobs[%d] is %s", ErrBadResponse, i, fmtPtr(v))
 			}
 			lp[i] = float32(min(*v, 0))
 		}
@@ -190,17 +200,17 @@ func decodeCompletion(body []byte, p policy.SampleParams, mode LogprobsMode) (po
 	}
 
 	if c.FinishReason == nil {
-		return policy.Generation{}, fmt.Errorf("%w: no finish_reason", ErrBadResponse)
+		return policy.Generation{}, "", fmt.Errorf("%w: no finish_reason", ErrBadResponse)
 	}
 	switch *c.FinishReason {
 	case "length":
 		g.FinishReason = policy.FinishLength
 	case "stop":
 		if err := stopReason(&g, c.StopReason); err != nil {
-			return policy.Generation{}, err
+			return policy.Generation{}, "", err
 		}
 	default:
-		return policy.Generation{}, fmt.Errorf("%w: finish_reason %q", ErrBadResponse, *c.FinishReason)
+		return policy.Generation{}, "", fmt.Errorf("%w: finish_reason %q", ErrBadResponse, *c.FinishReason)
 	}
 	if r.Usage != nil && r.Usage.PromptTokensDetails != nil && r.Usage.PromptTokensDetails.CachedTokens != nil {
 		g.CachedTokens = *r.Usage.PromptTokensDetails.CachedTokens
@@ -208,11 +218,15 @@ func decodeCompletion(body []byte, p policy.SampleParams, mode LogprobsMode) (po
 	if r.Metadata != nil {
 		v, err := versionText(r.Metadata.WeightVersion)
 		if err != nil {
-			return policy.Generation{}, fmt.Errorf("%w: metadata.weight_version: %v", ErrBadResponse, err)
+			return policy.Generation{}, "", fmt.Errorf("%w: metadata.weight_version: %v", ErrBadResponse, err)
 		}
 		g.WeightVersion = v
 	}
-	return g, nil
+	model := ""
+	if r.Model != nil {
+		model = *r.Model
+	}
+	return g, model, nil
 }
 
 // stopReason maps vLLM's stop_reason for finish_reason "stop": null is an

@@ -81,6 +81,19 @@ type Config struct {
 	// Model is sent as "model" with APICompletions; vLLM serves one model
 	// and may take it empty. SGLang's /generate has no such field.
 	Model string
+	// Adapter, when set, is called once per request and names the LoRA
+	// adapter that generates it; "" means the base model. With
+	// APICompletions the name is sent as "model" in place of Model (vLLM
+	// addresses an adapter loaded through /v1/load_lora_adapter or
+	// --lora-modules by its name, vllm/entrypoints/openai/models/serving.py),
+	// with APISGLangGenerate as "lora_path" (GenerateReqInput.lora_path,
+	// which names an adapter loaded through /load_lora_adapter). A server
+	// that does not hold the adapter — vLLM's 404 for an unknown model,
+	// SGLang's 400 "not loaded" — or a completion whose "model" names
+	// another model fails with an error wrapping ErrWeightVersion and is
+	// tried on another server like a 5xx answer, as a server that missed
+	// a weight update is. Package fleet sets it to publish adapters.
+	Adapter func() string
 	// APIKey, when set, is sent as "Authorization: Bearer <APIKey>".
 	APIKey string
 	// Client sends the requests; nil means a client of its own. Its
@@ -273,12 +286,22 @@ func (r retryable) Error() string { return r.err.Error() }
 func (r retryable) Unwrap() error { return r.err }
 
 func (s *Sampler) generate(ctx context.Context, r *policy.GenerateRequest) (policy.Generation, error) {
+	adapter := ""
+	if s.cfg.Adapter != nil {
+		adapter = s.cfg.Adapter()
+	}
 	var req any
 	switch s.cfg.API {
 	case APISGLangGenerate:
-		req = newGenerateRequest(r.Prompt, r.Params)
+		g := newGenerateRequest(r.Prompt, r.Params)
+		g.LoraPath = adapter
+		req = g
 	default:
-		req = newCompletionRequest(s.cfg.Model, r.Prompt, r.Params)
+		model := s.cfg.Model
+		if adapter != "" {
+			model = adapter
+		}
+		req = newCompletionRequest(model, r.Prompt, r.Params)
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -296,7 +319,7 @@ func (s *Sampler) generate(ctx context.Context, r *policy.GenerateRequest) (poli
 			}
 		}
 		tried[b] = true
-		gen, err := s.attempt(ctx, b, body, r.Params)
+		gen, err := s.attempt(ctx, b, body, r.Params, adapter)
 		if err == nil {
 			b.setDown(time.Time{})
 			return gen, nil
@@ -387,7 +410,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // tokens than any context.
 const maxBody = 64 << 20
 
-func (s *Sampler) attempt(ctx context.Context, b *backend, body []byte, p policy.SampleParams) (policy.Generation, error) {
+func (s *Sampler) attempt(ctx context.Context, b *backend, body []byte, p policy.SampleParams, adapter string) (policy.Generation, error) {
 	select {
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -431,17 +454,23 @@ func (s *Sampler) attempt(ctx context.Context, b *backend, body []byte, p policy
 		if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
 			return policy.Generation{}, retryable{he}
 		}
+		if adapter != "" && s.adapterMissing(resp.StatusCode, data) {
+			// Like a server that missed a weight update: another may hold
+			// the adapter.
+			return policy.Generation{}, retryable{fmt.Errorf("%w: POST %s: adapter %q is not loaded there: %w", ErrWeightVersion, b.url, adapter, he)}
+		}
 		return policy.Generation{}, he
 	}
 	if len(data) > maxBody {
 		return policy.Generation{}, fmt.Errorf("%w: POST %s: body larger than %d bytes", ErrBadResponse, b.url, maxBody)
 	}
 	var g policy.Generation
+	model := ""
 	switch s.cfg.API {
 	case APISGLangGenerate:
 		g, err = decodeGenerate(data, p, s.cfg.LogprobsMode)
 	default:
-		g, err = decodeCompletion(data, p, s.cfg.LogprobsMode)
+		g, model, err = decodeCompletionModel(data, p, s.cfg.LogprobsMode)
 	}
 	if errors.Is(err, ErrAborted) {
 		// The server, not the request, ended it (a pause or a weight
@@ -450,6 +479,11 @@ func (s *Sampler) attempt(ctx context.Context, b *backend, body []byte, p policy
 	}
 	if err != nil {
 		return policy.Generation{}, fmt.Errorf("POST %s: %w", b.url, err)
+	}
+	if adapter != "" && model != "" && model != adapter {
+		// vLLM names the adapter that answered: another model's tokens
+		// are another policy's.
+		return policy.Generation{}, retryable{fmt.Errorf("%w: POST %s: answered by model %q, want adapter %q", ErrWeightVersion, b.url, model, adapter)}
 	}
 	if want != "" && g.WeightVersion != "" && g.WeightVersion != want {
 		// A server that missed an update (or restarted from an old
@@ -460,6 +494,18 @@ func (s *Sampler) attempt(ctx context.Context, b *backend, body []byte, p policy
 		return policy.Generation{}, fmt.Errorf("%w: POST %s: %d tokens for max_tokens %d", ErrBadResponse, b.url, len(g.Tokens), p.MaxNewTokens)
 	}
 	return g, nil
+}
+
+// adapterMissing reports whether a refusal says that the adapter a
+// request named is not loaded on the server: vLLM answers an unknown
+// model with 404 (OpenAIModelRegistry.check_model), SGLang's /generate
+// answers 400 "The following requested LoRA adapters are not loaded"
+// (lora_registry.py, LoRARegistry.acquire).
+func (s *Sampler) adapterMissing(status int, body []byte) bool {
+	if s.cfg.API == APISGLangGenerate {
+		return status == http.StatusBadRequest && bytes.Contains(body, []byte("not loaded"))
+	}
+	return status == http.StatusNotFound
 }
 
 func truncate(s string, n int) string {

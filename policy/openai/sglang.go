@@ -32,6 +32,9 @@ type generateRequest struct {
 	LogprobStartLen int  `json:"logprob_start_len"`
 	TopLogprobsNum  int  `json:"top_logprobs_num"`
 	Stream          bool `json:"stream"`
+	// LoraPath names the loaded LoRA adapter that generates (SGLang looks
+	// it up by name in its LoRARegistry); empty is the base model.
+	LoraPath string `json:"lora_path,omitempty"`
 }
 
 // generateSampling is SGLang's sampling_params
