@@ -180,7 +180,7 @@ type SFTTrainer struct {
 	metrics *MetricsLogger
 	cfg     SFTConfig
 	sampler *dataset.Sampler
-	opt     *policy.AdamW
+	opt     policy.Optimizer
 	step    int
 }
 
@@ -209,9 +209,9 @@ func NewSFTTrainer(cfg SFTConfig, parts SFTParts) (*SFTTrainer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTrainer, err)
 	}
-	opt, err := policy.NewAdamW(model.Params(), cfg.Optimizer)
+	opt, err := newOptimizer(model, cfg.Optimizer)
 	if err != nil {
-		return nil, fmt.Errorf("%w: optimizer: %w", ErrTrainer, err)
+		return nil, err
 	}
 	return &SFTTrainer{model: model, data: data, metrics: parts.Metrics, cfg: cfg, sampler: sampler, opt: opt}, nil
 }
@@ -242,8 +242,9 @@ func (s *SFTTrainer) Step(ctx context.Context) (SFTMetrics, error) {
 		m.Tokens += b.trainable()
 		m.SeqTokens += len(b.IDs)
 	}
-	params := s.model.Params()
-	policy.ZeroGrad(params)
+	if err := s.opt.ZeroGrad(); err != nil {
+		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
+	}
 	inv := 1 / float64(m.Tokens)
 	for _, c := range chunks(len(batch), s.microBatch()) {
 		nll, err := s.micro(ctx, batch[c[0]:c[1]], inv, true)
@@ -253,11 +254,7 @@ func (s *SFTTrainer) Step(ctx context.Context) (SFTMetrics, error) {
 		m.Loss += nll
 	}
 	m.Loss *= inv
-	if s.cfg.MaxGradNorm > 0 {
-		m.GradNorm, err = policy.ClipGradNorm(params, s.cfg.MaxGradNorm)
-	} else if m.GradNorm = policy.GradNorm(params); math.IsNaN(m.GradNorm) || math.IsInf(m.GradNorm, 0) {
-		err = policy.ErrNonFinite
-	}
+	m.GradNorm, err = clipOrMeasure(s.opt, s.cfg.MaxGradNorm)
 	switch {
 	case errors.Is(err, policy.ErrNonFinite):
 		m.Skipped = true
@@ -269,7 +266,9 @@ func (s *SFTTrainer) Step(ctx context.Context) (SFTMetrics, error) {
 			return m, fmt.Errorf("agentrl: SFT step %d: optimizer: %w", m.Step, err)
 		}
 	}
-	policy.ZeroGrad(params)
+	if err := s.opt.ZeroGrad(); err != nil {
+		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
+	}
 	s.step++
 	m.Seconds = time.Since(start).Seconds()
 	if m.Seconds > 0 {

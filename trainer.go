@@ -103,7 +103,7 @@ type Trainer struct {
 	parts      TrainerParts
 	reward     reward.Func
 	sampler    *dataset.Sampler
-	opt        *policy.AdamW
+	opt        policy.Optimizer
 	computer   *loss.Computer
 	estimators *advantage.Registry
 	step       int
@@ -182,9 +182,9 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTrainer, err)
 	}
-	opt, err := policy.NewAdamW(parts.Policy.Params(), cfg.Optimizer)
+	opt, err := newOptimizer(parts.Policy, cfg.Optimizer)
 	if err != nil {
-		return nil, fmt.Errorf("%w: optimizer: %w", ErrTrainer, err)
+		return nil, err
 	}
 	return &Trainer{
 		cfg: cfg, parts: parts, reward: rf, sampler: sampler, opt: opt,
@@ -201,7 +201,7 @@ func (t *Trainer) Config() TrainerConfig { return t.cfg }
 func (t *Trainer) StepsDone() int { return t.step }
 
 // Optimizer returns the trainer's AdamW, for inspection.
-func (t *Trainer) Optimizer() *policy.AdamW { return t.opt }
+func (t *Trainer) Optimizer() policy.Optimizer { return t.opt }
 
 // sample is one trajectory of a step with what the trainer learns about it.
 type sample struct {
@@ -506,7 +506,6 @@ func checkStats(st policy.TokenStats, part []*sample, entropy bool) error {
 // each one optimiser update after accumulating the gradients of its
 // micro-batches.
 func (t *Trainer) update(ctx context.Context, batch []*sample, m *StepMetrics) error {
-	params := t.parts.Policy.Params()
 	var acc metricMean
 	var gradNorms, lrs []float64
 	order := make([]int, len(batch))
@@ -523,7 +522,9 @@ func (t *Trainer) update(ctx context.Context, batch []*sample, m *StepMetrics) e
 			for _, k := range order[mb[0]:mb[1]] {
 				mini = append(mini, batch[k])
 			}
-			policy.ZeroGrad(params)
+			if err := t.opt.ZeroGrad(); err != nil {
+				return fmt.Errorf("agentrl: step %d: %w", t.step+1, err)
+			}
 			for _, c := range chunks(len(mini), t.cfg.microBatch()) {
 				res, tokens, err := t.microStep(ctx, mini[c[0]:c[1]], float32(c[1]-c[0])/float32(len(mini)))
 				if err != nil {
@@ -532,13 +533,7 @@ func (t *Trainer) update(ctx context.Context, batch []*sample, m *StepMetrics) e
 				m.trainedTokens += tokens
 				acc.add(res.Metrics)
 			}
-			var norm float64
-			var err error
-			if t.cfg.MaxGradNorm > 0 {
-				norm, err = policy.ClipGradNorm(params, t.cfg.MaxGradNorm)
-			} else if norm = policy.GradNorm(params); math.IsNaN(norm) || math.IsInf(norm, 0) {
-				err = policy.ErrNonFinite
-			}
+			norm, err := clipOrMeasure(t.opt, t.cfg.MaxGradNorm)
 			gradNorms = append(gradNorms, norm)
 			if errors.Is(err, policy.ErrNonFinite) {
 				// verl's dp_actor skips the update when the norm is not
@@ -556,7 +551,9 @@ func (t *Trainer) update(ctx context.Context, batch []*sample, m *StepMetrics) e
 			m.Updates++
 		}
 	}
-	policy.ZeroGrad(params)
+	if err := t.opt.ZeroGrad(); err != nil {
+		return fmt.Errorf("agentrl: step %d: %w", t.step+1, err)
+	}
 	m.LossMetrics = acc.mean()
 	m.Loss = m.LossMetrics["loss"]
 	m.PGClipFrac = m.LossMetrics["pg_clipfrac"]

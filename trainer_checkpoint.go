@@ -67,7 +67,11 @@ func (t *Trainer) SaveTo(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("agentrl: checkpoint: %w", err)
 	}
-	if err := saveParams(filepath.Join(dir, CheckpointParamsFile), t.parts.Policy.Params()); err != nil {
+	params, err := t.opt.Params()
+	if err != nil {
+		return fmt.Errorf("agentrl: checkpoint: %w", err)
+	}
+	if err := saveParams(filepath.Join(dir, CheckpointParamsFile), params); err != nil {
 		return err
 	}
 	if err := t.opt.SaveStateFile(dir); err != nil {
@@ -129,7 +133,11 @@ func (t *Trainer) LoadFrom(dir string) error {
 	case st.Prompts != len(t.parts.Prompts):
 		return fmt.Errorf("%w: %s: %d prompts, but the trainer has %d", ErrCheckpoint, CheckpointStateFile, st.Prompts, len(t.parts.Prompts))
 	}
-	if err := loadParams(filepath.Join(dir, CheckpointParamsFile), t.parts.Policy.Params()); err != nil {
+	params, err := t.opt.Params()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	if err := loadParams(filepath.Join(dir, CheckpointParamsFile), params); err != nil {
 		return err
 	}
 	if err := t.opt.LoadStateFile(dir); err != nil {

@@ -108,3 +108,41 @@ func TestTrainerWithTransformer(t *testing.T) {
 	assert.Zero(t, first.PGClipFrac)
 	assert.Greater(t, pTarget(t, m), p0+0.1, "p(c|a) rises under GRPO")
 }
+
+// hostOnly hides *policy.Model's DevicePolicy, so that the trainer steps
+// AdamW over Params.
+type hostOnly struct{ policy.Trainable }
+
+// TestTrainerDeviceOptimizer: with a *policy.Model the trainer keeps the
+// training state on the model's backend (policy.DeviceAdamW), and trains
+// as AdamW over host Params does: the same first-step loss (same
+// gradients), the same policy after 4 steps to float32 rounding (the
+// clip's norm is a float64 sum in another order).
+func TestTrainerDeviceOptimizer(t *testing.T) {
+	ctx := context.Background()
+	cfg := banditConfig()
+	cfg.Optimizer.LR = 0.02
+	dev, md := newTransformerBandit(t, cfg)
+	_, ok := dev.Optimizer().(*policy.DeviceAdamW)
+	require.True(t, ok, "%T", dev.Optimizer())
+
+	_, mh := newTransformerBandit(t, cfg)
+	parts := transformerParts(t, mh)
+	parts.Policy = hostOnly{mh}
+	host, err := agentrl.NewTrainer(cfg, parts)
+	require.NoError(t, err)
+	_, ok = host.Optimizer().(*policy.AdamW)
+	require.True(t, ok, "%T", host.Optimizer())
+
+	for i := range 4 {
+		a, err := dev.Step(ctx)
+		require.NoError(t, err)
+		b, err := host.Step(ctx)
+		require.NoError(t, err)
+		if i == 0 {
+			assert.Equal(t, b.LossMetrics, a.LossMetrics)
+			assert.InDelta(t, b.GradNorm, a.GradNorm, 1e-12*b.GradNorm)
+		}
+	}
+	assert.InDelta(t, pTarget(t, mh), pTarget(t, md), 1e-5)
+}

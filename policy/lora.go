@@ -206,7 +206,13 @@ func (m *Model) attachLoRA(cfg LoRAConfig) error {
 		return fmt.Errorf("%w: the model already has an adapter", ErrLoRA)
 	}
 	if m.resident {
-		return fmt.Errorf("%w: the model's training state is already on the backend (NewDeviceAdamW); attach the adapter first", ErrLoRA)
+		// A new stage (RL with adapters after full SFT): the full
+		// weights' optimizer ends, the host takes the weights back, and
+		// the adapters' trainer makes its own optimizer.
+		if err := m.pullHost(); err != nil {
+			return err
+		}
+		m.endResident()
 	}
 	if len(m.params) == 0 || m.params[0].w == nil {
 		return fmt.Errorf("%w: the model is closed", ErrInput)

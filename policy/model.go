@@ -258,12 +258,11 @@ func (m *Model) EOSTokenIDs() []int { return append([]int(nil), m.eos...) }
 // optimizer updates in place; the model copies Data to the backend at the
 // start of every computation.
 //
-// A resident model (NewDeviceAdamW) keeps its training state on the
-// backend: Params then first copies the current weights and gradients
-// into the host slices, and uploads them again before the next
-// computation (so writes to them, such as a checkpoint's restore, take
-// effect). Training loops of a resident model use the DeviceAdamW's
-// methods, not Params, per step.
+// A model whose training state is on its backend (NewDeviceAdamW) gets it
+// back: Params copies the current weights and gradients into the host
+// slices and ends the DeviceAdamW (its methods then fail), because
+// whoever takes the host slices trains through them from then on. A
+// DeviceAdamW's own Params gives a view without ending it.
 func (m *Model) Params() []Param {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -271,8 +270,24 @@ func (m *Model) Params() []Param {
 		// An error here (a closed model) leaves the last host copy,
 		// which is what there is.
 		_ = m.pullHost()
-		m.hostDirty = true
+		m.endResident()
 	}
+	return m.paramViews()
+}
+
+// endResident returns the training state to the host: the device
+// optimizer ends; the host slices must already be current. The caller
+// holds m.mu.
+func (m *Model) endResident() {
+	if m.devOpt != nil {
+		m.devOpt.free()
+		m.devOpt = nil
+	}
+	m.resident, m.hostDirty = false, false
+}
+
+// paramViews lists the trainable parameters' host slices.
+func (m *Model) paramViews() []Param {
 	ps := m.trainable()
 	out := make([]Param, len(ps))
 	for i, p := range ps {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -38,12 +39,20 @@ type Optimizer interface {
 	// step count (StateFileName in dir).
 	SaveStateFile(dir string) error
 	LoadStateFile(dir string) error
+	// Params are the parameters it updates, as host slices holding
+	// their current values; writes to Data take effect at the next
+	// computation (a checkpoint's restore writes through them).
+	Params() ([]Param, error)
 }
 
 var (
 	_ Optimizer = (*AdamW)(nil)
 	_ Optimizer = (*DeviceAdamW)(nil)
 )
+
+// Params returns the parameters the optimizer updates (the slices it
+// was made with).
+func (o *AdamW) Params() ([]Param, error) { return append([]Param(nil), o.params...), nil }
 
 // ZeroGrad sets the optimizer's gradients to zero (ZeroGrad of its params).
 func (o *AdamW) ZeroGrad() error {
@@ -79,10 +88,15 @@ type DeviceAdamW struct {
 }
 
 // NewDeviceAdamW moves the model's training state to its backend, which
-// must implement backend.Optimizer (the CPU and CUDA backends do), and
-// returns the optimizer over it. From then on Params, Save and SaveAdapter
-// copy from the backend when they are called, and adapters can no longer
-// be attached. A model has at most one DeviceAdamW.
+// must implement backend.Optimizer (the CPU and CUDA backends do; another
+// is an error wrapping errors.ErrUnsupported), and returns the optimizer
+// over it. From then on Params, Save and SaveAdapter copy from the
+// backend when they are called (attaching an adapter ends the optimizer:
+// the adapters' training makes its own), and the model is trained
+// through its DeviceAdamW only (an AdamW over Params
+// would update host copies that are not uploaded again). A model has one
+// DeviceAdamW at a time: a new one, with fresh moments, replaces the
+// previous, whose methods then fail.
 func (m *Model) NewDeviceAdamW(cfg AdamWConfig) (*DeviceAdamW, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
@@ -90,12 +104,15 @@ func (m *Model) NewDeviceAdamW(cfg AdamWConfig) (*DeviceAdamW, error) {
 	}
 	opt, ok := m.be.(backend.Optimizer)
 	if !ok {
-		return nil, fmt.Errorf("%w: backend %s cannot run the optimizer (backend.Optimizer)", ErrInput, m.be.Name())
+		return nil, fmt.Errorf("%w: backend %s cannot run the optimizer (backend.Optimizer)", errors.ErrUnsupported, m.be.Name())
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.resident {
-		return nil, fmt.Errorf("%w: the model already has a device optimizer", ErrInput)
+	if m.devOpt != nil {
+		// A new training stage (RL after SFT) starts with fresh moments;
+		// the previous optimizer stops working.
+		m.devOpt.free()
+		m.devOpt = nil
 	}
 	if len(m.params) == 0 || m.params[0].w == nil {
 		return nil, fmt.Errorf("%w: the model is closed", ErrInput)
@@ -150,7 +167,7 @@ func (o *DeviceAdamW) locked(f func() error) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if o.mom == nil {
-		return fmt.Errorf("%w: the optimizer's model is closed", ErrInput)
+		return fmt.Errorf("%w: the device optimizer has ended: its model was closed, gave its Params to the host, took an adapter or a newer optimizer", ErrInput)
 	}
 	if err := m.syncWeights(); err != nil {
 		return err
@@ -251,6 +268,23 @@ func (o *DeviceAdamW) ClipGradNorm(maxNorm float64) (float64, error) {
 		return nil
 	})
 	return norm, err
+}
+
+// Params copies the backend's current weights and gradients into the
+// model's host slices and returns them, without ending the optimizer:
+// what a checkpoint saves and restores. Writes to Data and Grad are
+// uploaded before the next computation.
+func (o *DeviceAdamW) Params() ([]Param, error) {
+	var ps []Param
+	err := o.locked(func() error {
+		if err := o.model.pullHost(); err != nil {
+			return err
+		}
+		o.model.hostDirty = true
+		ps = o.model.paramViews()
+		return nil
+	})
+	return ps, err
 }
 
 // hostState returns an AdamW over host copies of the moments, for the

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"math"
 	"path/filepath"
 	"slices"
@@ -99,7 +100,8 @@ func TestDeviceAdamWHostViews(t *testing.T) {
 	opt, err := m.NewDeviceAdamW(AdamWConfig{LR: 1e-2})
 	require.NoError(t, err)
 	trainSteps(t, m, opt, g.seqs, w, u, 2, 0)
-	p := m.Params()
+	p, err := opt.Params()
+	require.NoError(t, err)
 	assert.NotEqual(t, before, p[1].Data, "Params shows the trained weights")
 
 	// Save writes them: a reload computes the same log-probs.
@@ -116,7 +118,8 @@ func TestDeviceAdamWHostViews(t *testing.T) {
 
 	// A write through Params reaches the next computation (a checkpoint
 	// restore writes the weights this way).
-	p = m.Params()
+	p, err = opt.Params()
+	require.NoError(t, err)
 	copy(p[1].Data, before)
 	c, _, err := m.Forward(ctx, TokenBatch{Tokens: g.seqs}, false)
 	require.NoError(t, err)
@@ -127,7 +130,9 @@ func TestDeviceAdamWHostViews(t *testing.T) {
 	require.NoError(t, opt.SaveStateFile(sdir))
 	twin := loadTiny(t, "qwen3-tiny")
 	tp := twin.Params()
-	for i, x := range m.Params() {
+	p, err = opt.Params()
+	require.NoError(t, err)
+	for i, x := range p {
 		copy(tp[i].Data, x.Data)
 	}
 	hopt, err := NewAdamW(tp, AdamWConfig{LR: 1e-2})
@@ -136,13 +141,29 @@ func TestDeviceAdamWHostViews(t *testing.T) {
 	assert.Equal(t, int64(2), hopt.Steps())
 	trainSteps(t, m, opt, g.seqs, w, u, 1, 0)
 	trainSteps(t, twin, hopt, g.seqs, w, u, 1, 0)
-	for i, x := range m.Params() {
+	p, err = opt.Params()
+	require.NoError(t, err)
+	for i, x := range p {
 		assert.Equal(t, twin.Params()[i].Data, x.Data, x.Name)
 	}
 	require.NoError(t, hopt.SaveStateFile(sdir))
 	require.NoError(t, opt.LoadStateFile(sdir))
 	assert.Equal(t, int64(3), opt.Steps())
 	assert.Error(t, opt.LoadStateFile(filepath.Join(sdir, "missing")))
+
+	// The model's own Params hands the training back to the host: the
+	// device optimizer ends, and an AdamW over the slices trains on.
+	hp := m.Params()
+	_, err = opt.Step()
+	assert.ErrorIs(t, err, ErrInput)
+	_, err = opt.Params()
+	assert.ErrorIs(t, err, ErrInput)
+	hopt2, err := NewAdamW(hp, AdamWConfig{LR: 1e-2})
+	require.NoError(t, err)
+	prev := slices.Clone(hp[0].Data)
+	norms := trainSteps(t, m, hopt2, g.seqs, w, u, 1, 0)
+	assert.Greater(t, norms[0], 0.0, "the host sees the gradients")
+	assert.NotEqual(t, prev, hp[0].Data)
 }
 
 // hiddenOptimizer is a backend without backend.Optimizer.
@@ -153,15 +174,37 @@ func TestDeviceAdamWErrors(t *testing.T) {
 	t.Run("backend without optimizer", func(t *testing.T) {
 		m := loadTiny(t, "qwen3-tiny", WithBackend(hiddenOptimizer{cpu.New()}))
 		_, err := m.NewDeviceAdamW(AdamWConfig{})
-		assert.ErrorIs(t, err, ErrInput)
+		assert.ErrorIs(t, err, errors.ErrUnsupported)
 	})
-	t.Run("twice, then an adapter", func(t *testing.T) {
+	t.Run("a second one replaces the first; an adapter ends it", func(t *testing.T) {
 		m := loadTiny(t, "qwen3-tiny")
-		_, err := m.NewDeviceAdamW(AdamWConfig{})
+		first, err := m.NewDeviceAdamW(AdamWConfig{})
 		require.NoError(t, err)
-		_, err = m.NewDeviceAdamW(AdamWConfig{})
+		second, err := m.NewDeviceAdamW(AdamWConfig{})
+		require.NoError(t, err)
+		_, err = first.Step()
 		assert.ErrorIs(t, err, ErrInput)
-		assert.ErrorIs(t, m.AddLoRA(LoRAConfig{Rank: 2}, 1), ErrLoRA)
+		_, err = second.Step()
+		assert.NoError(t, err)
+		sp, err := second.Params()
+		require.NoError(t, err)
+		trained := slices.Clone(sp[2].Data)
+		require.NoError(t, m.AddLoRA(LoRAConfig{Rank: 2}, 1))
+		_, err = second.Step()
+		assert.ErrorIs(t, err, ErrInput)
+		// The base keeps the full stage's weights; B = 0 changes nothing.
+		require.NoError(t, m.MergeLoRA())
+		require.NoError(t, m.UnmergeLoRA())
+		var base []float32
+		for _, p := range m.params {
+			if p.spec.Name == m.params[2].spec.Name {
+				base = p.data
+			}
+		}
+		assert.Equal(t, trained, base)
+		third, err := m.NewDeviceAdamW(AdamWConfig{})
+		require.NoError(t, err)
+		assert.Len(t, third.params, len(m.Params()), "the adapters alone")
 	})
 	t.Run("bad config", func(t *testing.T) {
 		m := loadTiny(t, "qwen3-tiny")
@@ -172,14 +215,17 @@ func TestDeviceAdamWErrors(t *testing.T) {
 		m := loadTiny(t, "qwen3-tiny")
 		opt, err := m.NewDeviceAdamW(AdamWConfig{})
 		require.NoError(t, err)
-		p := m.Params()
+		p, err := opt.Params()
+		require.NoError(t, err)
 		p[0].Grad[3] = float32(math.Inf(1))
 		_, err = opt.ClipGradNorm(1)
 		assert.ErrorIs(t, err, ErrNonFinite)
 		norm, err := opt.GradNorm()
 		require.NoError(t, err)
 		assert.True(t, math.IsInf(norm, 1))
-		assert.True(t, math.IsInf(float64(m.Params()[0].Grad[3]), 1), "left unchanged")
+		op, err := opt.Params()
+		require.NoError(t, err)
+		assert.True(t, math.IsInf(float64(op[0].Grad[3]), 1), "left unchanged")
 		_, err = opt.ClipGradNorm(0)
 		assert.Error(t, err)
 	})

@@ -1,0 +1,52 @@
+package agentrl
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/agentrl/agentrl/policy"
+)
+
+// DevicePolicy is a policy that can keep its training state — weights,
+// gradients and optimizer moments — on its compute backend, so that no
+// weight crosses to the host per step (*policy.Model is one). The RL and
+// SFT trainers then step a policy.DeviceAdamW instead of AdamW over
+// Params.
+type DevicePolicy interface {
+	NewDeviceAdamW(cfg policy.AdamWConfig) (*policy.DeviceAdamW, error)
+}
+
+// newOptimizer returns the policy's backend-resident AdamW when it has
+// one and its backend can run it, otherwise AdamW over its Params.
+func newOptimizer(p policy.Trainable, cfg policy.AdamWConfig) (policy.Optimizer, error) {
+	if dp, ok := p.(DevicePolicy); ok {
+		opt, err := dp.NewDeviceAdamW(cfg)
+		if err == nil {
+			return opt, nil
+		}
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return nil, fmt.Errorf("%w: optimizer: %w", ErrTrainer, err)
+		}
+		// A backend without backend.Optimizer: the host optimizer.
+	}
+	opt, err := policy.NewAdamW(p.Params(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: optimizer: %w", ErrTrainer, err)
+	}
+	return opt, nil
+}
+
+// clipOrMeasure clips the gradients to maxNorm (when > 0) or measures
+// their norm; a non-finite norm is policy.ErrNonFinite either way, which
+// the trainers answer by skipping the update, as verl's dp_actor does.
+func clipOrMeasure(opt policy.Optimizer, maxNorm float64) (float64, error) {
+	if maxNorm > 0 {
+		return opt.ClipGradNorm(maxNorm)
+	}
+	norm, err := opt.GradNorm()
+	if err == nil && (math.IsNaN(norm) || math.IsInf(norm, 0)) {
+		err = fmt.Errorf("%w: gradient norm %g", policy.ErrNonFinite, norm)
+	}
+	return norm, err
+}
