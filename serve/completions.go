@@ -467,14 +467,23 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, aerr := decodeCompletion(body, s.lim)
-	if aerr == nil && !s.knownModel(p.model) {
-		aerr = &apiError{status: http.StatusNotFound, typ: "NotFoundError", param: "model", msg: fmt.Sprintf("The model `%s` does not exist.", *p.model)}
+	adapter := ""
+	if aerr == nil {
+		adapter = s.modelAdapter(p.model)
+		if adapter != "" && !s.hasAdapter(adapter) {
+			aerr = unknownModel(adapter)
+		}
 	}
 	if aerr != nil {
 		writeOpenAIError(w, aerr)
 		return
 	}
-	out, err := s.generate(r.Context(), p.reqs, p.n)
+	out, err := s.generate(r.Context(), p.reqs, p.n, adapter)
+	if errors.Is(err, ErrUnknownAdapter) {
+		// Unloaded while the request waited.
+		writeOpenAIError(w, unknownModel(adapter))
+		return
+	}
 	if err != nil {
 		writeOpenAIError(w, generationError(err, r))
 		return
@@ -485,6 +494,12 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// unknownModel is vLLM's 404 for a "model" that is neither the served
+// model nor a loaded adapter (OpenAIModelRegistry.check_model).
+func unknownModel(name string) *apiError {
+	return &apiError{status: http.StatusNotFound, typ: "NotFoundError", param: "model", msg: fmt.Sprintf("The model `%s` does not exist.", name)}
 }
 
 // generationError maps a failed generation to its answer.
@@ -509,6 +524,9 @@ func (s *Server) render(p *plan, out outcome) (*completionResponse, error) {
 		Model:    s.name,
 		Choices:  make([]choice, len(p.reqs)),
 		Metadata: metadata{WeightVersion: out.eng.version},
+	}
+	if out.eng.name != "" {
+		resp.Model = out.eng.name // vLLM names the adapter that answered
 	}
 	for _, pr := range p.prompts {
 		resp.Usage.PromptTokens += len(pr)

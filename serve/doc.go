@@ -35,7 +35,7 @@
 // Information:
 //
 //	GET  /health                  200, empty body (503 once closed)
-//	GET  /v1/models               vLLM's model list, with max_model_len
+//	GET  /v1/models               vLLM's model list, with max_model_len, and the loaded adapters
 //	GET  /model_info              SGLang's model_path, weight_version, …
 //	GET  /get_model_info          SGLang's deprecated alias of /model_info
 //	GET  /get_weight_version      {"weight_version"}
@@ -59,6 +59,46 @@
 //	POST /resume
 //	POST /reset_prefix_cache
 //
+// LoRA adapters, in vLLM's spelling (VLLM_ALLOW_RUNTIME_LORA_UPDATING=True:
+// vllm/entrypoints/serve/lora/api_router.py, openai/models/serving.py)
+// and in SGLang's (http_server.py; LoadLoRAAdapterReqInput,
+// UnloadLoRAAdapterReqInput and LoRAUpdateOutput in managers/io_struct.py):
+//
+//	POST /v1/load_lora_adapter      {"lora_name", "lora_path", "load_inplace"}   200 "Success: LoRA adapter '<name>' added successfully."
+//	POST /v1/unload_lora_adapter    {"lora_name"}                                200 "Success: LoRA adapter '<name>' removed successfully."
+//	POST /load_lora_adapter         {"lora_name", "lora_path", "pinned"}         {"success", "error_message", "loaded_adapters"}
+//	POST /unload_lora_adapter       {"lora_name"}                                {"success", "error_message", "loaded_adapters"}
+//
+// # LoRA adapters
+//
+// A PEFT adapter folder (adapter_config.json and
+// adapter_model.safetensors, as policy.Model.SaveAdapter writes it) loaded
+// under a name is sampled by naming it: "model": <name> in
+// /v1/completions (the answer's "model" names it back, as vLLM's), or
+// "lora_path": <name> in /generate; /v1/models lists each adapter after
+// the served model with the served name as "parent". Refusals come in
+// each engine's shape: vLLM's 400 InvalidUserInput for an empty field or
+// a name already loaded (unless load_inplace), 404 NotFoundError for a
+// folder without an adapter or an unload of a name not loaded, 404 "The
+// model `<name>` does not exist." for a completion naming neither;
+// SGLang's 400 {"success": false, "error_message"} for a load or unload
+// that fails, 400 "The following requested LoRA adapters are not loaded"
+// for a /generate naming one that is not. An adapter that does not fit
+// the served model (another architecture) answers 400 on either API
+// (vLLM answers 500 for its engine's failure).
+//
+// Each adapter runs on a copy of the served weights with the adapter
+// attached (policy.Model.LoadAdapter): memory for a second model per
+// adapter, which is fine for the embedded default; any rank is taken.
+// The copy is taken when the base model is idle between generations.
+// Loading never pauses generation; an unload refuses new requests for
+// the adapter at once and returns once those in flight on it have
+// finished, as SGLang's does. A reload of the base weights moves every
+// adapter onto the new weights in the same exclusive section, so that an
+// adapter's generations, like the base model's, never mix two weight
+// versions; their weight_version is the base weights'. Adapter loads,
+// unloads and reloads run one at a time.
+//
 // # Weight versions
 //
 // No request ever mixes two weight versions. A reload first loads the new
@@ -76,7 +116,8 @@
 // for the requests in flight instead of freezing them, and a reload never
 // changes the served model name. /generate also takes one sampling_params
 // object for all its prompts, no parallel sampling (n > 1), no top
-// log-probabilities, no max_new_tokens 0, ignores skip_special_tokens, and
+// log-probabilities, no max_new_tokens 0, ignores skip_special_tokens,
+// takes one adapter per request (lora_path the same for every prompt), and
 // returns the log-probabilities of LogprobsMode (raw or processed), where
 // SGLang by default scales by the temperature but does not truncate; an
 // aborted generation answers no partial tokens.

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"net/http"
 	"testing"
 
@@ -76,6 +77,8 @@ func FuzzDecodeGenerate(f *testing.F) {
 		`{"input_ids": [1], "sampling_params": {"max_new_tokens": 1000, "skip_special_tokens": false, "frequency_penalty": 0}}`,
 		`{"input_ids": [1], "sampling_params": {"top_k": 0}}`, `{"input_ids": [1], "sampling_params": {"bogus": 1}}`,
 		`{"input_ids": []}`, `[]`, `{`, `null`, `{"input_ids": [1.0]}`, `{"input_ids": [1], "text": "a"}`,
+		`{"input_ids": [1], "lora_path": "pol-v00000003"}`, `{"input_ids": [[1], [2]], "lora_path": ["a", "a"]}`,
+		`{"input_ids": [[1], [2]], "lora_path": [null, "a"]}`, `{"input_ids": [1], "lora_path": 3}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -114,6 +117,60 @@ func FuzzDecodeGenerate(f *testing.F) {
 					t.Fatalf("request %d: empty stop string accepted from %q", i, body)
 				}
 			}
+		}
+	})
+}
+
+// FuzzDecodeAdapterRequests feeds arbitrary bodies to the four adapter
+// endpoints' decoders: none may panic, every refusal is a 4xx with a
+// message, and vLLM's accepts only a non-empty name (and folder, to
+// load), as its _check_load_lora_adapter_request does.
+func FuzzDecodeAdapterRequests(f *testing.F) {
+	for _, s := range []string{
+		`{"lora_name": "a", "lora_path": "/x", "load_inplace": true}`, `{"lora_name": "a", "lora_int_id": 3}`,
+		`{"lora_name": "a", "lora_path": "/x", "pinned": true, "lora_id": "u"}`, `{"lora_name": ""}`,
+		`{"lora_name": null, "lora_path": 5}`, `{}`, `[]`, `{`, `null`, `"a"`, `{"lora_name": "\u0000"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for i, decode := range []func([]byte) (adapterRequest, *apiError){decodeVLLMLoad, decodeVLLMUnload, decodeSGLangLoad, decodeSGLangUnload} {
+			req, err := decode(body)
+			if err != nil {
+				if err.status < 400 || err.status >= 500 || err.msg == "" || http.StatusText(err.status) == "" {
+					t.Fatalf("decoder %d: refusal %d %q for %q", i, err.status, err.msg, body)
+				}
+				continue
+			}
+			if (i == 0 && (req.name == "" || req.path == "")) || (i == 1 && req.name == "") {
+				t.Fatalf("decoder %d: accepted %+v from %q", i, req, body)
+			}
+			if i != 0 && req.inplace {
+				t.Fatalf("decoder %d: load_inplace from %q", i, body)
+			}
+		}
+	})
+}
+
+// FuzzParseLoraPath feeds arbitrary lora_path values for n prompts: no
+// panic, refusals are 400s with a message, and an accepted value names
+// one adapter (or none) for the whole request.
+func FuzzParseLoraPath(f *testing.F) {
+	for _, s := range []string{`"a"`, `null`, `""`, `["a", "a"]`, `[null, null]`, `["a", null]`, `["a"]`, `5`, `[5]`, `{}`, `[`} {
+		f.Add([]byte(s), 2)
+	}
+	f.Add([]byte(`[]`), 0)
+	f.Fuzz(func(t *testing.T, raw []byte, n int) {
+		name, err := parseLoraPath(raw, n)
+		if err != nil {
+			if err.status != http.StatusBadRequest || err.msg == "" {
+				t.Fatalf("refusal %d %q for %q", err.status, err.msg, raw)
+			}
+			return
+		}
+		trimmed := bytes.TrimSpace(raw)
+		if len(trimmed) > 0 && trimmed[0] == '[' && n < 1 {
+			t.Fatalf("a list accepted for %d prompts: %q gave %q", n, raw, name)
 		}
 	})
 }

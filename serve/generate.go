@@ -33,13 +33,15 @@ type generateRequest struct {
 	ReturnTextInLogprobs *bool           `json:"return_text_in_logprobs"`
 	Stream               *bool           `json:"stream"`
 
+	// LoraPath names the loaded adapter that generates (parseLoraPath).
+	LoraPath json.RawMessage `json:"lora_path"`
+
 	// Not implemented: refused unless absent, null, false or empty.
 	TokenIDsLogprob      json.RawMessage `json:"token_ids_logprob"`
 	InputEmbeds          json.RawMessage `json:"input_embeds"`
 	ImageData            json.RawMessage `json:"image_data"`
 	VideoData            json.RawMessage `json:"video_data"`
 	AudioData            json.RawMessage `json:"audio_data"`
-	LoraPath             json.RawMessage `json:"lora_path"`
 	SessionParams        json.RawMessage `json:"session_params"`
 	CustomLogitProcessor json.RawMessage `json:"custom_logit_processor"`
 	ReturnHiddenStates   json.RawMessage `json:"return_hidden_states"`
@@ -83,6 +85,7 @@ type sglangSampling struct {
 // policy.GenerateRequest per prompt, and how to render the answer.
 type generatePlan struct {
 	reqs        []policy.GenerateRequest
+	adapter     string // the loaded LoRA adapter named by lora_path, or ""
 	rids        []string
 	single      bool // one prompt: the answer is an object, not a list
 	logprobs    bool
@@ -117,8 +120,12 @@ func decodeGenerate(body []byte, lim limits) (*generatePlan, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
+	adapter, aerr := parseLoraPath(req.LoraPath, len(prompts))
+	if aerr != nil {
+		return nil, aerr
+	}
 	p := &generatePlan{
-		rids: rids, single: single, noStopTrim: noStopTrim,
+		rids: rids, single: single, noStopTrim: noStopTrim, adapter: adapter,
 		logprobs:    req.ReturnLogprob != nil && *req.ReturnLogprob,
 		logprobText: req.ReturnTextInLogprobs != nil && *req.ReturnTextInLogprobs,
 		reqs:        make([]policy.GenerateRequest, len(prompts)),
@@ -150,7 +157,7 @@ func (r *generateRequest) unsupported() *apiError {
 		raw  json.RawMessage
 	}{
 		{"token_ids_logprob", r.TokenIDsLogprob}, {"input_embeds", r.InputEmbeds}, {"image_data", r.ImageData},
-		{"video_data", r.VideoData}, {"audio_data", r.AudioData}, {"lora_path", r.LoraPath},
+		{"video_data", r.VideoData}, {"audio_data", r.AudioData},
 		{"session_params", r.SessionParams}, {"custom_logit_processor", r.CustomLogitProcessor},
 		{"return_hidden_states", r.ReturnHiddenStates},
 	} {
@@ -461,7 +468,13 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		writeGenerateError(w, aerr)
 		return
 	}
-	out, err := s.generate(r.Context(), p.reqs, 1)
+	out, err := s.generate(r.Context(), p.reqs, 1, p.adapter)
+	var unknown *unknownAdapterError
+	if errors.As(err, &unknown) {
+		// LoRARegistry.acquire's ValueError.
+		writeGenerateError(w, badRequest("lora_path", "The following requested LoRA adapters are not loaded: %s\nLoaded adapters: %s.", unknown.name, pyKeys(unknown.loaded)))
+		return
+	}
 	if err != nil {
 		writeGenerateError(w, generationError(err, r))
 		return

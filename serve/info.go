@@ -23,7 +23,7 @@ type modelCard struct {
 	OwnedBy     string            `json:"owned_by"`
 	Root        *string           `json:"root"`
 	Parent      *string           `json:"parent"`
-	MaxModelLen int               `json:"max_model_len"`
+	MaxModelLen *int              `json:"max_model_len"`
 	Permission  []modelPermission `json:"permission"`
 }
 
@@ -43,24 +43,41 @@ type modelPermission struct {
 	IsBlocking         bool    `json:"is_blocking"`
 }
 
-// handleModels serves GET /v1/models: vLLM's list of one card, whose id
-// is the served name, root the checkpoint folder of the weights served,
-// and max_model_len the context length; owned_by is "agentrl".
+// handleModels serves GET /v1/models: vLLM's list of cards, first the
+// served model's, whose id is the served name, root the checkpoint
+// folder of the weights served, and max_model_len the context length;
+// then one per loaded LoRA adapter, in load order, with the adapter's
+// name as id, its folder as root, the served name as parent and no
+// max_model_len, as vLLM lists them (OpenAIServingModels.
+// show_available_models). owned_by is "agentrl".
 func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
-	eng, _ := s.snapshot()
-	var root *string
-	if eng.path != "" {
-		root = &eng.path
+	s.mu.Lock()
+	eng, adapters := s.eng, s.sortedAdaptersLocked()
+	s.mu.Unlock()
+	card := func(id, path string, created int64) modelCard {
+		c := modelCard{
+			ID: id, Object: "model", Created: created, OwnedBy: "agentrl",
+			Permission: []modelPermission{{
+				ID: "modelperm-" + randomHex(), Object: "model_permission", Created: created,
+				AllowSampling: true, AllowLogprobs: true, AllowView: true, Organization: "*",
+			}},
+		}
+		if path != "" {
+			c.Root = &path
+		}
+		return c
 	}
-	card := modelCard{
-		ID: s.name, Object: "model", Created: s.created, OwnedBy: "agentrl", Root: root,
-		MaxModelLen: s.lim.maxLen,
-		Permission: []modelPermission{{
-			ID: "modelperm-" + randomHex(), Object: "model_permission", Created: s.created,
-			AllowSampling: true, AllowLogprobs: true, AllowView: true, Organization: "*",
-		}},
+	base := card(s.name, eng.path, s.created)
+	maxLen := s.lim.maxLen
+	base.MaxModelLen = &maxLen
+	cards := []modelCard{base}
+	for _, a := range adapters {
+		c := card(a.name, a.path, a.created)
+		parent := s.name
+		c.Parent = &parent
+		cards = append(cards, c)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []modelCard{card}})
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": cards})
 }
 
 // modelInfo is SGLang's GET /model_info body

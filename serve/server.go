@@ -82,13 +82,22 @@ type Config struct {
 
 // engine is one set of weights being served: the model, where it came
 // from, its version and its prefix cache. A reload replaces the engine
-// as a whole.
+// as a whole. A LoRA adapter is an engine of its own, named, on a copy
+// of the base weights; its version is the base weights'.
 type engine struct {
 	model   *policy.Model
-	path    string
+	path    string // the checkpoint folder, or the adapter's folder
 	version string
 	eos     map[int]bool
 	prefix  *prefixCache // nil when Config.MaxSessions is 0
+
+	// Adapters only, under Server.mu.
+	name    string            // the adapter's name; "" for the base weights
+	lora    policy.LoRAConfig // the adapter's configuration
+	seq     uint64            // load order, for /v1/models
+	created int64             // load time
+	calls   int               // generations admitted and not done
+	retired bool              // unloaded or replaced: closed by the last call
 }
 
 // limits are what planning a request needs to know about the served
@@ -127,10 +136,12 @@ type Server struct {
 
 	mu       sync.Mutex
 	eng      *engine
-	lastInt  int    // the last integer weight version, for automatic versions
-	rpcPath  string // vLLM's model_config.model: where reload_weights reads from
-	paused   bool   // a pause is in effect: admissions wait
-	swapping bool   // a reload is swapping models: admissions wait
+	adapters map[string]*engine // loaded LoRA adapters by name
+	lastSeq  uint64             // the last adapter's load order
+	lastInt  int                // the last integer weight version, for automatic versions
+	rpcPath  string             // vLLM's model_config.model: where reload_weights reads from
+	paused   bool               // a pause is in effect: admissions wait
+	swapping bool               // a reload is swapping models: admissions wait
 	closed   bool
 	waiting  int // completions waiting for admission
 	calls    map[*call]struct{}
@@ -180,9 +191,10 @@ func New(cfg Config) (*Server, error) {
 		gen: func(ctx context.Context, m *policy.Model, reqs []policy.GenerateRequest) ([]policy.Generation, error) {
 			return m.Generate(ctx, reqs)
 		},
-		rpcPath: cfg.ModelPath,
-		calls:   make(map[*call]struct{}),
-		wake:    make(chan struct{}),
+		rpcPath:  cfg.ModelPath,
+		adapters: make(map[string]*engine),
+		calls:    make(map[*call]struct{}),
+		wake:     make(chan struct{}),
 	}
 	if cfg.Encode != nil || cfg.Decode != nil {
 		s.tokenizerPath = cfg.ModelPath
@@ -231,6 +243,10 @@ func (s *Server) buildRoutes() map[string]map[string]http.HandlerFunc {
 	add("/continue_generation", s.handleContinueGeneration, post)
 	add("/reset_prefix_cache", s.handleResetPrefixCache, post)
 	add("/flush_cache", s.handleFlushCache, get, post)
+	add("/v1/load_lora_adapter", s.handleVLLMLoadAdapter, post)
+	add("/v1/unload_lora_adapter", s.handleVLLMUnloadAdapter, post)
+	add("/load_lora_adapter", s.handleSGLangLoadAdapter, post)
+	add("/unload_lora_adapter", s.handleSGLangUnloadAdapter, post)
 	return routes
 }
 
@@ -283,11 +299,19 @@ func (s *Server) Close() error {
 	// Cancelled generations return at their scheduler's next step.
 	_ = s.drainLocked(context.Background())
 	eng := s.eng
+	adapters := s.adapters
+	s.adapters = map[string]*engine{}
 	s.mu.Unlock()
+	var errs []error
 	if err := eng.model.Close(); err != nil {
-		return fmt.Errorf("serve: closing the model: %w", err)
+		errs = append(errs, fmt.Errorf("serve: closing the model: %w", err))
 	}
-	return nil
+	for name, a := range adapters {
+		if err := a.model.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("serve: closing adapter %q: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // broadcastLocked wakes everything waiting on a change of state.
@@ -327,8 +351,9 @@ func (s *Server) cancelCallsLocked(cause error) {
 }
 
 // admit waits until generation may start — no pause, no swap in
-// progress — and registers a call on the current engine.
-func (s *Server) admit(ctx context.Context) (*call, error) {
+// progress — and registers a call on the current engine, or on the
+// loaded adapter of that name (an *unknownAdapterError when none is).
+func (s *Server) admit(ctx context.Context, adapter string) (*call, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.waiting++
@@ -344,19 +369,32 @@ func (s *Server) admit(ctx context.Context) (*call, error) {
 			return nil, err
 		}
 	}
+	eng := s.eng
+	if adapter != "" {
+		if eng = s.adapters[adapter]; eng == nil {
+			return nil, s.unknownAdapterLocked(adapter)
+		}
+	}
 	cctx, cancel := context.WithCancelCause(ctx)
-	c := &call{eng: s.eng, ctx: cctx, cancel: cancel}
+	c := &call{eng: eng, ctx: cctx, cancel: cancel}
 	s.calls[c] = struct{}{}
+	eng.calls++
 	return c, nil
 }
 
-// done unregisters a call.
+// done unregisters a call; the last call on an unloaded adapter closes
+// its model.
 func (s *Server) done(c *call) {
 	c.cancel(nil)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	delete(s.calls, c)
+	c.eng.calls--
+	last := c.eng.retired && c.eng.calls == 0
 	s.broadcastLocked()
+	s.mu.Unlock()
+	if last {
+		_ = c.eng.model.Close()
+	}
 }
 
 // outcome is what one completion request's generation came to.
@@ -366,13 +404,14 @@ type outcome struct {
 	aborted bool
 }
 
-// generate runs reqs in one Model.Generate call on the current weights.
-// A pause or reload in abort mode ends it with outcome.aborted; a
-// retracting pause makes it start over, on the weights served when
-// generation continues.
-func (s *Server) generate(ctx context.Context, reqs []policy.GenerateRequest, n int) (outcome, error) {
+// generate runs reqs in one Model.Generate call on the current weights,
+// or on the loaded adapter of that name when adapter is not "". A pause
+// or reload in abort mode ends it with outcome.aborted; a retracting
+// pause makes it start over, on the weights served when generation
+// continues.
+func (s *Server) generate(ctx context.Context, reqs []policy.GenerateRequest, n int, adapter string) (outcome, error) {
 	for {
-		c, err := s.admit(ctx)
+		c, err := s.admit(ctx, adapter)
 		if err != nil {
 			return outcome{}, err
 		}
@@ -437,8 +476,12 @@ func (s *Server) pause(ctx context.Context, mode pauseMode, clearCache bool) err
 	if err := s.drainLocked(ctx); err != nil {
 		return fmt.Errorf("waiting for the requests in flight: %w", err)
 	}
-	if clearCache && s.eng.prefix != nil {
-		s.eng.prefix.clear(s.eng.model)
+	if clearCache {
+		for _, e := range s.enginesLocked() {
+			if e.prefix != nil {
+				e.prefix.clear(e.model)
+			}
+		}
 	}
 	return nil
 }
@@ -499,11 +542,28 @@ func (s *Server) reload(ctx context.Context, dir string, o reloadOptions) (versi
 		_ = m.Close()
 		return "", 0, fmt.Errorf("%w: %s: %w", errLoad, dir, err)
 	}
+	// The adapters move onto the new weights: copies of them, prepared
+	// while generation goes on, take the adapters' values in the
+	// exclusive section below.
+	s.mu.Lock()
+	olds := s.sortedAdaptersLocked()
+	s.mu.Unlock()
+	moved, err := s.prepareAdapters(m, olds)
+	if err != nil {
+		_ = m.Close()
+		return "", 0, fmt.Errorf("%w: %s: %w", errLoad, dir, err)
+	}
+	closeAll := func() {
+		_ = m.Close()
+		for _, a := range moved {
+			_ = a.Close()
+		}
+	}
 
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		_ = m.Close()
+		closeAll()
 		return "", 0, ErrClosed
 	}
 	s.swapping = true
@@ -515,11 +575,19 @@ func (s *Server) reload(ctx context.Context, dir string, o reloadOptions) (versi
 		s.swapping = false
 		s.broadcastLocked()
 		s.mu.Unlock()
-		_ = m.Close()
+		closeAll()
 		if err == nil {
 			err = ErrClosed
 		}
 		return "", 0, fmt.Errorf("waiting for the requests in flight: %w", err)
+	}
+	// Nothing generates now: the adapters' values can be read.
+	if err := copyAdapters(olds, moved); err != nil {
+		s.swapping = false
+		s.broadcastLocked()
+		s.mu.Unlock()
+		closeAll()
+		return "", 0, fmt.Errorf("%w: %s: %w", errLoad, dir, err)
 	}
 	version = o.version
 	if v, err := strconv.Atoi(version); err == nil {
@@ -530,6 +598,11 @@ func (s *Server) reload(ctx context.Context, dir string, o reloadOptions) (versi
 	}
 	old := s.eng
 	s.eng = s.newEngine(m, dir, version)
+	for i, a := range olds {
+		e := s.newEngine(moved[i], a.path, version)
+		e.name, e.lora, e.seq, e.created = a.name, a.lora, a.seq, a.created
+		s.adapters[a.name] = e
+	}
 	s.rpcPath = dir
 	s.swapping = false
 	if o.keepPause {
@@ -538,10 +611,16 @@ func (s *Server) reload(ctx context.Context, dir string, o reloadOptions) (versi
 	held = s.waiting
 	s.broadcastLocked()
 	s.mu.Unlock()
+	var errs []error
 	if err := old.model.Close(); err != nil {
-		return version, held, fmt.Errorf("serve: closing the old model: %w", err)
+		errs = append(errs, fmt.Errorf("serve: closing the old model: %w", err))
 	}
-	return version, held, nil
+	for _, a := range olds {
+		if err := a.model.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("serve: closing adapter %q on the old weights: %w", a.name, err))
+		}
+	}
+	return version, held, errors.Join(errs...)
 }
 
 // sameArchitecture checks that next can take cur's place: the same model
@@ -571,16 +650,33 @@ func (s *Server) snapshot() (*engine, bool) {
 	return s.eng, s.closed
 }
 
-// clearPrefix drops the prefix cache of the current engine.
+// clearPrefix drops the prefix caches of the base weights and of every
+// adapter.
 func (s *Server) clearPrefix() {
-	eng, _ := s.snapshot()
-	if eng.prefix != nil {
-		eng.prefix.clear(eng.model)
+	s.mu.Lock()
+	engines := s.enginesLocked()
+	s.mu.Unlock()
+	for _, e := range engines {
+		if e.prefix != nil {
+			e.prefix.clear(e.model)
+		}
 	}
 }
 
-// knownModel reports whether a request's "model" names the served model;
-// an absent or empty name is the served model, as vLLM takes it.
-func (s *Server) knownModel(name *string) bool {
-	return name == nil || *name == "" || *name == s.name
+// enginesLocked lists the base engine and the adapters'.
+func (s *Server) enginesLocked() []*engine {
+	out := []*engine{s.eng}
+	for _, a := range s.adapters {
+		out = append(out, a)
+	}
+	return out
+}
+
+// modelAdapter maps a request's "model" to the adapter it names: "" for
+// an absent or empty name or the served model's, as vLLM takes them.
+func (s *Server) modelAdapter(name *string) string {
+	if name == nil || *name == s.name {
+		return ""
+	}
+	return *name
 }
