@@ -506,6 +506,498 @@ extern "C" __global__ void attn_bwd_dkdv(float* dk, float* dv, const float* dout
   }
 }
 
+// ---- attention on tensor cores (bf16 mma.sync) --------------------------------
+//
+// FlashAttention-2 (Dao, 2023) with the two products of the forward (S = QKᵀ,
+// O = PV) and the four of the backward (S, dP = dO·Vᵀ, dQ = dS·K,
+// dK = dSᵀ·Q, dV = Pᵀ·dO) on tensor cores: mma.sync.m16n8k16 with bfloat16
+// inputs and float32 accumulation. The buffers stay float32; tiles are
+// rounded to bfloat16 (to nearest even) as they are loaded into shared
+// memory or registers, so no bf16 copy of q, k, v or dout is ever made in
+// global memory. Softmax statistics (running max, sums, lse, D) and the
+// accumulators are float32. P and dS are rounded to bfloat16 between the
+// products, as in FlashAttention-2.
+//
+// The kernels are templates on the padded head dim HD (64 or 128): a head
+// dim hd ≤ HD is zero-padded to HD in the tiles (zero channels add nothing
+// to q·k and give output channels that are never stored), so every
+// hd ≤ 128 runs here. A block is 4 warps (128 threads); each warp owns 16
+// rows of its block's 64-row tile.
+//
+// Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16 with
+// floating point type"): lane = 4·groupID + threadID_in_group (gr, tq below).
+// A (16×16, row-major) is four .b32 registers of two bf16 each, the lower
+// half holding the lower column: a0 = A[gr][2tq, 2tq+1], a1 = A[gr+8][2tq, …],
+// a2 = A[gr][2tq+8, …], a3 = A[gr+8][2tq+8, …]. B (16×8, "col") is two
+// registers: b0 = B[2tq, 2tq+1][gr], b1 = B[2tq+8, 2tq+9][gr]. C/D (16×8
+// float32) is four floats: c0, c1 = C[gr][2tq, 2tq+1], c2, c3 =
+// C[gr+8][2tq, 2tq+1]. Two adjacent C tiles (columns 0–7 and 8–15) thus
+// hold exactly the elements of one A fragment (frag_a_from_c), which is how
+// P and dS go from one product into the next without shared memory.
+// emu/emu.h implements the instruction from the same table and emu/check.cc
+// checks it against a direct product.
+
+#define TC_THREADS 128
+#define TC_ROWS 64  // query rows (forward, dQ) or key rows (dK/dV) per block
+#define TC_PAD 8    // bf16 elements of padding per shared-memory row (no bank conflicts)
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+
+typedef unsigned int u32;
+typedef unsigned short u16;
+
+__device__ __forceinline__ u16 bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+// pack_bf16 rounds lo and hi to bfloat16 and packs them, lo in the lower half.
+__device__ __forceinline__ u32 pack_bf16(float lo, float hi) { return (u32)bf16_bits(lo) | ((u32)bf16_bits(hi) << 16); }
+// ld_pair reads two adjacent bf16 (4-byte aligned) as one register.
+__device__ __forceinline__ u32 ld_pair(const u16* p) { return *(const u32*)p; }
+
+// mma_bf16: d += a·b for one m16n8k16 tile, bf16 inputs, float32 accumulators.
+// All 32 lanes of the warp must execute it together.
+__device__ __forceinline__ void mma_bf16(float* d, const u32* a, const u32* b) {
+#if defined(__CUDA_ARCH__)
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif defined(AGENTRL_EMU)
+  emu_mma_m16n8k16_bf16(d, a, b);
+#endif
+}
+
+// frag_a loads the A fragment of rows m0…m0+15, columns k0…k0+15 of a
+// row-major bf16 matrix in shared memory (row stride ld elements).
+__device__ __forceinline__ void frag_a(u32* a, const u16* s, int ld, int m0, int k0) {
+  int gr = (threadIdx.x & 31) >> 2, tq = threadIdx.x & 3;
+  const u16* p = s + (m0 + gr) * ld + k0 + 2 * tq;
+  a[0] = ld_pair(p);
+  a[1] = ld_pair(p + 8 * ld);
+  a[2] = ld_pair(p + 8);
+  a[3] = ld_pair(p + 8 * ld + 8);
+}
+
+// frag_b loads the B fragment of B[k0…k0+15][n0…n0+7] from shared memory
+// that stores Bᵀ row-major (row n holds B[·][n], stride ld): the two k of
+// a register are adjacent there.
+__device__ __forceinline__ void frag_b(u32* b, const u16* s, int ld, int n0, int k0) {
+  int gr = (threadIdx.x & 31) >> 2, tq = threadIdx.x & 3;
+  const u16* p = s + (n0 + gr) * ld + k0 + 2 * tq;
+  b[0] = ld_pair(p);
+  b[1] = ld_pair(p + 8);
+}
+
+// frag_a_from_c rounds two accumulator tiles (columns 0–7 in c0, 8–15 in
+// c1) to bf16 as one A fragment (same lanes, same rows: see the table above).
+__device__ __forceinline__ void frag_a_from_c(u32* a, const float* c0, const float* c1) {
+  a[0] = pack_bf16(c0[0], c0[1]);
+  a[1] = pack_bf16(c0[2], c0[3]);
+  a[2] = pack_bf16(c1[0], c1[1]);
+  a[3] = pack_bf16(c1[2], c1[3]);
+}
+
+// load_rows rounds n float32 rows of hd channels (row r at src + r·stride)
+// to bf16 into a [ROWS][HD+TC_PAD] tile s and/or its transpose t
+// [HD][ROWS+TC_PAD] (either may be null). Rows ≥ n and
+// channels ≥ hd are zero, so padded products add nothing and never read
+// NaN garbage. Consecutive threads read consecutive channels (coalesced).
+template <int HD, int ROWS>
+__device__ __forceinline__ void load_rows(u16* s, u16* t, const float* src, long long stride, int n, int hd) {
+  for (int i = threadIdx.x; i < ROWS * HD; i += blockDim.x) {
+    int r = i / HD, c = i % HD;
+    float x = (r < n && c < hd) ? src[r * stride + c] : 0.f;
+    u16 b = bf16_bits(x);
+    if (s != 0) s[r * (HD + TC_PAD) + c] = b;
+    if (t != 0) t[c * (ROWS + TC_PAD) + r] = b;
+  }
+}
+
+// load_frag_a_global loads the A fragments of 16 rows × HD channels of a
+// float32 matrix straight from global memory, rounded to bf16 (rows ≥ n
+// and channels ≥ hd are zero): the Q (and dO) rows a warp keeps in
+// registers for the whole kernel.
+template <int HD>
+__device__ __forceinline__ void load_frag_a_global(u32 (*a)[4], const float* src, long long stride, int m0, int n, int hd) {
+  int gr = (threadIdx.x & 31) >> 2, tq = threadIdx.x & 3;
+#pragma unroll
+  for (int kc = 0; kc < HD / 16; kc++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      int r = m0 + gr + 8 * (i & 1), c = kc * 16 + 2 * tq + 8 * (i >> 1);
+      const float* p = src + r * stride;
+      float lo = (r < n && c < hd) ? p[c] : 0.f, hi = (r < n && c + 1 < hd) ? p[c + 1] : 0.f;
+      a[kc][i] = pack_bf16(lo, hi);
+    }
+}
+
+// quad_max/quad_sum reduce over the 4 lanes that hold one accumulator row.
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(FULL, v, 1));
+  return fmaxf(v, __shfl_xor_sync(FULL, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(FULL, v, 1);
+  return v + __shfl_xor_sync(FULL, v, 2);
+}
+
+// attn_fwd_tc: the forward over the tiles of attn_fwd (tiles[4·b] = {first
+// query row, rows ≤ 64, first key row, visible keys of the first row}),
+// one block per (tile, head), BN keys per step. Scores are kept in base 2
+// (s·scale·log2 e) so that exp2f serves the softmax; lse is converted back
+// to base e. Dynamic shared memory: tc_fwd_smem.
+template <int HD, int BN>
+__device__ void attn_fwd_tc(float* out, float* lse, const float* q, const float* k, const float* v, const int* tiles, int heads, int kvheads,
+                            int hd, float scale) {
+  extern __shared__ float tc_smem[];
+  constexpr int KS = HD + TC_PAD, VS = BN + TC_PAD, NS = BN / 8, NO = HD / 8;
+  u16* sK = (u16*)tc_smem;        // [BN][KS]: B of S = Q·Kᵀ
+  u16* sVt = sK + BN * KS;   // [HD][VS]: B of O = P·V
+  const int* tl = tiles + 4 * blockIdx.x;
+  int q0 = tl[0], nrows = tl[1], k0 = tl[2], cnt0 = tl[3];
+  int h = blockIdx.y, g = h / (heads / kvheads);
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, tq = lane & 3;
+  long long qRow = (long long)heads * hd, kRow = (long long)kvheads * hd;
+  u32 qf[HD / 16][4];
+  load_frag_a_global<HD>(qf, q + q0 * qRow + h * hd, qRow, warp * 16, nrows, hd);
+  // Row r of the tile sees keys [0, cnt0 + r) of the span; rows past the
+  // tile (never stored) are clamped to its last row.
+  int r0 = warp * 16 + gr, r1 = r0 + 8;
+  int lim0 = cnt0 + min(r0, nrows - 1), lim1 = cnt0 + min(r1, nrows - 1);
+  int warpLim = cnt0 + min(warp * 16 + 15, nrows - 1), maxcnt = cnt0 + nrows - 1;
+  bool active = warp * 16 < nrows;
+  const float sl2 = scale * LOG2E;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, o[NO][4];
+#pragma unroll
+  for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  for (int kt = 0; kt < maxcnt; kt += BN) {
+    int nk = min(BN, maxcnt - kt);
+    __syncthreads();  // the previous tile's readers are done
+    load_rows<HD, BN>(sK, 0, k + (k0 + kt) * kRow + g * hd, kRow, nk, hd);
+    load_rows<HD, BN>(0, sVt, v + (k0 + kt) * kRow + g * hd, kRow, nk, hd);
+    __syncthreads();
+    if (!active || kt >= warpLim) continue;  // warp-uniform: whole warps skip
+    float s[NS][4];
+#pragma unroll
+    for (int j = 0; j < NS; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+    for (int kc = 0; kc < HD / 16; kc++)
+#pragma unroll
+      for (int j = 0; j < NS; j++) {
+        if (kt + j * 8 >= warpLim) continue;  // all masked
+        u32 b[2];
+        frag_b(b, sK, KS, j * 8, kc * 16);
+        mma_bf16(s[j], qf[kc], b);
+      }
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < NS; j++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        int key = kt + j * 8 + 2 * tq + e;
+        s[j][e] = key < lim0 ? s[j][e] * sl2 : -INFINITY;
+        s[j][2 + e] = key < lim1 ? s[j][2 + e] * sl2 : -INFINITY;
+        mx0 = fmaxf(mx0, s[j][e]);
+        mx1 = fmaxf(mx1, s[j][2 + e]);
+      }
+    float mn0 = fmaxf(m0, quad_max(mx0)), mn1 = fmaxf(m1, quad_max(mx1));
+    // Every row sees key 0 of the first tile, so mn is finite; the guard
+    // only keeps −∞ − (−∞) out of exp2f.
+    float b0 = mn0 == -INFINITY ? 0.f : mn0, b1 = mn1 == -INFINITY ? 0.f : mn1;
+    float c0 = exp2f(m0 - b0), c1 = exp2f(m1 - b1);
+    l0 *= c0;
+    l1 *= c1;
+#pragma unroll
+    for (int n = 0; n < NO; n++) {
+      o[n][0] *= c0;
+      o[n][1] *= c0;
+      o[n][2] *= c1;
+      o[n][3] *= c1;
+    }
+#pragma unroll
+    for (int j = 0; j < NS; j++) {
+      s[j][0] = exp2f(s[j][0] - b0);
+      s[j][1] = exp2f(s[j][1] - b0);
+      s[j][2] = exp2f(s[j][2] - b1);
+      s[j][3] = exp2f(s[j][3] - b1);
+      l0 += s[j][0] + s[j][1];  // this lane's part of the row sum
+      l1 += s[j][2] + s[j][3];
+    }
+    m0 = mn0;
+    m1 = mn1;
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++) {
+      if (kt + kk * 16 >= warpLim) continue;
+      u32 a[4];
+      frag_a_from_c(a, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+      for (int n = 0; n < NO; n++) {
+        u32 b[2];
+        frag_b(b, sVt, VS, n * 8, kk * 16);
+        mma_bf16(o[n], a, b);
+      }
+    }
+  }
+  l0 = quad_sum(l0);
+  l1 = quad_sum(l1);
+  if (!active) return;
+#pragma unroll
+  for (int half = 0; half < 2; half++) {
+    int r = half ? r1 : r0;
+    if (r >= nrows) continue;
+    float inv = 1.f / (half ? l1 : l0);
+    float* orow = out + (q0 + r) * qRow + h * hd;
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        int c = n * 8 + 2 * tq + e;
+        if (c < hd) orow[c] = o[n][2 * half + e] * inv;
+      }
+    if (lse != 0 && tq == 0) lse[(long long)(q0 + r) * heads + h] = ((half ? m1 : m0) + log2f(half ? l1 : l0)) * LN2;
+  }
+}
+
+// attn_bwd_dq_tc: dq += scale·Σ_j dS_ij·k_j over the forward's tiles, with
+// P_ij = exp(s_ij − lse_i) recomputed and dS = P(dP − D), dP = dO·Vᵀ. One
+// block per (tile, head), BN keys per step; each dq element has one writer,
+// so no atomics. Dynamic shared memory: tc_dq_smem.
+template <int HD, int BN>
+__device__ void attn_bwd_dq_tc(float* dq, const float* dout, const float* q, const float* k, const float* v, const float* lse, const float* D,
+                               const int* tiles, int heads, int kvheads, int hd, float scale) {
+  extern __shared__ float tc_smem[];
+  constexpr int KS = HD + TC_PAD, VS = BN + TC_PAD, NS = BN / 8, NO = HD / 8;
+  u16* sK = (u16*)tc_smem;        // [BN][KS]: B of S = Q·Kᵀ
+  u16* sV = sK + BN * KS;    // [BN][KS]: B of dP = dO·Vᵀ
+  u16* sKt = sV + BN * KS;   // [HD][VS]: B of dQ = dS·K
+  const int* tl = tiles + 4 * blockIdx.x;
+  int q0 = tl[0], nrows = tl[1], k0 = tl[2], cnt0 = tl[3];
+  int h = blockIdx.y, g = h / (heads / kvheads);
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, tq = lane & 3;
+  long long qRow = (long long)heads * hd, kRow = (long long)kvheads * hd;
+  u32 qf[HD / 16][4], df[HD / 16][4];
+  load_frag_a_global<HD>(qf, q + q0 * qRow + h * hd, qRow, warp * 16, nrows, hd);
+  load_frag_a_global<HD>(df, dout + q0 * qRow + h * hd, qRow, warp * 16, nrows, hd);
+  int r0 = warp * 16 + gr, r1 = r0 + 8;
+  bool ok0 = r0 < nrows, ok1 = r1 < nrows;
+  int lim0 = ok0 ? cnt0 + r0 : 0, lim1 = ok1 ? cnt0 + r1 : 0;  // rows past the tile see nothing
+  int warpLim = cnt0 + min(warp * 16 + 15, nrows - 1), maxcnt = cnt0 + nrows - 1;
+  bool active = warp * 16 < nrows;
+  const float sl2 = scale * LOG2E;
+  float L0 = ok0 ? lse[(long long)(q0 + r0) * heads + h] * LOG2E : 0.f, L1 = ok1 ? lse[(long long)(q0 + r1) * heads + h] * LOG2E : 0.f;
+  float D0 = ok0 ? D[(long long)(q0 + r0) * heads + h] : 0.f, D1 = ok1 ? D[(long long)(q0 + r1) * heads + h] : 0.f;
+  float acc[NO][4];
+#pragma unroll
+  for (int n = 0; n < NO; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  for (int kt = 0; kt < maxcnt; kt += BN) {
+    int nk = min(BN, maxcnt - kt);
+    __syncthreads();
+    load_rows<HD, BN>(sK, sKt, k + (k0 + kt) * kRow + g * hd, kRow, nk, hd);
+    load_rows<HD, BN>(sV, 0, v + (k0 + kt) * kRow + g * hd, kRow, nk, hd);
+    __syncthreads();
+    if (!active || kt >= warpLim) continue;
+    float s[NS][4], dp[NS][4];
+#pragma unroll
+    for (int j = 0; j < NS; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) s[j][e] = dp[j][e] = 0.f;
+#pragma unroll
+    for (int kc = 0; kc < HD / 16; kc++)
+#pragma unroll
+      for (int j = 0; j < NS; j++) {
+        if (kt + j * 8 >= warpLim) continue;
+        u32 b[2];
+        frag_b(b, sK, KS, j * 8, kc * 16);
+        mma_bf16(s[j], qf[kc], b);
+        frag_b(b, sV, KS, j * 8, kc * 16);
+        mma_bf16(dp[j], df[kc], b);
+      }
+#pragma unroll
+    for (int j = 0; j < NS; j++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        int key = kt + j * 8 + 2 * tq + e;
+        float p0 = key < lim0 ? exp2f(s[j][e] * sl2 - L0) : 0.f;
+        float p1 = key < lim1 ? exp2f(s[j][2 + e] * sl2 - L1) : 0.f;
+        s[j][e] = p0 * (dp[j][e] - D0);  // dS
+        s[j][2 + e] = p1 * (dp[j][2 + e] - D1);
+      }
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++) {
+      if (kt + kk * 16 >= warpLim) continue;
+      u32 a[4];
+      frag_a_from_c(a, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+      for (int n = 0; n < NO; n++) {
+        u32 b[2];
+        frag_b(b, sKt, VS, n * 8, kk * 16);
+        mma_bf16(acc[n], a, b);
+      }
+    }
+  }
+  if (!active) return;
+#pragma unroll
+  for (int half = 0; half < 2; half++) {
+    int r = half ? r1 : r0;
+    if (r >= nrows) continue;
+    float* drow = dq + (q0 + r) * qRow + h * hd;
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        int c = n * 8 + 2 * tq + e;
+        if (c < hd) drow[c] += scale * acc[n][2 * half + e];
+      }
+  }
+}
+
+// attn_bwd_dkdv_tc: dv_j += Σ_h Σ_i P_ij·dO_i and dk_j += scale·Σ_h Σ_i
+// dS_ij·q_i over the query heads h of KV head g and the queries i that see
+// key j, over the key tiles of attn_bwd_dkdv (ktiles[6·b] = {first key row,
+// rows ≤ 64, span index of the first key, first query row of the span,
+// QLen, KLen−QLen}). Each warp computes Sᵀ and dPᵀ for its 16 keys against
+// BQ queries per step, so P and dS arrive as A fragments of the dV and dK
+// products. One block per (key tile, KV head): each dk, dv element has one
+// writer. dk or dv may be null. Dynamic shared memory: tc_dkdv_smem.
+template <int HD, int BQ>
+__device__ void attn_bwd_dkdv_tc(float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v, const float* lse,
+                                 const float* D, const int* ktiles, int heads, int kvheads, int hd, float scale) {
+  extern __shared__ float tc_smem[];
+  constexpr int KS = HD + TC_PAD, QS = BQ + TC_PAD, NS = BQ / 8, NO = HD / 8;
+  u16* sK = (u16*)tc_smem;            // [64][KS]: A of Sᵀ = K·Qᵀ
+  u16* sV = sK + TC_ROWS * KS;   // [64][KS]: A of dPᵀ = V·dOᵀ
+  u16* sQ = sV + TC_ROWS * KS;   // [BQ][KS]: B of Sᵀ
+  u16* sO = sQ + BQ * KS;        // [BQ][KS]: B of dPᵀ (dO)
+  u16* sQt = sO + BQ * KS;       // [HD][QS]: B of dK = dSᵀ·Q
+  u16* sOt = sQt + HD * QS;      // [HD][QS]: B of dV = Pᵀ·dO
+  float* sL = (float*)(sOt + HD * QS);  // [BQ] lse·log2 e
+  float* sD = sL + BQ;                  // [BQ]
+  const int* tl = ktiles + 6 * blockIdx.x;
+  int kr0 = tl[0], nrows = tl[1], jr0 = tl[2], q0 = tl[3], qlen = tl[4], past = tl[5];
+  int g = blockIdx.y, group = heads / kvheads;
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, tq = lane & 3;
+  long long qRow = (long long)heads * hd, kRow = (long long)kvheads * hd;
+  load_rows<HD, TC_ROWS>(sK, 0, k + kr0 * kRow + g * hd, kRow, nrows, hd);
+  load_rows<HD, TC_ROWS>(sV, 0, v + kr0 * kRow + g * hd, kRow, nrows, hd);
+  // Key jr (span index) is seen by queries i ≥ jr − past; rows past the
+  // tile by none.
+  int j0 = warp * 16 + gr, j1 = j0 + 8;
+  int need0 = j0 < nrows ? jr0 + j0 - past : qlen, need1 = j1 < nrows ? jr0 + j1 - past : qlen;
+  bool active = warp * 16 < nrows;
+  int warpFirst = jr0 + warp * 16 - past;  // the first query any key of the warp needs
+  int first = max(0, jr0 - past);
+  const float sl2 = scale * LOG2E;
+  float ak[NO][4], av[NO][4];
+#pragma unroll
+  for (int n = 0; n < NO; n++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) ak[n][e] = av[n][e] = 0.f;
+  for (int h = g * group; h < (g + 1) * group; h++) {
+    for (int it = first; it < qlen; it += BQ) {
+      int nq = min(BQ, qlen - it);
+      __syncthreads();
+      load_rows<HD, BQ>(sQ, sQt, q + (q0 + it) * qRow + h * hd, qRow, nq, hd);
+      load_rows<HD, BQ>(sO, sOt, dout + (q0 + it) * qRow + h * hd, qRow, nq, hd);
+      for (int i = threadIdx.x; i < BQ; i += blockDim.x) {
+        long long row = (long long)(q0 + it + i) * heads + h;
+        sL[i] = i < nq ? lse[row] * LOG2E : 0.f;
+        sD[i] = i < nq ? D[row] : 0.f;
+      }
+      __syncthreads();
+      if (!active || it + nq - 1 < warpFirst) continue;  // no query of this step sees the warp's keys
+      float s[NS][4], dp[NS][4];
+#pragma unroll
+      for (int j = 0; j < NS; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) s[j][e] = dp[j][e] = 0.f;
+#pragma unroll
+      for (int kc = 0; kc < HD / 16; kc++) {
+        u32 ka[4], va[4];
+        frag_a(ka, sK, KS, warp * 16, kc * 16);
+        frag_a(va, sV, KS, warp * 16, kc * 16);
+#pragma unroll
+        for (int j = 0; j < NS; j++) {
+          u32 b[2];
+          frag_b(b, sQ, KS, j * 8, kc * 16);
+          mma_bf16(s[j], ka, b);
+          frag_b(b, sO, KS, j * 8, kc * 16);
+          mma_bf16(dp[j], va, b);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < NS; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          int c = j * 8 + 2 * tq + e, qi = it + c;  // query column of the step
+          bool in = c < nq;
+          float L = sL[c], Dq = sD[c];
+          float p0 = in && qi >= need0 ? exp2f(s[j][e] * sl2 - L) : 0.f;
+          float p1 = in && qi >= need1 ? exp2f(s[j][2 + e] * sl2 - L) : 0.f;
+          s[j][e] = p0;  // Pᵀ
+          s[j][2 + e] = p1;
+          dp[j][e] = p0 * (dp[j][e] - Dq);  // dSᵀ
+          dp[j][2 + e] = p1 * (dp[j][2 + e] - Dq);
+        }
+#pragma unroll
+      for (int kk = 0; kk < BQ / 16; kk++) {
+        u32 pa[4], da[4];
+        frag_a_from_c(pa, s[2 * kk], s[2 * kk + 1]);
+        frag_a_from_c(da, dp[2 * kk], dp[2 * kk + 1]);
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+          u32 b[2];
+          frag_b(b, sOt, QS, n * 8, kk * 16);
+          mma_bf16(av[n], pa, b);
+          frag_b(b, sQt, QS, n * 8, kk * 16);
+          mma_bf16(ak[n], da, b);
+        }
+      }
+    }
+  }
+  if (!active) return;
+#pragma unroll
+  for (int half = 0; half < 2; half++) {
+    int r = half ? j1 : j0;
+    if (r >= nrows) continue;
+    long long krow = (kr0 + r) * kRow + g * hd;
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        int c = n * 8 + 2 * tq + e;
+        if (c >= hd) continue;
+        if (dk != 0) dk[krow + c] += scale * ak[n][2 * half + e];
+        if (dv != 0) dv[krow + c] += av[n][2 * half + e];
+      }
+  }
+}
+
+// The instantiations the backend launches: padded head dim 64 and 128.
+// Steps of 32 keys or queries at head dim 128 keep the accumulators in
+// registers (the 64-dim kernels take 64).
+extern "C" __global__ void attn_fwd_tc64(float* out, float* lse, const float* q, const float* k, const float* v, const int* tiles, int heads,
+                                         int kvheads, int hd, float scale) {
+  attn_fwd_tc<64, 64>(out, lse, q, k, v, tiles, heads, kvheads, hd, scale);
+}
+extern "C" __global__ void attn_fwd_tc128(float* out, float* lse, const float* q, const float* k, const float* v, const int* tiles, int heads,
+                                          int kvheads, int hd, float scale) {
+  attn_fwd_tc<128, 64>(out, lse, q, k, v, tiles, heads, kvheads, hd, scale);
+}
+extern "C" __global__ void attn_bwd_dq_tc64(float* dq, const float* dout, const float* q, const float* k, const float* v, const float* lse,
+                                            const float* D, const int* tiles, int heads, int kvheads, int hd, float scale) {
+  attn_bwd_dq_tc<64, 64>(dq, dout, q, k, v, lse, D, tiles, heads, kvheads, hd, scale);
+}
+extern "C" __global__ void attn_bwd_dq_tc128(float* dq, const float* dout, const float* q, const float* k, const float* v, const float* lse,
+                                             const float* D, const int* tiles, int heads, int kvheads, int hd, float scale) {
+  attn_bwd_dq_tc<128, 32>(dq, dout, q, k, v, lse, D, tiles, heads, kvheads, hd, scale);
+}
+extern "C" __global__ void attn_bwd_dkdv_tc64(float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v,
+                                              const float* lse, const float* D, const int* ktiles, int heads, int kvheads, int hd, float scale) {
+  attn_bwd_dkdv_tc<64, 64>(dk, dv, dout, q, k, v, lse, D, ktiles, heads, kvheads, hd, scale);
+}
+extern "C" __global__ void attn_bwd_dkdv_tc128(float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v,
+                                               const float* lse, const float* D, const int* ktiles, int heads, int kvheads, int hd, float scale) {
+  attn_bwd_dkdv_tc<128, 32>(dk, dv, dout, q, k, v, lse, D, ktiles, heads, kvheads, hd, scale);
+}
+
 // ---- log-softmax, gather, entropy over vocabulary chunks --------------------
 
 // lm_stats updates, per row of a logits chunk z [nr, nc] covering vocabulary

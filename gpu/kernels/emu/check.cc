@@ -1,9 +1,11 @@
 // check.cc runs the kernels of ../kernels.cu under emu.h against naive
 // float64 references written here (attention forward, split-K decode and
-// backward; the chunked LM head forward and backward; the fallback GEMM;
-// RMSNorm; RoPE; SwiGLU; AdamW's arithmetic; sum of squares). Build and run
-// with check.sh; it prints the largest error of each check and exits 1 when
-// one exceeds its bound.
+// backward; the bf16 mma instruction and the tensor-core attention forward
+// and backward; the chunked LM head forward and backward; the fallback
+// GEMM; RMSNorm; RoPE; SwiGLU; AdamW's arithmetic; sum of squares). Build
+// and run with check.sh; it prints the largest error of each check (and,
+// where the bound is per element, the largest ratio of error to bound) and
+// exits 1 when one exceeds its bound.
 #include "emu.h"
 #include <algorithm>
 #include <cstdio>
@@ -312,12 +314,301 @@ static void checkRowKernels() {
   report("sumsq", {(float)acc[0]}, {ss}, 1e-7);
 }
 
+// ---- tensor cores -------------------------------------------------------------
+
+static float bf16r(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+static std::vector<float> bf16r(const std::vector<float>& x) {
+  std::vector<float> y(x.size());
+  for (size_t i = 0; i < x.size(); i++) y[i] = bf16r(x[i]);
+  return y;
+}
+
+// reportBound checks |got − want| ≤ bound element by element and prints
+// the largest error and the largest ratio error/bound (≤ 1 passes).
+static void reportBound(const char* name, const std::vector<float>& got, const std::vector<double>& want, const std::vector<double>& bound) {
+  double err = 0, ratio = 0, scale = 0;
+  bool nan = false;
+  for (size_t i = 0; i < want.size(); i++) {
+    if (std::isnan(got[i])) nan = true;
+    double e = std::fabs(got[i] - want[i]);
+    err = std::max(err, e);
+    ratio = std::max(ratio, e / bound[i]);
+    scale = std::max(scale, std::fabs(want[i]));
+  }
+  bool ok = !nan && ratio <= 1;
+  printf("%-34s max err %.3g (scale %.3g), err/bound %.3f%s\n", name, err, scale, ratio, ok ? "" : "  FAIL");
+  if (!ok) failures++;
+}
+
+// checkMMA runs mma_bf16 (the instruction as kernels.cu issues it) on one
+// warp. The fragments are distributed here by the inverse of the ISA's
+// table, written independently of emu.h: A[r][c] is in lane
+// 4·(r mod 8) + (c mod 8)/2, register (r div 8) + 2·(c div 8), half c mod 2;
+// B[k][n] in lane 4·n + (k mod 8)/2, register k div 8, half k mod 2;
+// C[r][c] in lane 4·(r mod 8) + c/2, element 2·(r div 8) + c mod 2. D must
+// equal C + A·B computed directly in float64 to within float32 rounding of
+// the sum (one rounding, or 17 in the sequential mode). It also checks
+// frag_a_from_c, the kernels' reuse of two D tiles as the A fragment of the
+// next product: bf16(A·B1)·B2 against the direct float64 product.
+static void checkMMA(bool sequential) {
+  emu_mma_f32_sequential = sequential;
+  std::normal_distribution<double> nd(0, 1);
+  float A[16][16], B[16][8], B2[16][8], C[16][8];
+  for (auto& r : A)
+    for (auto& x : r) x = bf16r((float)nd(rng));
+  for (auto& r : B)
+    for (auto& x : r) x = bf16r((float)nd(rng));
+  for (auto& r : B2)
+    for (auto& x : r) x = bf16r((float)nd(rng));
+  for (auto& r : C)
+    for (auto& x : r) x = (float)nd(rng);
+  auto bits = [](float x) { return (uint32_t)__float2bfloat16_rn(x).bits; };
+  uint32_t fa[32][4] = {}, fb[32][2] = {}, fb2[32][2] = {}, fbh[32][2] = {};
+  float fc[32][4];
+  for (int r = 0; r < 16; r++)
+    for (int c = 0; c < 16; c++) fa[4 * (r % 8) + (c % 8) / 2][r / 8 + 2 * (c / 8)] |= bits(A[r][c]) << (16 * (c % 2));
+  for (int kk = 0; kk < 16; kk++)
+    for (int n = 0; n < 8; n++) {
+      fb[4 * n + (kk % 8) / 2][kk / 8] |= bits(B[kk][n]) << (16 * (kk % 2));
+      fb2[4 * n + (kk % 8) / 2][kk / 8] |= bits(B2[kk][n]) << (16 * (kk % 2));
+      // B rows 8–15 as a second 16×8 tile: columns 8–15 of A·[B | Bh].
+      fbh[4 * n + (kk % 8) / 2][kk / 8] |= bits(B[(kk + 5) % 16][n]) << (16 * (kk % 2));
+    }
+  for (int r = 0; r < 16; r++)
+    for (int c = 0; c < 8; c++) fc[4 * (r % 8) + c / 2][2 * (r / 8) + c % 2] = C[r][c];
+  float fd[32][4], fe[32][4];
+  emu_launch({1}, {32}, 0, [&] {
+    int l = threadIdx.x;
+    float d[4] = {fc[l][0], fc[l][1], fc[l][2], fc[l][3]};
+    mma_bf16(d, fa[l], fb[l]);
+    for (int i = 0; i < 4; i++) fd[l][i] = d[i];
+    // S = A·[B | Bh] (16×16 as two tiles), then S·B2 through frag_a_from_c.
+    float s0[4] = {0, 0, 0, 0}, s1[4] = {0, 0, 0, 0}, e[4] = {0, 0, 0, 0};
+    mma_bf16(s0, fa[l], fb[l]);
+    mma_bf16(s1, fa[l], fbh[l]);
+    uint32_t a2[4];
+    frag_a_from_c(a2, s0, s1);
+    mma_bf16(e, a2, fb2[l]);
+    for (int i = 0; i < 4; i++) fe[l][i] = e[i];
+  });
+  std::vector<float> got, got2;
+  std::vector<double> want, want2, bound, bound2;
+  for (int r = 0; r < 16; r++)
+    for (int c = 0; c < 8; c++) {
+      double s = C[r][c], sa = std::fabs(C[r][c]);
+      for (int kk = 0; kk < 16; kk++) {
+        s += (double)A[r][kk] * B[kk][c];
+        sa += std::fabs((double)A[r][kk] * B[kk][c]);
+      }
+      got.push_back(fd[4 * (r % 8) + c / 2][2 * (r / 8) + c % 2]);
+      want.push_back(s);
+      // One rounding: half an ulp of |s|; sequential: 16 roundings of partial sums ≤ Σ|terms|.
+      bound.push_back((sequential ? 17 * sa : std::fabs(s)) * 0x1p-24 + 1e-30);
+      // bf16(A·[B|Bh])·B2: the elements of S are rounded to bf16 (as the
+      // kernels do with P and dS) before the second product. The reference
+      // rounds the float64 S; the kernel's float32 S can round the other
+      // way only when S lies within a float32 ulp of a bf16 tie, so the
+      // bound allows one term one bf16 ulp off, besides the float32 sums.
+      double s2 = 0, sa2 = 0, flip = 0;
+      for (int kk = 0; kk < 16; kk++) {
+        double sv = 0;
+        for (int m = 0; m < 16; m++) sv += (double)A[r][m] * (kk < 8 ? B[m][kk] : B[(m + 5) % 16][kk - 8]);
+        double rs = bf16r((float)sv);
+        s2 += rs * B2[kk][c];
+        sa2 += std::fabs(rs * B2[kk][c]);
+        flip = std::max(flip, std::fabs(rs * B2[kk][c]) * 0x1p-7);
+      }
+      got2.push_back(fe[4 * (r % 8) + c / 2][2 * (r / 8) + c % 2]);
+      want2.push_back(s2);
+      bound2.push_back(flip + sa2 * 34 * 0x1p-24);
+    }
+  reportBound(sequential ? "mma m16n8k16 bf16 (f32 sequential)" : "mma m16n8k16 bf16", got, want, bound);
+  reportBound(sequential ? "mma C→A fragment (f32 sequential)" : "mma C→A fragment", got2, want2, bound2);
+  emu_mma_f32_sequential = false;
+}
+
+// refAttnTC is the float64 reference of the tensor-core kernels on the
+// bf16-rounded inputs qr, kr, vr, dor, with per-element error bounds.
+//
+// Tolerances. Let u = 2⁻⁸, the unit roundoff of bfloat16 (8 significant
+// bits). The kernels round q, k, v and dO to bf16 (so does the reference:
+// no error) and, between the products, P and dS (relative error ≤ u each);
+// products are exact and sums float32 (relative error ~2⁻²⁴ per addition,
+// negligible next to u). To first order in u:
+//   out_ic: Σ_j P_ij(1+δ_j)v_jc / l  ⇒  |err| ≤ u·Σ_j P_ij|v_jc|.
+//   D_i = Σ_c dO_ic·O_ic is computed in float32 from the unrounded dO and
+//     the kernel's O: |err| ≤ β_i = u·Σ_c |dO_ic|(|O_ic| + Σ_j P_ij|v_jc|).
+//   dS_ij = P_ij(dP_ij − D_i), rounded: |err| ≤ u|dS_ij| + P_ij·β_i.
+//   dq_ic = scale·Σ_j dS_ij k_jc ⇒ |err| ≤ scale·Σ_j (u|dS_ij| + P_ij β_i)|k_jc|;
+//   dk_jc likewise with |q_ic| (summed over the group's heads and queries);
+//   dv_jc = Σ P_ij dO_ic ⇒ |err| ≤ u·Σ P_ij|dO_ic|.
+//   lse_i: float32 scores (≤ hd/16 roundings of a float32 sum of |s|
+//     at most scale·Σ_c|q_ic k_jc|), float32 sums of lim terms and exp2f/log2f
+//     (2 ulp): |err| ≤ 2⁻²²·(scale·max_j Σ_c|q_ic k_jc|·hd/16 + lim) + 2⁻²⁰|lse_i|.
+// The checks allow twice these first-order bounds (for the second-order
+// terms and float32 rounding of the sums) plus 1e-6 absolute.
+struct TCRef {
+  std::vector<double> out, lse, dq, dk, dv, bout, blse, bdq, bdk, bdv;
+};
+static TCRef refAttnTC(int heads, int kvh, int hd, float scale, const std::vector<Span>& spans, int tq, const std::vector<float>& q,
+                       const std::vector<float>& k, const std::vector<float>& v, const std::vector<float>& dout) {
+  const double u = 0x1p-8;
+  int group = heads / kvh, qRow = heads * hd, kRow = kvh * hd;
+  TCRef r;
+  r.out.assign((size_t)tq * qRow, 0);
+  r.bout = r.out;
+  r.lse.assign((size_t)tq * heads, 0);
+  r.blse = r.lse;
+  r.dq.assign(q.size(), 0);
+  r.bdq = r.dq;
+  r.dk.assign(k.size(), 0);
+  r.bdk = r.dk;
+  r.dv.assign(v.size(), 0);
+  r.bdv = r.dv;
+  for (auto& s : spans)
+    for (int h = 0; h < heads; h++) {
+      int g = h / group;
+      for (int i = 0; i < s.qlen; i++) {
+        int lim = s.klen - s.qlen + i + 1;
+        size_t qr = (size_t)(s.q0 + i) * qRow + h * hd;
+        std::vector<double> p(lim);
+        double m = -INFINITY, smax = 0;
+        for (int j = 0; j < lim; j++) {
+          double d = 0, da = 0;
+          for (int c = 0; c < hd; c++) {
+            double x = (double)q[qr + c] * k[(size_t)(s.k0 + j) * kRow + g * hd + c];
+            d += x;
+            da += std::fabs(x);
+          }
+          p[j] = scale * d;
+          smax = std::max(smax, scale * da);
+          m = std::max(m, p[j]);
+        }
+        double sum = 0;
+        for (auto& x : p) sum += (x = std::exp(x - m));
+        for (auto& x : p) x /= sum;
+        double L = m + std::log(sum);
+        r.lse[(s.q0 + i) * heads + h] = L;
+        r.blse[(s.q0 + i) * heads + h] = 2 * (0x1p-22 * (smax * hd / 16 + lim) + 0x1p-20 * std::fabs(L)) + 1e-6;
+        std::vector<double> pv(hd, 0);  // Σ_j P_ij|v_jc|
+        for (int j = 0; j < lim; j++)
+          for (int c = 0; c < hd; c++) {
+            double x = v[(size_t)(s.k0 + j) * kRow + g * hd + c];
+            r.out[qr + c] += p[j] * x;
+            pv[c] += p[j] * std::fabs(x);
+          }
+        for (int c = 0; c < hd; c++) r.bout[qr + c] = 2 * u * pv[c] + 1e-6;
+        double D = 0, beta = 0;
+        for (int c = 0; c < hd; c++) {
+          D += (double)dout[qr + c] * r.out[qr + c];
+          beta += u * std::fabs(dout[qr + c]) * (std::fabs(r.out[qr + c]) + pv[c]);
+        }
+        for (int j = 0; j < lim; j++) {
+          size_t kk = (size_t)(s.k0 + j) * kRow + g * hd;
+          double dp = 0;
+          for (int c = 0; c < hd; c++) dp += (double)dout[qr + c] * v[kk + c];
+          double ds = p[j] * (dp - D), e = u * std::fabs(ds) + p[j] * beta;
+          for (int c = 0; c < hd; c++) {
+            r.dq[qr + c] += scale * ds * k[kk + c];
+            r.bdq[qr + c] += scale * e * std::fabs(k[kk + c]);
+            r.dk[kk + c] += scale * ds * q[qr + c];
+            r.bdk[kk + c] += scale * e * std::fabs(q[qr + c]);
+            r.dv[kk + c] += p[j] * dout[qr + c];
+            r.bdv[kk + c] += u * p[j] * std::fabs(dout[qr + c]);
+          }
+        }
+      }
+    }
+  for (auto* b : {&r.bdq, &r.bdk, &r.bdv})
+    for (auto& x : *b) x = 2 * x + 1e-6;
+  return r;
+}
+
+static std::vector<int> tilesOfN(const std::vector<Span>& spans, int rows) {
+  std::vector<int> t;
+  for (auto& s : spans)
+    for (int r = 0; r < s.qlen; r += rows) t.insert(t.end(), {s.q0 + r, std::min(rows, s.qlen - r), s.k0, s.klen - s.qlen + r + 1});
+  return t;
+}
+static std::vector<int> keyTilesOfN(const std::vector<Span>& spans, int rows) {
+  std::vector<int> t;
+  for (auto& s : spans) {
+    if (s.qlen == 0) continue;
+    for (int j = 0; j < s.klen; j += rows) t.insert(t.end(), {s.k0 + j, std::min(rows, s.klen - j), j, s.q0, s.qlen, s.klen - s.qlen});
+  }
+  return t;
+}
+
+// Shared memory of the tensor-core kernels in bytes (as launch.go's tcFwdSmem …).
+static int tcFwdSmem(int HD, int BN) { return 2 * (BN * (HD + 8) + HD * (BN + 8)); }
+static int tcDqSmem(int HD, int BN) { return 2 * (2 * BN * (HD + 8) + HD * (BN + 8)); }
+static int tcDkdvSmem(int HD, int BQ) { return 2 * (2 * 64 * (HD + 8) + 2 * BQ * (HD + 8) + 2 * HD * (BQ + 8)) + 8 * BQ; }
+
+// checkAttentionTC runs the tensor-core forward and backward as the
+// backend does (attn_bwd_dot for D between them) on float32 inputs, and
+// compares them with refAttnTC on the bf16-rounded inputs.
+static void checkAttentionTC(const char* name, int heads, int kvh, int hd, std::vector<Span> spans, int tq, int tk) {
+  float scale = 1 / std::sqrt((float)hd);
+  auto q = randn((size_t)tq * heads * hd), k = randn((size_t)tk * kvh * hd), v = randn((size_t)tk * kvh * hd), dout = randn(q.size());
+  TCRef ref = refAttnTC(heads, kvh, hd, scale, spans, tq, bf16r(q), bf16r(k), bf16r(v), bf16r(dout));
+  int HD = hd <= 64 ? 64 : 128, BN = HD == 64 ? 64 : 32;
+  auto tiles = tilesOfN(spans, 64), kt = keyTilesOfN(spans, 64);
+  std::vector<float> out(q.size(), 0), lse((size_t)tq * heads, 0);
+  emu_launch({(unsigned)tiles.size() / 4, (unsigned)heads}, {128}, tcFwdSmem(HD, 64), [&] {
+    (HD == 64 ? attn_fwd_tc64 : attn_fwd_tc128)(out.data(), lse.data(), q.data(), k.data(), v.data(), tiles.data(), heads, kvh, hd, scale);
+  });
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s out", name);
+  reportBound(buf, out, ref.out, ref.bout);
+  snprintf(buf, sizeof buf, "%s lse", name);
+  reportBound(buf, lse, ref.lse, ref.blse);
+  int rowsHeads = tq * heads;
+  std::vector<float> D(rowsHeads);
+  emu_launch({(unsigned)((rowsHeads * 32 + 255) / 256)}, {256}, 0, [&] { attn_bwd_dot(D.data(), dout.data(), out.data(), rowsHeads, hd); });
+  // Gradients start at 1 to check that the kernels accumulate.
+  std::vector<float> dq(q.size(), 1), dk(k.size(), 1), dv(v.size(), 1);
+  emu_launch({(unsigned)tiles.size() / 4, (unsigned)heads}, {128}, tcDqSmem(HD, BN), [&] {
+    (HD == 64 ? attn_bwd_dq_tc64 : attn_bwd_dq_tc128)(dq.data(), dout.data(), q.data(), k.data(), v.data(), lse.data(), D.data(), tiles.data(), heads,
+                                                      kvh, hd, scale);
+  });
+  emu_launch({(unsigned)kt.size() / 6, (unsigned)kvh}, {128}, tcDkdvSmem(HD, BN), [&] {
+    (HD == 64 ? attn_bwd_dkdv_tc64 : attn_bwd_dkdv_tc128)(dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), lse.data(), D.data(),
+                                                          kt.data(), heads, kvh, hd, scale);
+  });
+  for (auto* g : {&ref.dq, &ref.dk, &ref.dv})
+    for (auto& x : *g) x += 1;
+  snprintf(buf, sizeof buf, "%s dq", name);
+  reportBound(buf, dq, ref.dq, ref.bdq);
+  snprintf(buf, sizeof buf, "%s dk", name);
+  reportBound(buf, dk, ref.dk, ref.bdk);
+  snprintf(buf, sizeof buf, "%s dv", name);
+  reportBound(buf, dv, ref.dv, ref.bdv);
+}
+
 int main() {
   checkAttention("packed gqa", 4, 2, 8, {{0, 3, 0, 3}, {3, 5, 3, 5}, {8, 1, 8, 1}}, 9, 9, false);
   checkAttention("long mqa hd40", 2, 1, 40, {{0, 70, 0, 70}}, 70, 70, false);
   checkAttention("padded hd6", 2, 2, 6, {{0, 4, 0, 4}, {6, 6, 6, 6}}, 12, 12, false);
   checkAttention("cache prefix", 4, 2, 8, {{0, 3, 0, 40}, {3, 2, 40, 2}}, 5, 42, false);
   checkAttention("decode", 4, 2, 8, {{0, 1, 0, 6}, {1, 3, 16, 9}, {4, 1, 32, 77}}, 5, 109, true);
+  checkMMA(false);
+  checkMMA(true);
+  // Tensor-core attention: packed causal sequences longer and shorter than
+  // the 64-row tiles, GQA 16/4 and MHA 8/8, head dims 64 and 128, spans
+  // over a KV-cache prefix (queries the last QLen of KLen keys, one of
+  // them a single decode query), rows in no span, and head dims padded up
+  // to the kernels' 64 or 128.
+  checkAttentionTC("tc gqa16/4 hd128", 16, 4, 128, {{0, 70, 0, 70}, {70, 3, 70, 3}, {73, 45, 73, 45}}, 118, 118);
+  checkAttentionTC("tc mha8/8 hd64", 8, 8, 64, {{0, 100, 0, 100}, {100, 29, 100, 29}}, 129, 129);
+  checkAttentionTC("tc prefix gqa8/2 hd128", 8, 2, 128, {{0, 5, 0, 80}, {5, 20, 80, 90}, {25, 1, 170, 33}}, 26, 203);
+  checkAttentionTC("tc prefix mqa hd64", 4, 1, 64, {{0, 66, 0, 131}, {66, 2, 131, 7}}, 68, 138);
+  checkAttentionTC("tc padded hd40", 2, 1, 40, {{0, 7, 0, 7}, {8, 66, 8, 66}}, 74, 74);
+  checkAttentionTC("tc padded hd80", 4, 2, 80, {{0, 33, 0, 33}}, 33, 33);
+  checkAttentionTC("tc odd hd6", 2, 2, 6, {{0, 4, 0, 4}, {6, 6, 6, 6}}, 12, 12);
+  // The least accurate accumulation the ISA allows (float32, in order).
+  emu_mma_f32_sequential = true;
+  checkAttentionTC("tc gqa4/2 hd128 f32-sequential", 4, 2, 128, {{0, 90, 0, 90}, {90, 10, 120, 40}}, 100, 160);
+  emu_mma_f32_sequential = false;
   checkGemm();
   checkLMHead();
   checkRowKernels();

@@ -9,9 +9,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # Device-only spellings the host compiler does not know.
 sed -e 's|^#include <cuda_bf16.h>||' \
-    -e 's|extern __shared__ float sm\[\];|float* sm = emu_smem.data();|' \
+    -e 's|extern __shared__ float \([a-z_]*\)\[\];|float* \1 = emu_smem.data();|' \
     ../kernels.cu >"$tmp/kernels_emu.inc"
-g++ -std=c++20 -O1 -ffp-contract=off -pthread -I. -I"$tmp" -o "$tmp/check" check.cc
+g++ -std=c++20 -O1 -ffp-contract=off -fno-strict-aliasing -pthread -I. -I"$tmp" -o "$tmp/check" check.cc
 "$tmp/check"
 # When ptxas is installed, also assemble the committed PTX as the driver's
 # JIT will (sm_80 for the compute_80 file, sm_90 for compute_90).

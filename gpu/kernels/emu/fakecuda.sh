@@ -10,10 +10,10 @@ emu="$root/gpu/kernels/emu"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 sed -e 's|^#include <cuda_bf16.h>||' \
-    -e 's|extern __shared__ float sm\[\];|float* sm = emu_smem.data();|' \
+    -e 's|extern __shared__ float \([a-z_]*\)\[\];|float* \1 = emu_smem.data();|' \
     "$root/gpu/kernels/kernels.cu" >"$tmp/kernels_emu.inc"
 python3 "$emu/gen_wrappers.py" "$root/gpu/kernels/kernels.cu" >"$tmp/wrappers.inc"
-g++ -std=c++20 -O2 -ffp-contract=off -fPIC -shared -pthread -I"$emu" -I"$tmp" -o "$tmp/libcuda.so.1" "$emu/fakecuda.cc"
+g++ -std=c++20 -O2 -ffp-contract=off -fno-strict-aliasing -fPIC -shared -pthread -I"$emu" -I"$tmp" -o "$tmp/libcuda.so.1" "$emu/fakecuda.cc"
 cp "$tmp/libcuda.so.1" "$tmp/libcublas.so.13"
 (cd "$root" && go test -c -tags cuda -o "$tmp/gpu.test" ./gpu)
 cd "$root/gpu"
