@@ -29,5 +29,49 @@
 // naming the server (openai.ErrWeightVersion). A server that fails to
 // take an update makes Publish fail with an error that names it.
 //
-// LoRA adapters are not published yet: full weights only.
+// # LoRA adapters
+//
+// With Config.Adapter set, Publish publishes the policy's LoRA adapter
+// instead of full weights, as verl, SkyRL and AReaL hot-load adapters
+// into their engines: the servers keep the base weights they were
+// started with, and each version's adapter (a PEFT folder:
+// adapter_config.json and adapter_model.safetensors, written by
+// policy.AdapterSaver, F32 or BF16 as Config.Save says) is written to
+// Dir/v00000042 as full weights are, loaded on every server under the
+// name "<Adapter>-v00000042" (Fleet.AdapterName), and named by every
+// request from then on (openai.Config.Adapter: "model" for
+// /v1/completions, "lora_path" for SGLang's /generate):
+//
+//   - vLLM, started with --enable-lora, --max-lora-rank at least the
+//     adapter's rank and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True: POST
+//     /v1/load_lora_adapter {"lora_name", "lora_path"}, later POST
+//     /v1/unload_lora_adapter {"lora_name"}
+//     (vllm/entrypoints/serve/lora/api_router.py).
+//   - SGLang, started with --enable-lora, --max-lora-rank and
+//     --lora-target-modules covering the adapter: POST /load_lora_adapter
+//     {"lora_name", "lora_path", "pinned": false}, later POST
+//     /unload_lora_adapter {"lora_name"} (http_server.py). SGLang scales
+//     by lora_alpha/r whatever use_rslora says, so when an SGLang server
+//     is among the servers the adapter is written with the scale folded
+//     into lora_alpha (policy.AdapterSaveOptions.FoldScale), which every
+//     reader turns back into the same scale.
+//   - package serve speaks both.
+//
+// The servers load the new adapter while sampling goes on with the
+// current one (no pause); then Publish waits for the turns in flight,
+// switches sampling to the new name and version at once, and has each
+// server unload the adapter it held before (one it no longer holds, a
+// restarted server's, counts as unloaded). Versioned names tell which
+// version produced each generation without a version field (vLLM echoes
+// the adapter's name as the completion's "model", which the sampler
+// checks) and need no in-place reload, which older vLLM releases lack; a
+// name already loaded (a version published again) is unloaded and
+// loaded again. As the base weights never change, the servers' own
+// weight_version is not checked in this mode. A server that fails to
+// load the adapter makes Publish fail naming it (ErrUpdate), as for full
+// weights; the fleet switches when another server took it, and sampling
+// passes over the servers without it, which refuse its name. Old
+// folders beyond Keep are removed as for full weights. Until the first
+// Publish the fleet samples the base model as version Config.Version, so
+// a resumed run should publish its adapter before sampling.
 package fleet

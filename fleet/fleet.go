@@ -48,6 +48,10 @@ var ErrConfig = errors.New("fleet: invalid configuration")
 // the new weights; the message names the server.
 var ErrUpdate = errors.New("fleet: weight update failed")
 
+// ErrNoAdapter is wrapped by Publish's error when Config.Adapter is set
+// and the policy has no LoRA adapter to publish.
+var ErrNoAdapter = errors.New("fleet: no LoRA adapter to publish")
+
 // Server is one inference server of the fleet.
 type Server struct {
 	// URL is the server's base URL, such as "http://10.0.0.5:8000".
@@ -86,6 +90,13 @@ type Config struct {
 	// (the checkpoint they were started from); the trainer's policy
 	// version counts optimizer steps, so 0 for a fresh run.
 	Version int
+	// Adapter, when set, makes Publish publish the policy's LoRA adapter
+	// instead of full weights: the servers keep their base weights and
+	// load each version's adapter under the name AdapterName(version),
+	// "<Adapter>-v00000042", and sampling names the current one. Empty
+	// means full weights. Until the first Publish the fleet samples the
+	// base model, as version Version.
+	Adapter string
 }
 
 // Fleet samples from inference servers and publishes new weights to
@@ -94,11 +105,19 @@ type Fleet struct {
 	cfg     Config
 	client  *http.Client
 	sampler *openai.Sampler
-	// gate is held shared by every Generate and exclusively by Publish,
-	// so that no turn spans two versions.
+	// gate is held shared by every Generate and exclusively by Publish
+	// while the servers switch weights (full weights) or the samplers
+	// switch adapters, so that no turn spans two versions.
 	gate    sync.RWMutex
 	version atomic.Int64
-	dirs    []string // published checkpoints, oldest first
+	// adapter is the name of the adapter sampled ("" for the base
+	// model); it changes under gate.
+	adapter atomic.Pointer[string]
+
+	// publishing serialises Publish calls; it guards what follows.
+	publishing sync.Mutex
+	dirs       []string // published checkpoints, oldest first
+	held       []string // per server, the adapter it holds ("" for none)
 }
 
 // New checks cfg and returns a Fleet whose servers hold cfg.Version.
@@ -140,7 +159,17 @@ func New(cfg Config) (*Fleet, error) {
 		sc.BaseURLs = append(sc.BaseURLs, s.URL)
 	}
 	f.version.Store(int64(cfg.Version))
-	sc.WeightVersion = func() string { return strconv.FormatInt(f.version.Load(), 10) }
+	f.adapter.Store(new(string))
+	f.held = make([]string, len(f.cfg.Servers))
+	if cfg.Adapter != "" {
+		// The base weights never change, so the version the servers
+		// report does neither: the adapter's name pins the version, and
+		// a server without it refuses the request (openai.Config.Adapter).
+		sc.WeightVersion = nil
+		sc.Adapter = f.Adapter
+	} else {
+		sc.WeightVersion = func() string { return strconv.FormatInt(f.version.Load(), 10) }
+	}
 	s, err := openai.New(sc)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
@@ -151,6 +180,17 @@ func New(cfg Config) (*Fleet, error) {
 
 // Version is the weight version the servers hold.
 func (f *Fleet) Version() int { return int(f.version.Load()) }
+
+// Adapter is the name of the LoRA adapter sampled: AdapterName(Version)
+// once an adapter has been published, "" for the base model.
+func (f *Fleet) Adapter() string { return *f.adapter.Load() }
+
+// AdapterName is the name under which the servers load version's
+// adapter: Config.Adapter, "-v" and the version in eight digits, as the
+// folder it is written to.
+func (f *Fleet) AdapterName(version int) string {
+	return fmt.Sprintf("%s-v%08d", f.cfg.Adapter, version)
+}
 
 // Servers returns the fleet's servers.
 func (f *Fleet) Servers() []Server { return slices.Clone(f.cfg.Servers) }
@@ -179,13 +219,22 @@ func (f *Fleet) Generate(ctx context.Context, reqs []policy.GenerateRequest) ([]
 // the fleet then counts the new version as current when at least one
 // server took it, so that the failed servers' answers are refused where
 // they report their version. Old checkpoints beyond Keep are removed.
+//
+// With Config.Adapter set, Publish publishes w's LoRA adapter instead
+// (publishAdapter): w must be a policy.AdapterSaver holding an adapter,
+// else the error wraps ErrNoAdapter.
 func (f *Fleet) Publish(ctx context.Context, version int, w policy.Saver) error {
 	if version < 0 {
 		return fmt.Errorf("%w: version %d is negative", ErrUpdate, version)
 	}
+	if f.cfg.Adapter != "" {
+		return f.publishAdapter(ctx, version, w)
+	}
+	f.publishing.Lock()
+	defer f.publishing.Unlock()
 	f.gate.Lock()
 	defer f.gate.Unlock()
-	dir, err := f.write(version, w)
+	dir, err := f.write(version, func(dir string) error { return w.Save(dir, f.cfg.Save) })
 	if err != nil {
 		return err
 	}
@@ -213,9 +262,10 @@ func (f *Fleet) Publish(ctx context.Context, version int, w policy.Saver) error 
 	return f.prune()
 }
 
-// write saves w into Dir/v<version> through a temporary folder renamed
-// into place, so that a server never reads a partial checkpoint.
-func (f *Fleet) write(version int, w policy.Saver) (string, error) {
+// write has save write version's folder, Dir/v<version>, through a
+// temporary folder renamed into place, so that a server never reads a
+// partial checkpoint.
+func (f *Fleet) write(version int, save func(dir string) error) (string, error) {
 	if err := os.MkdirAll(f.cfg.Dir, 0o755); err != nil {
 		return "", fmt.Errorf("fleet: checkpoint folder: %w", err)
 	}
@@ -225,7 +275,7 @@ func (f *Fleet) write(version int, w policy.Saver) (string, error) {
 	if err := os.RemoveAll(tmp); err != nil {
 		return "", fmt.Errorf("fleet: %w", err)
 	}
-	if err := w.Save(tmp, f.cfg.Save); err != nil {
+	if err := save(tmp); err != nil {
 		_ = os.RemoveAll(tmp)
 		return "", fmt.Errorf("fleet: writing version %d: %w", version, err)
 	}
@@ -316,19 +366,38 @@ const maxControlBody = 1 << 20
 // into out when out is not nil. A status other than 2xx is an error
 // that quotes the answer.
 func (f *Fleet) post(ctx context.Context, base, path string, body, out any) error {
+	status, data, err := f.call(ctx, base, path, body)
+	if err != nil {
+		return err
+	}
+	if status/100 != 2 {
+		return statusError(path, status, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("POST %s: answer: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// call sends body (nil: none) to base+path within Timeout and returns the
+// answer's status and body; the error is for a request that got no
+// answer.
+func (f *Fleet) call(ctx context.Context, base, path string, body any) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
 	defer cancel()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return fmt.Errorf("POST %s: %w", path, err)
+			return 0, nil, fmt.Errorf("POST %s: %w", path, err)
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+path, rd)
 	if err != nil {
-		return fmt.Errorf("POST %s: %w", path, err)
+		return 0, nil, fmt.Errorf("POST %s: %w", path, err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -338,24 +407,21 @@ func (f *Fleet) post(ctx context.Context, base, path string, body, out any) erro
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("POST %s: %w", path, err)
+		return 0, nil, fmt.Errorf("POST %s: %w", path, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxControlBody))
 	if err != nil {
-		return fmt.Errorf("POST %s: reading the answer: %w", path, err)
+		return 0, nil, fmt.Errorf("POST %s: reading the answer: %w", path, err)
 	}
-	if resp.StatusCode/100 != 2 {
-		msg := string(data)
-		if len(msg) > 512 {
-			msg = msg[:512] + "…"
-		}
-		return fmt.Errorf("POST %s: status %d: %s", path, resp.StatusCode, strings.TrimSpace(msg))
+	return resp.StatusCode, data, nil
+}
+
+// statusError is a refusal that quotes the answer.
+func statusError(path string, status int, data []byte) error {
+	msg := string(data)
+	if len(msg) > 512 {
+		msg = msg[:512] + "…"
 	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("POST %s: answer: %w", path, err)
-		}
-	}
-	return nil
+	return fmt.Errorf("POST %s: status %d: %s", path, status, strings.TrimSpace(msg))
 }

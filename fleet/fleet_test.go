@@ -29,9 +29,10 @@ type call struct {
 
 // recorder is a control-plane peer that records every request and
 // answers as the real servers do on success (SGLang's {"success": true}
-// for /update_weights_from_disk, vLLM's {"status": ...} for /pause and
-// /resume, an empty 200 for /collective_rpc). answer, when set, may
-// answer instead (returning true).
+// for /update_weights_from_disk and its LoRAUpdateOutput for the adapter
+// endpoints, vLLM's {"status": ...} for /pause and /resume, an empty 200
+// for /collective_rpc, its "Success: …" text for the adapter endpoints).
+// answer, when set, may answer instead (returning true).
 type recorder struct {
 	mu     sync.Mutex
 	calls  []call
@@ -62,6 +63,12 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/pause_generation", "/continue_generation":
 		fmt.Fprint(w, `{"message":"ok","status":"ok"}`)
 	case "/collective_rpc":
+	case "/load_lora_adapter", "/unload_lora_adapter":
+		fmt.Fprint(w, `{"success":true,"error_message":"","loaded_adapters":{}}`)
+	case "/v1/load_lora_adapter":
+		fmt.Fprintf(w, "Success: LoRA adapter '%s' added successfully.", c.Body["lora_name"])
+	case "/v1/unload_lora_adapter":
+		fmt.Fprintf(w, "Success: LoRA adapter '%s' removed successfully.", c.Body["lora_name"])
 	default:
 		http.NotFound(w, r)
 	}
