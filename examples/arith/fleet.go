@@ -209,7 +209,13 @@ func openFleet(ctx context.Context, o options, modelDir, runDir string, stderr i
 		// top-k) makes the behaviour policy's.
 		sc.API, sc.LogprobsMode = openai.APISGLangGenerate, ""
 	}
-	f, err = fleet.New(fleet.Config{Servers: servers, Dir: dir, Sampler: sc})
+	fc := fleet.Config{Servers: servers, Dir: dir, Sampler: sc}
+	if o.loraRank > 0 {
+		// With LoRA the servers keep the SFT weights and hot-load each
+		// step's adapter (vLLM and SGLang's load_lora_adapter).
+		fc.Adapter = "arith-lora"
+	}
+	f, err = fleet.New(fc)
 	if err != nil {
 		stop()
 		return nil, nil, fmt.Errorf("-fleet: %w", err)

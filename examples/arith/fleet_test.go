@@ -83,6 +83,32 @@ func TestRunFleet(t *testing.T) {
 	assert.Equal(t, []string{"v00000002", "v00000003"}, names, "versions 0–3 published, the last two kept")
 }
 
+// TestRunFleetLoRA: with -lora-rank the fleet's server keeps the SFT
+// weights and hot-loads each step's adapter; the published versions are
+// PEFT adapter folders, not checkpoints.
+func TestRunFleetLoRA(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	o, err := parseFlags(tinyArgs(dir, "-tool", "calculator", "-fleet", "1", "-rl-steps", "2", "-lora-rank", "4"), &stderr)
+	require.NoError(t, err)
+	o.serverCommand = testServerCommand
+	require.NoError(t, runOptions(ctx, o, &stdout, &stderr), stderr.String())
+	ents, err := os.ReadDir(filepath.Join(dir, "fleet"))
+	require.NoError(t, err)
+	require.NotEmpty(t, ents)
+	for _, e := range ents {
+		v := filepath.Join(dir, "fleet", e.Name())
+		_, err := os.Stat(filepath.Join(v, "adapter_config.json"))
+		assert.NoError(t, err, "%s holds an adapter", v)
+		_, err = os.Stat(filepath.Join(v, "adapter_model.safetensors"))
+		assert.NoError(t, err, v)
+		_, err = os.Stat(filepath.Join(v, "model.safetensors"))
+		assert.True(t, os.IsNotExist(err), "%s holds no full weights", v)
+	}
+}
+
 func TestFleetFlagErrors(t *testing.T) {
 	var stderr bytes.Buffer
 	for _, args := range [][]string{
