@@ -39,6 +39,10 @@
 //   - optim.go, schedule.go: AdamW as torch.optim.AdamW, gradient-norm
 //     clipping as torch.nn.utils.clip_grad_norm_, warmup/cosine schedules
 //     as verl and transformers, and exact optimizer state save/restore.
+//   - optim_device.go: the Optimizer interface the trainers step, and
+//     DeviceAdamW, which keeps a Model's weights, gradients and moments
+//     in backend buffers and runs the update there (backend.Optimizer),
+//     bit for bit the host AdamW.
 //
 // Subpackage safetensors reads and writes checkpoint tensors. The
 // transformer is written once over the backend interface of package
