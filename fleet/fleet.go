@@ -221,8 +221,10 @@ func (f *Fleet) Generate(ctx context.Context, reqs []policy.GenerateRequest) ([]
 // they report their version. Old checkpoints beyond Keep are removed.
 //
 // With Config.Adapter set, Publish publishes w's LoRA adapter instead
-// (publishAdapter): w must be a policy.AdapterSaver holding an adapter,
-// else the error wraps ErrNoAdapter.
+// (see the package documentation): the servers load it while sampling
+// goes on, and the turns are held only while sampling switches to it. w
+// must then be a policy.AdapterSaver holding an adapter, else the error
+// wraps ErrNoAdapter.
 func (f *Fleet) Publish(ctx context.Context, version int, w policy.Saver) error {
 	if version < 0 {
 		return fmt.Errorf("%w: version %d is negative", ErrUpdate, version)

@@ -5,7 +5,7 @@
 //
 // Usage:
 //
-//	serve -model DIR [-addr 127.0.0.1:8000] [-name NAME] [flags]
+//	serve -model DIR [-addr 127.0.0.1:8000] [-name NAME] [-lora-modules NAME=DIR ...] [flags]
 //
 // -model is a checkpoint folder (config.json and *.safetensors) that
 // package policy loads; when it holds tokenizer.json, the tokenizer fills
@@ -40,13 +40,34 @@
 // prompt extending one (the next turn of a multi-turn rollout) prefills
 // only its new tokens; 0 turns this off.
 //
+// LoRA adapters (PEFT folders: adapter_config.json and
+// adapter_model.safetensors, as policy.Model.SaveAdapter and package
+// fleet write them) are served by name: -lora-modules NAME=DIR, which
+// may be repeated, loads one at start, as vLLM's --lora-modules does, and
+// the adapter endpoints load and unload them at run time, in vLLM's
+// spelling and in SGLang's:
+//
+//	curl -X POST localhost:8000/v1/load_lora_adapter -d '{"lora_name": "pol-v00000010", "lora_path": "ckpt/v00000010"}'
+//	curl -X POST localhost:8000/load_lora_adapter -d '{"lora_name": "pol-v00000010", "lora_path": "ckpt/v00000010"}'
+//	curl -X POST localhost:8000/v1/unload_lora_adapter -d '{"lora_name": "pol-v00000010"}'
+//
+// A completion with "model": NAME, or a /generate with "lora_path":
+// NAME, samples from that adapter; /v1/models lists the adapters. This
+// server takes adapters of any rank with no flag, each on a copy of the
+// model (memory for a second model per adapter); vLLM needs
+// --enable-lora, --max-lora-rank at least the adapter's rank and, for the
+// endpoints, VLLM_ALLOW_RUNTIME_LORA_UPDATING=True; SGLang needs
+// --enable-lora with --max-lora-rank and --lora-target-modules. Package
+// fleet publishes a trainer's adapters through these endpoints
+// (fleet.Config.Adapter).
+//
 // The server runs until SIGINT or SIGTERM, then stops taking connections
 // and waits up to -shutdown-timeout for the requests in flight, after
 // which it ends those left (they answer 503).
 //
 // Exit status: 0 after a signal, 2 for a usage error (bad flag, missing
-// or unreadable checkpoint folder), 1 for any other failure (a
-// checkpoint that does not load, an address in use).
+// or unreadable checkpoint or adapter folder), 1 for any other failure (a
+// checkpoint or adapter that does not load, an address in use).
 package main
 
 import (
@@ -59,6 +80,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/agentrl/agentrl/examples/internal/setup"
@@ -78,6 +100,19 @@ type options struct {
 	maxSessions       int
 	seed              uint64
 	shutdownTimeout   time.Duration
+	loraModules       []loraModule
+}
+
+// loraModule is one -lora-modules NAME=DIR.
+type loraModule struct{ name, dir string }
+
+// parseLoraModule reads NAME=DIR, both non-empty.
+func parseLoraModule(v string) (loraModule, error) {
+	name, dir, ok := strings.Cut(v, "=")
+	if !ok || name == "" || dir == "" {
+		return loraModule{}, fmt.Errorf("%q: want NAME=DIR", v)
+	}
+	return loraModule{name: name, dir: dir}, nil
 }
 
 // errUsage marks errors that exit with status 2.
@@ -100,6 +135,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.maxSessions, "max-sessions", 64, "finished sequences whose KV cache is kept for prompts that extend them; 0: none")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the sampler's random source, for requests without a seed")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for the requests in flight")
+	fs.Func("lora-modules", "LoRA adapter to serve from the start, NAME=DIR (a PEFT folder); may be repeated", func(v string) error {
+		m, err := parseLoraModule(v)
+		if err != nil {
+			return err
+		}
+		o.loraModules = append(o.loraModules, m)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -132,6 +175,19 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.name == "" {
 		o.name = o.model
+	}
+	seen := map[string]bool{}
+	for _, m := range o.loraModules {
+		switch {
+		case m.name == o.name:
+			return bad("-lora-modules %s=%s: %q is the served model's name", m.name, m.dir, m.name)
+		case seen[m.name]:
+			return bad("-lora-modules: %q given twice", m.name)
+		}
+		seen[m.name] = true
+		if err := setup.CheckDir(m.dir, policy.AdapterConfigFileName, policy.AdapterWeightsFileName); err != nil {
+			return bad("-lora-modules %s: %v", m.name, err)
+		}
 	}
 	return o, nil
 }
@@ -177,6 +233,13 @@ func serveModel(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err != nil {
 		_ = m.Close()
 		return err
+	}
+	for _, a := range o.loraModules {
+		if err := srv.LoadAdapter(ctx, a.name, a.dir); err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("loading LoRA adapter %s: %w", a.name, err)
+		}
+		fmt.Fprintf(stdout, "adapter %s from %s\n", a.name, a.dir)
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", o.addr)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"regexp"
@@ -177,6 +178,96 @@ func TestServeTokenIDsOnly(t *testing.T) {
 	assert.Equal(t, 0, p.wait(t))
 }
 
+// tinyAdapter writes an adapter for the checkpoint in dir, its B drawn
+// so that it changes what the model computes, and returns its folder.
+func tinyAdapter(t *testing.T, dir string, seed uint64) string {
+	t.Helper()
+	m, err := policy.Load(dir)
+	require.NoError(t, err)
+	defer m.Close()
+	require.NoError(t, m.AddLoRA(policy.LoRAConfig{Rank: 2, TargetModules: []string{policy.LoRAAllLinear}}, seed))
+	rng := rand.New(rand.NewPCG(seed, 3))
+	for _, p := range m.Params() {
+		if strings.Contains(p.Name, "lora_B") {
+			for i := range p.Data {
+				p.Data[i] = float32(rng.NormFloat64())
+			}
+		}
+	}
+	out := t.TempDir()
+	require.NoError(t, m.SaveAdapter(out, policy.AdapterSaveOptions{}))
+	return out
+}
+
+// TestServeAdapters: an adapter given with -lora-modules is served from
+// the start, another is loaded at run time through SGLang's endpoint;
+// each generates what the checkpoint with it attached does, and
+// /v1/models lists both under the served model.
+func TestServeAdapters(t *testing.T) {
+	dir := setuptest.TinyCheckpoint(t, qwen3Testdata)
+	a, b := tinyAdapter(t, dir, 1), tinyAdapter(t, dir, 2)
+	p := start(t, "-model", dir, "-name", "tiny", "-lora-modules", "a="+a)
+	assert.Contains(t, p.stdout.String(), "adapter a from "+a)
+	status, body := post(t, p.url+"/load_lora_adapter", fmt.Sprintf(`{"lora_name": "b", "lora_path": %q}`, b))
+	require.Equal(t, http.StatusOK, status, "%s", body)
+
+	req := policy.GenerateRequest{Prompt: []int{9707, 11, 1879}, Params: policy.SampleParams{MaxNewTokens: 4, Logprobs: true}}
+	plain, err := policy.Load(dir)
+	require.NoError(t, err)
+	base, err := plain.Generate(context.Background(), []policy.GenerateRequest{req})
+	require.NoError(t, err)
+	require.NoError(t, plain.Close())
+	for name, adapter := range map[string]string{"a": a, "b": b} {
+		m, err := policy.Load(dir)
+		require.NoError(t, err)
+		require.NoError(t, m.LoadAdapter(adapter))
+		want, err := m.Generate(context.Background(), []policy.GenerateRequest{req})
+		require.NoError(t, err)
+		require.NoError(t, m.Close())
+		require.NotEqual(t, base[0].RawLogProbs, want[0].RawLogProbs, "the adapter must change what the model computes")
+		sampler, err := openai.New(openai.Config{BaseURLs: []string{p.url}, Adapter: func() string { return name }})
+		require.NoError(t, err)
+		gens, err := sampler.Generate(context.Background(), []policy.GenerateRequest{req})
+		require.NoError(t, err)
+		assert.Equal(t, want[0].Tokens, gens[0].Tokens, name)
+		assert.Equal(t, want[0].RawLogProbs, gens[0].RawLogProbs, name)
+	}
+	resp, err := http.Get(p.url + "/v1/models")
+	require.NoError(t, err)
+	var l struct {
+		Data []struct {
+			ID     string  `json:"id"`
+			Parent *string `json:"parent"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&l))
+	resp.Body.Close()
+	require.Len(t, l.Data, 3)
+	assert.Equal(t, []string{"tiny", "a", "b"}, []string{l.Data[0].ID, l.Data[1].ID, l.Data[2].ID})
+	assert.Equal(t, "tiny", *l.Data[2].Parent)
+	assert.Equal(t, 0, p.wait(t))
+}
+
+// TestServeAdapterDoesNotFit: an adapter made for another model exits
+// with 1 and says which.
+func TestServeAdapterDoesNotFit(t *testing.T) {
+	dir := setuptest.TinyCheckpoint(t, qwen3Testdata)
+	other := t.TempDir()
+	m, err := policy.New(policy.Config{
+		ModelType: policy.ModelQwen3, VocabSize: 64, HiddenSize: 16, IntermediateSize: 16,
+		NumHiddenLayers: 1, NumAttentionHeads: 2, NumKeyValueHeads: 1, HeadDim: 8,
+		MaxPositionEmbeddings: 32, RMSNormEps: 1e-6, RopeTheta: 1e4,
+	}, 1)
+	require.NoError(t, err)
+	require.NoError(t, m.Save(other, policy.SaveOptions{}))
+	require.NoError(t, m.Close())
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-model", dir, "-addr", "127.0.0.1:0", "-lora-modules", "w=" + tinyAdapter(t, other, 1)}, &stdout, &stderr)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr.String(), "loading LoRA adapter w")
+	assert.Contains(t, stderr.String(), "shape")
+}
+
 // TestAddressInUse: a listening failure exits with 1.
 func TestAddressInUse(t *testing.T) {
 	dir := setuptest.TinyCheckpoint(t, qwen3Testdata)
@@ -192,6 +283,8 @@ func TestAddressInUse(t *testing.T) {
 // TestFlags: usage errors exit with 2 and say what is wrong.
 func TestFlags(t *testing.T) {
 	dir := t.TempDir()
+	ckpt := setuptest.TinyCheckpoint(t, qwen3Testdata)
+	adapter := tinyAdapter(t, ckpt, 1)
 	for _, c := range []struct {
 		name string
 		args []string
@@ -207,6 +300,12 @@ func TestFlags(t *testing.T) {
 		{"bad address", []string{"-model", dir, "-addr", "localhost"}, "-addr:"},
 		{"empty version", []string{"-model", dir, "-weight-version", ""}, "-weight-version"},
 		{"unknown flag", []string{"-port", "8000"}, "flag provided but not defined"},
+		{"lora module without a folder", []string{"-model", dir, "-lora-modules", "a"}, `"a": want NAME=DIR`},
+		{"lora module without a name", []string{"-model", dir, "-lora-modules", "=x"}, `"=x": want NAME=DIR`},
+		{"lora module folder missing", []string{"-model", ckpt, "-lora-modules", "a=" + dir + "/nope"}, "-lora-modules a:"},
+		{"lora module not an adapter", []string{"-model", ckpt, "-lora-modules", "a=" + dir}, "adapter_config.json"},
+		{"lora module twice", []string{"-model", ckpt, "-lora-modules", "a=" + adapter, "-lora-modules", "a=" + adapter}, `-lora-modules: "a" given twice`},
+		{"lora module the served name", []string{"-model", ckpt, "-name", "a", "-lora-modules", "a=" + adapter}, `"a" is the served model's name`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
