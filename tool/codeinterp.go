@@ -76,11 +76,20 @@ func (c *CodeInterpreter) Close() error {
 // code that fails in any way come back as a failed Result; the error is
 // non-nil only when the executor cannot run code at all (see Tool).
 //
+// A call that a limit stopped (timeout, output cap, memory, CPU or
+// process budget) ends with "Error: " and the executor's message, such as
+// "Error: memory limit exceeded: the program's processes together used
+// more than their budget of 256 MiB and were killed".
+//
 // Metadata keys: "status" (an ExecStatus), "exit_code", "signal" (when a
 // signal ended the code), "truncated" (the budget cut the text),
 // "output_limited" (the executor's output cap killed the code),
 // "isolation" (Isolation.Level), "isolation_reason" (when weaker than
-// namespaces), "exec_duration" (as the executor measured it).
+// namespaces), "exec_duration" (as the executor measured it); where the
+// executor has a per-call budget, "budget" (CallBudget.Mechanism),
+// "peak_memory_bytes" and "cpu_time" (CallUsage), and, when true,
+// "killed_for_memory", "killed_for_cpu", "killed_for_processes" and
+// "process_limit".
 func (c *CodeInterpreter) Call(ctx context.Context, args json.RawMessage) (Result, error) {
 	start := time.Now()
 	args, err := normalizeArgs(args)
@@ -104,9 +113,12 @@ func (c *CodeInterpreter) Call(ctx context.Context, args json.RawMessage) (Resul
 			Metadata: map[string]any{"error": "executor"}}, fmt.Errorf("tool: code_interpreter: %w", err)
 	}
 	text := res.Stdout + res.Stderr
-	switch res.Status {
-	case StatusOK, StatusError:
+	switch {
+	case res.Status == StatusOK:
+	case res.Status == StatusError && !res.Usage.ProcessLimit:
 	default:
+		// A limit stopped the code, or (a refused fork) likely caused
+		// its error: say which.
 		if res.Message != "" {
 			if text != "" && !strings.HasSuffix(text, "\n") {
 				text += "\n"
@@ -128,6 +140,21 @@ func (c *CodeInterpreter) Call(ctx context.Context, args json.RawMessage) (Resul
 	}
 	if res.Isolation.Reason != "" {
 		md["isolation_reason"] = res.Isolation.Reason
+	}
+	if b := res.Isolation.Budget.Mechanism; b != "" {
+		md["budget"] = b
+		md["peak_memory_bytes"] = res.Usage.PeakMemoryBytes
+		md["cpu_time"] = res.Usage.CPUTime
+	}
+	for key, on := range map[string]bool{
+		"killed_for_memory":    res.Usage.KilledForMemory,
+		"killed_for_cpu":       res.Usage.KilledForCPU,
+		"killed_for_processes": res.Usage.KilledForProcesses,
+		"process_limit":        res.Usage.ProcessLimit,
+	} {
+		if on {
+			md[key] = true
+		}
 	}
 	return Result{Content: content, Failed: res.Status != StatusOK, Duration: time.Since(start), Metadata: md}, nil
 }

@@ -90,9 +90,49 @@
 // and can read what the caller can read and signal its processes; use
 // IsolationRequireNamespaces to refuse that.
 //
-// Memory is bounded per process by RLIMIT_AS; the total of a sandbox is at
-// most MaxProcesses × MemoryBytes plus its tmpfs sizes. cgroups, which would
-// bound it exactly, need delegation this package does not assume.
+// # The call budget
+//
+// The rlimits bound each process on its own: a snippet that forks
+// children that each fill their own address space would otherwise take
+// MaxProcesses × MemoryBytes of the host. So each call also has a budget
+// across all of its processes — CallMemoryBytes (by default half of the
+// host's memory shared among the workers, at most 2 GiB), CallProcesses
+// and CallCPUTime — enforced by the first mechanism that works here,
+// which NewSandbox finds by trying each for real (BudgetMechanism forces
+// one):
+//
+//   - cgroup v2, where the process may enable the memory and pids
+//     controllers under its cgroup (a cgroup namespace's root, or an empty
+//     delegated cgroup named by CgroupParent): memory.max with
+//     memory.swap.max 0 and memory.oom.group, pids.max, CPU time from
+//     cpu.stat, cgroup.kill;
+//   - cgroup v1, where the memory controller is writable:
+//     memory.limit_in_bytes and memory.memsw.limit_in_bytes, OOM kills
+//     read from memory.oom_control, the pids and cpuacct controllers where
+//     they are writable too;
+//   - a watchdog that polls /proc every 10 ms and sums the resident
+//     anonymous and shared memory, threads and CPU time of every process
+//     below the worker. The worker is the PID namespace's init, or a child
+//     subreaper without one, so double forks and setsid stay below it.
+//
+// Each worker has its own cgroup, made under the sandbox's. The worker
+// itself stays outside: once it reports ready, Go moves the child it
+// forked for the next call into the cgroup (the kernel puts everything
+// the call forks there too) before any request reaches it, so an
+// out-of-memory kill takes the call, never the worker, and the pool goes
+// on answering without a restart. A monitor goroutine samples each call
+// and kills it when the kernel killed one of its processes for memory
+// (cgroup v1 kills only one), when the watchdog's memory sum is over the
+// budget, when its CPU time is, or, without a pids controller, when it
+// has too many processes. The result says so: StatusMemoryLimit for
+// memory, StatusSignaled for CPU and processes, with ExecResult.Usage
+// (peak memory, CPU time, processes, which budget) and a Message the code
+// interpreter shows the model; under a pids controller a fork past the
+// budget fails and the call goes on, with Usage.ProcessLimit set.
+// Isolation.Budget names the mechanism and the limits. Cgroups are
+// removed when their worker ends and at Close; those of a process that
+// died without closing are removed by the next sandbox under the same
+// parent.
 //
 // # SandboxFusion
 //

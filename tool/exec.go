@@ -54,6 +54,9 @@ const (
 	// StatusSandboxError: the sandbox failed around the program (its
 	// worker died, or a remote sandbox reported an internal error).
 	StatusSandboxError ExecStatus = "sandbox_error"
+	// StatusMemoryLimit: the program's processes together went over the
+	// call's memory budget (SandboxConfig.CallMemoryBytes) and were killed.
+	StatusMemoryLimit ExecStatus = "memory_limit"
 )
 
 // ExecResult is what a program did.
@@ -73,8 +76,43 @@ type ExecResult struct {
 	// Isolation says how the program was isolated from its host.
 	Isolation Isolation
 	// Message is a human-readable note from the executor (why a remote
-	// sandbox failed, for instance); empty when there is nothing to say.
+	// sandbox failed, or which budget stopped the program, for instance);
+	// empty when there is nothing to say.
 	Message string
+	// Usage is what the program's processes used together of the call's
+	// budget, and which budget stopped them; zero when the executor does
+	// not measure it (SandboxFusion).
+	Usage CallUsage
+}
+
+// CallUsage is what one call's processes used together, as the local
+// sandbox's budget mechanism measured it (see CallBudget), and which of
+// the call's budgets they ran into.
+type CallUsage struct {
+	// PeakMemoryBytes is the most memory the call's processes held at
+	// once: the cgroup's own peak (memory.max_usage_in_bytes, or
+	// memory.peak where the kernel resets it per call) or, for the
+	// watchdog, its highest sample. Sampled values miss what lived less
+	// than one poll; 0 when nothing was measured.
+	PeakMemoryBytes int64
+	// CPUTime is the CPU time of all the call's processes together.
+	CPUTime time.Duration
+	// PeakProcesses is the most processes (threads included) the call
+	// was seen to have at once, sampled at each poll.
+	PeakProcesses int
+	// KilledForMemory reports that the call went over its memory budget
+	// and was killed; its Status is then StatusMemoryLimit.
+	KilledForMemory bool
+	// KilledForCPU reports that the call's processes together used more
+	// CPU time than its budget and were killed (Status StatusSignaled).
+	KilledForCPU bool
+	// ProcessLimit reports that the call reached its process budget: a
+	// fork was refused (cgroups' pids controller), or the watchdog found
+	// more processes than the budget and killed the call.
+	ProcessLimit bool
+	// KilledForProcesses reports the latter: the call was killed for
+	// having too many processes (Status StatusSignaled).
+	KilledForProcesses bool
 }
 
 // Isolation says which isolation a sandbox gives the code it runs.
@@ -94,6 +132,28 @@ type Isolation struct {
 	// UID is the host user id the code runs as (-1 when unknown).
 	UID int
 	// Reason says why the isolation is weaker than namespaces, when it is.
+	Reason string
+	// Budget says how each call is bounded across all of its processes;
+	// zero for executors without a per-call budget (SandboxFusion).
+	Budget CallBudget
+}
+
+// CallBudget says how the local sandbox bounds one call across all of its
+// processes, and with which limits.
+type CallBudget struct {
+	// Mechanism is the BudgetMechanism in force, by its String: "cgroup2",
+	// "cgroup1" or "watchdog".
+	Mechanism string
+	// MemoryBytes bounds the memory of the call's processes together;
+	// 0: no memory budget.
+	MemoryBytes int64
+	// Processes bounds the processes (threads included) the call may
+	// have at once.
+	Processes int
+	// CPUTime bounds the CPU time of the call's processes together.
+	CPUTime time.Duration
+	// Reason says why a stronger mechanism is not in force, and which
+	// limits fall back to the watchdog's counting, when any do.
 	Reason string
 }
 
@@ -118,4 +178,7 @@ var (
 	// ErrNamespacesUnavailable: namespaces were required but cannot be
 	// created here.
 	ErrNamespacesUnavailable = errors.New("tool: namespaces unavailable")
+	// ErrBudgetUnavailable: SandboxConfig.BudgetMechanism asked for a
+	// mechanism (a cgroup version) that cannot be used here.
+	ErrBudgetUnavailable = errors.New("tool: call budget mechanism unavailable")
 )

@@ -2,6 +2,7 @@ package tool
 
 import (
 	"fmt"
+	"path"
 	"runtime"
 	"time"
 )
@@ -20,11 +21,71 @@ const (
 	IsolationRlimitsOnly
 )
 
+// BudgetMechanism chooses how the local sandbox enforces each call's
+// budget (memory, processes, CPU time) across all of the call's processes.
+type BudgetMechanism int
+
+const (
+	// BudgetAuto uses the first mechanism that works here, trying them
+	// for real at NewSandbox: cgroup v2, then cgroup v1, then the
+	// watchdog. Isolation.Budget says which is in force and why.
+	BudgetAuto BudgetMechanism = iota
+	// BudgetCgroup2 puts each worker's call into its own cgroup v2 group
+	// under a delegated subtree (memory.max with memory.swap.max 0 and
+	// memory.oom.group, pids.max; CPU time read from cpu.stat), and kills
+	// it through cgroup.kill. It needs a parent cgroup whose memory and
+	// pids controllers the process may enable for its children: a
+	// cgroup namespace's root, or an empty delegated cgroup named by
+	// SandboxConfig.CgroupParent.
+	BudgetCgroup2
+	// BudgetCgroup1 does the same with the cgroup v1 memory controller
+	// (memory.limit_in_bytes and memory.memsw.limit_in_bytes), and the v1
+	// pids and cpuacct controllers where they are writable; a limit
+	// whose controller is not falls back to the watchdog's counting.
+	BudgetCgroup1
+	// BudgetWatchdog polls /proc every few milliseconds, sums the
+	// resident memory, threads and CPU time of every process below the
+	// worker (a PID namespace's init, or a child subreaper, so that
+	// double forks and setsid stay below it), and kills the call when a
+	// sum goes over its budget. It works everywhere but is sampled:
+	// memory can overshoot by what the call allocates in one poll.
+	BudgetWatchdog
+)
+
+// String returns the mechanism's name as Isolation.Budget reports it.
+func (m BudgetMechanism) String() string {
+	switch m {
+	case BudgetAuto:
+		return "auto"
+	case BudgetCgroup2:
+		return "cgroup2"
+	case BudgetCgroup1:
+		return "cgroup1"
+	case BudgetWatchdog:
+		return "watchdog"
+	}
+	return fmt.Sprintf("BudgetMechanism(%d)", int(m))
+}
+
+// Bounds of the default call memory budget, and the smallest budget
+// accepted (a smaller one is most likely MiB given as bytes).
+const (
+	minDefaultCallMemory = 128 << 20
+	maxDefaultCallMemory = 2 << 30
+	minCallMemory        = 16 << 20
+)
+
 // SandboxConfig configures the local sandbox and the code interpreter built
 // on it. The zero value is usable: each zero field takes the default named
 // on it (python3 on PATH, one worker per CPU, 10 s per execution, the
-// rlimits given, IsolationAuto, the default preload, an OutputBudget of
-// DefaultOutputChars).
+// rlimits given, a per-call budget of half the host's memory shared among
+// the workers, IsolationAuto, BudgetAuto, the default preload, an
+// OutputBudget of DefaultOutputChars).
+//
+// The rlimits (CPUTime, MemoryBytes, MaxProcesses, ...) bound each process
+// of a call on its own; the Call* fields bound the call's processes
+// together, so that code forking children that each fill their own
+// address-space limit cannot take MaxProcesses × MemoryBytes of the host.
 type SandboxConfig struct {
 	// Python is the interpreter to run; default: python3 on PATH, resolved
 	// to the real executable (pyenv shims included).
@@ -53,6 +114,34 @@ type SandboxConfig struct {
 	// MaxOutputBytes caps stdout and stderr together while they are read;
 	// a program that writes more is killed. Default 1 MiB.
 	MaxOutputBytes int
+	// CallMemoryBytes bounds the memory of all of one call's processes
+	// together, however they fork: under cgroups everything the kernel
+	// charges them (anonymous memory, tmpfs files, page cache), under the
+	// watchdog their resident anonymous and shared memory. A call that
+	// goes over it is killed and reports StatusMemoryLimit. Default: half
+	// of the host's memory (the smaller of MemTotal and the limit of the
+	// cgroup this process runs in) divided among the Workers, clamped to
+	// [128 MiB, 2 GiB]; negative: no memory budget. A positive value
+	// under 16 MiB is refused.
+	CallMemoryBytes int64
+	// CallProcesses bounds the processes, threads included, that one call
+	// may have at once; under cgroups a fork beyond it fails (EAGAIN),
+	// under the watchdog the call is killed. Default MaxProcesses.
+	CallProcesses int
+	// CallCPUTime bounds the CPU time of all of one call's processes
+	// together; a call that uses more is killed. Default CPUTime, so that
+	// a call's processes together get what one process may use.
+	CallCPUTime time.Duration
+	// BudgetMechanism chooses how the Call* budgets are enforced; default
+	// BudgetAuto. Forcing a cgroup version that does not work here makes
+	// NewSandbox fail with ErrBudgetUnavailable.
+	BudgetMechanism BudgetMechanism
+	// CgroupParent is the cgroup under which the sandbox creates its own,
+	// as a path inside the cgroup hierarchy the way /proc/self/cgroup
+	// shows it ("/agentrl.slice"); default: the cgroup this process runs
+	// in. For cgroup v2 it must be delegated to this process and hold no
+	// processes, or be a cgroup namespace's root.
+	CgroupParent string
 	// Isolation chooses namespaces or rlimits only; default IsolationAuto.
 	Isolation IsolationMode
 	// ReadOnlyPaths are extra host paths made visible, read-only, at the
@@ -79,8 +168,25 @@ var defaultPreload = []string{
 	"string", "operator", "traceback", "linecache",
 }
 
-// withDefaults fills the zero fields and checks the others.
+// withDefaults fills the zero fields and checks the others, with the
+// default call memory budget taken from this host's memory.
 func (c SandboxConfig) withDefaults() (SandboxConfig, error) {
+	return c.withDefaultsFor(hostMemoryBytes())
+}
+
+// defaultCallMemory is the default CallMemoryBytes for a host with
+// hostMem bytes (0: unknown, taken as 4 GiB) and the given workers: half
+// of the host shared among the workers, clamped to the default's bounds.
+func defaultCallMemory(hostMem int64, workers int) int64 {
+	if hostMem <= 0 {
+		hostMem = 4 << 30
+	}
+	return min(max(hostMem/int64(2*max(workers, 1)), minDefaultCallMemory), maxDefaultCallMemory)
+}
+
+// withDefaultsFor fills the zero fields and checks the others, for a host
+// with hostMem bytes of memory.
+func (c SandboxConfig) withDefaultsFor(hostMem int64) (SandboxConfig, error) {
 	if c.Workers == 0 {
 		c.Workers = runtime.NumCPU()
 	}
@@ -114,6 +220,15 @@ func (c SandboxConfig) withDefaults() (SandboxConfig, error) {
 	if c.Preload == nil {
 		c.Preload = defaultPreload
 	}
+	if c.CallMemoryBytes == 0 && c.Workers > 0 {
+		c.CallMemoryBytes = defaultCallMemory(hostMem, c.Workers)
+	}
+	if c.CallProcesses == 0 {
+		c.CallProcesses = c.MaxProcesses
+	}
+	if c.CallCPUTime == 0 {
+		c.CallCPUTime = c.CPUTime
+	}
 	switch {
 	case c.Workers < 0:
 		return c, fmt.Errorf("tool: SandboxConfig.Workers = %d, want > 0", c.Workers)
@@ -130,6 +245,16 @@ func (c SandboxConfig) withDefaults() (SandboxConfig, error) {
 		return c, fmt.Errorf("tool: SandboxConfig.MaxCallsPerWorker = %d, want > 0", c.MaxCallsPerWorker)
 	case c.Isolation < IsolationAuto || c.Isolation > IsolationRlimitsOnly:
 		return c, fmt.Errorf("tool: SandboxConfig.Isolation = %d is not a known mode", c.Isolation)
+	case c.CallMemoryBytes > 0 && c.CallMemoryBytes < minCallMemory:
+		return c, fmt.Errorf("tool: SandboxConfig.CallMemoryBytes = %d is under the 16 MiB minimum (bytes, not MiB)", c.CallMemoryBytes)
+	case c.CallProcesses < 0:
+		return c, fmt.Errorf("tool: SandboxConfig.CallProcesses = %d, want > 0", c.CallProcesses)
+	case c.CallCPUTime < 0:
+		return c, fmt.Errorf("tool: SandboxConfig.CallCPUTime = %v, want > 0", c.CallCPUTime)
+	case c.BudgetMechanism < BudgetAuto || c.BudgetMechanism > BudgetWatchdog:
+		return c, fmt.Errorf("tool: SandboxConfig.BudgetMechanism = %d is not a known mechanism", int(c.BudgetMechanism))
+	case c.CgroupParent != "" && (!path.IsAbs(c.CgroupParent) || path.Clean(c.CgroupParent) != c.CgroupParent):
+		return c, fmt.Errorf("tool: SandboxConfig.CgroupParent = %q, want a clean absolute cgroup path such as /agentrl.slice", c.CgroupParent)
 	}
 	return c, nil
 }

@@ -40,10 +40,14 @@ type Sandbox struct {
 	python    string
 	mode      workerMode
 	isolation Isolation
+	budget    *budgetPlan
 
 	// grace is how long past a call's timeout Go waits for the worker's
 	// answer before it kills the worker.
 	grace time.Duration
+	// monitored, when set (by tests), sees each call's monitor once the
+	// call is over.
+	monitored func(*callMonitor)
 
 	slots   chan *worker // idle workers; nil marks a slot whose worker must be started
 	stop    chan struct{}
@@ -66,8 +70,10 @@ type workerMode struct {
 
 // NewSandbox starts a pool of cfg.Workers interpreters and returns when all
 // are ready. It returns ErrNoPython (wrapped) when no interpreter is found,
-// and ErrNamespacesUnavailable when cfg requires namespaces the kernel
-// refuses. Close it to stop the workers.
+// ErrNamespacesUnavailable when cfg requires namespaces the kernel
+// refuses, and ErrBudgetUnavailable when cfg forces a call budget
+// mechanism that does not work here. Close it to stop the workers and
+// remove the sandbox's cgroups.
 func NewSandbox(ctx context.Context, cfg SandboxConfig) (*Sandbox, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -77,9 +83,14 @@ func NewSandbox(ctx context.Context, cfg SandboxConfig) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	budget, err := newBudgetPlan(cfg, python)
+	if err != nil {
+		return nil, err
+	}
 	s := &Sandbox{
 		cfg:    cfg,
 		python: python,
+		budget: budget,
 		grace:  5 * time.Second,
 		slots:  make(chan *worker, cfg.Workers),
 		stop:   make(chan struct{}),
@@ -100,9 +111,11 @@ func NewSandbox(ctx context.Context, cfg SandboxConfig) (*Sandbox, error) {
 		if err != nil {
 			first = nil
 			if ctx.Err() != nil {
+				budget.close()
 				return nil, ctx.Err()
 			}
 			if cfg.Isolation == IsolationRequireNamespaces {
+				budget.close()
 				return nil, fmt.Errorf("%w: %v", ErrNamespacesUnavailable, err)
 			}
 			rlimitsMode.reason = err.Error()
@@ -115,6 +128,7 @@ func NewSandbox(ctx context.Context, cfg SandboxConfig) (*Sandbox, error) {
 		}
 		first, err = s.startWorker(ctx)
 		if err != nil {
+			budget.close()
 			return nil, err
 		}
 	}
@@ -125,6 +139,7 @@ func NewSandbox(ctx context.Context, cfg SandboxConfig) (*Sandbox, error) {
 			s.isolation.Reason = "the kernel refused a /proc mount; the sandbox has none"
 		}
 	}
+	s.isolation.Budget = budget.describe()
 	s.slots <- first
 	// Start the rest of the pool concurrently; a failure here is a real one
 	// (the first worker of the same mode started).
@@ -178,7 +193,8 @@ func resolvePython(ctx context.Context, python string) (string, error) {
 }
 
 // Close stops every worker, waiting for executions in flight to end (they
-// fail). It is safe to call more than once.
+// fail), and removes the sandbox's cgroups; the error says which could not
+// be removed. It is safe to call more than once.
 func (s *Sandbox) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -192,11 +208,17 @@ func (s *Sandbox) Close() error {
 	}
 	s.mu.Unlock()
 	s.refills.Wait()
+	var errs []error
 	for i := 0; i < s.cfg.Workers; i++ {
 		if w := <-s.slots; w != nil {
 			w.kill()
 			w.wait()
+			errs = append(errs, w.groupErr)
 		}
+	}
+	errs = append(errs, s.budget.close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("tool: closing the sandbox: %w", err)
 	}
 	return nil
 }
@@ -224,7 +246,7 @@ func (s *Sandbox) Execute(ctx context.Context, req ExecRequest) (ExecResult, err
 		s.release(w, false)
 		return ExecResult{}, ErrClosed
 	}
-	if w == nil || w.exited() {
+	if w == nil || w.exited() || !w.childAlive() {
 		if w != nil {
 			w.kill()
 			w.wait()
@@ -288,7 +310,7 @@ func (s *Sandbox) awaitReady(w *worker) {
 	defer s.refills.Done()
 	w.resp.SetDeadline(time.Now().Add(readyTimeout))
 	var r wireReady
-	if err := readFrame(w.resp, &r, 1<<20); err == nil && r.Ready && !s.isClosed() {
+	if err := readFrame(w.resp, &r, 1<<20); err == nil && r.Ready && !s.isClosed() && s.prepare(w) == nil {
 		w.cleaning = false
 		s.slots <- w
 		return
@@ -447,6 +469,9 @@ func (s *Sandbox) run(ctx context.Context, w *worker, req ExecRequest) (res Exec
 	start := time.Now()
 	w.calls++
 	w.cleaning = true
+	monitor := s.budget.startMonitor(w.cmd.Process.Pid, w.group, w.child, w.base)
+	finish := sync.OnceValue(monitor.finish)
+	defer finish()
 	if err := writeFrame(w.req, wr, []byte(req.Code), []byte(req.Stdin), files.Bytes()); err != nil {
 		return s.workerFailed(ctx, w, start, fmt.Errorf("sending request: %w", err))
 	}
@@ -460,6 +485,10 @@ func (s *Sandbox) run(ctx context.Context, w *worker, req ExecRequest) (res Exec
 	out := make([]byte, resp.StdoutLen+resp.StderrLen)
 	if _, err := io.ReadFull(w.resp, out); err != nil {
 		return s.workerFailed(ctx, w, start, fmt.Errorf("reading output: %w", err))
+	}
+	usage := finish()
+	if s.monitored != nil {
+		s.monitored(monitor)
 	}
 	if resp.Error != "" {
 		return ExecResult{
@@ -501,7 +530,54 @@ func (s *Sandbox) run(ctx context.Context, w *worker, req ExecRequest) (res Exec
 			res.Signal = signalName(resp.Signal)
 		}
 	}
+	s.applyUsage(&res, usage)
 	return res, true, nil
+}
+
+// applyUsage files what the call used, and says in the result which of
+// its budgets stopped it: memory first (the call is then
+// StatusMemoryLimit, whatever else happened), then CPU time and
+// processes (StatusSignaled: the monitor killed it); a refused fork only
+// adds a note.
+func (s *Sandbox) applyUsage(res *ExecResult, u CallUsage) {
+	res.Usage = u
+	lim := s.budget.limits
+	killed := func(status ExecStatus, msg string) {
+		res.Status, res.Message = status, msg
+		if res.Signal != "" || status == StatusSignaled {
+			res.ExitCode, res.Signal = -1, "SIGKILL"
+		}
+	}
+	switch {
+	case u.KilledForMemory && lim.memory > 0:
+		killed(StatusMemoryLimit, fmt.Sprintf("memory limit exceeded: the program's processes together used more than their budget of %s and were killed", formatBytes(lim.memory)))
+	case u.KilledForMemory:
+		killed(StatusMemoryLimit, "out of memory: the kernel killed the program's processes")
+	case u.KilledForCPU:
+		killed(StatusSignaled, fmt.Sprintf("CPU time limit exceeded: the program's processes together used more than %v of CPU time and were killed", lim.cpu))
+	case u.KilledForProcesses:
+		killed(StatusSignaled, fmt.Sprintf("process limit exceeded: the program had more than %d processes and threads and was killed", lim.procs))
+	case u.ProcessLimit:
+		note := fmt.Sprintf("the program reached its limit of %d processes and threads; creating more failed", lim.procs)
+		if res.Message != "" {
+			note = res.Message + "; " + note
+		}
+		res.Message = note
+	}
+}
+
+// formatBytes writes n in the largest binary unit that divides it, or in
+// bytes.
+func formatBytes(n int64) string {
+	for _, u := range []struct {
+		shift uint
+		name  string
+	}{{30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
+		if n > 0 && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d %s", n>>u.shift, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // workerFailed turns a broken exchange with a worker into a result or an
@@ -541,8 +617,43 @@ type worker struct {
 	// cleaning: the worker was sent a request and owes a ready frame once
 	// it has cleaned up after it.
 	cleaning bool
+	// group holds the worker's next call's processes (nil under the
+	// watchdog); child is that call's main process, forked by the
+	// worker ahead of the call; base is the group's counters before it.
+	group    *callGroup
+	child    *callChild
+	base     budgetSample
+	groupErr error // removing group failed
 	done     chan struct{}
 	once     sync.Once
+}
+
+// prepare finds the child a ready worker forked for its next call, moves
+// it into the worker's cgroup and reads the cgroup's counters, before the
+// worker may take the call.
+func (s *Sandbox) prepare(w *worker) error {
+	c, err := findChild(w.cmd.Process.Pid, s.budget.childrenFile)
+	if err != nil {
+		return fmt.Errorf("tool: sandbox worker: %w", err)
+	}
+	w.child.release()
+	w.child = c
+	if w.group != nil {
+		if err := w.group.place(c.pid); err != nil {
+			return fmt.Errorf("tool: sandbox worker: %w", err)
+		}
+		w.group.resetPeak()
+	}
+	w.base = s.budget.sample(w.cmd.Process.Pid, w.group)
+	return nil
+}
+
+// childAlive reports whether the child w forked for its next call is
+// still there, idle: one killed from outside is neither in the call's
+// cgroup nor watched, so the worker is replaced (the worker itself
+// refuses to serve a call without it).
+func (w *worker) childAlive() bool {
+	return w.child != nil && w.child.alive(w.cmd.Process.Pid)
 }
 
 // startWorker starts one worker and waits for its hello.
@@ -558,26 +669,33 @@ func (s *Sandbox) startWorker(ctx context.Context) (*worker, error) {
 		Preload:    s.cfg.Preload,
 	}
 	w := &worker{stderr: &tailBuffer{max: 4096}, done: make(chan struct{})}
+	g, err := s.budget.newGroup()
+	if err != nil {
+		return nil, fmt.Errorf("tool: sandbox worker's cgroup: %w", err)
+	}
+	w.group = g
 	if m.namespaces {
 		wc.Workdir, wc.Tmpdir = "/work", "/tmp"
 		wc.Scratch = []string{"/work", "/tmp", "/dev/shm"}
 	} else {
 		dir, err := os.MkdirTemp("", "agentrl-sandbox-")
 		if err != nil {
+			w.cleanup()
 			return nil, fmt.Errorf("tool: sandbox working directory: %w", err)
 		}
+		w.hostDir = dir
 		if m.drop == "setuid" {
 			if err := os.Chown(dir, m.hostUID, m.hostUID); err != nil {
-				os.RemoveAll(dir)
+				w.cleanup()
 				return nil, fmt.Errorf("tool: sandbox working directory: %w", err)
 			}
 		}
-		w.hostDir = dir
 		wc.Workdir, wc.Tmpdir = dir, dir
 		wc.Scratch = []string{dir}
 	}
 	cfgJSON, err := json.Marshal(wc)
 	if err != nil {
+		w.cleanup()
 		return nil, err
 	}
 	reqR, reqW, err := os.Pipe()
@@ -643,6 +761,12 @@ func (s *Sandbox) startWorker(ctx context.Context) (*worker, error) {
 		return nil, fmt.Errorf("tool: sandbox worker set-up failed: %s", hello.Error)
 	}
 	w.hello = hello
+	if err := s.prepare(w); err != nil {
+		w.kill()
+		w.wait()
+		s.forget(w)
+		return nil, err
+	}
 	return w, nil
 }
 
@@ -706,6 +830,8 @@ func (w *worker) cleanup() {
 		if w.hostDir != "" {
 			os.RemoveAll(w.hostDir)
 		}
+		w.child.release()
+		w.groupErr = w.group.remove()
 	})
 }
 

@@ -30,3 +30,7 @@ func (s *Sandbox) Python() string { return "" }
 
 // Close does nothing.
 func (s *Sandbox) Close() error { return nil }
+
+// hostMemoryBytes returns 0: the default call budget does not know this
+// system's memory (the local sandbox does not run here anyway).
+func hostMemoryBytes() int64 { return 0 }

@@ -819,13 +819,15 @@ def main():
         except EOFError:
             return
         if not child.alive():
-            # Killed while idle (from outside the sandbox): replace it.
+            # Killed while idle (from outside the sandbox). Go moved that
+            # child into the call's cgroup and watches it; a new one would
+            # be neither, so the worker gives up and Go replaces it (Go
+            # checks the child before each request, so this is a race of
+            # microseconds).
             clean_up(child)
-            try:
-                child = prefork()
-            except Exception as e:
-                write_frame({"stdout_len": 0, "stderr_len": 0, "error": "%s: %s" % (type(e).__name__, e)})
-                return
+            write_frame({"stdout_len": 0, "stderr_len": 0,
+                         "error": "the child forked for this call died while idle"})
+            return
         try:
             resp, out, err = serve_one(req, child)
         except Exception as e:
