@@ -387,12 +387,19 @@ func (be *Backend) open() error {
 		be.fn[k] = f
 	}
 	// The backward attention kernels need more than the default 48 KiB of
-	// dynamic shared memory at head dim 256.
-	need := attnBwdSmem(attMaxHead)
-	if smemOptin < need {
-		return fmt.Errorf("%w: device offers %d bytes of shared memory per block, the attention kernels need %d", ErrNoDevice, smemOptin, need)
-	}
+	// dynamic shared memory: the float32 ones at head dim 256, the
+	// tensor-core dK/dV kernels at head dims above 64.
+	smem := map[string]int{}
 	for _, k := range []string{"attn_fwd", "attn_decode_partial", "attn_bwd_dq", "attn_bwd_dkdv"} {
+		smem[k] = attnBwdSmem(attMaxHead)
+	}
+	for _, k := range tcKernels() {
+		smem[k.fwdName()], smem[k.dqName()], smem[k.dkdvName()] = k.fwdSmem(), k.dqSmem(), k.dkdvSmem()
+	}
+	for k, need := range smem {
+		if smemOptin < need {
+			return fmt.Errorf("%w: device offers %d bytes of shared memory per block, kernel %s needs %d", ErrNoDevice, smemOptin, k, need)
+		}
 		if err := be.dr.check("cuFuncSetAttribute("+k+")", C.drv_func_max_smem(d, be.fn[k], C.int(need))); err != nil {
 			return err
 		}
@@ -409,7 +416,8 @@ func (be *Backend) open() error {
 	}
 	var ver C.int
 	_ = C.drv_version(d, &ver)
-	be.name = fmt.Sprintf("gpu(%s, sm_%d%d, driver %d, %s, %v)", C.GoString(&nameBuf[0]), major, minor, int(ver), gemmName, be.cfg.precision)
+	be.name = fmt.Sprintf("gpu(%s, sm_%d%d, driver %d, %s, %v, %s)", C.GoString(&nameBuf[0]), major, minor, int(ver), gemmName, be.cfg.precision,
+		be.cfg.attentionName())
 	return nil
 }
 
@@ -448,7 +456,8 @@ func (be *Backend) teardown() error {
 	return errors.Join(errs...)
 }
 
-// Name identifies the device, driver, GEMM library and precision.
+// Name identifies the device, driver, GEMM library, precision and the
+// attention kernels.
 func (be *Backend) Name() string { return be.name }
 
 // Stats returns the caching allocator's counters as of the last call.

@@ -94,9 +94,25 @@ func attnFlops(a backend.Attention, spans []backend.Span) float64 {
 	return f
 }
 
+// attnBackends are the attention kernels side by side: the GPU's
+// tensor-core and float32 kernels (FP32 GEMM precision: attention uses no
+// GEMM) and the CPU backend.
+func attnBackends(b *testing.B) []benchBackend {
+	out := []benchBackend{}
+	for _, k := range []AttentionKernels{AttentionTensorCores, AttentionFP32} {
+		g := newOrSkip(b, WithPrecision(FP32), WithAttention(k))
+		out = append(out, benchBackend{"gpu-attn-" + k.String(), g, g.Synchronize})
+	}
+	c := cpu.New()
+	return append(out, benchBackend{"cpu", c, func() error { return nil }})
+}
+
+// BenchmarkAttentionForward: tensor cores against the float32 kernel (and
+// the CPU); scripts/sdpa_bench.py times PyTorch's
+// scaled_dot_product_attention on the same shape for comparison.
 func BenchmarkAttentionForward(b *testing.B) {
 	a, spans, t := attnShape()
-	for _, bb := range benchBackends(b)[2:] { // precision does not affect attention
+	for _, bb := range attnBackends(b) {
 		b.Run(bb.name, func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(2, 2))
 			q, k, v := benchUpload(b, bb.be, t*a.Heads*a.HeadDim, rng), benchUpload(b, bb.be, t*a.KVHeads*a.HeadDim, rng), benchUpload(b, bb.be, t*a.KVHeads*a.HeadDim, rng)
@@ -108,7 +124,7 @@ func BenchmarkAttentionForward(b *testing.B) {
 
 func BenchmarkAttentionBackward(b *testing.B) {
 	a, spans, t := attnShape()
-	for _, bb := range benchBackends(b)[2:] {
+	for _, bb := range attnBackends(b) {
 		b.Run(bb.name, func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(3, 3))
 			nq, nk := t*a.Heads*a.HeadDim, t*a.KVHeads*a.HeadDim

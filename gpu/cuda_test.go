@@ -69,12 +69,21 @@ func TestConformanceFP32NoCuBLAS(t *testing.T) {
 // 2^-9 each), float32 accumulation; the suite's products have K ≤ 70.
 func bf16Tolerance() backendtest.Tolerance { return backendtest.Tolerance{Abs: 1e-2, Rel: 2e-2} }
 
+// TestConformanceBF16 runs the suite with bf16 GEMM inputs and attention on
+// tensor cores: the suite's head dims (2 to 8) run on the 64-wide kernels,
+// zero-padded, so its attention and finite-difference gradient checks
+// exercise the tensor-core forward and backward (the single-token decode
+// spans go to split-K decoding in float32).
 func TestConformanceBF16(t *testing.T) {
-	backendtest.Run(t, newOrSkip(t, WithPrecision(BF16)), bf16Tolerance())
+	be := newOrSkip(t, WithPrecision(BF16))
+	require.True(t, be.cfg.tensorCoreAttention(8), "attention must run on tensor cores here")
+	backendtest.Run(t, be, bf16Tolerance())
 }
 
 func TestConformanceBF16NoCuBLAS(t *testing.T) {
-	backendtest.Run(t, newOrSkip(t, WithPrecision(BF16), WithCuBLAS()), bf16Tolerance())
+	be := newOrSkip(t, WithPrecision(BF16), WithCuBLAS())
+	require.True(t, be.cfg.tensorCoreAttention(8), "attention must run on tensor cores here")
+	backendtest.Run(t, be, bf16Tolerance())
 }
 
 func TestConformanceTF32(t *testing.T) {
@@ -229,6 +238,79 @@ func TestAgainstCPU(t *testing.T) {
 		closeRel(t, "dh", download(t, g, dhg), download(t, c, dhc), 1e-4)
 		closeRel(t, "dW", download(t, g, dwg), download(t, c, dwc), 1e-4)
 	})
+}
+
+// TestAttentionTensorCoresAgainstFP32 runs attention forward and backward
+// on the tensor-core kernels and on the float32 kernels of the same GPU
+// (both backends in FP32 GEMM precision, so attention is the only
+// difference) at realistic shapes: GQA 16/4 at head dim 128 over packed
+// sequences longer than a 64-row tile, MHA 8/8 at head dim 64 with a
+// KV-cache prefix (chunked prefill), and head dim 80 (padded to 128).
+//
+// The differences are the bf16 rounding of q, k, v, dO and of P and dS
+// (relative 2⁻⁸ each, see kernels/emu/check.cc's derivation): outputs
+// within 1% of their largest magnitude, gradients within 2%, lse within
+// 0.02 absolute (scores of |s| ≲ 10 with relative error ~2⁻⁸/√hd). The
+// test also requires the difference to be visible, so that a silent fall
+// back to float32 fails it.
+func TestAttentionTensorCoresAgainstFP32(t *testing.T) {
+	tc := newOrSkip(t, WithPrecision(FP32), WithAttention(AttentionTensorCores))
+	ref := newOrSkip(t, WithPrecision(FP32), WithAttention(AttentionFP32))
+	cases := []struct {
+		name   string
+		a      backend.Attention
+		spans  []backend.Span
+		tq, tk int
+	}{
+		{"gqa16/4_hd128", backend.Attention{Heads: 16, KVHeads: 4, HeadDim: 128}, backend.PackedSpans([]int{150, 67, 3}), 220, 220},
+		{"mha8/8_hd64_prefix", backend.Attention{Heads: 8, KVHeads: 8, HeadDim: 64},
+			[]backend.Span{{Q0: 0, QLen: 70, K0: 0, KLen: 200}, {Q0: 70, QLen: 9, K0: 200, KLen: 9}}, 79, 209},
+		{"hd80", backend.Attention{Heads: 4, KVHeads: 2, HeadDim: 80}, backend.PackedSpans([]int{90}), 90, 90},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := c.a
+			a.Scale = float32(1 / math.Sqrt(float64(a.HeadDim)))
+			require.True(t, tc.cfg.tensorCoreAttention(a.HeadDim))
+			rng := rand.New(rand.NewPCG(11, uint64(i)))
+			nq, nk := c.tq*a.Heads*a.HeadDim, c.tk*a.KVHeads*a.HeadDim
+			q, k, v, dout := randn(rng, nq, 1), randn(rng, nk, 1), randn(rng, nk, 1), randn(rng, nq, 1)
+			type result struct{ out, lse, dq, dk, dv []float32 }
+			runOn := func(be *Backend) result {
+				qb, kb, vb, db := upload(t, be, q), upload(t, be, k), upload(t, be, v), upload(t, be, dout)
+				ob, lb := upload(t, be, make([]float32, nq)), upload(t, be, make([]float32, c.tq*a.Heads))
+				require.NoError(t, be.AttentionForward(a, c.spans, ob, lb, qb, kb, vb))
+				dq, dk, dv := upload(t, be, make([]float32, nq)), upload(t, be, make([]float32, nk)), upload(t, be, make([]float32, nk))
+				require.NoError(t, be.AttentionBackward(a, c.spans, dq, dk, dv, db, qb, kb, vb, ob, lb))
+				return result{download(t, be, ob), download(t, be, lb), download(t, be, dq), download(t, be, dk), download(t, be, dv)}
+			}
+			got, want := runOn(tc), runOn(ref)
+			closeRel(t, "out", got.out, want.out, 1e-2)
+			for i := range want.lse {
+				require.InDelta(t, want.lse[i], got.lse[i], 0.02, "lse[%d]", i)
+			}
+			closeRel(t, "dq", got.dq, want.dq, 2e-2)
+			closeRel(t, "dk", got.dk, want.dk, 2e-2)
+			closeRel(t, "dv", got.dv, want.dv, 2e-2)
+			// Log the largest differences relative to each tensor's largest
+			// magnitude (the tolerances above are 1% and 2%).
+			rel := func(g, w []float32) (float64, float64) {
+				var d, s float64
+				for i := range w {
+					d = max(d, math.Abs(float64(g[i]-w[i])))
+					s = max(s, math.Abs(float64(w[i])))
+				}
+				return d, d / s
+			}
+			diff, r := rel(got.out, want.out)
+			require.Greater(t, diff, 1e-4, "the tensor-core output must show bf16 rounding")
+			_, rq := rel(got.dq, want.dq)
+			_, rk := rel(got.dk, want.dk)
+			_, rv := rel(got.dv, want.dv)
+			dl, _ := rel(got.lse, want.lse)
+			t.Logf("tensor cores − float32, largest difference / largest magnitude: out %.2g, dq %.2g, dk %.2g, dv %.2g; lse %.2g absolute", r, rq, rk, rv, dl)
+		})
+	}
 }
 
 // TestAdamWMatchesPolicy: three steps of the adamw kernel against

@@ -41,11 +41,18 @@
 // LM-head kernels, and multiplies them on tensor cores through cuBLAS
 // GemmEx / GemmStridedBatchedEx with float32 accumulation and float32
 // output; TF32 uses cuBLAS's TF32 tensor-core mode; FP32 is exact float32
-// (the mode that meets backendtest.DefaultTolerance). All other kernels —
-// norms, RoPE, attention, softmax, SwiGLU, the optimizer — compute in
-// float32 with float32 or float64 reductions in every mode. When cuBLAS
-// cannot be loaded, a tiled float32 GEMM kernel takes its place (with
-// bf16-rounded inputs in BF16 mode, the same numerics without tensor cores).
+// (the mode that meets backendtest.DefaultTolerance). In BF16 precision,
+// attention also runs on tensor cores (AttentionKernels): FlashAttention-2
+// forward and backward kernels multiply bf16 tiles — q, k, v and dO rounded
+// as they are loaded into shared memory, P and dS between the products —
+// with mma.sync, while the softmax statistics, the log-sum-exp and every
+// accumulator stay float32; head dims up to 128 (smaller ones zero-padded
+// to 64 or 128), the float32 kernels above that, for split-K decoding, and
+// in the other precisions. All other kernels — norms, RoPE, softmax,
+// SwiGLU, the optimizer — compute in float32 with float32 or float64
+// reductions in every mode. When cuBLAS cannot be loaded, a tiled float32
+// GEMM kernel takes its place (with bf16-rounded inputs in BF16 mode, the
+// same numerics without tensor cores).
 // Conversions happen per call into scratch memory from the caching
 // allocator; no bf16 copy of the weights is kept between calls.
 //

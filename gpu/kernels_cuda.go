@@ -258,10 +258,11 @@ func checkHeadDim(a backend.Attention) error {
 	return nil
 }
 
-// AttentionForward computes causal GQA attention: the flash-style tiled
-// kernel for prefill and training, split-K flash-decoding when every span
-// is a decode step over a KV cache (see decodePlan). Rows in no span get
-// zero output and log-sum-exp.
+// AttentionForward computes causal GQA attention: split-K flash-decoding
+// when every span is a decode step over a KV cache (see decodePlan), else
+// the flash-style tiled kernel for prefill and training — on tensor cores
+// (bf16 products, float32 softmax) or in float32, as AttentionKernels and
+// the head dim decide. Rows in no span get zero output and log-sum-exp.
 func (be *Backend) AttentionForward(a backend.Attention, spans []backend.Span, out, lse, q, k, v backend.Buffer) error {
 	vs, err := resolveAll(be, "attention", out, lse, q, k, v)
 	if err != nil {
@@ -309,7 +310,12 @@ func (be *Backend) AttentionForward(a backend.Attention, spans []backend.Span, o
 			return be.launch("attn_decode_combine", [3]uint32{uint32(nr), uint32(a.Heads), 1}, [3]uint32{32, 1, 1}, 0,
 				vs[0].ptr, lp, ml, pacc, rp, int32(a.Heads), int32(hd), int32(splits))
 		}
-		tiles := attnTiles(spans)
+		tc, useTC := be.tensorCores(hd)
+		rows := attRows
+		if useTC {
+			rows = tcRows
+		}
+		tiles := attnTiles(spans, rows)
 		if len(tiles) == 0 {
 			return nil
 		}
@@ -317,14 +323,29 @@ func (be *Backend) AttentionForward(a backend.Attention, spans []backend.Span, o
 		if err != nil {
 			return err
 		}
-		return be.launch("attn_fwd", [3]uint32{uint32(len(tiles) / 4), uint32(a.Heads), 1}, [3]uint32{32 * attRows, 1, 1}, attnFwdSmem(hd),
+		grid := [3]uint32{uint32(len(tiles) / 4), uint32(a.Heads), 1}
+		if useTC {
+			return be.launch(tc.fwdName(), grid, [3]uint32{tcThreads, 1, 1}, tc.fwdSmem(),
+				vs[0].ptr, lp, vs[2].ptr, vs[3].ptr, vs[4].ptr, tp, int32(a.Heads), int32(a.KVHeads), int32(hd), a.Scale)
+		}
+		return be.launch("attn_fwd", grid, [3]uint32{32 * attRows, 1, 1}, attnFwdSmem(hd),
 			vs[0].ptr, lp, vs[2].ptr, vs[3].ptr, vs[4].ptr, tp, int32(a.Heads), int32(a.KVHeads), int32(hd), a.Scale)
 	})
 }
 
+// tensorCores reports whether attention of head dim hd runs on the
+// tensor-core kernels (see AttentionKernels), and which instantiation.
+func (be *Backend) tensorCores(hd int) (tcKernel, bool) {
+	if !be.cfg.tensorCoreAttention(hd) {
+		return tcKernel{}, false
+	}
+	return tcFor(hd)
+}
+
 // AttentionBackward accumulates dq, dk, dv (FlashAttention-2's backward:
 // D = rowsum(dO ⊙ O), probabilities recomputed from lse; dQ per query row,
-// dK and dV per key row, so no atomics).
+// dK and dV per key row, so no atomics), on the same kernels as the
+// forward: tensor cores or float32.
 func (be *Backend) AttentionBackward(a backend.Attention, spans []backend.Span, dq, dk, dv, dout, q, k, v, out, lse backend.Buffer) error {
 	vs, err := resolveAll(be, "attention backward", dq, dk, dv, dout, q, k, v, out, lse)
 	if err != nil {
@@ -349,7 +370,12 @@ func (be *Backend) AttentionBackward(a backend.Attention, spans []backend.Span, 
 	return be.run(func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
-		tiles := attnTiles(spans)
+		tc, useTC := be.tensorCores(hd)
+		rows, block, dqName, dkdvName, dqSmem, dkdvSmem := attRows, uint32(32*attRows), "attn_bwd_dq", "attn_bwd_dkdv", attnBwdSmem(hd), attnBwdSmem(hd)
+		if useTC {
+			rows, block, dqName, dkdvName, dqSmem, dkdvSmem = tcRows, tcThreads, tc.dqName(), tc.dkdvName(), tc.dqSmem(), tc.dkdvSmem()
+		}
+		tiles := attnTiles(spans, rows)
 		if len(tiles) == 0 {
 			return nil
 		}
@@ -368,7 +394,7 @@ func (be *Backend) AttentionBackward(a backend.Attention, spans []backend.Span, 
 			if err != nil {
 				return err
 			}
-			if err := be.launch("attn_bwd_dq", [3]uint32{uint32(len(tiles) / 4), uint32(a.Heads), 1}, [3]uint32{32 * attRows, 1, 1}, attnBwdSmem(hd),
+			if err := be.launch(dqName, [3]uint32{uint32(len(tiles) / 4), uint32(a.Heads), 1}, [3]uint32{block, 1, 1}, dqSmem,
 				vs[0].ptr, vs[3].ptr, vs[4].ptr, vs[5].ptr, vs[6].ptr, vs[8].ptr, D, tp, int32(a.Heads), int32(a.KVHeads), int32(hd), a.Scale); err != nil {
 				return err
 			}
@@ -376,7 +402,7 @@ func (be *Backend) AttentionBackward(a backend.Attention, spans []backend.Span, 
 		if vs[1] == nil && vs[2] == nil {
 			return nil
 		}
-		kt := attnKeyTiles(spans)
+		kt := attnKeyTiles(spans, rows)
 		kp, err := sc.ints(kt)
 		if err != nil {
 			return err
@@ -388,7 +414,7 @@ func (be *Backend) AttentionBackward(a backend.Attention, spans []backend.Span, 
 		if vs[2] != nil {
 			dvp = vs[2].ptr
 		}
-		return be.launch("attn_bwd_dkdv", [3]uint32{uint32(len(kt) / 6), uint32(a.KVHeads), 1}, [3]uint32{32 * attRows, 1, 1}, attnBwdSmem(hd),
+		return be.launch(dkdvName, [3]uint32{uint32(len(kt) / 6), uint32(a.KVHeads), 1}, [3]uint32{block, 1, 1}, dkdvSmem,
 			dkp, dvp, vs[3].ptr, vs[4].ptr, vs[5].ptr, vs[6].ptr, vs[8].ptr, D, kp, int32(a.Heads), int32(a.KVHeads), int32(hd), a.Scale)
 	})
 }

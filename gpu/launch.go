@@ -35,16 +35,17 @@ func grid1D(n int64, block int) uint32 {
 	return uint32(min(g, maxGrid1D))
 }
 
-// attnTiles splits the query rows of every span into tiles of up to
-// attRows consecutive rows. Each tile is {first query row, rows, first key
-// row, keys visible to its first row}; row i of a tile sees one key more
-// than row i−1 (query i of a span sees KLen−QLen+i+1 keys).
-func attnTiles(spans []backend.Span) []int32 {
+// attnTiles splits the query rows of every span into tiles of up to rows
+// consecutive rows (attRows for the float32 kernels, tcRows for the
+// tensor-core ones). Each tile is {first query row, rows, first key row,
+// keys visible to its first row}; row i of a tile sees one key more than
+// row i−1 (query i of a span sees KLen−QLen+i+1 keys).
+func attnTiles(spans []backend.Span, rows int) []int32 {
 	var t []int32
 	for _, s := range spans {
 		past := s.KLen - s.QLen
-		for r := 0; r < s.QLen; r += attRows {
-			n := min(attRows, s.QLen-r)
+		for r := 0; r < s.QLen; r += rows {
+			n := min(rows, s.QLen-r)
 			t = append(t, int32(s.Q0+r), int32(n), int32(s.K0), int32(past+r+1))
 		}
 	}
@@ -52,17 +53,17 @@ func attnTiles(spans []backend.Span) []int32 {
 }
 
 // attnKeyTiles splits the key rows of every span that has queries into
-// tiles of up to attRows rows for the dK/dV kernel. Each tile is {first key
-// row, rows, index of the first key within its span, first query row of the
-// span, QLen, KLen−QLen}.
-func attnKeyTiles(spans []backend.Span) []int32 {
+// tiles of up to rows rows for the dK/dV kernels. Each tile is {first key
+// row, rows, index of the first key within its span, first query row of
+// the span, QLen, KLen−QLen}.
+func attnKeyTiles(spans []backend.Span, rows int) []int32 {
 	var t []int32
 	for _, s := range spans {
 		if s.QLen == 0 {
 			continue
 		}
-		for j := 0; j < s.KLen; j += attRows {
-			n := min(attRows, s.KLen-j)
+		for j := 0; j < s.KLen; j += rows {
+			n := min(rows, s.KLen-j)
 			t = append(t, int32(s.K0+j), int32(n), int32(j), int32(s.Q0), int32(s.QLen), int32(s.KLen-s.QLen))
 		}
 	}
@@ -104,6 +105,63 @@ func decodePlan(spans []backend.Span) (rows []int32, splits, chunk int, ok bool)
 func attnFwdSmem(hd int) int    { return 4 * (attRows*hd + attBK*(hd+1)) }
 func attnDecodeSmem(hd int) int { return 4 * (hd + attBK*(hd+1)) }
 func attnBwdSmem(hd int) int    { return 4 * (2*attRows*hd + 2*attBK*(hd+1)) }
+
+// Tensor-core attention (the attn_*_tc* kernels; constants as TC_ROWS and
+// TC_PAD in kernels.cu).
+const (
+	tcRows    = 64  // query rows (forward, dQ) or key rows (dK/dV) per block: 4 warps × 16
+	tcThreads = 128 // threads per block
+	tcPad     = 8   // bf16 elements of padding per shared-memory row
+	tcMaxHead = 128 // largest head dim; smaller ones are zero-padded to 64 or 128
+)
+
+// tcKernel is one instantiation of the tensor-core attention kernels: the
+// padded head dim hd, the keys per step of the forward (fwdStep) and the
+// keys (dQ) or queries (dK/dV) per step of the backward (bwdStep), as the
+// extern "C" wrappers at the end of kernels.cu's tensor-core section
+// instantiate them.
+type tcKernel struct{ hd, fwdStep, bwdStep int }
+
+// tcFor returns the instantiation for head dim hd: the 64 kernels up to 64,
+// the 128 kernels up to 128; ok is false for larger (or non-positive) head
+// dims, which the float32 kernels serve.
+func tcFor(hd int) (k tcKernel, ok bool) {
+	switch {
+	case hd <= 0:
+		return tcKernel{}, false
+	case hd <= 64:
+		return tcKernel{hd: 64, fwdStep: 64, bwdStep: 64}, true
+	case hd <= tcMaxHead:
+		// 32-row steps in the backward keep the accumulators in registers.
+		return tcKernel{hd: 128, fwdStep: 64, bwdStep: 32}, true
+	}
+	return tcKernel{}, false
+}
+
+// tcKernels lists the instantiations (what open sets shared memory for).
+func tcKernels() []tcKernel {
+	k64, _ := tcFor(64)
+	k128, _ := tcFor(128)
+	return []tcKernel{k64, k128}
+}
+
+func (k tcKernel) fwdName() string  { return fmt.Sprintf("attn_fwd_tc%d", k.hd) }
+func (k tcKernel) dqName() string   { return fmt.Sprintf("attn_bwd_dq_tc%d", k.hd) }
+func (k tcKernel) dkdvName() string { return fmt.Sprintf("attn_bwd_dkdv_tc%d", k.hd) }
+
+// Dynamic shared memory of the tensor-core kernels in bytes: bf16 tiles of
+// rows × (hd+tcPad) (row-major) and hd × (rows+tcPad) (transposed), as
+// laid out at the top of each kernel.
+func (k tcKernel) fwdSmem() int {
+	return 2 * (k.fwdStep*(k.hd+tcPad) + k.hd*(k.fwdStep+tcPad)) // K, Vᵀ
+}
+func (k tcKernel) dqSmem() int {
+	return 2 * (2*k.bwdStep*(k.hd+tcPad) + k.hd*(k.bwdStep+tcPad)) // K, V, Kᵀ
+}
+func (k tcKernel) dkdvSmem() int {
+	// K, V of the block; Q, dO and their transposes per step; lse and D.
+	return 2*(2*tcRows*(k.hd+tcPad)+2*k.bwdStep*(k.hd+tcPad)+2*k.hd*(k.bwdStep+tcPad)) + 8*k.bwdStep
+}
 
 // lmChunk is the logits block of the LM-head kernels: nc vocabulary columns
 // (at most lmMaxVocab) by nr rows, at most lmMaxElems elements in all.

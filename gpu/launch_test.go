@@ -29,7 +29,14 @@ func TestAttnTiles(t *testing.T) {
 		0, 4, 0, 1,
 		4, 2, 0, 5,
 		6, 2, 20, 11,
-	}, attnTiles(spans))
+	}, attnTiles(spans, attRows))
+	// The tensor-core kernels' 64-row tiles: 70 queries are rows 0–63 and
+	// 64–69; the second tile's first row sees 65 keys.
+	require.Equal(t, []int32{
+		0, 64, 0, 1,
+		64, 6, 0, 65,
+		70, 2, 80, 11,
+	}, attnTiles([]backend.Span{{Q0: 0, QLen: 70, K0: 0, KLen: 70}, {Q0: 70, QLen: 2, K0: 80, KLen: 12}}, tcRows))
 }
 
 func TestAttnKeyTiles(t *testing.T) {
@@ -42,7 +49,11 @@ func TestAttnKeyTiles(t *testing.T) {
 		24, 4, 4, 6, 2, 10,
 		28, 4, 8, 6, 2, 10,
 		40, 1, 0, 9, 1, 0,
-	}, attnKeyTiles(spans))
+	}, attnKeyTiles(spans, attRows))
+	require.Equal(t, []int32{
+		20, 12, 0, 6, 2, 10,
+		40, 1, 0, 9, 1, 0,
+	}, attnKeyTiles(spans, tcRows))
 }
 
 func TestDecodePlan(t *testing.T) {
@@ -88,6 +99,42 @@ func TestAttnSharedMemoryFitsDevices(t *testing.T) {
 	}
 	// hd 128: (4·128 + 32·129) floats = 4640 floats = 18560 bytes.
 	require.Equal(t, 18560, attnFwdSmem(128))
+}
+
+func TestTensorCoreKernels(t *testing.T) {
+	for hd, want := range map[int]int{1: 64, 6: 64, 64: 64, 65: 128, 80: 128, 128: 128} {
+		k, ok := tcFor(hd)
+		require.True(t, ok, "hd %d", hd)
+		require.Equal(t, want, k.hd, "hd %d", hd)
+	}
+	for _, hd := range []int{0, -1, 129, 256} {
+		_, ok := tcFor(hd)
+		require.False(t, ok, "hd %d falls back to float32", hd)
+	}
+	k64, _ := tcFor(64)
+	k128, _ := tcFor(128)
+	require.Equal(t, []tcKernel{k64, k128}, tcKernels())
+	require.Equal(t, "attn_fwd_tc128", k128.fwdName())
+	require.Equal(t, "attn_bwd_dq_tc64", k64.dqName())
+	require.Equal(t, "attn_bwd_dkdv_tc128", k128.dkdvName())
+	for _, k := range tcKernels() {
+		for _, name := range []string{k.fwdName(), k.dqName(), k.dkdvName()} {
+			require.Contains(t, kernelNames, name)
+		}
+		// Forward and dQ fit the default 48 KiB; dK/dV needs the opt-in,
+		// which every device of compute capability ≥ 8.0 offers (99 KiB
+		// on sm_86/sm_89).
+		require.LessOrEqual(t, k.fwdSmem(), 48<<10)
+		require.LessOrEqual(t, k.dqSmem(), 48<<10)
+		require.LessOrEqual(t, k.dkdvSmem(), 99<<10)
+	}
+	// The sizes check.cc launches with (tcFwdSmem, tcDqSmem, tcDkdvSmem):
+	// hd 128, 64-key forward steps: 2·(64·136 + 128·72) bytes.
+	require.Equal(t, 35840, k128.fwdSmem())
+	require.Equal(t, 27648, k128.dqSmem())                                 // 2·(2·32·136 + 128·40)
+	require.Equal(t, 2*(2*64*136+2*32*136+2*128*40)+8*32, k128.dkdvSmem()) // 72960
+	require.Equal(t, 18432, k64.fwdSmem())
+	require.Equal(t, 55808, k64.dkdvSmem())
 }
 
 func TestLMChunk(t *testing.T) {

@@ -62,18 +62,48 @@ func (p Precision) String() string {
 	return fmt.Sprintf("Precision(%d)", int(p))
 }
 
+// AttentionKernels chooses what attention runs on (see the package doc).
+type AttentionKernels int
+
+const (
+	// AttentionAuto (the default) runs attention on tensor cores — bf16
+	// inputs, float32 softmax and accumulation — in BF16 precision when the
+	// head dim is at most 128, and on the float32 kernels otherwise (TF32
+	// and FP32 precision, larger head dims).
+	AttentionAuto AttentionKernels = iota
+	// AttentionFP32 always runs the float32 (CUDA-core) kernels.
+	AttentionFP32
+	// AttentionTensorCores runs the tensor-core kernels whenever the head
+	// dim is at most 128, whatever the GEMM precision.
+	AttentionTensorCores
+)
+
+func (a AttentionKernels) String() string {
+	switch a {
+	case AttentionAuto:
+		return "auto"
+	case AttentionFP32:
+		return "fp32"
+	case AttentionTensorCores:
+		return "tensor-cores"
+	}
+	return fmt.Sprintf("AttentionKernels(%d)", int(a))
+}
+
 // Option configures New.
 type Option func(*config)
 
 type config struct {
-	device     int
-	precision  Precision
-	cacheLimit int64
-	cublas     []string // library names to try; empty: no cuBLAS
+	device      int
+	precision   Precision
+	attention   AttentionKernels
+	weightCache bool
+	cacheLimit  int64
+	cublas      []string // library names to try; empty: no cuBLAS
 }
 
 func defaultConfig() config {
-	return config{precision: BF16, cacheLimit: 1 << 62, cublas: cublasLibraries()}
+	return config{precision: BF16, weightCache: true, cacheLimit: 1 << 62, cublas: cublasLibraries()}
 }
 
 func (c config) validate() error {
@@ -82,6 +112,9 @@ func (c config) validate() error {
 	}
 	if c.precision < BF16 || c.precision > FP32 {
 		return fmt.Errorf("gpu: unknown precision %v", c.precision)
+	}
+	if c.attention < AttentionAuto || c.attention > AttentionTensorCores {
+		return fmt.Errorf("gpu: unknown attention kernels %v", c.attention)
 	}
 	if c.cacheLimit < 0 {
 		return fmt.Errorf("gpu: negative cache limit %d", c.cacheLimit)
@@ -94,6 +127,41 @@ func WithDevice(ordinal int) Option { return func(c *config) { c.device = ordina
 
 // WithPrecision sets the GEMM precision (default BF16).
 func WithPrecision(p Precision) Option { return func(c *config) { c.precision = p } }
+
+// WithAttention chooses the attention kernels (default AttentionAuto).
+func WithAttention(a AttentionKernels) Option { return func(c *config) { c.attention = a } }
+
+// WithWeightCache turns the cache of converted weights on or off (default
+// on). In BF16 precision the backend keeps the bf16 copy of each weight
+// that Linear, LogProbEntropy and Logits multiply, and makes it again only
+// after the weight buffer has been written (Upload, Copy, Fill, AdamW, any
+// kernel output); the copies take half the weights' memory (the whole of
+// it without cuBLAS, where they are bf16-rounded float32). Off, weights
+// are converted into scratch memory at every call.
+func WithWeightCache(on bool) Option { return func(c *config) { c.weightCache = on } }
+
+// tensorCoreAttention reports whether attention with head dim hd runs on
+// the tensor-core kernels under c.
+func (c config) tensorCoreAttention(hd int) bool {
+	if _, ok := tcFor(hd); !ok {
+		return false
+	}
+	switch c.attention {
+	case AttentionTensorCores:
+		return true
+	case AttentionAuto:
+		return c.precision == BF16
+	}
+	return false
+}
+
+// attentionName describes c's attention kernels for Backend.Name.
+func (c config) attentionName() string {
+	if c.tensorCoreAttention(tcMaxHead) {
+		return fmt.Sprintf("attention bf16 tensor cores (head dim ≤ %d; fp32 above and for split-K decode)", tcMaxHead)
+	}
+	return "attention fp32"
+}
 
 // WithCacheLimit bounds the bytes of freed device blocks the caching
 // allocator keeps for reuse (default: no bound; 0 returns every freed block

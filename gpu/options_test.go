@@ -41,6 +41,37 @@ func TestConfig(t *testing.T) {
 	require.Equal(t, "Precision(9)", Precision(9).String())
 }
 
+func TestAttentionChoice(t *testing.T) {
+	c := defaultConfig()
+	require.Equal(t, AttentionAuto, c.attention)
+	require.True(t, c.weightCache, "weight cache on by default")
+	// Auto: tensor cores in BF16 for head dims up to 128.
+	for hd, want := range map[int]bool{8: true, 64: true, 128: true, 129: false, 256: false} {
+		require.Equal(t, want, c.tensorCoreAttention(hd), "bf16 auto, hd %d", hd)
+	}
+	for _, p := range []Precision{TF32, FP32} {
+		c := defaultConfig()
+		WithPrecision(p)(&c)
+		require.False(t, c.tensorCoreAttention(128), "%v keeps float32 attention", p)
+		require.Equal(t, "attention fp32", c.attentionName())
+		WithAttention(AttentionTensorCores)(&c)
+		require.True(t, c.tensorCoreAttention(128), "%v with tensor cores forced", p)
+		require.False(t, c.tensorCoreAttention(256), "no tensor-core kernel above 128")
+	}
+	WithAttention(AttentionFP32)(&c)
+	require.False(t, c.tensorCoreAttention(64))
+	WithAttention(AttentionKernels(5))(&c)
+	require.Error(t, c.validate())
+	c = defaultConfig()
+	require.Contains(t, c.attentionName(), "tensor cores")
+	WithWeightCache(false)(&c)
+	require.False(t, c.weightCache)
+	require.Equal(t, "tensor-cores", AttentionTensorCores.String())
+	require.Equal(t, "auto", AttentionAuto.String())
+	require.Equal(t, "fp32", AttentionFP32.String())
+	require.Equal(t, "AttentionKernels(7)", AttentionKernels(7).String())
+}
+
 func TestDriverError(t *testing.T) {
 	var err error = &DriverError{Call: "cuMemAlloc", Code: 2, Msg: "out of memory"}
 	require.ErrorIs(t, err, ErrCUDA)
