@@ -825,8 +825,9 @@ func scanChildren(pid int) []int {
 
 // treeProc is one process below a worker, as the watchdog saw it.
 type treeProc struct {
-	pid int
-	st  procStat
+	pid    int
+	st     procStat
+	memory int64 // RssAnon + RssShmem + VmSwap, when read
 }
 
 // treeSample is the watchdog's view of the processes below a worker.
@@ -866,22 +867,51 @@ func sampleTree(worker int, childrenFile, withMemory bool) (treeSample, error) {
 		if err != nil {
 			continue // gone
 		}
-		s.procs = append(s.procs, treeProc{pid: pid, st: st})
+		tp := treeProc{pid: pid, st: st}
 		s.cpu += st.CPU + st.ChildCPU
-		if st.State == 'Z' {
-			continue
-		}
-		s.threads += st.Threads
-		if withMemory {
-			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-				if m, err := parseProcStatusMemory(b); err == nil {
-					s.memory += m
+		if st.State != 'Z' {
+			s.threads += st.Threads
+			if withMemory {
+				if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+					if m, err := parseProcStatusMemory(b); err == nil {
+						tp.memory = m
+						s.memory += m
+					}
 				}
 			}
+		}
+		s.procs = append(s.procs, tp)
+		if st.State == 'Z' {
+			continue
 		}
 		queue = append(queue, childrenOf(pid, st.Threads, childrenFile)...)
 	}
 	return s, nil
+}
+
+// proportionalMemory sums the call's memory with the pages its processes
+// share counted once in all (PSS, from smaps_rollup), where the cheap sum
+// of RssAnon counts them once per process: a fork shares all of its
+// parent's pages, so thirty forked interpreters look like thirty times
+// one. smaps_rollup walks the process's page tables (≈ 1 ms per 100 MiB),
+// so the watchdog reads it only when the cheap sum is over the budget. A
+// process whose smaps_rollup cannot be read (the same user without
+// privileges, on a process that is not dumpable) keeps its cheap value.
+func proportionalMemory(t treeSample) int64 {
+	var total int64
+	for _, p := range t.procs {
+		if p.st.State == 'Z' {
+			continue
+		}
+		v := p.memory
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", p.pid)); err == nil {
+			if m, err := parseSmapsRollupMemory(b); err == nil {
+				v = m
+			}
+		}
+		total += v
+	}
+	return total
 }
 
 // budgetSample is a call's use, as counters since the worker's start
@@ -910,6 +940,9 @@ func (p *budgetPlan) sample(worker int, g *callGroup) budgetSample {
 		}
 	}
 	if g == nil || g.primary == "" {
+		if p.limits.memory > 0 && s.memory > p.limits.memory {
+			s.memory = proportionalMemory(s.tree)
+		}
 		return s
 	}
 	if g.v2() {

@@ -84,6 +84,40 @@ func parseProcStatusMemory(b []byte) (int64, error) {
 	return total, nil
 }
 
+// parseSmapsRollupMemory returns the memory a process holds as the
+// watchdog counts it when the cheap sum is over the budget, from
+// /proc/<pid>/smaps_rollup: Pss_Anon + Pss_Shmem + SwapPss, in bytes —
+// proportional set sizes, so that pages a fork shares among the call's
+// processes count once in all. Kernels before 5.10 show no Pss_Anon:
+// Pss (file-backed pages included) + SwapPss then.
+func parseSmapsRollupMemory(b []byte) (int64, error) {
+	v := map[string]int64{}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		key, rest, ok := strings.Cut(line, ":")
+		switch key {
+		case "Pss", "Pss_Anon", "Pss_Shmem", "SwapPss":
+		default:
+			continue
+		}
+		if !ok {
+			continue
+		}
+		kb, err := parseKB(rest)
+		if err != nil {
+			return 0, fmt.Errorf("smaps_rollup: %s: %w", key, err)
+		}
+		v[key] = kb
+	}
+	pss, ok := v["Pss"]
+	if !ok {
+		return 0, fmt.Errorf("smaps_rollup: no Pss: %w", errProcFormat)
+	}
+	if anon, ok := v["Pss_Anon"]; ok {
+		return anon + v["Pss_Shmem"] + v["SwapPss"], nil
+	}
+	return pss + v["SwapPss"], nil
+}
+
 // parseKB parses " 1234 kB" into bytes.
 func parseKB(s string) (int64, error) {
 	f := strings.Fields(s)

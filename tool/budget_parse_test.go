@@ -50,6 +50,20 @@ func TestParseProcStatusMemory(t *testing.T) {
 	assert.ErrorIs(t, err, errProcFormat)
 }
 
+func TestParseSmapsRollupMemory(t *testing.T) {
+	rollup := "55c5f4144000-7fffd5025000 ---p 00000000 00:00 0 [rollup]\nRss:  320732 kB\nPss:  319389 kB\n" +
+		"Pss_Dirty: 314096 kB\nPss_Anon: 314096 kB\nPss_File: 5293 kB\nPss_Shmem: 12 kB\nSwap: 0 kB\nSwapPss: 4 kB\n"
+	got, err := parseSmapsRollupMemory([]byte(rollup))
+	require.NoError(t, err)
+	assert.Equal(t, int64(314096+12+4)<<10, got, "Pss_Anon + Pss_Shmem + SwapPss")
+	// An older kernel: no Pss_Anon, so Pss + SwapPss.
+	got, err = parseSmapsRollupMemory([]byte("Rss: 10 kB\nPss: 7 kB\nSwapPss: 1 kB\n"))
+	require.NoError(t, err)
+	assert.Equal(t, int64(7+1)<<10, got)
+	_, err = parseSmapsRollupMemory([]byte("Rss: 10 kB\n"))
+	assert.ErrorIs(t, err, errProcFormat)
+}
+
 func TestParseMemTotal(t *testing.T) {
 	got, err := parseMemTotal([]byte("MemTotal:       24684084 kB\nMemFree:        22992216 kB\n"))
 	require.NoError(t, err)
@@ -174,9 +188,13 @@ func FuzzParseProcStat(f *testing.F) {
 func FuzzParseProcStatusMemory(f *testing.F) {
 	f.Add([]byte("RssAnon:\t 1024 kB\nRssShmem:\t 8 kB\nVmSwap:\t 0 kB\n"))
 	f.Add([]byte("RssAnon: 99999999999999999999 kB"))
+	f.Add([]byte("Pss: 7 kB\nPss_Anon: 5 kB\nSwapPss: 1 kB\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if v, err := parseProcStatusMemory(b); err == nil && v < 0 {
 			t.Fatalf("negative memory %d from %q", v, b)
+		}
+		if v, err := parseSmapsRollupMemory(b); err == nil && v < 0 {
+			t.Fatalf("negative PSS %d from %q", v, b)
 		}
 	})
 }

@@ -112,8 +112,11 @@
 //     they are writable too;
 //   - a watchdog that polls /proc every 10 ms and sums the resident
 //     anonymous and shared memory, threads and CPU time of every process
-//     below the worker. The worker is the PID namespace's init, or a child
-//     subreaper without one, so double forks and setsid stay below it.
+//     below the worker; once the memory sum passes the budget it is
+//     recounted from proportional set sizes (smaps_rollup), so that the
+//     pages forked interpreters share count once. The worker is the PID
+//     namespace's init, or a child subreaper without one, so double forks
+//     and setsid stay below it.
 //
 // Each worker has its own cgroup, made under the sandbox's. The worker
 // itself stays outside: once it reports ready, Go moves the child it

@@ -92,8 +92,8 @@ type CallUsage struct {
 	// PeakMemoryBytes is the most memory the call's processes held at
 	// once: the cgroup's own peak (memory.max_usage_in_bytes, or
 	// memory.peak where the kernel resets it per call) or, for the
-	// watchdog, its highest sample. Sampled values miss what lived less
-	// than one poll; 0 when nothing was measured.
+	// watchdog, its highest sample (see BudgetWatchdog). Sampled values
+	// miss what lived less than one poll; 0 when nothing was measured.
 	PeakMemoryBytes int64
 	// CPUTime is the CPU time of all the call's processes together.
 	CPUTime time.Duration

@@ -43,12 +43,15 @@ const (
 	// pids and cpuacct controllers where they are writable; a limit
 	// whose controller is not falls back to the watchdog's counting.
 	BudgetCgroup1
-	// BudgetWatchdog polls /proc every few milliseconds, sums the
-	// resident memory, threads and CPU time of every process below the
-	// worker (a PID namespace's init, or a child subreaper, so that
-	// double forks and setsid stay below it), and kills the call when a
-	// sum goes over its budget. It works everywhere but is sampled:
-	// memory can overshoot by what the call allocates in one poll.
+	// BudgetWatchdog polls /proc every 10 ms, sums the resident
+	// anonymous and shared memory (RssAnon + RssShmem + VmSwap, and
+	// proportional set sizes once that sum is over the budget, so that
+	// pages shared by forks count once), threads and CPU time of every
+	// process below the worker (a PID namespace's init, or a child
+	// subreaper, so that double forks and setsid stay below it), and
+	// kills the call when a sum goes over its budget. It works everywhere
+	// but is sampled: memory can overshoot by what the call allocates in
+	// one poll.
 	BudgetWatchdog
 )
 
@@ -117,7 +120,8 @@ type SandboxConfig struct {
 	// CallMemoryBytes bounds the memory of all of one call's processes
 	// together, however they fork: under cgroups everything the kernel
 	// charges them (anonymous memory, tmpfs files, page cache), under the
-	// watchdog their resident anonymous and shared memory. A call that
+	// watchdog their resident anonymous and shared memory (see
+	// BudgetWatchdog). A call that
 	// goes over it is killed and reports StatusMemoryLimit. Default: half
 	// of the host's memory (the smaller of MemTotal and the limit of the
 	// cgroup this process runs in) divided among the Workers, clamped to
