@@ -50,6 +50,11 @@ type CacheStats struct {
 	// Hits counts requests served from the cache, DeviceAllocs and
 	// DeviceFrees the calls that reached the driver.
 	Hits, DeviceAllocs, DeviceFrees uint64
+	// WeightBytes is the memory held by converted weight copies (part of
+	// InUse; see WithWeightCache). WeightHits counts products that used a
+	// current copy, WeightConversions the copies made: a weight's first
+	// use, and its first use after each write.
+	WeightBytes, WeightHits, WeightConversions uint64
 }
 
 // cache is a caching device allocator: freed blocks are kept in per-size

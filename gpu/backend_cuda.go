@@ -274,19 +274,20 @@ func blasCheck(call string, code C.int) error {
 // it with Close. All its calls run in order on one locked OS thread (see
 // the package doc), so a Backend is safe for concurrent use.
 type Backend struct {
-	cfg    config
-	w      *worker
-	dr     *driver
-	blas   *blasLib // nil: the tiled fallback GEMM
-	dev    C.CUdevice
-	ctx    C.CUcontext
-	stream C.CUstream
-	mod    C.CUmodule
-	fn     map[string]C.CUfunction
-	cache  *cache
-	name   string
-	closed atomic.Bool
-	stats  atomic.Pointer[CacheStats]
+	cfg     config
+	w       *worker
+	dr      *driver
+	blas    *blasLib // nil: the tiled fallback GEMM
+	dev     C.CUdevice
+	ctx     C.CUcontext
+	stream  C.CUstream
+	mod     C.CUmodule
+	fn      map[string]C.CUfunction
+	cache   *cache
+	weights *weightCache // bf16 copies of weights (WithWeightCache)
+	name    string
+	closed  atomic.Bool
+	stats   atomic.Pointer[CacheStats]
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -310,7 +311,7 @@ func New(ctx context.Context, opts ...Option) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	be := &Backend{cfg: cfg, w: newWorker(), dr: dr, fn: map[string]C.CUfunction{}}
+	be := &Backend{cfg: cfg, w: newWorker(), dr: dr, fn: map[string]C.CUfunction{}, weights: newWeightCache()}
 	be.stats.Store(&CacheStats{})
 	if err := be.w.do(be.open); err != nil {
 		// Release what open got before it failed (a context, a stream …).
@@ -475,8 +476,20 @@ func (be *Backend) run(f func() error) error {
 	return be.w.do(func() error {
 		err := f()
 		s := be.cache.stats
+		s.WeightBytes, s.WeightHits, s.WeightConversions = be.weights.bytes, be.weights.hits, be.weights.conversions
 		be.stats.Store(&s)
 		return err
+	})
+}
+
+// runW is run for a call that writes the buffers outs (nil ones are
+// skipped): their converted weight copies become stale, in stream order,
+// before f queues the writes. Every method that writes a buffer goes
+// through it; see weightCache.
+func (be *Backend) runW(outs []*buffer, f func() error) error {
+	return be.run(func() error {
+		be.weights.wrote(outs...)
+		return f()
 	})
 }
 
@@ -532,7 +545,9 @@ func (be *Backend) Free(b backend.Buffer) error {
 	if gb.freed.Swap(true) {
 		return fmt.Errorf("%w: free has been freed", backend.ErrBuffer)
 	}
-	return be.run(func() error { return be.cache.put(gb.ptr) })
+	return be.run(func() error {
+		return errors.Join(be.weights.drop(gb, be.cache.put), be.cache.put(gb.ptr))
+	})
 }
 
 // Upload copies src into dst[off:].
@@ -550,7 +565,7 @@ func (be *Backend) Upload(dst backend.Buffer, off int, src []float32) error {
 	if len(src) == 0 {
 		return nil
 	}
-	return be.run(func() error { return be.htod(d.ptr+devPtr(4*off), unsafe.Pointer(&src[0]), 4*len(src)) })
+	return be.runW([]*buffer{d}, func() error { return be.htod(d.ptr+devPtr(4*off), unsafe.Pointer(&src[0]), 4*len(src)) })
 }
 
 // Download copies src[off:off+len(dst)] into dst.
@@ -596,7 +611,7 @@ func (be *Backend) Copy(dst backend.Buffer, dstOff int, src backend.Buffer, srcO
 	if n == 0 {
 		return nil
 	}
-	return be.run(func() error {
+	return be.runW([]*buffer{v[0]}, func() error {
 		return be.dr.check("cuMemcpyDtoDAsync", C.drv_dtod(be.dr.d, C.ulonglong(v[0].ptr+devPtr(4*dstOff)), C.ulonglong(v[1].ptr+devPtr(4*srcOff)), C.size_t(4*n), be.stream))
 	})
 }
@@ -610,7 +625,7 @@ func (be *Backend) Fill(b backend.Buffer, val float32) error {
 	if gb == nil {
 		return fmt.Errorf("%w: fill of a nil buffer", backend.ErrBuffer)
 	}
-	return be.run(func() error { return be.memset(gb.ptr, val, gb.n) })
+	return be.runW([]*buffer{gb}, func() error { return be.memset(gb.ptr, val, gb.n) })
 }
 
 // ---- helpers on the worker thread -------------------------------------------
@@ -730,6 +745,29 @@ func (be *Backend) prep(s *scratch, p devPtr, n int64) (operand, error) {
 		return operand{}, err
 	}
 	return operand{q, opRounded}, be.elementwise("round_bf16", n, q, p, n)
+}
+
+// weight returns the GEMM operand of the weight buffer b: in BF16
+// precision its converted copy from the weight cache (made again only
+// after b has been written), or a conversion into scratch when the cache
+// is off; the data itself in the other precisions.
+func (be *Backend) weight(s *scratch, b *buffer) (operand, error) {
+	n := int64(b.n)
+	if be.cfg.precision != BF16 || n == 0 {
+		return operand{b.ptr, opF32}, nil
+	}
+	if !be.cfg.weightCache {
+		return be.prep(s, b.ptr, n)
+	}
+	kind, conv, bytes := opBF16, "f32_to_bf16", 2*n
+	if be.blas == nil {
+		kind, conv, bytes = opRounded, "round_bf16", 4*n
+	}
+	p, err := be.weights.get(b, uint64(bytes), be.cache.get, func(dst devPtr) error { return be.elementwise(conv, n, dst, b.ptr, n) })
+	if err != nil {
+		return operand{}, fmt.Errorf("converting a weight to bf16: %w", err)
+	}
+	return operand{p, kind}, nil
 }
 
 // gemmCall is one row-major (batched) product C = alpha·op(A)·op(B) + beta·C.

@@ -14,6 +14,7 @@ type buffer struct {
 	n     int
 	ptr   devPtr
 	freed atomic.Bool
+	gen   uint64 // advanced by every write (weightCache); worker thread only
 }
 
 // Len is the number of float32 elements.

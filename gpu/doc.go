@@ -53,8 +53,16 @@
 // reductions in every mode. When cuBLAS cannot be loaded, a tiled float32
 // GEMM kernel takes its place (with bf16-rounded inputs in BF16 mode, the
 // same numerics without tensor cores).
-// Conversions happen per call into scratch memory from the caching
-// allocator; no bf16 copy of the weights is kept between calls.
+// Activations are converted per call into scratch memory from the caching
+// allocator. Weights — the W of Linear, LogProbEntropy and Logits — keep
+// their converted copy between calls (WithWeightCache, on by default): it
+// is made at the first product and made again only after the weight
+// buffer has been written, by Upload, Copy, Fill, AdamW or any other call
+// that writes it (every writing call marks its outputs, in stream order),
+// so a weight updated once per optimizer step is converted once per step,
+// not once per micro-batch, forward and backward. The copies cost half the
+// fp32 weights' memory (Stats().WeightBytes) and are released with their
+// buffers.
 //
 // gpu may import policy/backend and the standard library; it must not import
 // package policy, internal/cpu or gorgonia.org/cu (its tests import policy

@@ -31,7 +31,7 @@ func (be *Backend) Gemm(g backend.Gemm, a, b, c backend.Buffer) error {
 	if g.TransB {
 		ldb = g.K
 	}
-	return be.run(func() error {
+	return be.runW([]*buffer{v[2]}, func() error {
 		s := &scratch{be: be}
 		defer s.done()
 		return be.gemm(s, gemmCall{
@@ -52,12 +52,16 @@ func (be *Backend) LinearForward(s backend.Linear, y, x, w, bias backend.Buffer)
 	if err := backend.CheckLinear(s, y, x, w, bias); err != nil {
 		return err
 	}
-	return be.run(func() error {
+	return be.runW([]*buffer{v[0]}, func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
 		in, out := max(s.In, 1), max(s.Out, 1)
+		wOp, err := be.weight(sc, v[2])
+		if err != nil {
+			return fmt.Errorf("linear forward: %w", err)
+		}
 		if err := be.gemm(sc, gemmCall{tB: true, m: s.Rows, n: s.Out, k: s.In, alpha: 1,
-			a: operand{v[1].ptr, opF32}, lda: in, b: operand{v[2].ptr, opF32}, ldb: in, c: v[0].ptr, ldc: out}); err != nil {
+			a: operand{v[1].ptr, opF32}, lda: in, b: wOp, ldb: in, c: v[0].ptr, ldc: out}); err != nil {
 			return fmt.Errorf("linear forward: %w", err)
 		}
 		if v[3] != nil {
@@ -80,7 +84,7 @@ func (be *Backend) LinearBackward(s backend.Linear, dx, dw, db, dy, x, w backend
 	if err := backend.CheckLinearGrads(s, dx, dw, db); err != nil {
 		return err
 	}
-	return be.run(func() error {
+	return be.runW([]*buffer{v[0], v[1], v[2]}, func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
 		in, out := max(s.In, 1), max(s.Out, 1)
@@ -90,8 +94,12 @@ func (be *Backend) LinearBackward(s backend.Linear, dx, dw, db, dy, x, w backend
 			return err
 		}
 		if v[0] != nil {
+			wOp, err := be.weight(sc, v[5])
+			if err != nil {
+				return fmt.Errorf("linear backward dx: %w", err)
+			}
 			if err := be.gemm(sc, gemmCall{m: s.Rows, n: s.In, k: s.Out, alpha: 1, beta: 1,
-				a: dyOp, lda: out, b: operand{v[5].ptr, opF32}, ldb: in, c: v[0].ptr, ldc: in}); err != nil {
+				a: dyOp, lda: out, b: wOp, ldb: in, c: v[0].ptr, ldc: in}); err != nil {
 				return fmt.Errorf("linear backward dx: %w", err)
 			}
 		}
@@ -118,7 +126,7 @@ func (be *Backend) EmbeddingForward(out, table backend.Buffer, ids []int32, dim 
 	if err := backend.CheckEmbedding(out, table, ids, dim); err != nil {
 		return err
 	}
-	return be.run(func() error {
+	return be.runW([]*buffer{v[0]}, func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
 		idp, err := sc.ints(ids)
@@ -140,7 +148,7 @@ func (be *Backend) EmbeddingBackward(dtable, dout backend.Buffer, ids []int32, d
 	if err := backend.CheckEmbedding(dout, dtable, ids, dim); err != nil {
 		return err
 	}
-	return be.run(func() error {
+	return be.runW([]*buffer{v[0]}, func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
 		idp, err := sc.ints(ids)
@@ -161,7 +169,7 @@ func (be *Backend) RMSNormForward(rows, dim int, eps float32, out, rstd, x, w ba
 	if err := backend.CheckRMSNorm(rows, dim, eps, true, out, rstd, x, w); err != nil {
 		return err
 	}
-	return be.run(func() error {
+	return be.runW([]*buffer{v[0], v[1]}, func() error {
 		var rp devPtr
 		if v[1] != nil {
 			rp = v[1].ptr
@@ -186,7 +194,7 @@ func (be *Backend) RMSNormBackward(rows, dim int, dx, dw, dout, x, w, rstd backe
 	if dw != nil && dw.Len() != dim {
 		return fmt.Errorf("%w: rmsnorm dw has %d elements, want %d", backend.ErrShape, dw.Len(), dim)
 	}
-	return be.run(func() error {
+	return be.runW([]*buffer{v[0], v[1]}, func() error {
 		if v[0] != nil {
 			if err := be.launch("rmsnorm_bwd_dx", [3]uint32{uint32(rows), 1, 1}, [3]uint32{blockRow, 1, 1}, 0,
 				v[0].ptr, v[2].ptr, v[3].ptr, v[4].ptr, v[5].ptr, int32(rows), int32(dim)); err != nil {
@@ -211,7 +219,7 @@ func (be *Backend) RoPEForward(heads, headDim int, pos []int32, freqs []float32,
 	if err := backend.CheckRoPE(heads, headDim, pos, freqs, out, x); err != nil {
 		return err
 	}
-	return be.rope(heads, headDim, pos, freqs, v[0].ptr, v[1].ptr, 1, false)
+	return be.rope(heads, headDim, pos, freqs, v[0], v[1].ptr, 1, false)
 }
 
 // RoPEBackward accumulates dx += Rᵀ·dout: the rotation by −angle.
@@ -226,14 +234,14 @@ func (be *Backend) RoPEBackward(heads, headDim int, pos []int32, freqs []float32
 	if dx == dout {
 		return fmt.Errorf("%w: rope backward dx and dout are the same buffer", backend.ErrShape)
 	}
-	return be.rope(heads, headDim, pos, freqs, v[0].ptr, v[1].ptr, -1, true)
+	return be.rope(heads, headDim, pos, freqs, v[0], v[1].ptr, -1, true)
 }
 
-func (be *Backend) rope(heads, headDim int, pos []int32, freqs []float32, out, x devPtr, sign float32, accumulate bool) error {
+func (be *Backend) rope(heads, headDim int, pos []int32, freqs []float32, out *buffer, x devPtr, sign float32, accumulate bool) error {
 	if len(pos) == 0 {
 		return nil
 	}
-	return be.run(func() error {
+	return be.runW([]*buffer{out}, func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
 		pp, err := sc.ints(pos)
@@ -245,7 +253,7 @@ func (be *Backend) rope(heads, headDim int, pos []int32, freqs []float32, out, x
 			return err
 		}
 		n := int64(len(pos)) * int64(heads) * int64(headDim/2)
-		return be.elementwise("rope", n, out, x, pp, fp, int32(len(pos)), int32(heads), int32(headDim), sign, b2i(accumulate))
+		return be.elementwise("rope", n, out.ptr, x, pp, fp, int32(len(pos)), int32(heads), int32(headDim), sign, b2i(accumulate))
 	})
 }
 
@@ -275,7 +283,7 @@ func (be *Backend) AttentionForward(a backend.Attention, spans []backend.Span, o
 		return err
 	}
 	hd := a.HeadDim
-	return be.run(func() error {
+	return be.runW([]*buffer{vs[0], vs[1]}, func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
 		var lp devPtr
@@ -367,7 +375,7 @@ func (be *Backend) AttentionBackward(a backend.Attention, spans []backend.Span, 
 		return nil
 	}
 	hd := a.HeadDim
-	return be.run(func() error {
+	return be.runW([]*buffer{vs[0], vs[1], vs[2]}, func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
 		tc, useTC := be.tensorCores(hd)
@@ -432,7 +440,7 @@ func (be *Backend) SwiGLUForward(out, gate, up backend.Buffer) error {
 		return fmt.Errorf("%w: swiglu gate and up must not be nil", backend.ErrBuffer)
 	}
 	n := int64(v[0].n)
-	return be.run(func() error { return be.elementwise("swiglu_fwd", n, v[0].ptr, v[1].ptr, v[2].ptr, n) })
+	return be.runW([]*buffer{v[0]}, func() error { return be.elementwise("swiglu_fwd", n, v[0].ptr, v[1].ptr, v[2].ptr, n) })
 }
 
 // SwiGLUBackward accumulates the gradients of silu(gate)·up.
@@ -455,7 +463,7 @@ func (be *Backend) SwiGLUBackward(dgate, dup, dout, gate, up backend.Buffer) err
 		du = v[1].ptr
 	}
 	n := int64(v[2].n)
-	return be.run(func() error { return be.elementwise("swiglu_bwd", n, dg, du, v[2].ptr, v[3].ptr, v[4].ptr, n) })
+	return be.runW([]*buffer{v[0], v[1]}, func() error { return be.elementwise("swiglu_bwd", n, dg, du, v[2].ptr, v[3].ptr, v[4].ptr, n) })
 }
 
 // Add computes out = a + b.
@@ -471,7 +479,7 @@ func (be *Backend) Add(out, a, b backend.Buffer) error {
 		return err
 	}
 	n := int64(v[0].n)
-	return be.run(func() error { return be.elementwise("add_f32", n, v[0].ptr, v[1].ptr, v[2].ptr, n) })
+	return be.runW([]*buffer{v[0]}, func() error { return be.elementwise("add_f32", n, v[0].ptr, v[1].ptr, v[2].ptr, n) })
 }
 
 // Axpy accumulates y += alpha·x.
@@ -487,7 +495,7 @@ func (be *Backend) Axpy(alpha float32, x, y backend.Buffer) error {
 		return err
 	}
 	n := int64(v[1].n)
-	return be.run(func() error { return be.elementwise("axpy_f32", n, alpha, v[0].ptr, v[1].ptr, n) })
+	return be.runW([]*buffer{v[1]}, func() error { return be.elementwise("axpy_f32", n, alpha, v[0].ptr, v[1].ptr, n) })
 }
 
 // LogProbEntropy computes log p(target), entropy and log-sum-exp of
@@ -511,7 +519,7 @@ func (be *Backend) LogProbEntropy(s backend.LMHead, targets []int32, logp, entro
 	if s.Rows == 0 {
 		return nil
 	}
-	return be.run(func() error {
+	return be.runW([]*buffer{v[0], v[1], v[2]}, func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
 		tp, err := sc.ints(targets)
@@ -522,7 +530,7 @@ func (be *Backend) LogProbEntropy(s backend.LMHead, targets []int32, logp, entro
 		if err != nil {
 			return err
 		}
-		wOp, err := be.prep(sc, v[4].ptr, int64(s.Vocab)*int64(s.Dim))
+		wOp, err := be.weight(sc, v[4])
 		if err != nil {
 			return err
 		}
@@ -610,7 +618,7 @@ func (be *Backend) LogProbEntropyBackward(s backend.LMHead, targets []int32, dh,
 	if (dh == nil && dw == nil) || s.Rows == 0 {
 		return nil
 	}
-	return be.run(func() error {
+	return be.runW([]*buffer{v[0], v[1]}, func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
 		tp, err := sc.ints(targets)
@@ -621,7 +629,7 @@ func (be *Backend) LogProbEntropyBackward(s backend.LMHead, targets []int32, dh,
 		if err != nil {
 			return err
 		}
-		wOp, err := be.prep(sc, v[5].ptr, int64(s.Vocab)*int64(s.Dim))
+		wOp, err := be.weight(sc, v[5])
 		if err != nil {
 			return err
 		}
@@ -686,7 +694,7 @@ func (be *Backend) Logits(s backend.LMHead, rows []int32, out, h, w backend.Buff
 	if len(rows) == 0 {
 		return nil
 	}
-	return be.run(func() error {
+	return be.runW([]*buffer{v[0]}, func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
 		rp, err := sc.ints(rows)
@@ -700,8 +708,12 @@ func (be *Backend) Logits(s backend.LMHead, rows []int32, out, h, w backend.Buff
 		if err := be.elementwise("embedding_fwd", int64(len(rows))*int64(s.Dim), sel, v[1].ptr, rp, int32(len(rows)), int32(s.Dim)); err != nil {
 			return err
 		}
+		wOp, err := be.weight(sc, v[2])
+		if err != nil {
+			return err
+		}
 		return be.gemm(sc, gemmCall{tB: true, m: len(rows), n: s.Vocab, k: s.Dim, alpha: s.Scale(),
-			a: operand{sel, opF32}, lda: s.Dim, b: operand{v[2].ptr, opF32}, ldb: s.Dim, c: v[0].ptr, ldc: s.Vocab})
+			a: operand{sel, opF32}, lda: s.Dim, b: wOp, ldb: s.Dim, c: v[0].ptr, ldc: s.Vocab})
 	})
 }
 
@@ -725,7 +737,7 @@ func (be *Backend) AdamW(step AdamWStep, param, grad, m, v backend.Buffer) error
 		return err
 	}
 	n := int64(vs[0].n)
-	return be.run(func() error {
+	return be.runW([]*buffer{vs[0], vs[2], vs[3]}, func() error {
 		return be.elementwise("adamw", n, vs[0].ptr, vs[1].ptr, vs[2].ptr, vs[3].ptr, n, k.decay, b2i(k.useDecay),
 			k.b1, k.ob1, k.b2, k.ob2, k.negStep, k.bc2Sqrt, k.eps)
 	})
@@ -783,5 +795,5 @@ func (be *Backend) Scale(alpha float32, x backend.Buffer) error {
 		return fmt.Errorf("%w: scale factor %v", backend.ErrArg, alpha)
 	}
 	n := int64(gb.n)
-	return be.run(func() error { return be.elementwise("scale_f32", n, gb.ptr, alpha, n) })
+	return be.runW([]*buffer{gb}, func() error { return be.elementwise("scale_f32", n, gb.ptr, alpha, n) })
 }
