@@ -202,12 +202,13 @@ func NewSFTTrainer(cfg SFTConfig, parts SFTParts) (*SFTTrainer, error) {
 			return nil, fmt.Errorf("%w: SFT sample %d: %w", ErrTrainer, i, err)
 		}
 	}
-	if err := attachLoRA(model, cfg.LoRA, cfg.Seed, "SFTConfig.LoRA"); err != nil {
-		return nil, err
-	}
 	sampler, err := dataset.NewSampler(len(data), dataset.SamplerConfig{BatchSize: cfg.BatchSize, Seed: cfg.Seed, Shuffle: true, DropLast: true})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTrainer, err)
+	}
+	// Last, after every check: attaching changes the user's model.
+	if err := attachLoRA(model, cfg.LoRA, cfg.Seed, "SFTConfig.LoRA"); err != nil {
+		return nil, err
 	}
 	opt, err := newOptimizer(model, cfg.Optimizer)
 	if err != nil {

@@ -163,9 +163,6 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 			return nil, fmt.Errorf("%w: TrainerParts.Prompts[%d] (%q) has %d prompt forms; want exactly one of Tokens, Text, Messages", ErrTrainer, i, p.ID, forms)
 		}
 	}
-	if err := attachLoRA(parts.Policy, cfg.LoRA, cfg.Seed, "TrainerConfig.LoRA"); err != nil {
-		return nil, err
-	}
 	rf := parts.Reward
 	if cfg.Overlong != nil {
 		oc, err := cfg.overlong(parts.Engine.MaxResponseTokens())
@@ -181,6 +178,10 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTrainer, err)
+	}
+	// Last, after every check: attaching changes the user's model.
+	if err := attachLoRA(parts.Policy, cfg.LoRA, cfg.Seed, "TrainerConfig.LoRA"); err != nil {
+		return nil, err
 	}
 	opt, err := newOptimizer(parts.Policy, cfg.Optimizer)
 	if err != nil {
@@ -200,7 +201,8 @@ func (t *Trainer) Config() TrainerConfig { return t.cfg }
 // checkpoint that would be written now).
 func (t *Trainer) StepsDone() int { return t.step }
 
-// Optimizer returns the trainer's AdamW, for inspection.
+// Optimizer returns the trainer's optimizer (a policy.DeviceAdamW for a
+// *policy.Model, AdamW over Params otherwise), for inspection.
 func (t *Trainer) Optimizer() policy.Optimizer { return t.opt }
 
 // sample is one trajectory of a step with what the trainer learns about it.

@@ -133,11 +133,9 @@ func (t *Trainer) LoadFrom(dir string) error {
 	case st.Prompts != len(t.parts.Prompts):
 		return fmt.Errorf("%w: %s: %d prompts, but the trainer has %d", ErrCheckpoint, CheckpointStateFile, st.Prompts, len(t.parts.Prompts))
 	}
-	params, err := t.opt.Params()
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrCheckpoint, err)
-	}
-	if err := loadParams(filepath.Join(dir, CheckpointParamsFile), params); err != nil {
+	if err := t.opt.LoadParams(func(params []policy.Param) error {
+		return loadParams(filepath.Join(dir, CheckpointParamsFile), params)
+	}); err != nil {
 		return err
 	}
 	if err := t.opt.LoadStateFile(dir); err != nil {

@@ -145,3 +145,35 @@ func TestSFTLoRA(t *testing.T) {
 	_, err = agentrl.NewSFTTrainer(bad, agentrl.SFTParts{Policy: newTabular(banditAlphabet), Data: data})
 	assert.ErrorIs(t, err, agentrl.ErrTrainer)
 }
+
+// TestSFTThenRLKeepsWeights: an RL trainer built on the model an SFT
+// trainer just trained (both keep the state on the model's backend)
+// starts from the fine-tuned weights, with or without adapters.
+func TestSFTThenRLKeepsWeights(t *testing.T) {
+	for _, lora := range []bool{false, true} {
+		ctx := context.Background()
+		_, m := newTransformerBanditInit(t, banditConfig(), json.RawMessage("0.3"))
+		data := []agentrl.SFTSample{{IDs: []int{0, 2, 1, 3, 2}, Mask: []float32{0, 1, 1, 1, 1}}}
+		sft, err := agentrl.NewSFTTrainer(agentrl.SFTConfig{BatchSize: 1, Epochs: 20, Optimizer: policy.AdamWConfig{LR: 0.02}}, agentrl.SFTParts{Policy: m, Data: data})
+		require.NoError(t, err)
+		before, err := sft.Loss(ctx, data)
+		require.NoError(t, err)
+		require.NoError(t, sft.Train(ctx, nil))
+		after, err := sft.Loss(ctx, data)
+		require.NoError(t, err)
+		require.Less(t, after, before/2)
+
+		cfg := banditConfig()
+		if lora {
+			cfg.LoRA = &policy.LoRAConfig{Rank: 2}
+		}
+		_, err = agentrl.NewTrainer(cfg, transformerParts(t, m))
+		require.NoError(t, err)
+		// A fresh SFT trainer only measures: its loss is the model's.
+		probe, err := agentrl.NewSFTTrainer(agentrl.SFTConfig{BatchSize: 1}, agentrl.SFTParts{Policy: m, Data: data})
+		require.NoError(t, err)
+		now, err := probe.Loss(ctx, data)
+		require.NoError(t, err)
+		assert.InDelta(t, after, now, 1e-9, "lora %v: RL starts from the SFT weights", lora)
+	}
+}

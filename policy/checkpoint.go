@@ -135,7 +135,7 @@ func (m *Model) Save(dir string, opts SaveOptions) error {
 		return err
 	}
 	m.mu.Lock()
-	if err := m.pullHost(); err != nil {
+	if err := m.pullHost(false); err != nil {
 		m.mu.Unlock()
 		return err
 	}
@@ -149,7 +149,7 @@ func (m *Model) Save(dir string, opts SaveOptions) error {
 			for slot, pair := range layer {
 				if pair.on() {
 					i := slices.Index(m.params, m.layers[l].slot(slot))
-					addLoRADelta(tensors[i].Float32, pair, float64(m.lora.scale))
+					addLoRADelta(tensors[i].Float32, pair.a.data, pair.b.data, pair, float64(m.lora.scale))
 				}
 			}
 		}

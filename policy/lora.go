@@ -70,7 +70,8 @@ type LoRAConfig struct {
 	// and SGLang's servers refuse adapters above their --max-lora-rank.
 	Rank int
 	// Alpha is PEFT's lora_alpha; 0 means Alpha = Rank (scale 1, or √Rank
-	// with rsLoRA).
+	// with rsLoRA). PEFT's LoraConfig defaults to 8 and verl's examples to
+	// 16 or 32: give the value the recipe names.
 	Alpha float64
 	// TargetModules names the adapted projections: any of "q_proj",
 	// "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
@@ -155,6 +156,8 @@ type loraState struct {
 	layers [][numLoRASlots]loraPair
 	params []*param // A and B of every adapted projection, in PEFT's order
 	merged bool     // the deltas are folded into the base weights
+	// snapshot holds A and B as MergeLoRA folded them, for UnmergeLoRA.
+	snapshot map[*param][]float32
 }
 
 // loraPair is one adapted projection.
@@ -199,60 +202,77 @@ func (m *Model) AddLoRA(cfg LoRAConfig, seed uint64) error {
 	return nil
 }
 
-// attachLoRA allocates zero adapters for cfg and freezes the base weights;
-// the caller holds m.mu.
-func (m *Model) attachLoRA(cfg LoRAConfig) error {
-	if m.lora != nil {
-		return fmt.Errorf("%w: the model already has an adapter", ErrLoRA)
-	}
-	if m.resident {
-		// A new stage (RL with adapters after full SFT): the full
-		// weights' optimizer ends, the host takes the weights back, and
-		// the adapters' trainer makes its own optimizer.
-		if err := m.pullHost(); err != nil {
-			return err
-		}
-		m.endResident()
-	}
-	if len(m.params) == 0 || m.params[0].w == nil {
-		return fmt.Errorf("%w: the model is closed", ErrInput)
-	}
-	c, err := cfg.WithDefaults()
-	if err != nil {
-		return err
-	}
-	st := &loraState{cfg: c, scale: float32(c.Scale()), layers: make([][numLoRASlots]loraPair, len(m.layers))}
-	fail := func(err error) error {
-		for _, p := range st.params {
-			_ = m.be.Free(p.w)
-		}
-		return err
-	}
+// loraSpec is one adapted projection's A and B tensors.
+type loraSpec struct {
+	layer, slot int
+	a, b        TensorSpec
+}
+
+// loraSpecs lists the adapter tensors c implies on this model, in PEFT's
+// order (layer by layer, q … down, A before B).
+func (m *Model) loraSpecs(c LoRAConfig) []loraSpec {
+	var out []loraSpec
 	for l := range m.layers {
 		for slot := range numLoRASlots {
 			if !slices.Contains(c.TargetModules, loraModules[slot]) {
 				continue
 			}
 			base := m.layers[l].slot(slot)
-			out, in := base.spec.Shape[0], base.spec.Shape[1]
-			var pair loraPair
-			for _, t := range []struct {
-				ab    string
-				shape []int
-				dst   **param
-			}{{"A", []int{c.Rank, in}, &pair.a}, {"B", []int{out, c.Rank}, &pair.b}} {
-				spec := TensorSpec{Name: loraTensorName(l, slot, t.ab), Shape: t.shape}
-				n := int(spec.Size())
-				w, err := m.be.Alloc(n)
-				if err != nil {
-					return fail(fmt.Errorf("policy: allocating %s: %w", spec.Name, err))
-				}
-				p := &param{spec: spec, data: make([]float32, n), grad: make([]float32, n), w: w}
-				st.params = append(st.params, p)
-				*t.dst = p
-			}
-			st.layers[l][slot] = pair
+			o, in := base.spec.Shape[0], base.spec.Shape[1]
+			out = append(out, loraSpec{layer: l, slot: slot,
+				a: TensorSpec{Name: loraTensorName(l, slot, "A"), Shape: []int{c.Rank, in}},
+				b: TensorSpec{Name: loraTensorName(l, slot, "B"), Shape: []int{o, c.Rank}}})
 		}
+	}
+	return out
+}
+
+// attachLoRA allocates zero adapters for cfg and freezes the base weights;
+// every check comes before the first change to the model. The caller
+// holds m.mu.
+func (m *Model) attachLoRA(cfg LoRAConfig) error {
+	c, err := cfg.WithDefaults()
+	if err != nil {
+		return err
+	}
+	if m.lora != nil {
+		return fmt.Errorf("%w: the model already has an adapter", ErrLoRA)
+	}
+	if len(m.params) == 0 || m.params[0].w == nil {
+		return fmt.Errorf("%w: the model is closed", ErrInput)
+	}
+	st := &loraState{cfg: c, scale: float32(c.Scale()), layers: make([][numLoRASlots]loraPair, len(m.layers))}
+	for _, sp := range m.loraSpecs(c) {
+		var pair loraPair
+		for _, t := range []struct {
+			spec TensorSpec
+			dst  **param
+		}{{sp.a, &pair.a}, {sp.b, &pair.b}} {
+			n := int(t.spec.Size())
+			w, err := m.be.Alloc(n)
+			if err != nil {
+				for _, p := range st.params {
+					_ = m.be.Free(p.w)
+				}
+				return fmt.Errorf("policy: allocating %s: %w", t.spec.Name, err)
+			}
+			p := &param{spec: t.spec, data: make([]float32, n), grad: make([]float32, n), w: w}
+			st.params = append(st.params, p)
+			*t.dst = p
+		}
+		st.layers[sp.layer][sp.slot] = pair
+	}
+	if m.resident {
+		// A new stage (RL with adapters after full SFT): the full
+		// weights' optimizer ends, the host takes the weights back, and
+		// the adapters' trainer makes its own optimizer.
+		if err := m.pullHost(false); err != nil {
+			for _, p := range st.params {
+				_ = m.be.Free(p.w)
+			}
+			return err
+		}
+		m.endResident()
 	}
 	for _, p := range m.params {
 		p.frozen = true
@@ -263,8 +283,19 @@ func (m *Model) attachLoRA(cfg LoRAConfig) error {
 		}
 	}
 	m.lora = st
-	m.baseDirty = true
+	m.adapterChanged()
 	return nil
+}
+
+// adapterChanged records that the function the model computes changed
+// shape (an adapter attached, merged or unmerged): frozen weights are
+// uploaded again, the sessions' KV caches (computed by the old function)
+// are dropped, and a backward pending from before fails instead of
+// mixing the two. The caller holds m.mu, so no generation is running.
+func (m *Model) adapterChanged() {
+	m.baseDirty = true
+	m.loraEpoch++
+	m.gen.closeAll(m.be)
 }
 
 // slot returns the base weight of a projection slot.
@@ -306,8 +337,9 @@ func (m *Model) MergeLoRA() error {
 }
 
 // UnmergeLoRA subtracts the adapter merged by MergeLoRA from the base
-// weights (PEFT's unmerge()). The base weights come back up to float32
-// rounding of the add and subtract, as in PEFT.
+// weights (PEFT's unmerge()): the adapter as it was merged, even if it
+// moved since. The base weights come back up to float32 rounding of the
+// add and subtract, as in PEFT.
 func (m *Model) UnmergeLoRA() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -322,28 +354,40 @@ func (m *Model) UnmergeLoRA() error {
 }
 
 // foldLoRA adds sign·scale·B·A to every adapted base weight on the host.
+// Merging snapshots A and B, and unmerging subtracts the snapshot: the
+// adapter may have moved meanwhile (an optimizer's momentum, a restore),
+// and the base must come back to what it was.
 func (m *Model) foldLoRA(sign float64) error {
-	if err := m.pullHost(); err != nil {
+	if err := m.pullHost(false); err != nil {
 		return err
 	}
-	s := sign * float64(m.lora.scale)
-	for l, layer := range m.lora.layers {
+	st := m.lora
+	if sign > 0 {
+		st.snapshot = make(map[*param][]float32, len(st.params))
+		for _, p := range st.params {
+			st.snapshot[p] = slices.Clone(p.data)
+		}
+	}
+	s := sign * float64(st.scale)
+	for l, layer := range st.layers {
 		for slot, pair := range layer {
 			if pair.on() {
-				addLoRADelta(m.layers[l].slot(slot).data, pair, s)
+				addLoRADelta(m.layers[l].slot(slot).data, st.snapshot[pair.a], st.snapshot[pair.b], pair, s)
 			}
 		}
 	}
-	m.baseDirty = true
+	if sign < 0 {
+		st.snapshot = nil
+	}
+	m.adapterChanged()
 	return nil
 }
 
-// addLoRADelta adds s·B·A to w [out, in], each element's dot product over
-// the rank accumulated in float64.
-func addLoRADelta(w []float32, pair loraPair, s float64) {
+// addLoRADelta adds s·B·A to w [out, in] with A and B's values a and b,
+// each element's dot product over the rank accumulated in float64.
+func addLoRADelta(w, a, b []float32, pair loraPair, s float64) {
 	r, in := pair.a.spec.Shape[0], pair.a.spec.Shape[1]
 	out := pair.b.spec.Shape[0]
-	a, b := pair.a.data, pair.b.data
 	for o := range out {
 		row := w[o*in : (o+1)*in]
 		bo := b[o*r : (o+1)*r]

@@ -248,7 +248,7 @@ func (m *Model) SaveAdapter(dir string, opts AdapterSaveOptions) error {
 		m.mu.Unlock()
 		return fmt.Errorf("%w: the model has no adapter to save", ErrLoRA)
 	}
-	if err := m.pullHost(); err != nil {
+	if err := m.pullHost(false); err != nil {
 		m.mu.Unlock()
 		return err
 	}
@@ -277,71 +277,64 @@ func (m *Model) SaveAdapter(dir string, opts AdapterSaveOptions) error {
 // LoadAdapter attaches the PEFT adapter in dir (adapter_config.json and
 // adapter_model.safetensors, F32, F16 or BF16) to the model, freezing the
 // base weights as AddLoRA does. Every tensor the configuration implies
-// must be present with its shape; a missing, unexpected or misshapen one
-// is an error that names it, and leaves the model without an adapter.
+// must be present with its shape and finite values; a missing, unexpected,
+// misshapen or non-finite one is an error that names it, and the model is
+// left as it was (everything is read and checked before it changes).
 func (m *Model) LoadAdapter(dir string) error {
 	cfg, err := ReadAdapterConfig(dir)
 	if err != nil {
 		return err
+	}
+	c, err := cfg.WithDefaults()
+	if err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
 	}
 	f, err := safetensors.Open(filepath.Join(dir, AdapterWeightsFileName))
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrLoRA, dir, err)
 	}
 	defer f.Close()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.attachLoRA(cfg); err != nil {
-		return fmt.Errorf("%s: %w", dir, err)
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrLoRA, dir, fmt.Sprintf(format, args...))
 	}
-	fail := func(err error) error {
-		m.detachLoRA()
-		return fmt.Errorf("%w: %s: %w", ErrLoRA, dir, err)
-	}
-	want := make(map[string]*param, len(m.lora.params))
-	for _, p := range m.lora.params {
-		want[p.spec.Name] = p
+	want := make(map[string]TensorSpec)
+	for _, sp := range m.loraSpecs(c) {
+		want[sp.a.Name], want[sp.b.Name] = sp.a, sp.b
 	}
 	for _, info := range f.Tensors() {
 		if _, ok := want[info.Name]; !ok {
-			return fail(fmt.Errorf("unexpected tensor %s (the config targets %v with rank %d)", info.Name, m.lora.cfg.TargetModules, m.lora.cfg.Rank))
+			return bad("unexpected tensor %s (the config targets %v with rank %d)", info.Name, c.TargetModules, c.Rank)
 		}
 	}
-	for _, p := range m.lora.params {
-		info, ok := f.Info(p.spec.Name)
-		if !ok {
-			return fail(fmt.Errorf("missing tensor %s", p.spec.Name))
+	values := make(map[string][]float32, len(want))
+	for name, spec := range want {
+		info, ok := f.Info(name)
+		switch {
+		case !ok:
+			return bad("missing tensor %s", name)
+		case !slices.Equal(info.Shape, spec.Shape):
+			return bad("tensor %s has shape %v; want %v", name, info.Shape, spec.Shape)
+		case !info.DType.IsFloat32Convertible():
+			return bad("tensor %s has dtype %s; want F32, F16 or BF16", name, info.DType)
 		}
-		if !slices.Equal(info.Shape, p.spec.Shape) {
-			return fail(fmt.Errorf("tensor %s has shape %v; want %v", p.spec.Name, info.Shape, p.spec.Shape))
+		v := make([]float32, spec.Size())
+		if err := f.ReadFloat32(name, v); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrLoRA, dir, err)
 		}
-		if !info.DType.IsFloat32Convertible() {
-			return fail(fmt.Errorf("tensor %s has dtype %s; want F32, F16 or BF16", p.spec.Name, info.DType))
-		}
-		if err := f.ReadFloat32(p.spec.Name, p.data); err != nil {
-			return fail(err)
-		}
-		for i, v := range p.data {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return fail(fmt.Errorf("tensor %s holds %v at element %d", p.spec.Name, v, i))
+		for i, x := range v {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				return bad("tensor %s holds %v at element %d", name, x, i)
 			}
 		}
+		values[name] = v
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.attachLoRA(c); err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	for _, p := range m.lora.params {
+		copy(p.data, values[p.spec.Name])
 	}
 	return nil
-}
-
-// detachLoRA removes a just-attached adapter and unfreezes the base
-// weights; the caller holds m.mu.
-func (m *Model) detachLoRA() {
-	for _, p := range m.lora.params {
-		_ = m.be.Free(p.w)
-		if p.dw != nil {
-			_ = m.be.Free(p.dw)
-		}
-	}
-	for _, p := range m.params {
-		p.frozen = false
-		p.grad = make([]float32, len(p.data))
-	}
-	m.lora = nil
 }

@@ -23,7 +23,7 @@ import (
 // autograd; the adapter folders are written there in PEFT's layout.
 
 var loraCases = []struct{ name, base string }{
-	{"qwen3-tiny-lora", "qwen3-tiny"}, // r 4, alpha 8, q/v/o/down, tied embeddings
+	{"qwen3-tiny-lora", "qwen3-tiny"}, // r 4, alpha 8, all seven (k under QK-norm), tied embeddings
 	{"llama-tiny-lora", "llama-tiny"}, // r 3, alpha 5, rsLoRA, all seven, biases
 }
 
@@ -609,4 +609,53 @@ func FuzzParseAdapterConfig(f *testing.F) {
 		require.NoError(t, err)
 		require.InDelta(t, s, c2.Scale(), 1e-12*s)
 	})
+}
+
+// TestLoRAChangesBetweenForwardAndBackward: merging (or attaching) after
+// a forward makes its backward fail instead of mixing two functions; the
+// sessions' KV caches of the old function are dropped.
+func TestLoRAChangesBetweenForwardAndBackward(t *testing.T) {
+	ctx := context.Background()
+	tc := loraCases[0]
+	m := loadWithAdapter(t, tc.base, tc.name)
+	seqs := loadGolden(t, tc.base).seqs
+	stats, back, err := m.Forward(ctx, TokenBatch{Tokens: seqs}, true)
+	require.NoError(t, err)
+	require.NoError(t, m.MergeLoRA())
+	assert.ErrorIs(t, back(ctx, stats.LogProbs, nil), ErrLoRA)
+	require.NoError(t, m.UnmergeLoRA())
+
+	b := loadTiny(t, tc.base)
+	_, back, err = b.Forward(ctx, TokenBatch{Tokens: seqs}, true)
+	require.NoError(t, err)
+	req := []GenerateRequest{{Prompt: seqs[0][:3], Params: SampleParams{MaxNewTokens: 2}, Session: "s"}}
+	gen, err := b.Generate(ctx, req)
+	require.NoError(t, err)
+	require.NoError(t, b.LoadAdapter(filepath.Join("testdata", "model", tc.name)))
+	assert.ErrorIs(t, back(ctx, stats.LogProbs, nil), ErrLoRA)
+	req[0].Prompt = append(slices.Clone(req[0].Prompt), gen[0].Tokens...)
+	again, err := b.Generate(ctx, req)
+	require.NoError(t, err)
+	assert.Zero(t, again[0].CachedTokens, "the session's cache was computed without the adapter")
+}
+
+// TestLoRAUnmergeAfterAdapterMoved: unmerging subtracts the adapter as it
+// was merged, so the base comes back even if A and B moved meanwhile.
+func TestLoRAUnmergeAfterAdapterMoved(t *testing.T) {
+	tc := loraCases[1]
+	m := loadWithAdapter(t, tc.base, tc.name)
+	base := make([][]float32, len(m.params))
+	for i, p := range m.params {
+		base[i] = slices.Clone(p.data)
+	}
+	require.NoError(t, m.MergeLoRA())
+	for _, p := range m.Params() {
+		for j := range p.Data {
+			p.Data[j] += 0.5 // an optimizer's momentum, a restore
+		}
+	}
+	require.NoError(t, m.UnmergeLoRA())
+	for i, p := range m.params {
+		assert.Less(t, maxAbsDiff(p.data, base[i]), 1e-6, p.spec.Name)
+	}
 }

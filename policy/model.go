@@ -26,7 +26,8 @@ var ErrInput = errors.New("policy: invalid input")
 //
 // The parameters live on the host (Params, which the optimizer updates in
 // place) and are copied to the backend at the start of each computation,
-// so a GPU backend sees the optimizer's updates. Calls are serialised: a
+// so a GPU backend sees the optimizer's updates — unless NewDeviceAdamW
+// moved the training state to the backend, where it then stays. Calls are serialised: a
 // Model is safe for concurrent use, and runs one computation at a time.
 type Model struct {
 	cfg    Config
@@ -42,6 +43,10 @@ type Model struct {
 
 	mu   sync.Mutex // serialises computations on the device buffers
 	lora *loraState // the adapter, nil without one
+	// loraEpoch counts the changes of the function computed (adapters
+	// attached, merged, unmerged); a backward checks it against its
+	// forward's.
+	loraEpoch uint64
 	// baseDirty: the frozen weights' host values changed since they were
 	// last uploaded (trainable ones are uploaded before every computation,
 	// unless the model is resident).
@@ -50,11 +55,12 @@ type Model struct {
 	// state live in backend buffers (NewDeviceAdamW); the host copies are
 	// refreshed only when asked for (Params, Save, SaveAdapter).
 	resident bool
-	// hostStale (resident): the backend holds newer trainable weights or
-	// gradients than the host slices. hostDirty (resident): the host
-	// slices were handed out by Params and may have been written, so they
-	// are uploaded before the next computation.
-	hostStale, hostDirty bool
+	// weightsStale, gradsStale (resident): the backend holds newer
+	// trainable weights (after an optimizer step) or gradients (after a
+	// backward, zeroing or clipping) than the host slices. hostDirty
+	// (resident): the host slices hold the truth (the model just moved
+	// to the backend), so they are uploaded before the next computation.
+	weightsStale, gradsStale, hostDirty bool
 	devOpt               *DeviceAdamW // the resident model's optimizer, freed by Close
 	gen                  *generator
 }
@@ -269,7 +275,7 @@ func (m *Model) Params() []Param {
 	if m.resident {
 		// An error here (a closed model) leaves the last host copy,
 		// which is what there is.
-		_ = m.pullHost()
+		_ = m.pullHost(true)
 		m.endResident()
 	}
 	return m.paramViews()
@@ -305,19 +311,25 @@ func (m *Model) trainable() []*param {
 	return m.params
 }
 
-// pullHost copies the backend's trainable weights and gradients into the
-// host slices when they are newer (a resident model after a step or a
-// backward); the caller holds m.mu.
-func (m *Model) pullHost() error {
-	if !m.hostStale {
+// pullHost copies the backend's trainable weights into the host slices
+// when they are newer (a resident model after a step), and with grads
+// the gradients too; the caller holds m.mu.
+func (m *Model) pullHost(grads bool) error {
+	pullW, pullG := m.weightsStale, grads && m.gradsStale
+	if !pullW && !pullG {
 		return nil
 	}
 	for _, p := range m.trainable() {
 		if p.w == nil {
 			return fmt.Errorf("%w: the model is closed", ErrInput)
 		}
-		if err := m.be.Download(p.data, p.w, 0); err != nil {
-			return fmt.Errorf("policy: downloading %s: %w", p.spec.Name, err)
+		if pullW {
+			if err := m.be.Download(p.data, p.w, 0); err != nil {
+				return fmt.Errorf("policy: downloading %s: %w", p.spec.Name, err)
+			}
+		}
+		if !pullG {
+			continue
 		}
 		if p.dw == nil {
 			clear(p.grad)
@@ -325,7 +337,23 @@ func (m *Model) pullHost() error {
 			return fmt.Errorf("policy: downloading the gradient of %s: %w", p.spec.Name, err)
 		}
 	}
-	m.hostStale = false
+	m.weightsStale = m.weightsStale && !pullW
+	m.gradsStale = m.gradsStale && !pullG
+	return nil
+}
+
+// pushHost uploads the trainable host weights and gradients (a resident
+// model's restore); the caller holds m.mu.
+func (m *Model) pushHost() error {
+	for _, p := range m.trainable() {
+		if err := m.be.Upload(p.w, 0, p.data); err != nil {
+			return fmt.Errorf("policy: uploading %s: %w", p.spec.Name, err)
+		}
+		if err := m.uploadGrad(p); err != nil {
+			return err
+		}
+	}
+	m.weightsStale, m.gradsStale, m.hostDirty = false, false, false
 	return nil
 }
 

@@ -124,6 +124,9 @@ type trainState struct {
 	hf, rstd backend.Buffer
 	lse, ent backend.Buffer
 	once     sync.Once
+	// loraEpoch is the model's at the forward: an adapter attached,
+	// merged or unmerged before the backward makes it fail.
+	loraEpoch uint64
 }
 
 // Forward computes per-token log-probabilities and entropies of the next
@@ -146,14 +149,6 @@ func (m *Model) Forward(ctx context.Context, batch TokenBatch, withGrad bool) (T
 	for b, n := range pb.lens {
 		stats.LogProbs[b], stats.Entropy[b] = make([]float32, n), make([]float32, n)
 	}
-	if withGrad {
-		m.mu.Lock()
-		merged := m.lora != nil && m.lora.merged
-		m.mu.Unlock()
-		if merged {
-			return TokenStats{}, nil, fmt.Errorf("%w: the LoRA adapter is merged into the base weights; UnmergeLoRA before training", ErrLoRA)
-		}
-	}
 	if pb.t == 0 {
 		if !withGrad {
 			return stats, nil, nil
@@ -162,10 +157,13 @@ func (m *Model) Forward(ctx context.Context, batch TokenBatch, withGrad bool) (T
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if withGrad && m.lora != nil && m.lora.merged {
+		return TokenStats{}, nil, fmt.Errorf("%w: the LoRA adapter is merged into the base weights; UnmergeLoRA before training", ErrLoRA)
+	}
 	if err := m.syncWeights(); err != nil {
 		return TokenStats{}, nil, err
 	}
-	st := &trainState{a: &arena{be: m.be}, pb: pb}
+	st := &trainState{a: &arena{be: m.be}, pb: pb, loraEpoch: m.loraEpoch}
 	ok := false
 	defer func() {
 		if !ok {
@@ -273,6 +271,12 @@ func (m *Model) backward(ctx context.Context, st *trainState, gradLogProbs, grad
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.params[0].w == nil {
+		return fmt.Errorf("%w: the model is closed", ErrInput)
+	}
+	if st.loraEpoch != m.loraEpoch {
+		return fmt.Errorf("%w: the adapter was attached, merged or unmerged between this forward and its backward", ErrLoRA)
+	}
 	be, d, t := m.be, m.dims(), pb.t
 	if m.resident {
 		// The gradients accumulate on the backend until the optimizer's
@@ -446,7 +450,7 @@ func (m *Model) backward(ctx context.Context, st *trainState, gradLogProbs, grad
 		}
 	}
 	if m.resident {
-		m.hostStale = true
+		m.gradsStale = true
 		return nil
 	}
 	var host []float32

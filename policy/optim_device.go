@@ -40,9 +40,11 @@ type Optimizer interface {
 	SaveStateFile(dir string) error
 	LoadStateFile(dir string) error
 	// Params are the parameters it updates, as host slices holding
-	// their current values; writes to Data take effect at the next
-	// computation (a checkpoint's restore writes through them).
+	// their current values (what a checkpoint saves).
 	Params() ([]Param, error)
+	// LoadParams calls load with the parameters to write them (a
+	// checkpoint's restore); the writes take effect when it returns.
+	LoadParams(load func([]Param) error) error
 }
 
 var (
@@ -53,6 +55,12 @@ var (
 // Params returns the parameters the optimizer updates (the slices it
 // was made with).
 func (o *AdamW) Params() ([]Param, error) { return append([]Param(nil), o.params...), nil }
+
+// LoadParams calls load with the optimizer's params, which it writes in
+// place.
+func (o *AdamW) LoadParams(load func([]Param) error) error {
+	return load(append([]Param(nil), o.params...))
+}
 
 // ZeroGrad sets the optimizer's gradients to zero (ZeroGrad of its params).
 func (o *AdamW) ZeroGrad() error {
@@ -74,8 +82,11 @@ func (o *AdamW) ClipGradNorm(maxNorm float64) (float64, error) {
 // (backend.Optimizer), and nothing crosses to the host per step. On a GPU
 // that removes the per-step upload of every weight and download of every
 // gradient; on the CPU backend it removes the same memcpys. The update is
-// backend.AdamWUpdate, bit for bit the one NewAdamW's optimizer makes, and
-// the state file is the same, so either can resume the other's run.
+// backend.AdamWUpdate, bit for bit the one NewAdamW's optimizer makes
+// from the same gradients, and the state file is the same, so either can
+// resume the other's run. One backward's gradients are the same too; over
+// several accumulated backward passes a tied embedding's two
+// contributions are summed in another order (float32 rounding).
 //
 // A DeviceAdamW is not safe for concurrent use; its model may be.
 type DeviceAdamW struct {
@@ -131,9 +142,12 @@ func (m *Model) NewDeviceAdamW(cfg AdamWConfig) (*DeviceAdamW, error) {
 			*dst = append(*dst, b)
 		}
 	}
-	// The host holds the truth until now: the next computation uploads
-	// the weights and the gradients accumulated so far.
-	m.resident, m.hostDirty, m.devOpt = true, true, o
+	if !m.resident {
+		// The host holds the truth until now: the next computation
+		// uploads the weights and the gradients accumulated so far.
+		m.resident, m.hostDirty = true, true
+	}
+	m.devOpt = o
 	return o, nil
 }
 
@@ -167,7 +181,7 @@ func (o *DeviceAdamW) locked(f func() error) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if o.mom == nil {
-		return fmt.Errorf("%w: the device optimizer has ended: its model was closed, gave its Params to the host, took an adapter or a newer optimizer", ErrInput)
+		return fmt.Errorf("%w: the device optimizer has ended: its model was closed, took an adapter or a newer optimizer, or gave its training to the host (Model.Params does; DeviceAdamW.Params is the view that does not)", ErrInput)
 	}
 	if err := m.syncWeights(); err != nil {
 		return err
@@ -198,7 +212,7 @@ func (o *DeviceAdamW) Step() (float64, error) {
 				return fmt.Errorf("policy: AdamW on %s: %w", p.spec.Name, err)
 			}
 		}
-		o.model.hostStale = true
+		o.model.weightsStale = true
 		return nil
 	})
 	if err != nil {
@@ -216,7 +230,7 @@ func (o *DeviceAdamW) ZeroGrad() error {
 				return err
 			}
 		}
-		o.model.hostStale = true
+		o.model.gradsStale = true
 		return nil
 	})
 }
@@ -263,7 +277,7 @@ func (o *DeviceAdamW) ClipGradNorm(maxNorm float64) (float64, error) {
 					return err
 				}
 			}
-			o.model.hostStale = true
+			o.model.gradsStale = true
 		}
 		return nil
 	})
@@ -272,19 +286,35 @@ func (o *DeviceAdamW) ClipGradNorm(maxNorm float64) (float64, error) {
 
 // Params copies the backend's current weights and gradients into the
 // model's host slices and returns them, without ending the optimizer:
-// what a checkpoint saves and restores. Writes to Data and Grad are
-// uploaded before the next computation.
+// what a checkpoint saves. The copies are a snapshot; to change the
+// parameters, use LoadParams.
 func (o *DeviceAdamW) Params() ([]Param, error) {
 	var ps []Param
 	err := o.locked(func() error {
-		if err := o.model.pullHost(); err != nil {
+		if err := o.model.pullHost(true); err != nil {
 			return err
 		}
-		o.model.hostDirty = true
 		ps = o.model.paramViews()
 		return nil
 	})
 	return ps, err
+}
+
+// LoadParams calls load with the current parameters (as Params) and
+// uploads what it wrote: a checkpoint's restore.
+func (o *DeviceAdamW) LoadParams(load func([]Param) error) error {
+	return o.locked(func() error {
+		if err := o.model.pullHost(true); err != nil {
+			return err
+		}
+		if err := load(o.model.paramViews()); err != nil {
+			// Partly written host copies: the backend's values stay, and
+			// the next view downloads them again.
+			o.model.weightsStale, o.model.gradsStale = true, true
+			return err
+		}
+		return o.model.pushHost()
+	})
 }
 
 // hostState returns an AdamW over host copies of the moments, for the

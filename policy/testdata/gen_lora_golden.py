@@ -114,7 +114,7 @@ def make(name, base, r, alpha, rslora, targets, seed):
 
 
 def main():
-    make("qwen3-tiny-lora", "qwen3-tiny", 4, 8, False, ["q_proj", "v_proj", "o_proj", "down_proj"], 11)
+    make("qwen3-tiny-lora", "qwen3-tiny", 4, 8, False, ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], 11)
     make("llama-tiny-lora", "llama-tiny", 3, 5, True, sorted(MODULES), 12)
 
 
