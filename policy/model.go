@@ -61,8 +61,8 @@ type Model struct {
 	// (resident): the host slices hold the truth (the model just moved
 	// to the backend), so they are uploaded before the next computation.
 	weightsStale, gradsStale, hostDirty bool
-	devOpt               *DeviceAdamW // the resident model's optimizer, freed by Close
-	gen                  *generator
+	devOpt                              *DeviceAdamW // the resident model's optimizer, freed by Close
+	gen                                 *generator
 }
 
 // param is one tensor: host values and gradient, and their device copies.
