@@ -290,7 +290,10 @@ type Backend struct {
 	stats   atomic.Pointer[CacheStats]
 }
 
-var _ backend.Backend = (*Backend)(nil)
+var (
+	_ backend.Backend   = (*Backend)(nil)
+	_ backend.Optimizer = (*Backend)(nil)
+)
 
 // New opens the CUDA driver, retains the primary context of the selected
 // device, creates a stream and a cuBLAS handle, and loads the kernels. It

@@ -719,12 +719,13 @@ func (be *Backend) Logits(s backend.LMHead, rows []int32, out, h, w backend.Buff
 
 // AdamW applies one torch.optim.AdamW step to param from grad, updating the
 // float32 moments m and v in place, operation for operation as
-// policy.AdamW (the results agree bit for bit). All four buffers must have
-// the same length.
+// backend.AdamWUpdate (the results agree bit for bit). All four buffers
+// must have the same length. With GradNorm and Scale it implements
+// backend.Optimizer.
 func (be *Backend) AdamW(step AdamWStep, param, grad, m, v backend.Buffer) error {
-	k, err := step.scalars()
+	k, err := step.Scalars()
 	if err != nil {
-		return fmt.Errorf("%w: %w", backend.ErrArg, err)
+		return fmt.Errorf("gpu: %w", err)
 	}
 	vs, err := resolveAll(be, "adamw", param, grad, m, v)
 	if err != nil {
@@ -738,8 +739,8 @@ func (be *Backend) AdamW(step AdamWStep, param, grad, m, v backend.Buffer) error
 	}
 	n := int64(vs[0].n)
 	return be.runW([]*buffer{vs[0], vs[2], vs[3]}, func() error {
-		return be.elementwise("adamw", n, vs[0].ptr, vs[1].ptr, vs[2].ptr, vs[3].ptr, n, k.decay, b2i(k.useDecay),
-			k.b1, k.ob1, k.b2, k.ob2, k.negStep, k.bc2Sqrt, k.eps)
+		return be.elementwise("adamw", n, vs[0].ptr, vs[1].ptr, vs[2].ptr, vs[3].ptr, n, k.Decay, b2i(k.UseDecay),
+			k.B1, k.OB1, k.B2, k.OB2, k.NegStep, k.BC2Sqrt, k.Eps)
 	})
 }
 

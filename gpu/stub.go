@@ -13,7 +13,10 @@ import (
 // method of a zero Backend returns ErrNotCompiled.
 type Backend struct{}
 
-var _ backend.Backend = (*Backend)(nil)
+var (
+	_ backend.Backend   = (*Backend)(nil)
+	_ backend.Optimizer = (*Backend)(nil)
+)
 
 // New returns ErrNotCompiled: this binary has no CUDA support.
 func New(ctx context.Context, opts ...Option) (*Backend, error) {
