@@ -597,11 +597,40 @@ __device__ __forceinline__ void frag_a_from_c(u32* a, const float* c0, const flo
 
 // load_rows rounds n float32 rows of hd channels (row r at src + r·stride)
 // to bf16 into a [ROWS][HD+TC_PAD] tile s and/or its transpose t
-// [HD][ROWS+TC_PAD] (either may be null). Rows ≥ n and
-// channels ≥ hd are zero, so padded products add nothing and never read
-// NaN garbage. Consecutive threads read consecutive channels (coalesced).
+// [HD][ROWS+TC_PAD] (either may be null). Rows ≥ n and channels ≥ hd are
+// zero, so padded products add nothing and never read NaN garbage. When
+// hd is a multiple of 4 (16-byte aligned rows: every head dim of note),
+// each thread moves 4 channels with one float4 load; consecutive threads
+// take consecutive channels of a row (coalesced loads, conflict-free
+// stores to s) unless the tile is transposed, where they take consecutive
+// rows of a channel group, so that the 2-byte stores to t fall in distinct
+// banks.
 template <int HD, int ROWS>
 __device__ __forceinline__ void load_rows(u16* s, u16* t, const float* src, long long stride, int n, int hd) {
+  if ((hd & 3) == 0) {
+    for (int i = threadIdx.x; i < ROWS * HD / 4; i += blockDim.x) {
+      int r, c;
+      if (t == 0) {
+        r = i / (HD / 4);
+        c = 4 * (i % (HD / 4));
+      } else {
+        r = i % ROWS;
+        c = 4 * (i / ROWS);
+      }
+      float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (r < n && c < hd) x = *(const float4*)(src + r * stride + c);
+      u32 lo = pack_bf16(x.x, x.y), hi = pack_bf16(x.z, x.w);
+      if (s != 0) *(uint2*)(s + r * (HD + TC_PAD) + c) = make_uint2(lo, hi);
+      if (t != 0) {
+        u16* col = t + c * (ROWS + TC_PAD) + r;
+        col[0] = (u16)lo;
+        col[ROWS + TC_PAD] = (u16)(lo >> 16);
+        col[2 * (ROWS + TC_PAD)] = (u16)hi;
+        col[3 * (ROWS + TC_PAD)] = (u16)(hi >> 16);
+      }
+    }
+    return;
+  }
   for (int i = threadIdx.x; i < ROWS * HD; i += blockDim.x) {
     int r = i / HD, c = i % HD;
     float x = (r < n && c < hd) ? src[r * stride + c] : 0.f;
