@@ -3,6 +3,7 @@ package tool
 import (
 	"os"
 	"path"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -25,9 +26,11 @@ func TestParseProcStat(t *testing.T) {
 		_, err := parseProcStat([]byte(bad))
 		assert.ErrorIs(t, err, errProcFormat, "%q", bad)
 	}
-	// This process, read independently: its parent is os.Getppid(), and a
-	// Go program runs several threads.
-	b, err := os.ReadFile("/proc/self/stat")
+	// This thread, read independently: it is running (it is reading),
+	// its process's parent is os.Getppid(), and it has threads.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b, err := os.ReadFile("/proc/thread-self/stat")
 	if err != nil {
 		t.Skip("no /proc here")
 	}

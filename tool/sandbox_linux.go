@@ -644,7 +644,7 @@ func (s *Sandbox) prepare(w *worker) error {
 		}
 		w.group.resetPeak()
 	}
-	w.base = s.budget.sample(w.cmd.Process.Pid, w.group)
+	w.base = s.budget.sample(w.cmd.Process.Pid, w.group, false)
 	return nil
 }
 
