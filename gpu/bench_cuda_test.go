@@ -3,6 +3,7 @@
 package gpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -79,11 +80,16 @@ func BenchmarkGemm(b *testing.B) {
 }
 
 // attention shape: 4 packed sequences of 512, 16 query heads, 4 KV heads,
-// head dim 128 (a Qwen3-1.7B-like layer).
-func attnShape() (backend.Attention, []backend.Span, int) {
-	a := backend.Attention{Heads: 16, KVHeads: 4, HeadDim: 128, Scale: float32(1 / math.Sqrt(128))}
+// head dim hd (128: a Qwen3-1.7B-like layer); scripts/sdpa_bench.py's
+// defaults.
+func attnShape(hd int) (backend.Attention, []backend.Span, int) {
+	a := backend.Attention{Heads: 16, KVHeads: 4, HeadDim: hd, Scale: float32(1 / math.Sqrt(float64(hd)))}
 	return a, backend.PackedSpans([]int{512, 512, 512, 512}), 2048
 }
+
+// attnHeadDims are the head dims the attention benchmarks run, one
+// sub-benchmark each (hd128/…, hd64/…).
+var attnHeadDims = []int{128, 64}
 
 // causal attention FLOPs: 2 products of T²/2·D per head and sequence.
 func attnFlops(a backend.Attention, spans []backend.Span) float64 {
@@ -111,32 +117,40 @@ func attnBackends(b *testing.B) []benchBackend {
 // the CPU); scripts/sdpa_bench.py times PyTorch's
 // scaled_dot_product_attention on the same shape for comparison.
 func BenchmarkAttentionForward(b *testing.B) {
-	a, spans, t := attnShape()
-	for _, bb := range attnBackends(b) {
-		b.Run(bb.name, func(b *testing.B) {
-			rng := rand.New(rand.NewPCG(2, 2))
-			q, k, v := benchUpload(b, bb.be, t*a.Heads*a.HeadDim, rng), benchUpload(b, bb.be, t*a.KVHeads*a.HeadDim, rng), benchUpload(b, bb.be, t*a.KVHeads*a.HeadDim, rng)
-			o, l := benchUpload(b, bb.be, t*a.Heads*a.HeadDim, rng), benchUpload(b, bb.be, t*a.Heads, rng)
-			run(b, bb, attnFlops(a, spans), func() error { return bb.be.AttentionForward(a, spans, o, l, q, k, v) })
-		})
+	backends := attnBackends(b)
+	for _, hd := range attnHeadDims {
+		a, spans, t := attnShape(hd)
+		for _, bb := range backends {
+			b.Run(fmt.Sprintf("hd%d/%s", hd, bb.name), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(2, 2))
+				q, k, v := benchUpload(b, bb.be, t*a.Heads*a.HeadDim, rng), benchUpload(b, bb.be, t*a.KVHeads*a.HeadDim, rng), benchUpload(b, bb.be, t*a.KVHeads*a.HeadDim, rng)
+				o, l := benchUpload(b, bb.be, t*a.Heads*a.HeadDim, rng), benchUpload(b, bb.be, t*a.Heads, rng)
+				run(b, bb, attnFlops(a, spans), func() error { return bb.be.AttentionForward(a, spans, o, l, q, k, v) })
+			})
+		}
 	}
 }
 
 func BenchmarkAttentionBackward(b *testing.B) {
-	a, spans, t := attnShape()
-	for _, bb := range attnBackends(b) {
-		b.Run(bb.name, func(b *testing.B) {
-			rng := rand.New(rand.NewPCG(3, 3))
-			nq, nk := t*a.Heads*a.HeadDim, t*a.KVHeads*a.HeadDim
-			q, k, v := benchUpload(b, bb.be, nq, rng), benchUpload(b, bb.be, nk, rng), benchUpload(b, bb.be, nk, rng)
-			o, l := benchUpload(b, bb.be, nq, rng), benchUpload(b, bb.be, t*a.Heads, rng)
-			if err := bb.be.AttentionForward(a, spans, o, l, q, k, v); err != nil {
-				b.Fatal(err)
-			}
-			do, dq, dk, dv := benchUpload(b, bb.be, nq, rng), benchUpload(b, bb.be, nq, rng), benchUpload(b, bb.be, nk, rng), benchUpload(b, bb.be, nk, rng)
-			// Backward: 5 products of the forward's size (FlashAttention-2's count).
-			run(b, bb, 2.5*attnFlops(a, spans), func() error { return bb.be.AttentionBackward(a, spans, dq, dk, dv, do, q, k, v, o, l) })
-		})
+	backends := attnBackends(b)
+	for _, hd := range attnHeadDims {
+		a, spans, t := attnShape(hd)
+		for _, bb := range backends {
+			b.Run(fmt.Sprintf("hd%d/%s", hd, bb.name), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(3, 3))
+				nq, nk := t*a.Heads*a.HeadDim, t*a.KVHeads*a.HeadDim
+				q, k, v := benchUpload(b, bb.be, nq, rng), benchUpload(b, bb.be, nk, rng), benchUpload(b, bb.be, nk, rng)
+				o, l := benchUpload(b, bb.be, nq, rng), benchUpload(b, bb.be, t*a.Heads, rng)
+				if err := bb.be.AttentionForward(a, spans, o, l, q, k, v); err != nil {
+					b.Fatal(err)
+				}
+				do, dq, dk, dv := benchUpload(b, bb.be, nq, rng), benchUpload(b, bb.be, nq, rng), benchUpload(b, bb.be, nk, rng), benchUpload(b, bb.be, nk, rng)
+				// Backward: 5 products of the forward's size (FlashAttention-2's
+				// count; the tensor-core and float32 kernels recompute S and dP
+				// in both the dQ and the dK/dV kernel, 7 products, to avoid atomics).
+				run(b, bb, 2.5*attnFlops(a, spans), func() error { return bb.be.AttentionBackward(a, spans, dq, dk, dv, do, q, k, v, o, l) })
+			})
+		}
 	}
 }
 

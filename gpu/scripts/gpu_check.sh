@@ -13,7 +13,9 @@
 #
 # It writes device.txt, test.log and bench.log to output-dir (default:
 # $OUT when set, else ./gpu-check-out) and exits non-zero when a test fails.
-# AGENTRL_REQUIRE_GPU=1 turns "no GPU" skips into failures.
+# AGENTRL_REQUIRE_GPU=1 turns "no GPU" skips into failures. Where python3
+# has torch with CUDA, it also times PyTorch's scaled_dot_product_attention
+# on the attention benchmarks' shapes (scripts/sdpa_bench.py, sdpa.log).
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 out="${1:-${OUT:-./gpu-check-out}}"
@@ -46,4 +48,16 @@ grep -E '^(--- FAIL|FAIL|ok|PASS)' "$out/test.log" | tail -40
 
 echo "== benchmarks" >&2
 ./gpu.test -test.run='^$' -test.bench=. -test.benchtime=10x -test.timeout=300s 2>&1 | tee "$out/bench.log" || status=1
+
+# PyTorch's SDPA (flash attention) on the same shapes, for comparison with
+# BenchmarkAttention*'s gpu-attn-tensor-cores lines; skipped without torch.
+if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+	echo "== torch scaled_dot_product_attention" >&2
+	{
+		python3 scripts/sdpa_bench.py --head-dim 128
+		python3 scripts/sdpa_bench.py --head-dim 64
+	} 2>&1 | tee "$out/sdpa.log"
+else
+	echo "no torch with CUDA: SDPA comparison skipped" | tee "$out/sdpa.log" >&2
+fi
 exit $status
