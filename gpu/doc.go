@@ -29,7 +29,10 @@
 // a module of kernels loaded from PTX embedded in the binary (kernels/, made
 // by `go generate` with nvcc and committed, so users need no nvcc; compute_90
 // PTX on Hopper and newer, compute_80 PTX otherwise, JIT-compiled by the
-// driver). Devices of compute capability below 8.0 are refused.
+// driver). Devices of compute capability below 8.0 are refused. Backend
+// also implements backend.Optimizer (AdamW, GradNorm, Scale), so a model's
+// weights, gradients and AdamW moments can stay in device memory for the
+// whole of training.
 //
 // # Precision
 //
@@ -53,6 +56,7 @@
 // reductions in every mode. When cuBLAS cannot be loaded, a tiled float32
 // GEMM kernel takes its place (with bf16-rounded inputs in BF16 mode, the
 // same numerics without tensor cores).
+//
 // Activations are converted per call into scratch memory from the caching
 // allocator. Weights — the W of Linear, LogProbEntropy and Logits — keep
 // their converted copy between calls (WithWeightCache, on by default): it

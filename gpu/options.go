@@ -78,6 +78,7 @@ const (
 	AttentionTensorCores
 )
 
+// String names the choice as Backend.Name and the benchmarks do.
 func (a AttentionKernels) String() string {
 	switch a {
 	case AttentionAuto:
