@@ -43,18 +43,9 @@ func BenchmarkModelTrainStepLoRA(b *testing.B) {
 	for _, tc := range loraBenchCases {
 		b.Run(tc.name, func(b *testing.B) {
 			m := benchLoRAModel(b, tc.cfg)
-			batch := benchBatch(m.Config().VocabSize)
-			grad := meanLossGrad(batch)
 			opt, err := NewAdamW(m.Params(), DefaultAdamWConfig())
 			require.NoError(b, err)
-			ctx := context.Background()
-			b.ResetTimer()
-			for range b.N {
-				if err := trainStep(ctx, m, opt, batch, grad); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(tokens(batch)*b.N)/b.Elapsed().Seconds(), "tokens/s")
+			runTrainSteps(b, m, opt)
 			b.ReportMetric(float64(trainableParams(m)), "trainable")
 		})
 	}

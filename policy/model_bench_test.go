@@ -96,18 +96,9 @@ func meanLossGrad(batch TokenBatch) [][]float32 {
 
 func BenchmarkModelTrainStep(b *testing.B) {
 	m := benchModel(b)
-	batch := benchBatch(m.Config().VocabSize)
-	grad := meanLossGrad(batch)
 	opt, err := NewAdamW(m.Params(), DefaultAdamWConfig())
 	require.NoError(b, err)
-	ctx := context.Background()
-	b.ResetTimer()
-	for range b.N {
-		if err := trainStep(ctx, m, opt, batch, grad); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(tokens(batch)*b.N)/b.Elapsed().Seconds(), "tokens/s")
+	runTrainSteps(b, m, opt)
 }
 
 // BenchmarkModelTrainStepResident is BenchmarkModelTrainStep with the
@@ -115,10 +106,16 @@ func BenchmarkModelTrainStep(b *testing.B) {
 // weights and no download of the gradients per step.
 func BenchmarkModelTrainStepResident(b *testing.B) {
 	m := benchModel(b)
-	batch := benchBatch(m.Config().VocabSize)
-	grad := meanLossGrad(batch)
 	opt, err := m.NewDeviceAdamW(DefaultAdamWConfig())
 	require.NoError(b, err)
+	runTrainSteps(b, m, opt)
+}
+
+// runTrainSteps times b.N train steps of m with opt on benchBatch and
+// reports tokens/s.
+func runTrainSteps(b *testing.B, m *Model, opt Optimizer) {
+	batch := benchBatch(m.Config().VocabSize)
+	grad := meanLossGrad(batch)
 	ctx := context.Background()
 	b.ResetTimer()
 	for range b.N {

@@ -178,11 +178,14 @@ func (o *AdamW) Steps() int64 { return o.step }
 func (o *AdamW) Config() AdamWConfig { return o.cfg }
 
 // LR is the learning rate the next Step will use: LR × Schedule.Factor(Steps()).
-func (o *AdamW) LR() float64 {
-	if o.cfg.Schedule == nil {
-		return o.cfg.LR
+func (o *AdamW) LR() float64 { return o.cfg.lrAt(o.step) }
+
+// lrAt is the learning rate after steps updates: LR × Schedule.Factor.
+func (c AdamWConfig) lrAt(steps int64) float64 {
+	if c.Schedule == nil {
+		return c.LR
 	}
-	return o.cfg.LR * o.cfg.Schedule.Factor(o.step)
+	return c.LR * c.Schedule.Factor(steps)
 }
 
 // Step applies one AdamW update to every parameter from its gradient and

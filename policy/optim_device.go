@@ -166,12 +166,7 @@ func (o *DeviceAdamW) Config() AdamWConfig { return o.cfg }
 func (o *DeviceAdamW) Steps() int64 { return o.step }
 
 // LR is the learning rate the next Step will use.
-func (o *DeviceAdamW) LR() float64 {
-	if o.cfg.Schedule == nil {
-		return o.cfg.LR
-	}
-	return o.cfg.LR * o.cfg.Schedule.Factor(o.step)
-}
+func (o *DeviceAdamW) LR() float64 { return o.cfg.lrAt(o.step) }
 
 // locked runs f with the model's lock held and its backend buffers
 // current (handed-out host slices uploaded), allocating missing

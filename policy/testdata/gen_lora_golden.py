@@ -96,13 +96,7 @@ def make(name, base, r, alpha, rslora, targets, seed):
         f.write("\n")
 
     logp, ent = ref.stats(cfg, p, seqs, 0.7, lora)
-    n = logp.shape[0]
-    w = torch.randn(n, dtype=torch.float64)
-    u = torch.randn(n, dtype=torch.float64)
-    end = 0
-    for ids in seqs:
-        end += len(ids)
-        w[end - 1], u[end - 1] = 0, 0
+    w, u = ref.loss_weights(seqs)
     ((w * logp).sum() + (u * ent).sum()).backward()
     gold = {"logp_t07": logp.detach(), "ent_t07": ent.detach(), "w": w, "u": u}
     for k, v in tensors.items():

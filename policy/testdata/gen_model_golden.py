@@ -143,6 +143,20 @@ def stats(cfg, p, seqs, temp, lora=None):
     return torch.cat(logp), torch.cat(ent)
 
 
+def loss_weights(seqs):
+    """Random weights w, u [ΣL] of L = Σ w·logp + Σ u·H, drawn from torch's
+    generator; 0 on each sequence's last row, which predicts nothing
+    (TokenStats has no slot for it)."""
+    n = sum(len(ids) for ids in seqs)
+    w = torch.randn(n, dtype=torch.float64)
+    u = torch.randn(n, dtype=torch.float64)
+    end = 0
+    for ids in seqs:
+        end += len(ids)
+        w[end - 1], u[end - 1] = 0, 0
+    return w, u
+
+
 def specs(cfg):
     H, I = cfg["hidden_size"], cfg["intermediate_size"]
     q, kv = cfg["num_attention_heads"] * cfg["head_dim"], cfg["num_key_value_heads"] * cfg["head_dim"]
@@ -200,15 +214,7 @@ def make(name, cfg, dtype, seqs, seed):
         gold["logits"] = forward(cfg, p, seqs[0])
         gold["logp_t1"], gold["ent_t1"] = stats(cfg, p, seqs, 1.0)
     logp, ent = stats(cfg, p, seqs, 0.7)
-    n = logp.shape[0]
-    w = torch.randn(n, dtype=torch.float64)
-    u = torch.randn(n, dtype=torch.float64)
-    # The last row of a sequence predicts nothing (TokenStats has no slot
-    # for it): no weight there.
-    end = 0
-    for ids in seqs:
-        end += len(ids)
-        w[end - 1], u[end - 1] = 0, 0
+    w, u = loss_weights(seqs)
     loss = (w * logp).sum() + (u * ent).sum()
     loss.backward()
     gold["logp_t07"], gold["ent_t07"] = logp.detach(), ent.detach()
