@@ -936,11 +936,29 @@ type treeSample struct {
 // sampleTree walks the processes below worker, breadth first (a parent
 // before its children, so that a child reaped by its parent during the
 // walk is missed for one sample rather than counted twice).
+//
+// A process the worker reaps during the walk would be counted neither in
+// the worker's children's CPU, read first, nor in the walk: the worker's
+// stat is read again after the walk, and the walk repeated (up to three
+// times) when it changed. The worker reaps right after each call, so the
+// last sample of a call meets this often.
 func sampleTree(worker int, childrenFile, withMemory bool) (treeSample, error) {
-	ws, err := readStat(worker)
-	if err != nil {
-		return treeSample{}, fmt.Errorf("reading the worker's stat: %w", err)
+	var s treeSample
+	for range 3 {
+		ws, err := readStat(worker)
+		if err != nil {
+			return treeSample{}, fmt.Errorf("reading the worker's stat: %w", err)
+		}
+		s = walkTree(worker, ws, childrenFile, withMemory)
+		if again, err := readStat(worker); err == nil && again.ChildCPU == ws.ChildCPU {
+			break
+		}
 	}
+	return s, nil
+}
+
+// walkTree is one walk of sampleTree, below a worker whose stat is ws.
+func walkTree(worker int, ws procStat, childrenFile, withMemory bool) treeSample {
 	s := treeSample{workerChildCPU: ws.ChildCPU, cpu: ws.ChildCPU, memory: -1}
 	if withMemory {
 		s.memory = 0
@@ -977,7 +995,7 @@ func sampleTree(worker int, childrenFile, withMemory bool) (treeSample, error) {
 		}
 		queue = append(queue, childrenOf(pid, st.Threads, childrenFile)...)
 	}
-	return s, nil
+	return s
 }
 
 // proportionalMemory sums the call's memory with the pages its processes
@@ -986,8 +1004,10 @@ func sampleTree(worker int, childrenFile, withMemory bool) (treeSample, error) {
 // parent's pages, so thirty forked interpreters look like thirty times
 // one. smaps_rollup walks the process's page tables (≈ 1 ms per 100 MiB),
 // so the watchdog reads it only when the cheap sum is over the budget. A
-// process whose smaps_rollup cannot be read (the same user without
-// privileges, on a process that is not dumpable) keeps its cheap value.
+// process that has lost its address space since the walk (it is exiting)
+// counts nothing; one whose smaps_rollup may not be read (by the same
+// user without privileges, when it is not dumpable) keeps its cheap
+// value.
 func proportionalMemory(t treeSample) int64 {
 	var total int64
 	for _, p := range t.procs {
@@ -995,10 +1015,18 @@ func proportionalMemory(t treeSample) int64 {
 			continue
 		}
 		v := p.memory
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", p.pid)); err == nil {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", p.pid))
+		switch {
+		case err == nil:
 			if m, err := parseSmapsRollupMemory(b); err == nil {
 				v = m
+			} else if len(b) == 0 {
+				v = 0 // no address space left
 			}
+		case errors.Is(err, syscall.ESRCH), errors.Is(err, os.ErrNotExist):
+			// Exiting (its memory is being freed), a zombie or gone
+			// since it was walked: it holds nothing any more.
+			v = 0
 		}
 		total += v
 	}
@@ -1082,6 +1110,7 @@ type callMonitor struct {
 	// Written by the monitor goroutine, read after done is closed.
 	peakMemory int64
 	peakProcs  int
+	maxCPU     time.Duration // CPU time is cumulative: a sample that missed a process counts less
 	refused    bool
 	samples    int
 	// maxSpan is the longest time from the start of one sample to the
@@ -1137,6 +1166,7 @@ func (m *callMonitor) check(s budgetSample) int32 {
 	lim := m.plan.limits
 	m.peakMemory = max(m.peakMemory, s.memory)
 	m.peakProcs = max(m.peakProcs, s.procs)
+	m.maxCPU = max(m.maxCPU, s.cpu)
 	if s.refusals > m.base.refusals {
 		m.refused = true
 	}
@@ -1183,7 +1213,7 @@ func (m *callMonitor) finish() CallUsage {
 	final := m.plan.sample(m.worker, m.group, false)
 	m.check(final)
 	u := CallUsage{
-		CPUTime:       max(final.cpu-m.base.cpu, 0),
+		CPUTime:       max(m.maxCPU-m.base.cpu, 0),
 		PeakProcesses: m.peakProcs,
 		ProcessLimit:  m.refused,
 	}

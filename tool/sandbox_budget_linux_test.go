@@ -227,7 +227,10 @@ for i in range(40):
     time.sleep(0.005)
 time.sleep(1)
 print('done', n)`
-	forBudgets(t, SandboxConfig{Timeout: 10 * time.Second, CallProcesses: limit}, func(t *testing.T, sb *Sandbox) {
+	// RLIMIT_NPROC counts every process of the user the code runs as
+	// (without a user namespace, across the host): set far above the
+	// budget, so that the budget is what the burst meets.
+	forBudgets(t, SandboxConfig{Timeout: 10 * time.Second, CallProcesses: limit, MaxProcesses: 4096}, func(t *testing.T, sb *Sandbox) {
 		res := run(t, sb, code)
 		t.Logf("%+v", res.Usage)
 		assert.True(t, res.Usage.ProcessLimit, "%+v", res)
@@ -385,6 +388,7 @@ func TestBudgetCgroupCleanup(t *testing.T) {
 				require.Equal(t, StatusOK, run(t, sb, "print(1)").Status)
 			}
 			assertHealthy(t, sb)
+			waitPoolReady(sb) // the last call's worker is replaced in the background
 			groups := func() []string {
 				e, err := os.ReadDir(sb.budget.dirs[0])
 				require.NoError(t, err)
@@ -417,7 +421,7 @@ func TestBudgetCgroupCleanup(t *testing.T) {
 
 // TestCodeInterpreterBudget: the model reads why its code was killed.
 func TestCodeInterpreterBudget(t *testing.T) {
-	ci, err := NewCodeInterpreter(SandboxConfig{Workers: 1, Timeout: 10 * time.Second, CallMemoryBytes: 128 << 20, MemoryBytes: 512 << 20})
+	ci, err := NewCodeInterpreter(SandboxConfig{Workers: 1, Timeout: 10 * time.Second, CallMemoryBytes: 128 << 20, MemoryBytes: 512 << 20, MaxProcesses: 4096})
 	if errors.Is(err, ErrNoPython) {
 		t.Skip(err)
 	}
