@@ -51,7 +51,8 @@ const (
 	// subreaper, so that double forks and setsid stay below it), and
 	// kills the call when a sum goes over its budget. It works everywhere
 	// but is sampled: memory can overshoot by what the call allocates in
-	// one poll.
+	// one poll, and a burst of processes that ends between two polls
+	// passes unseen (RLIMIT_NPROC, MaxProcesses, stays the hard bound).
 	BudgetWatchdog
 )
 

@@ -34,7 +34,10 @@ type soakKind struct {
 // budget, 32 processes and 300 ms of CPU per call stops every hostile
 // one. Those that must meet a budget get a timeout of 10 s, so that a
 // loaded machine (a load average of 100 on 2 cores, say) does not end
-// them first; the sleep meets a 300 ms timeout. privateFS says whether
+// them first; the sleep meets a 300 ms timeout. A fork burst holds its
+// children for a second, so that the watchdog sees it even when a loaded
+// machine delays its samples (a burst that ends between two samples
+// passes the watchdog unseen; RLIMIT_NPROC is the hard bound there). privateFS says whether
 // the code has a private /tmp and /dev/shm to write to as well as its
 // working directory (without namespaces they are the host's).
 func soakCorpus(privateFS bool) []soakKind {
@@ -74,7 +77,7 @@ for i in range(%d %% 10 + 60):
             os._exit(0)
     except OSError:
         pass
-time.sleep(0.2)
+time.sleep(1)
 print('survived')`, long, func(r ExecResult, _ int, _ *Sandbox) bool {
 			return r.Usage.ProcessLimit
 		}},
