@@ -113,12 +113,11 @@ func (s *Server) loadAdapter(ctx context.Context, name, dir string, replace bool
 	case name == s.name:
 		return fmt.Errorf("%w: %q is the served model's name", errAdapterArgs, name)
 	}
-	select {
-	case s.reloading <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("waiting for another reload: %w", ctx.Err())
+	release, err := s.takeReload(ctx)
+	if err != nil {
+		return err
 	}
-	defer func() { <-s.reloading }()
+	defer release()
 
 	s.mu.Lock()
 	closed, base, exists := s.closed, s.eng, s.adapters[name] != nil
@@ -181,12 +180,11 @@ func (s *Server) UnloadAdapter(ctx context.Context, name string) error {
 	if name == "" {
 		return fmt.Errorf("%w: the adapter's name is required", errAdapterArgs)
 	}
-	select {
-	case s.reloading <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("waiting for another reload: %w", ctx.Err())
+	release, err := s.takeReload(ctx)
+	if err != nil {
+		return err
 	}
-	defer func() { <-s.reloading }()
+	defer release()
 
 	s.mu.Lock()
 	if s.closed {

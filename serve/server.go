@@ -511,6 +511,17 @@ type reloadOptions struct {
 // errLoad marks a checkpoint that failed to load or does not fit.
 var errLoad = errors.New("serve: loading weights")
 
+// takeReload waits for the right to change the served models (reloads,
+// adapter loads and unloads run one at a time) and returns its release.
+func (s *Server) takeReload(ctx context.Context) (release func(), err error) {
+	select {
+	case s.reloading <- struct{}{}:
+		return func() { <-s.reloading }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for another reload: %w", ctx.Err())
+	}
+}
+
 // reload serves the checkpoint in dir: it loads it while generation goes
 // on, then takes the exclusive section — new generations wait, those in
 // flight finish (or are aborted) — swaps the models, closes the old one
@@ -518,12 +529,11 @@ var errLoad = errors.New("serve: loading weights")
 // requests were waiting for admission at the swap. On any failure the
 // old weights keep serving.
 func (s *Server) reload(ctx context.Context, dir string, o reloadOptions) (version string, held int, err error) {
-	select {
-	case s.reloading <- struct{}{}:
-	case <-ctx.Done():
-		return "", 0, fmt.Errorf("waiting for another reload: %w", ctx.Err())
+	release, err := s.takeReload(ctx)
+	if err != nil {
+		return "", 0, err
 	}
-	defer func() { <-s.reloading }()
+	defer release()
 
 	s.mu.Lock()
 	closed, cur := s.closed, s.eng
