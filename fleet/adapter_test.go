@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -226,40 +225,9 @@ func TestFleetAdapterTurnsNeverMix(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	seen := map[string]int{}
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				got, err := f.Generate(ctx, reqs)
-				if !assert.NoError(t, err) {
-					return
-				}
-				for i, g := range got {
-					assert.Equal(t, want[g.WeightVersion][i].Tokens, g.Tokens, "version %s", g.WeightVersion)
-				}
-				mu.Lock()
-				seen[got[0].WeightVersion]++
-				mu.Unlock()
-			}
-		}()
-	}
-	for v := 1; v <= 3; v++ {
-		time.Sleep(20 * time.Millisecond)
+	seen := publishWhileSampling(t, f, reqs, want, func(v int) {
 		require.NoError(t, f.Publish(ctx, v, pols[fmt.Sprint(v)]))
-	}
-	time.Sleep(20 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	})
 	assert.Positive(t, seen["0"])
 	assert.Positive(t, seen["3"])
 }

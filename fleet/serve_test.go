@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"fmt"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -131,11 +132,25 @@ func TestFleetTurnsNeverMixVersions(t *testing.T) {
 		require.NoError(t, err)
 	}
 
+	seen := publishWhileSampling(t, f, reqs, want, func(v int) {
+		require.NoError(t, f.Publish(ctx, v, models[fmt.Sprint(v)]))
+	})
+	assert.Positive(t, seen["0"])
+	assert.Positive(t, seen["3"])
+}
+
+// publishWhileSampling samples reqs from f on 4 goroutines without pause
+// while publish(v) publishes versions 1 to 3, checking that every
+// generation equals want of the version it reports (never a mix of two),
+// and returns how many batches each version answered.
+func publishWhileSampling(t *testing.T, f *fleet.Fleet, reqs []policy.GenerateRequest, want map[string][]policy.Generation, publish func(v int)) map[string]int {
+	t.Helper()
+	ctx := context.Background()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	seen := make([]map[string]int, 4)
-	for w := range 4 {
-		seen[w] = map[string]int{}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	for range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -152,25 +167,20 @@ func TestFleetTurnsNeverMixVersions(t *testing.T) {
 				for i, g := range got {
 					assert.Equal(t, want[g.WeightVersion][i].Tokens, g.Tokens, "version %s", g.WeightVersion)
 				}
-				seen[w][got[0].WeightVersion]++
+				mu.Lock()
+				seen[got[0].WeightVersion]++
+				mu.Unlock()
 			}
 		}()
 	}
 	for v := 1; v <= 3; v++ {
 		time.Sleep(20 * time.Millisecond)
-		require.NoError(t, f.Publish(ctx, v, models[string(rune('0'+v))]))
+		publish(v)
 	}
 	time.Sleep(20 * time.Millisecond)
 	close(stop)
 	wg.Wait()
-	total := map[string]int{}
-	for _, s := range seen {
-		for v, n := range s {
-			total[v] += n
-		}
-	}
-	assert.Positive(t, total["0"])
-	assert.Positive(t, total["3"])
+	return seen
 }
 
 // TestFleetServerDiesOrLags: a server that is gone when the update comes
