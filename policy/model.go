@@ -61,8 +61,13 @@ type Model struct {
 	// (resident): the host slices hold the truth (the model just moved
 	// to the backend), so they are uploaded before the next computation.
 	weightsStale, gradsStale, hostDirty bool
-	devOpt                              *DeviceAdamW // the resident model's optimizer, freed by Close
-	gen                                 *generator
+	// handedOut: Params gave the host slices away, so a holder (an
+	// optimizer) may write them at any time and every computation
+	// uploads the trainable weights; until then they change only with the
+	// model's own loads, which set baseDirty.
+	handedOut bool
+	devOpt    *DeviceAdamW // the resident model's optimizer, freed by Close
+	gen       *generator
 }
 
 // param is one tensor: host values and gradient, and their device copies.
@@ -278,6 +283,7 @@ func (m *Model) Params() []Param {
 		_ = m.pullHost(true)
 		m.endResident()
 	}
+	m.handedOut = true
 	return m.paramViews()
 }
 
@@ -365,11 +371,13 @@ func (m *Model) allParams() []*param {
 	return append(slices.Clip(m.params), m.lora.params...)
 }
 
-// syncWeights uploads the host weights to the backend. The optimizer
-// updates the trainable host slices without telling the model, so every
-// computation uploads them (a memcpy on the CPU backend); frozen weights
-// only when they changed (a load, merge or unmerge); a resident model's
-// trainable weights and gradients only after Params handed them out.
+// syncWeights uploads the host weights to the backend. An optimizer over
+// Params updates the trainable host slices without telling the model, so
+// once Params has handed them out every computation uploads them (a
+// memcpy on the CPU backend); otherwise, and for frozen weights, only
+// when the model changed them itself (a load, merge or unmerge); a
+// resident model's trainable weights and gradients only when it moved to
+// the backend.
 func (m *Model) syncWeights() error {
 	if m.params[0].w == nil {
 		return fmt.Errorf("%w: the model is closed", ErrInput)
@@ -377,6 +385,10 @@ func (m *Model) syncWeights() error {
 	for _, p := range m.allParams() {
 		switch {
 		case p.frozen && !m.baseDirty:
+			continue
+		case !p.frozen && !m.resident && !m.handedOut && !m.baseDirty:
+			// Nobody holds the host slices (a model that only samples,
+			// such as a server's): they change only with a load.
 			continue
 		case !p.frozen && m.resident:
 			if !m.hostDirty {

@@ -319,3 +319,48 @@ func TestDeviceAdamWAccumulation(t *testing.T) {
 		assert.Less(t, relErr(dp[i].Grad, hp[i].Grad), 1e-6, hp[i].Name)
 	}
 }
+
+// countingBackend counts the uploads of whole weight tensors.
+type countingBackend struct {
+	backend.Backend
+	uploads int
+}
+
+func (c *countingBackend) Upload(dst backend.Buffer, off int, src []float32) error {
+	c.uploads++
+	return c.Backend.Upload(dst, off, src)
+}
+
+// TestWeightsUploadedOnlyWhenTheyCanChange: a model that only computes
+// (a server's, an evaluation's) uploads its weights once; once Params has
+// handed the host slices out, every computation uploads them (a holder
+// may write them), and writes through them take effect.
+func TestWeightsUploadedOnlyWhenTheyCanChange(t *testing.T) {
+	ctx := context.Background()
+	be := &countingBackend{Backend: cpu.New()}
+	m := loadTiny(t, "qwen3-tiny", WithBackend(be))
+	seqs := loadGolden(t, "qwen3-tiny").seqs
+	nw := len(m.params)
+	forward := func() TokenStats {
+		st, _, err := m.Forward(ctx, TokenBatch{Tokens: seqs}, false)
+		require.NoError(t, err)
+		return st
+	}
+	be.uploads = 0
+	first := forward()
+	assert.Equal(t, nw, be.uploads, "the first computation uploads every weight")
+	be.uploads = 0
+	forward()
+	_, err := m.Generate(ctx, []GenerateRequest{{Prompt: seqs[0][:3], Params: SampleParams{MaxNewTokens: 2}}})
+	require.NoError(t, err)
+	_, err = m.Logits(seqs[0])
+	require.NoError(t, err)
+	assert.Zero(t, be.uploads, "no weight can have changed")
+
+	p := m.Params()
+	p[1].Data[0] += 1
+	be.uploads = 0
+	changed := forward()
+	assert.Equal(t, nw, be.uploads, "handed out: uploaded before each computation")
+	assert.NotEqual(t, first.LogProbs, changed.LogProbs, "the write took effect")
+}
