@@ -446,3 +446,30 @@ func (m *Model) checkIDs(seq int, ids []int) error {
 	}
 	return nil
 }
+
+// Clone returns a new model with m's configuration, end-of-sequence
+// tokens and current weights, built with opts as New's (WithBackend to
+// place it; the CPU backend by default). A model with an adapter cannot
+// be cloned (ErrLoRA): clone the base, then attach. Clone waits for m to
+// be idle, and does not hand m's weights out (see Params).
+func (m *Model) Clone(opts ...ModelOption) (*Model, error) {
+	c, err := newModel(m.cfg, buildOptions(opts))
+	if err != nil {
+		return nil, err
+	}
+	c.eos = slices.Clone(m.eos)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lora != nil {
+		c.free()
+		return nil, fmt.Errorf("%w: the model carries an adapter; clone its base and attach one to the clone", ErrLoRA)
+	}
+	if err := m.pullHost(false); err != nil {
+		c.free()
+		return nil, err
+	}
+	for i, p := range m.params {
+		copy(c.params[i].data, p.data)
+	}
+	return c, nil
+}

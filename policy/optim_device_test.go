@@ -364,3 +364,31 @@ func TestWeightsUploadedOnlyWhenTheyCanChange(t *testing.T) {
 	assert.Equal(t, nw, be.uploads, "handed out: uploaded before each computation")
 	assert.NotEqual(t, first.LogProbs, changed.LogProbs, "the write took effect")
 }
+
+// TestClone: a clone computes what its source does, on its own weights,
+// without handing the source's out; a model with an adapter is refused.
+func TestClone(t *testing.T) {
+	ctx := context.Background()
+	be := &countingBackend{Backend: cpu.New()}
+	m := loadTiny(t, "qwen3-tiny", WithBackend(be))
+	seqs := loadGolden(t, "qwen3-tiny").seqs
+	a, _, err := m.Forward(ctx, TokenBatch{Tokens: seqs}, false)
+	require.NoError(t, err)
+	c, err := m.Clone()
+	require.NoError(t, err)
+	defer c.Close()
+	b, _, err := c.Forward(ctx, TokenBatch{Tokens: seqs}, false)
+	require.NoError(t, err)
+	assert.Equal(t, a.LogProbs, b.LogProbs)
+	assert.Equal(t, m.EOSTokenIDs(), c.EOSTokenIDs())
+	c.Params()[1].Data[0] += 1
+	be.uploads = 0
+	again, _, err := m.Forward(ctx, TokenBatch{Tokens: seqs}, false)
+	require.NoError(t, err)
+	assert.Equal(t, a.LogProbs, again.LogProbs, "the source keeps its weights")
+	assert.Zero(t, be.uploads, "and they were not handed out")
+
+	require.NoError(t, c.AddLoRA(LoRAConfig{Rank: 2}, 1))
+	_, err = c.Clone()
+	assert.ErrorIs(t, err, ErrLoRA)
+}

@@ -214,17 +214,14 @@ func (s *Server) UnloadAdapter(ctx context.Context, name string) error {
 	return nil
 }
 
-// copyBase returns a new model with base's weights: policy.New with its
-// configuration, end-of-sequence tokens and backend, the server's
-// decoder and session count, and the weights copied over (which waits
-// for base to be idle). A base that carries an adapter of its own cannot
-// be copied.
+// copyBase returns a new model with base's weights (policy.Model.Clone,
+// which waits for base to be idle) on its backend, with the server's
+// decoder and session count. A base that carries an adapter of its own
+// cannot be copied.
 func (s *Server) copyBase(base *policy.Model) (*policy.Model, error) {
 	if _, ok := base.LoRA(); ok {
 		return nil, errors.New("the served model carries a LoRA adapter of its own: serve its merged checkpoint")
 	}
-	cfg := base.Config()
-	cfg.EOSTokenIDs = base.EOSTokenIDs()
 	opts := []policy.ModelOption{policy.WithBackend(base.Backend())}
 	if s.lim.decode != nil {
 		opts = append(opts, policy.WithDecoder(s.lim.decode))
@@ -232,12 +229,8 @@ func (s *Server) copyBase(base *policy.Model) (*policy.Model, error) {
 	if s.maxSessions > 0 {
 		opts = append(opts, policy.WithMaxSessions(s.maxSessions))
 	}
-	m, err := policy.New(cfg, 0, opts...)
+	m, err := base.Clone(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("copying the served weights: %w", err)
-	}
-	if err := copyParams(m.Params(), base.Params()); err != nil {
-		_ = m.Close()
 		return nil, fmt.Errorf("copying the served weights: %w", err)
 	}
 	return m, nil
