@@ -27,7 +27,8 @@ var ErrInput = errors.New("policy: invalid input")
 // The parameters live on the host (Params, which the optimizer updates in
 // place) and are copied to the backend at the start of each computation,
 // so a GPU backend sees the optimizer's updates — unless NewDeviceAdamW
-// moved the training state to the backend, where it then stays. Calls are serialised: a
+// moved the training state to the backend, where it then stays. Calls
+// are serialised: a
 // Model is safe for concurrent use, and runs one computation at a time.
 type Model struct {
 	cfg    Config
@@ -47,9 +48,9 @@ type Model struct {
 	// attached, merged, unmerged); a backward checks it against its
 	// forward's.
 	loraEpoch uint64
-	// baseDirty: the frozen weights' host values changed since they were
-	// last uploaded (trainable ones are uploaded before every computation,
-	// unless the model is resident).
+	// baseDirty: the model changed its own host weights (a load, an
+	// adapter attached, merged or unmerged) since they were last
+	// uploaded; see syncWeights for when each weight is uploaded.
 	baseDirty bool
 	// resident: the trainable weights, their gradients and the optimizer
 	// state live in backend buffers (NewDeviceAdamW); the host copies are
@@ -406,14 +407,23 @@ func (m *Model) syncWeights() error {
 	return nil
 }
 
+// gradBuffer allocates p's backend gradient (zero) when it has none.
+func (m *Model) gradBuffer(p *param) error {
+	if p.dw != nil {
+		return nil
+	}
+	var err error
+	if p.dw, err = m.be.Alloc(len(p.data)); err != nil {
+		return fmt.Errorf("policy: allocating the gradient of %s: %w", p.spec.Name, err)
+	}
+	return nil
+}
+
 // uploadGrad copies p's host gradient to its backend buffer, allocating
 // it when needed (a resident model's gradients live there).
 func (m *Model) uploadGrad(p *param) error {
-	if p.dw == nil {
-		var err error
-		if p.dw, err = m.be.Alloc(len(p.data)); err != nil {
-			return fmt.Errorf("policy: allocating the gradient of %s: %w", p.spec.Name, err)
-		}
+	if err := m.gradBuffer(p); err != nil {
+		return err
 	}
 	if err := m.be.Upload(p.dw, 0, p.grad); err != nil {
 		return fmt.Errorf("policy: uploading the gradient of %s: %w", p.spec.Name, err)

@@ -289,20 +289,15 @@ func (m *Model) backward(ctx context.Context, st *trainState, gradLogProbs, grad
 		if p.frozen {
 			continue // dw stays nil: the kernels skip a nil gradient
 		}
-		if m.resident {
-			if p.dw == nil {
-				if p.dw, err = be.Alloc(len(p.data)); err != nil {
-					return fmt.Errorf("policy: allocating the gradient of %s: %w", p.spec.Name, err)
-				}
-			}
-			continue
-		}
-		if p.dw == nil {
-			if p.dw, err = be.Alloc(len(p.data)); err != nil {
-				return fmt.Errorf("policy: allocating the gradient of %s: %w", p.spec.Name, err)
-			}
-		} else if err := be.Fill(p.dw, 0); err != nil {
+		fresh := p.dw == nil
+		if err := m.gradBuffer(p); err != nil {
 			return err
+		}
+		if !m.resident && !fresh {
+			// The host accumulates; the backend's gradient is this pass's.
+			if err := be.Fill(p.dw, 0); err != nil {
+				return err
+			}
 		}
 	}
 	a := &arena{be: be}

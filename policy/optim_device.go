@@ -182,11 +182,8 @@ func (o *DeviceAdamW) locked(f func() error) error {
 		return err
 	}
 	for _, p := range o.params {
-		if p.dw == nil {
-			var err error
-			if p.dw, err = m.be.Alloc(len(p.data)); err != nil {
-				return fmt.Errorf("policy: allocating the gradient of %s: %w", p.spec.Name, err)
-			}
+		if err := m.gradBuffer(p); err != nil {
+			return err
 		}
 	}
 	return f()
