@@ -77,19 +77,7 @@ func TestSamplerConformance(t *testing.T) {
 					assert.Equal(t, want.StopToken, got[0].StopToken)
 					assert.Equal(t, want.StopString, got[0].StopString)
 					assert.Equal(t, 0, got[0].CachedTokens)
-					p := c.req.Params
-					unprocessed := p.Temperature == 1 && p.TopP == 0 && p.TopK == 0 && p.MinP == 0
-					switch {
-					case mode == openai.ProcessedLogprobs:
-						assert.Equal(t, want.LogProbs, got[0].LogProbs)
-						assert.Nil(t, got[0].RawLogProbs)
-					case unprocessed:
-						assert.Equal(t, want.RawLogProbs, got[0].RawLogProbs)
-						assert.Equal(t, want.RawLogProbs, got[0].LogProbs)
-					default:
-						assert.Equal(t, want.RawLogProbs, got[0].RawLogProbs)
-						assert.Nil(t, got[0].LogProbs)
-					}
+					assertLogprobsMode(t, mode, c.req.Params, want, got[0])
 				})
 			}
 		})
@@ -416,5 +404,25 @@ func TestNewConfig(t *testing.T) {
 			require.ErrorIs(t, err, ErrConfig)
 			assert.Contains(t, err.Error(), c.msg)
 		})
+	}
+}
+
+// assertLogprobsMode checks the log-probs a client decoded in mode
+// against the model's own generation: processed ones as they are, raw
+// ones in RawLogProbs (and also as LogProbs when the sampling did not
+// change the distribution: temperature 1, no truncation).
+func assertLogprobsMode(t *testing.T, mode openai.LogprobsMode, p policy.SampleParams, want, got policy.Generation) {
+	t.Helper()
+	unprocessed := p.Temperature == 1 && p.TopP == 0 && p.TopK == 0 && p.MinP == 0
+	switch {
+	case mode == openai.ProcessedLogprobs:
+		assert.Equal(t, want.LogProbs, got.LogProbs)
+		assert.Nil(t, got.RawLogProbs)
+	case unprocessed:
+		assert.Equal(t, want.RawLogProbs, got.RawLogProbs)
+		assert.Equal(t, want.RawLogProbs, got.LogProbs)
+	default:
+		assert.Equal(t, want.RawLogProbs, got.RawLogProbs)
+		assert.Nil(t, got.LogProbs)
 	}
 }

@@ -56,19 +56,7 @@ func TestSGLangConformance(t *testing.T) {
 					assert.Equal(t, want.StopString, got[0].StopString)
 					assert.Equal(t, 0, got[0].CachedTokens)
 					assert.Equal(t, "v3", got[0].WeightVersion)
-					p := c.req.Params
-					unprocessed := p.Temperature == 1 && p.TopP == 0 && p.TopK == 0 && p.MinP == 0
-					switch {
-					case mode == openai.ProcessedLogprobs:
-						assert.Equal(t, want.LogProbs, got[0].LogProbs)
-						assert.Nil(t, got[0].RawLogProbs)
-					case unprocessed:
-						assert.Equal(t, want.RawLogProbs, got[0].RawLogProbs)
-						assert.Equal(t, want.RawLogProbs, got[0].LogProbs)
-					default:
-						assert.Equal(t, want.RawLogProbs, got[0].RawLogProbs)
-						assert.Nil(t, got[0].LogProbs)
-					}
+					assertLogprobsMode(t, mode, c.req.Params, want, got[0])
 				})
 			}
 		})
