@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/agentrl/agentrl/advantage"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/reward"
@@ -90,7 +91,7 @@ type TrainerConfig struct {
 	// every request from Seed and the step, so that a step's rollout is
 	// reproducible and a resumed run samples what an uninterrupted one
 	// would (given a sampler that honours SampleParams.Seed).
-	Sampling policy.SampleParams
+	Sampling lm.SampleParams
 	// OldLogProbs is OldLogProbsRecompute (also when empty) or
 	// OldLogProbsRollout. With Loss.TISCap > 0 the sampler's
 	// log-probabilities also enter the loss as RolloutLogProbs.
@@ -240,7 +241,7 @@ func (c TrainerConfig) ValidateWith(losses *loss.Registry, estimators *advantage
 	if p := c.Sampling; p.Temperature < 0 || math.IsNaN(p.Temperature) || math.IsInf(p.Temperature, 0) {
 		return bad("Sampling.Temperature", "%v, want finite and ≥ 0", p.Temperature)
 	}
-	if err := policy.CheckSampleParams(c.Sampling); err != nil {
+	if err := lm.CheckSampleParams(c.Sampling); err != nil {
 		return fmt.Errorf("%w: TrainerConfig.Sampling: %w", ErrTrainerConfig, err)
 	}
 	if err := validateAdamW(c.Optimizer); err != nil {

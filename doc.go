@@ -7,14 +7,14 @@
 //
 // One RL step, as data:
 //
-//	dataset ──prompts──▶ rollout.Engine ◀──▶ policy.Sampler (local transformer | remote server)
+//	dataset ──prompts──▶ rollout.Engine ◀──▶ lm.Sampler (local transformer | remote server)
 //	                          │  ▲
 //	                          ▼  │ tool calls / results
 //	                        tool.Tool (sandbox, SandboxFusion, calculator)
 //	                          │
 //	               trajectories (token ids, loss mask, sampler log-probs, turns, tool calls)
 //	                          ▼
-//	 reward.Func ─scores─▶ advantage.Estimator ─advantages─▶ loss ◀─log-probs─ policy.Trainable
+//	 reward.Func ─scores─▶ advantage.Estimator ─advantages─▶ loss ◀─log-probs─ lm.Trainable
 //	                                                           │
 //	                                                 dL/dlogp ─▶ backward ─▶ optimizer step
 //

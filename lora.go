@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 )
 
@@ -21,7 +22,7 @@ type LoRAPolicy interface {
 // policy that already has an adapter keeps it when it is the same one
 // (rank, alpha, scaling, modules), so that a loaded adapter or a resumed
 // run trains on; another one is an error.
-func attachLoRA(p policy.Trainable, cfg *policy.LoRAConfig, seed uint64, field string) error {
+func attachLoRA(p lm.Trainable, cfg *policy.LoRAConfig, seed uint64, field string) error {
 	if cfg == nil {
 		return nil
 	}
@@ -47,7 +48,7 @@ func attachLoRA(p policy.Trainable, cfg *policy.LoRAConfig, seed uint64, field s
 }
 
 // saveAdapter writes p's LoRA adapter into dir when p carries one.
-func saveAdapter(p policy.Trainable, dir string) error {
+func saveAdapter(p lm.Trainable, dir string) error {
 	lp, ok := p.(LoRAPolicy)
 	if !ok {
 		return nil
@@ -55,11 +56,11 @@ func saveAdapter(p policy.Trainable, dir string) error {
 	if _, has := lp.LoRA(); !has {
 		return nil
 	}
-	as, ok := p.(policy.AdapterSaver)
+	as, ok := p.(lm.AdapterSaver)
 	if !ok {
 		return nil
 	}
-	if err := as.SaveAdapter(dir, policy.AdapterSaveOptions{}); err != nil {
+	if err := as.SaveAdapter(dir, lm.AdapterSaveOptions{}); err != nil {
 		return fmt.Errorf("agentrl: checkpoint: %w", err)
 	}
 	return nil

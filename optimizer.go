@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 )
 
@@ -19,7 +20,7 @@ type DevicePolicy interface {
 
 // newOptimizer returns the policy's backend-resident AdamW when it has
 // one and its backend can run it, otherwise AdamW over its Params.
-func newOptimizer(p policy.Trainable, cfg policy.AdamWConfig) (policy.Optimizer, error) {
+func newOptimizer(p lm.Trainable, cfg policy.AdamWConfig) (policy.Optimizer, error) {
 	if dp, ok := p.(DevicePolicy); ok {
 		opt, err := dp.NewDeviceAdamW(cfg)
 		if err == nil {

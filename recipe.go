@@ -1,6 +1,7 @@
 package agentrl
 
 import (
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/reward"
@@ -58,7 +59,7 @@ func GRPOTCR() TrainerConfig {
 		MiniBatchSize:    64,
 		MicroBatchSize:   8,
 		PPOEpochs:        1,
-		Sampling:         policy.SampleParams{Temperature: 1, TopP: 1, TopK: -1},
+		Sampling:         lm.SampleParams{Temperature: 1, TopP: 1, TopK: -1},
 		OldLogProbs:      OldLogProbsRecompute,
 		Optimizer:        opt,
 		MaxGradNorm:      1,

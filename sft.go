@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl/dataset"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 )
 
@@ -93,7 +94,7 @@ type SFTConfig struct {
 // are for the RL Trainer.
 type SFTParts struct {
 	// Policy is the model being fine-tuned; required.
-	Policy policy.Trainable
+	Policy lm.Trainable
 	// Data are the training sequences; at least SFTConfig.BatchSize of
 	// them. They are retained, not copied.
 	Data []SFTSample
@@ -172,10 +173,10 @@ func (m SFTMetrics) Map() map[string]float64 {
 // cross-entropy −(1/N) Σ mask·log p(token | prefix), N the number of
 // trained tokens of the whole batch (verl's fsdp_sft_trainer with
 // token-mean over the global batch). It reaches the model only through
-// policy.Trainable: the gradient with respect to each log-probability is
+// lm.Trainable: the gradient with respect to each log-probability is
 // −mask/N. It is not safe for concurrent use.
 type SFTTrainer struct {
-	model   policy.Trainable
+	model   lm.Trainable
 	data    []SFTSample
 	metrics *MetricsLogger
 	cfg     SFTConfig
@@ -286,7 +287,7 @@ func (s *SFTTrainer) Step(ctx context.Context) (SFTMetrics, error) {
 // micro runs one micro-batch: it returns Σ −mask·log p over the batch and,
 // with grad, backpropagates d/dlogp = −mask·inv.
 func (s *SFTTrainer) micro(ctx context.Context, part []SFTSample, inv float64, grad bool) (float64, error) {
-	tb := policy.TokenBatch{Tokens: make([][]int, len(part)), Mask: make([][]float32, len(part))}
+	tb := lm.TokenBatch{Tokens: make([][]int, len(part)), Mask: make([][]float32, len(part))}
 	for i, p := range part {
 		tb.Tokens[i], tb.Mask[i] = p.IDs, p.Mask
 	}

@@ -8,13 +8,14 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 )
 
 // tabular is a real policy small enough to reason about by hand: a bigram
 // softmax model whose logits for the next token are the row of a [V,V]
-// table indexed by the previous token. It implements policy.Sampler and
-// policy.Trainable exactly — log-probabilities, entropies and their
+// table indexed by the previous token. It implements lm.Sampler and
+// lm.Trainable exactly — log-probabilities, entropies and their
 // gradients in closed form, sampling from the same distribution with a
 // seeded generator — so the trainer can be tested end to end without the
 // transformer.
@@ -53,8 +54,8 @@ func byteAlphabet() string {
 	return b.String()
 }
 
-func (m *tabular) Params() []policy.Param {
-	return []policy.Param{{Name: "table", Data: m.w, Grad: m.g}}
+func (m *tabular) Params() []lm.Param {
+	return []lm.Param{{Name: "table", Data: m.w, Grad: m.g}}
 }
 
 // dist returns softmax(W[prev]/temp) and its log, in float64.
@@ -95,12 +96,12 @@ func temperature(t float64) float64 {
 	return t
 }
 
-func (m *tabular) Forward(ctx context.Context, batch policy.TokenBatch, withGrad bool) (policy.TokenStats, policy.BackwardFunc, error) {
+func (m *tabular) Forward(ctx context.Context, batch lm.TokenBatch, withGrad bool) (lm.TokenStats, lm.BackwardFunc, error) {
 	temp := temperature(batch.Temperature)
-	st := policy.TokenStats{LogProbs: make([][]float32, len(batch.Tokens)), Entropy: make([][]float32, len(batch.Tokens))}
+	st := lm.TokenStats{LogProbs: make([][]float32, len(batch.Tokens)), Entropy: make([][]float32, len(batch.Tokens))}
 	for b, seq := range batch.Tokens {
 		if err := m.checkIDs(seq, fmt.Sprintf("sequence %d", b)); err != nil {
-			return policy.TokenStats{}, nil, err
+			return lm.TokenStats{}, nil, err
 		}
 		st.LogProbs[b] = make([]float32, len(seq))
 		st.Entropy[b] = make([]float32, len(seq))
@@ -164,8 +165,8 @@ func (m *tabular) Forward(ctx context.Context, batch policy.TokenBatch, withGrad
 	return st, back, nil
 }
 
-func (m *tabular) Generate(ctx context.Context, reqs []policy.GenerateRequest) ([]policy.Generation, error) {
-	out := make([]policy.Generation, len(reqs))
+func (m *tabular) Generate(ctx context.Context, reqs []lm.GenerateRequest) ([]lm.Generation, error) {
+	out := make([]lm.Generation, len(reqs))
 	for i, r := range reqs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -186,9 +187,9 @@ func (m *tabular) Generate(ctx context.Context, reqs []policy.GenerateRequest) (
 			m.mu.Unlock()
 		}
 		temp := temperature(r.Params.Temperature)
-		stop := policy.NewStopChecker(r.Params, m.eos)
+		stop := lm.NewStopChecker(r.Params, m.eos)
 		prev := r.Prompt[len(r.Prompt)-1]
-		g := policy.Generation{FinishReason: policy.FinishLength}
+		g := lm.Generation{FinishReason: lm.FinishLength}
 		for r.Params.MaxNewTokens == 0 || len(g.Tokens) < r.Params.MaxNewTokens {
 			p, logp := m.dist(prev, temp)
 			u, tok := rng.Float64(), m.v-1

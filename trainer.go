@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentrl/agentrl/advantage"
 	"github.com/agentrl/agentrl/dataset"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/reward"
@@ -59,10 +60,10 @@ func (p *Prompt) RewardInput(tr *rollout.Trajectory) reward.Input {
 // TrainerParts are the components a Trainer wires together.
 type TrainerParts struct {
 	// Policy is the model being trained; required.
-	Policy policy.Trainable
+	Policy lm.Trainable
 	// Reference, when set, is a frozen model whose log-probabilities feed
 	// the KL loss (forward only); required when Loss.KLCoef > 0.
-	Reference policy.Trainable
+	Reference lm.Trainable
 	// Engine rolls out prompts; required. Build it over a Sampler that
 	// shares the Policy's weights (the local model itself, or a server
 	// that is synchronised with them), so that rollouts come from the
@@ -86,7 +87,7 @@ type TrainerParts struct {
 	// the rollouts (a *fleet.Fleet, which is then the Engine's Sampler):
 	// before the first step of a run and after every SyncEvery steps,
 	// as policy version = steps done. The Policy must then be a
-	// policy.Saver (*policy.Model is). Required when MaxStaleness > 0.
+	// lm.Saver (*policy.Model is). Required when MaxStaleness > 0.
 	Sync WeightSync
 	// Estimators resolves TrainerConfig.Advantage: an advantage.Registry
 	// holding the program's own estimators (advantage.NewRegistry,
@@ -145,8 +146,8 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	case cfg.MaxStaleness > 0 && parts.Sync == nil:
 		return nil, fmt.Errorf("%w: TrainerConfig.MaxStaleness is %d but TrainerParts.Sync is nil: rollouts ahead of training need samplers with weights of their own (an inference fleet)", ErrTrainer, cfg.MaxStaleness)
 	}
-	if _, ok := parts.Policy.(policy.Saver); parts.Sync != nil && !ok {
-		return nil, fmt.Errorf("%w: TrainerParts.Sync is set but the Policy (%T) cannot Save its weights (policy.Saver)", ErrTrainer, parts.Policy)
+	if _, ok := parts.Policy.(lm.Saver); parts.Sync != nil && !ok {
+		return nil, fmt.Errorf("%w: TrainerParts.Sync is set but the Policy (%T) cannot Save its weights (lm.Saver)", ErrTrainer, parts.Policy)
 	}
 	for i, p := range parts.Prompts {
 		forms := 0
@@ -444,7 +445,7 @@ func (t *Trainer) oldAndRef(ctx context.Context, batch []*sample) error {
 			s.old = s.traj.LogProbs[s.traj.PromptLen:]
 		}
 	}
-	score := func(model policy.Trainable, set func(s *sample, lp []float32), what string) error {
+	score := func(model lm.Trainable, set func(s *sample, lp []float32), what string) error {
 		for _, c := range chunks(len(batch), t.cfg.microBatch()) {
 			part := batch[c[0]:c[1]]
 			stats, _, err := model.Forward(ctx, t.tokenBatch(part), false)
@@ -475,13 +476,13 @@ func (t *Trainer) oldAndRef(ctx context.Context, batch []*sample) error {
 
 // tokenBatch is the forward input of a micro-batch: whole sequences, with
 // the response mask marking the positions whose results are needed.
-func (t *Trainer) tokenBatch(part []*sample) policy.TokenBatch {
-	tb := policy.TokenBatch{
+func (t *Trainer) tokenBatch(part []*sample) lm.TokenBatch {
+	tb := lm.TokenBatch{
 		Tokens:      make([][]int, len(part)),
 		Mask:        make([][]float32, len(part)),
 		Temperature: t.cfg.Sampling.Temperature,
 	}
-	if tb.Temperature < policy.GreedyTemperature {
+	if tb.Temperature < lm.GreedyTemperature {
 		tb.Temperature = 1
 	}
 	for i, s := range part {
@@ -492,7 +493,7 @@ func (t *Trainer) tokenBatch(part []*sample) policy.TokenBatch {
 }
 
 // checkStats checks that a Forward's result is aligned with its input.
-func checkStats(st policy.TokenStats, part []*sample, entropy bool) error {
+func checkStats(st lm.TokenStats, part []*sample, entropy bool) error {
 	if len(st.LogProbs) != len(part) || entropy && len(st.Entropy) != len(part) {
 		return fmt.Errorf("%d sequences in, %d log-prob rows and %d entropy rows out", len(part), len(st.LogProbs), len(st.Entropy))
 	}
@@ -610,7 +611,7 @@ func (t *Trainer) microStep(ctx context.Context, part []*sample, scale float32) 
 
 // lossBatch lays a micro-batch out as loss.Batch [B,T] tensors over the
 // response tokens, T the longest response; padding has mask 0.
-func (t *Trainer) lossBatch(part []*sample, stats policy.TokenStats) loss.Batch {
+func (t *Trainer) lossBatch(part []*sample, stats lm.TokenStats) loss.Batch {
 	n := len(part)
 	starts := make([]int, n)
 	resp := func(get func(i int, s *sample) []float32) [][]float32 {

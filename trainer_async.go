@@ -7,17 +7,17 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl/dataset"
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 )
 
 // WeightSync publishes the trained weights to the samplers of the
 // rollouts: *fleet.Fleet implements it over vLLM, SGLang or package
 // serve. Publish makes weights the samplers' weights as policy version
 // version (the trainer's steps done); the samplers must then tag their
-// generations with it (policy.Generation.WeightVersion), so that the
+// generations with it (lm.Generation.WeightVersion), so that the
 // trainer can measure and bound each trajectory's staleness.
 type WeightSync interface {
-	Publish(ctx context.Context, version int, weights policy.Saver) error
+	Publish(ctx context.Context, version int, weights lm.Saver) error
 }
 
 // produced is the rollout of one step: its batch and what the step
@@ -160,7 +160,7 @@ func (t *Trainer) Close() error {
 // and returns the seconds it took.
 func (t *Trainer) publish(ctx context.Context) (float64, error) {
 	start := time.Now()
-	saver, _ := t.parts.Policy.(policy.Saver) // checked by NewTrainer
+	saver, _ := t.parts.Policy.(lm.Saver) // checked by NewTrainer
 	if err := t.parts.Sync.Publish(ctx, t.step, saver); err != nil {
 		return time.Since(start).Seconds(), fmt.Errorf("agentrl: step %d: publishing the weights (version %d): %w", t.step, t.step, err)
 	}
@@ -185,7 +185,7 @@ func (t *Trainer) staleness(batch []*sample, m *StepMetrics) error {
 	for i, s := range batch {
 		v, ok := s.traj.OldestWeightVersion()
 		if !ok {
-			return fmt.Errorf("%w: step %d: trajectory %d (prompt %q) has no weight version: with TrainerParts.Sync the sampler must tag its generations (policy.Generation.WeightVersion)", ErrTrainer, t.step+1, i, s.prompt.ID)
+			return fmt.Errorf("%w: step %d: trajectory %d (prompt %q) has no weight version: with TrainerParts.Sync the sampler must tag its generations (lm.Generation.WeightVersion)", ErrTrainer, t.step+1, i, s.prompt.ID)
 		}
 		st := t.step - v
 		if st < 0 || st > t.cfg.MaxStaleness {

@@ -15,12 +15,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentrl/agentrl"
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/rollout"
 )
 
-// Save makes the tabular model a policy.Saver: its table as JSON.
-func (m *tabular) Save(dir string, _ policy.SaveOptions) error {
+// Save makes the tabular model a lm.Saver: its table as JSON.
+func (m *tabular) Save(dir string, _ lm.SaveOptions) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func newTestFleet(t *testing.T) *testFleet {
 	return &testFleet{model: newTabular(banditAlphabet), dir: t.TempDir()}
 }
 
-func (f *testFleet) Generate(ctx context.Context, reqs []policy.GenerateRequest) ([]policy.Generation, error) {
+func (f *testFleet) Generate(ctx context.Context, reqs []lm.GenerateRequest) ([]lm.Generation, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	time.Sleep(f.genDelay)
@@ -72,7 +72,7 @@ func (f *testFleet) Generate(ctx context.Context, reqs []policy.GenerateRequest)
 	return gens, err
 }
 
-func (f *testFleet) Publish(ctx context.Context, version int, w policy.Saver) error {
+func (f *testFleet) Publish(ctx context.Context, version int, w lm.Saver) error {
 	if f.fail != nil {
 		return f.fail
 	}
@@ -81,7 +81,7 @@ func (f *testFleet) Publish(ctx context.Context, version int, w policy.Saver) er
 		return errors.New("server http://b: connection reset")
 	}
 	dir := filepath.Join(f.dir, strconv.Itoa(version))
-	if err := w.Save(dir, policy.SaveOptions{}); err != nil {
+	if err := w.Save(dir, lm.SaveOptions{}); err != nil {
 		return err
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "table.json"))
@@ -274,10 +274,10 @@ func TestAsyncConfigErrors(t *testing.T) {
 	require.ErrorIs(t, err, agentrl.ErrTrainer)
 	assert.ErrorContains(t, err, "TrainerParts.Sync is nil")
 
-	type notSaver struct{ policy.Trainable }
+	type notSaver struct{ lm.Trainable }
 	_, err = agentrl.NewTrainer(cfg, agentrl.TrainerParts{Policy: notSaver{m}, Engine: eng, Reward: banditReward, Prompts: banditPrompts(4), Sync: newTestFleet(t)})
 	require.ErrorIs(t, err, agentrl.ErrTrainer)
-	assert.ErrorContains(t, err, "policy.Saver")
+	assert.ErrorContains(t, err, "lm.Saver")
 
 	cfg.SyncEvery = 3
 	err = cfg.Validate()

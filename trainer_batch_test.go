@@ -3,8 +3,8 @@ package agentrl
 import (
 	"testing"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/loss"
-	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,7 +48,7 @@ func handTrajectories() []*sample {
 
 func TestLossBatchLayout(t *testing.T) {
 	part := handTrajectories()
-	stats := policy.TokenStats{
+	stats := lm.TokenStats{
 		// Aligned with the whole sequences; position 0 is 0 by contract.
 		LogProbs: [][]float32{{0, -9, -1.1, -1.2, -5, -6, -1.3}, {0, -8, -7, -1.4}},
 		Entropy:  [][]float32{{0, 9, 0.1, 0.2, 5, 6, 0.3}, {0, 8, 7, 0.4}},
@@ -115,10 +115,10 @@ func TestRequestSeedDiffers(t *testing.T) {
 
 // benchSamples makes 8 trajectories of a 256-token prompt and a
 // 2048-token response with a 128-token tool result in the middle.
-func benchSamples() ([]*sample, policy.TokenStats) {
+func benchSamples() ([]*sample, lm.TokenStats) {
 	const prompt, resp = 256, 2048
 	part := make([]*sample, 8)
-	st := policy.TokenStats{LogProbs: make([][]float32, 8), Entropy: make([][]float32, 8)}
+	st := lm.TokenStats{LogProbs: make([][]float32, 8), Entropy: make([][]float32, 8)}
 	for i := range part {
 		n := prompt + resp
 		s := &sample{traj: rollout.Trajectory{Tokens: make([]int, n), PromptLen: prompt, Mask: make([]float32, n), LogProbs: make([]float32, n)}}

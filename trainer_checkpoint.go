@@ -11,14 +11,14 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl/dataset"
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/safetensors"
 )
 
 // Files of a trainer checkpoint folder.
 const (
 	// CheckpointParamsFile holds the policy's parameters, one F32 tensor
-	// per policy.Param under its name, stored exactly.
+	// per lm.Param under its name, stored exactly.
 	CheckpointParamsFile = "params.safetensors"
 	// CheckpointStateFile holds the trainer's position (TrainerState) as
 	// JSON. The optimizer's state is policy.StateFileName.
@@ -133,7 +133,7 @@ func (t *Trainer) LoadFrom(dir string) error {
 	case st.Prompts != len(t.parts.Prompts):
 		return fmt.Errorf("%w: %s: %d prompts, but the trainer has %d", ErrCheckpoint, CheckpointStateFile, st.Prompts, len(t.parts.Prompts))
 	}
-	if err := t.opt.LoadParams(func(params []policy.Param) error {
+	if err := t.opt.LoadParams(func(params []lm.Param) error {
 		return loadParams(filepath.Join(dir, CheckpointParamsFile), params)
 	}); err != nil {
 		return err
@@ -172,7 +172,7 @@ func (t *Trainer) Resume(root CheckpointRoot) (bool, error) {
 
 // saveParams writes params as F32 tensors of shape [len] to path,
 // atomically.
-func saveParams(path string, params []policy.Param) error {
+func saveParams(path string, params []lm.Param) error {
 	tensors := make([]safetensors.Tensor, len(params))
 	for i, p := range params {
 		tensors[i] = safetensors.Tensor{Name: p.Name, DType: safetensors.F32, Shape: []int{len(p.Data)}, Float32: p.Data}
@@ -189,7 +189,7 @@ func saveParams(path string, params []policy.Param) error {
 // loadParams reads every parameter of params from path into its Data.
 // Every parameter must be present with its size; the file may not hold
 // others.
-func loadParams(path string, params []policy.Param) error {
+func loadParams(path string, params []lm.Param) error {
 	f, err := safetensors.Open(path)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrCheckpoint, err)

@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/gorgonia"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/reward"
@@ -17,7 +18,7 @@ import (
 )
 
 // A Trainer wired end to end: a policy (here the bigram table of the
-// tests, which implements policy.Sampler and policy.Trainable; in a real
+// tests, which implements lm.Sampler and lm.Trainable; in a real
 // run a *policy.Model), a rollout engine over its sampler, a reward
 // function and prompts, trained with the GRPO-TCR preset and
 // checkpointed.
@@ -44,7 +45,7 @@ func ExampleTrainer() {
 	cfg := agentrl.GRPOTCR()
 	cfg.PromptsPerStep, cfg.SamplesPerPrompt = 2, 8
 	cfg.MiniBatchSize, cfg.MicroBatchSize = 16, 8
-	cfg.Sampling = policy.SampleParams{Temperature: 1, MaxNewTokens: 1}
+	cfg.Sampling = lm.SampleParams{Temperature: 1, MaxNewTokens: 1}
 	cfg.Overlong.Buffer = 2 // penalise responses longer than the engine's 4 − 2 tokens
 	cfg.Optimizer.LR = 0.1
 	cfg.Optimizer.WeightDecay = 0
@@ -132,7 +133,7 @@ func ExampleTrainerParts_losses() {
 	cfg.Loss.Mode = "soft_clip"
 	cfg.PromptsPerStep, cfg.SamplesPerPrompt = 2, 8
 	cfg.MiniBatchSize, cfg.MicroBatchSize = 8, 8 // two updates per step: the second is off-policy
-	cfg.Sampling = policy.SampleParams{Temperature: 1, MaxNewTokens: 1}
+	cfg.Sampling = lm.SampleParams{Temperature: 1, MaxNewTokens: 1}
 	cfg.Overlong = nil
 	cfg.Optimizer.LR, cfg.Optimizer.WeightDecay = 0.1, 0
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/stretchr/testify/assert"
@@ -111,7 +112,7 @@ func TestTrainerWithTransformer(t *testing.T) {
 
 // hostOnly hides *policy.Model's DevicePolicy, so that the trainer steps
 // AdamW over Params.
-type hostOnly struct{ policy.Trainable }
+type hostOnly struct{ lm.Trainable }
 
 // TestTrainerDeviceOptimizer: with a *policy.Model the trainer keeps the
 // training state on the model's backend (policy.DeviceAdamW), and trains

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/dataset"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/policytest"
 	"github.com/agentrl/agentrl/reward"
@@ -44,7 +45,7 @@ func banditConfig() agentrl.TrainerConfig {
 	c.SamplesPerPrompt = 8
 	c.MiniBatchSize = 0
 	c.MicroBatchSize = 0
-	c.Sampling = policy.SampleParams{Temperature: 1, MaxNewTokens: 1}
+	c.Sampling = lm.SampleParams{Temperature: 1, MaxNewTokens: 1}
 	c.Optimizer = policy.AdamWConfig{LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
 	c.Overlong = nil
 	c.Seed = 7
@@ -91,7 +92,7 @@ func TestTabularGradients(t *testing.T) {
 	seqs := [][]int{{0, 1, 2, 2, 0}, {2, 1}}
 	cl := [][]float32{{0, 0.5, -1, 2, 0.3}, {0, -0.7}}
 	ce := [][]float32{{0, 0.2, 0.1, -0.4, 1}, {0, 0.9}}
-	batch := policy.TokenBatch{Tokens: seqs, Temperature: 0.7}
+	batch := lm.TokenBatch{Tokens: seqs, Temperature: 0.7}
 	objective := func() float64 {
 		st, _, err := m.Forward(context.Background(), batch, false)
 		require.NoError(t, err)
@@ -343,7 +344,7 @@ func TestToolMetricsAndLog(t *testing.T) {
 	s.HandleDefault(
 		policytest.Text(`<tool_call>{"name": "echo", "arguments": {"x": 1}}</tool_call>`),
 		policytest.Text(`<tool_call>{"name": "nope", "arguments": {}}</tool_call>`),
-		policytest.Response{Text: `the answer is \boxed{2}`, Finish: policy.FinishStopToken},
+		policytest.Response{Text: `the answer is \boxed{2}`, Finish: lm.FinishStopToken},
 	)
 	eng, err := rollout.NewEngine(rollout.Config{
 		Sampler: s, Tokenizer: tok, Tools: []tool.Tool{tooltest.Echo("echo")}, MaxTurns: 4, MaxResponseTokens: 4096,
@@ -354,7 +355,7 @@ func TestToolMetricsAndLog(t *testing.T) {
 	require.NoError(t, err)
 	var log bytes.Buffer
 	cfg := banditConfig()
-	cfg.Sampling = policy.SampleParams{Temperature: 1}
+	cfg.Sampling = lm.SampleParams{Temperature: 1}
 	cfg.OldLogProbs = agentrl.OldLogProbsRollout
 	prompts := []agentrl.Prompt{{ID: "q1", Text: "1+1=", GroundTruth: "2"}, {ID: "q2", Text: "3-1=", GroundTruth: "2"}}
 	tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{Policy: m, Engine: eng, Reward: math, Prompts: prompts, Metrics: agentrl.NewMetricsLogger(&log)})

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 )
 
 // publishAdapter publishes w's LoRA adapter as version: it writes the
@@ -26,20 +26,20 @@ import (
 // it makes Publish fail naming it (ErrUpdate), as for full weights; the
 // fleet switches when at least one server took it, and the sampler
 // passes over the servers that did not (they refuse the new name).
-func (f *Fleet) publishAdapter(ctx context.Context, version int, w policy.Saver) error {
-	as, ok := w.(policy.AdapterSaver)
+func (f *Fleet) publishAdapter(ctx context.Context, version int, w lm.Saver) error {
+	as, ok := w.(lm.AdapterSaver)
 	if !ok {
-		return fmt.Errorf("%w: Config.Adapter is %q, but %T cannot save an adapter (it is not a policy.AdapterSaver)", ErrNoAdapter, f.cfg.Adapter, w)
+		return fmt.Errorf("%w: Config.Adapter is %q, but %T cannot save an adapter (it is not a lm.AdapterSaver)", ErrNoAdapter, f.cfg.Adapter, w)
 	}
-	if l, ok := w.(loraHolder); ok {
-		if _, has := l.LoRA(); !has {
+	if h, ok := w.(adapterHolder); ok {
+		if !h.HasAdapter() {
 			return fmt.Errorf("%w: Config.Adapter is %q, but the %T has no adapter (add one with AddLoRA or LoadAdapter)", ErrNoAdapter, f.cfg.Adapter, w)
 		}
 	}
 	f.publishing.Lock()
 	defer f.publishing.Unlock()
 
-	opts := policy.AdapterSaveOptions{DType: f.cfg.Save.DType, FoldScale: f.sglangReads()}
+	opts := lm.AdapterSaveOptions{DType: f.cfg.Save.DType, FoldScale: f.sglangReads()}
 	dir, err := f.write(version, func(dir string) error { return as.SaveAdapter(dir, opts) })
 	if err != nil {
 		return err
@@ -94,10 +94,10 @@ func (f *Fleet) publishAdapter(ctx context.Context, version int, w policy.Saver)
 	return f.prune()
 }
 
-// loraHolder is a policy that says whether it has an adapter, as
+// adapterHolder is a policy that says whether it has an adapter, as
 // *policy.Model does.
-type loraHolder interface {
-	LoRA() (policy.LoRAConfig, bool)
+type adapterHolder interface {
+	HasAdapter() bool
 }
 
 // sglangReads reports whether an SGLang server is among the servers.

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentrl/agentrl/fleet"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
 )
@@ -216,7 +217,7 @@ func TestFleetAdapterTurnsNeverMix(t *testing.T) {
 	require.NoError(t, err)
 	reqs := greedyReqs(4)
 	pols := map[string]*policy.Model{"0": tinyModel(t, 1)}
-	want := map[string][]policy.Generation{}
+	want := map[string][]lm.Generation{}
 	for v := 1; v <= 3; v++ {
 		pols[fmt.Sprint(v)] = loraPolicy(t, allLinear, uint64(v))
 	}
@@ -305,14 +306,14 @@ func TestFleetAdapterServerRefuses(t *testing.T) {
 	}
 }
 
-// adapterWeights is a policy.AdapterSaver whose adapter is one
+// adapterWeights is a lm.AdapterSaver whose adapter is one
 // adapter_config.json naming it.
 type adapterWeights struct {
 	weights
-	saved *policy.AdapterSaveOptions
+	saved *lm.AdapterSaveOptions
 }
 
-func (w adapterWeights) SaveAdapter(dir string, opts policy.AdapterSaveOptions) error {
+func (w adapterWeights) SaveAdapter(dir string, opts lm.AdapterSaveOptions) error {
 	if w.err != nil {
 		return w.err
 	}
@@ -358,11 +359,11 @@ func TestPublishAdapterRequests(t *testing.T) {
 			defer srv.Close()
 			root := t.TempDir()
 			f, err := fleet.New(fleet.Config{Servers: []fleet.Server{{URL: srv.URL, Kind: tc.kind}}, Dir: root, Adapter: "pol",
-				Save: policy.SaveOptions{DType: "BF16"}})
+				Save: lm.SaveOptions{DType: "BF16"}})
 			require.NoError(t, err)
-			var opts policy.AdapterSaveOptions
+			var opts lm.AdapterSaveOptions
 			require.NoError(t, f.Publish(context.Background(), 3, adapterWeights{weights{tag: "three"}, &opts}))
-			assert.Equal(t, policy.AdapterSaveOptions{DType: "BF16", FoldScale: tc.fold}, opts)
+			assert.Equal(t, lm.AdapterSaveOptions{DType: "BF16", FoldScale: tc.fold}, opts)
 			require.NoError(t, f.Publish(context.Background(), 4, adapterWeights{weights: weights{tag: "four"}}))
 			assert.Equal(t, tc.want(filepath.Join(root, "v00000003"), filepath.Join(root, "v00000004")), rec.seen())
 			b, err := os.ReadFile(filepath.Join(root, "v00000004", policy.AdapterConfigFileName))
@@ -521,10 +522,10 @@ func TestPublishAdapterWithoutAdapter(t *testing.T) {
 	f, err := fleet.New(fleet.Config{Servers: []fleet.Server{{URL: srv.URL}}, Dir: root, Adapter: "pol"})
 	require.NoError(t, err)
 	for _, tc := range []struct {
-		w   policy.Saver
+		w   lm.Saver
 		msg string
 	}{
-		{weights{tag: "full"}, "fleet_test.weights cannot save an adapter (it is not a policy.AdapterSaver)"},
+		{weights{tag: "full"}, "fleet_test.weights cannot save an adapter (it is not a lm.AdapterSaver)"},
 		{tinyModel(t, 1), "the *policy.Model has no adapter (add one with AddLoRA or LoadAdapter)"},
 	} {
 		err := f.Publish(context.Background(), 1, tc.w)

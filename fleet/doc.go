@@ -2,7 +2,7 @@
 // by vLLM or SGLang servers (or by package serve, which speaks both
 // APIs), and the trainer publishes its weights to them every few steps.
 //
-// A Fleet is a policy.Sampler over its servers (through policy/openai,
+// A Fleet is a lm.Sampler over its servers (through policy/openai,
 // with failover and retries) that knows which weights the servers hold.
 // Publish writes the policy as a Hugging Face checkpoint into a folder
 // the servers can read, atomically (a server never sees a partial
@@ -23,7 +23,7 @@
 // flight through the Fleet to end and holds new ones until every server
 // has answered, and the servers' pause makes the same promise for
 // requests from elsewhere. Every generation carries the version that
-// produced it (policy.Generation.WeightVersion); a server that reports
+// produced it (lm.Generation.WeightVersion); a server that reports
 // another version than the one published (SGLang and package serve
 // report theirs) is passed over, and when none is current the call fails
 // naming the server (openai.ErrWeightVersion). A server that fails to
@@ -36,7 +36,7 @@
 // into their engines: the servers keep the base weights they were
 // started with, and each version's adapter (a PEFT folder:
 // adapter_config.json and adapter_model.safetensors, written by
-// policy.AdapterSaver, F32 or BF16 as Config.Save says) is written to
+// lm.AdapterSaver, F32 or BF16 as Config.Save says) is written to
 // Dir/v00000042 as full weights are, loaded on every server under the
 // name "<Adapter>-v00000042" (Fleet.AdapterName), and named by every
 // request from then on (openai.Config.Adapter: "model" for
@@ -53,7 +53,7 @@
 //     /unload_lora_adapter {"lora_name"} (http_server.py). SGLang scales
 //     by lora_alpha/r whatever use_rslora says, so when an SGLang server
 //     is among the servers the adapter is written with the scale folded
-//     into lora_alpha (policy.AdapterSaveOptions.FoldScale), which every
+//     into lora_alpha (lm.AdapterSaveOptions.FoldScale), which every
 //     reader turns back into the same scale.
 //   - package serve speaks both.
 //

@@ -21,7 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentrl/agentrl/internal/atomicfile"
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/openai"
 )
 
@@ -74,7 +74,7 @@ type Config struct {
 	Keep int
 	// Save says how checkpoints are written: SaveOptions{} is float32 in
 	// one file; BF16 halves what the servers read.
-	Save policy.SaveOptions
+	Save lm.SaveOptions
 	// Client sends the control requests; nil means a client of its own.
 	Client *http.Client
 	// Timeout bounds each control request (a checkpoint load included);
@@ -100,7 +100,7 @@ type Config struct {
 }
 
 // Fleet samples from inference servers and publishes new weights to
-// them. It implements policy.Sampler and is safe for concurrent use.
+// them. It implements lm.Sampler and is safe for concurrent use.
 type Fleet struct {
 	cfg     Config
 	client  *http.Client
@@ -199,7 +199,7 @@ func (f *Fleet) Servers() []Server { return slices.Clone(f.cfg.Servers) }
 // generation comes from the weights of one version, which its
 // WeightVersion names (the decimal text of Version); a Publish waits for
 // the call to end.
-func (f *Fleet) Generate(ctx context.Context, reqs []policy.GenerateRequest) ([]policy.Generation, error) {
+func (f *Fleet) Generate(ctx context.Context, reqs []lm.GenerateRequest) ([]lm.Generation, error) {
 	f.gate.RLock()
 	defer f.gate.RUnlock()
 	v := strconv.FormatInt(f.version.Load(), 10)
@@ -223,9 +223,9 @@ func (f *Fleet) Generate(ctx context.Context, reqs []policy.GenerateRequest) ([]
 // With Config.Adapter set, Publish publishes w's LoRA adapter instead
 // (see the package documentation): the servers load it while sampling
 // goes on, and the turns are held only while sampling switches to it. w
-// must then be a policy.AdapterSaver holding an adapter, else the error
+// must then be a lm.AdapterSaver holding an adapter, else the error
 // wraps ErrNoAdapter.
-func (f *Fleet) Publish(ctx context.Context, version int, w policy.Saver) error {
+func (f *Fleet) Publish(ctx context.Context, version int, w lm.Saver) error {
 	if version < 0 {
 		return fmt.Errorf("%w: version %d is negative", ErrUpdate, version)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentrl/agentrl/fleet"
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 )
 
 // call is one request a recorder saw.
@@ -80,13 +80,13 @@ func (rec *recorder) seen() []call {
 	return append([]call(nil), rec.calls...)
 }
 
-// weights is a policy.Saver whose checkpoint is one config.json naming it.
+// weights is a lm.Saver whose checkpoint is one config.json naming it.
 type weights struct {
 	tag string
 	err error
 }
 
-func (w weights) Save(dir string, _ policy.SaveOptions) error {
+func (w weights) Save(dir string, _ lm.SaveOptions) error {
 	if w.err != nil {
 		return w.err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentrl/agentrl/fleet"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
 	"github.com/agentrl/agentrl/serve"
@@ -52,10 +53,10 @@ func servers(t *testing.T, n int, seed uint64, wrap func(i int, h http.Handler) 
 	return out
 }
 
-func greedyReqs(n int) []policy.GenerateRequest {
-	reqs := make([]policy.GenerateRequest, n)
+func greedyReqs(n int) []lm.GenerateRequest {
+	reqs := make([]lm.GenerateRequest, n)
 	for i := range reqs {
-		reqs[i] = policy.GenerateRequest{Prompt: []int{1, 2, 3, i % 7}, Params: policy.SampleParams{MaxNewTokens: 6, Logprobs: true}}
+		reqs[i] = lm.GenerateRequest{Prompt: []int{1, 2, 3, i % 7}, Params: lm.SampleParams{MaxNewTokens: 6, Logprobs: true}}
 	}
 	return reqs
 }
@@ -126,7 +127,7 @@ func TestFleetTurnsNeverMixVersions(t *testing.T) {
 	require.NoError(t, err)
 	models := map[string]*policy.Model{"0": tinyModel(t, 1), "1": tinyModel(t, 2), "2": tinyModel(t, 3), "3": tinyModel(t, 4)}
 	reqs := greedyReqs(4)
-	want := map[string][]policy.Generation{}
+	want := map[string][]lm.Generation{}
 	for v, m := range models {
 		want[v], err = m.Generate(ctx, reqs)
 		require.NoError(t, err)
@@ -143,7 +144,7 @@ func TestFleetTurnsNeverMixVersions(t *testing.T) {
 // while publish(v) publishes versions 1 to 3, checking that every
 // generation equals want of the version it reports (never a mix of two),
 // and returns how many batches each version answered.
-func publishWhileSampling(t *testing.T, f *fleet.Fleet, reqs []policy.GenerateRequest, want map[string][]policy.Generation, publish func(v int)) map[string]int {
+func publishWhileSampling(t *testing.T, f *fleet.Fleet, reqs []lm.GenerateRequest, want map[string][]lm.Generation, publish func(v int)) map[string]int {
 	t.Helper()
 	ctx := context.Background()
 	stop := make(chan struct{})

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentrl/agentrl/internal/cpu"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/backend"
 	"github.com/agentrl/agentrl/policy/backend/backendtest"
@@ -324,7 +325,7 @@ func TestAdamWMatchesPolicy(t *testing.T) {
 	gb := upload(t, be, grad)
 	mb, vb := upload(t, be, make([]float32, n)), upload(t, be, make([]float32, n))
 	cfg := policy.AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}
-	opt, err := policy.NewAdamW([]policy.Param{{Name: "p", Data: data, Grad: grad}}, cfg)
+	opt, err := policy.NewAdamW([]lm.Param{{Name: "p", Data: data, Grad: grad}}, cfg)
 	require.NoError(t, err)
 	for step := int64(1); step <= 3; step++ {
 		copy(grad, randn(rng, n, 0.1))

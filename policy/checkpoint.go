@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/safetensors"
 )
 
@@ -98,18 +99,6 @@ func readGenerationEOS(dir string) ([]int, error) {
 	return ids, nil
 }
 
-// SaveOptions controls Save. The zero value writes float32 in one file
-// (transformers' save_pretrained would shard above its max_shard_size).
-type SaveOptions struct {
-	// DType is safetensors.F32 (default) or safetensors.BF16 (rounded to
-	// nearest even, as torch's .to(torch.bfloat16)).
-	DType safetensors.DType
-	// MaxShardBytes splits the weights into
-	// model-0000i-of-0000N.safetensors shards with an index above this
-	// size, as save_pretrained's max_shard_size; 0 means one file.
-	MaxShardBytes int64
-}
-
 // Save writes the model as a Hugging Face checkpoint folder that
 // transformers' from_pretrained and vLLM load: config.json (torch_dtype
 // set to the written dtype) and model.safetensors (or shards and
@@ -117,7 +106,7 @@ type SaveOptions struct {
 // embeddings are written once, as transformers does. A model with a LoRA
 // adapter is written merged (W + scale·B·A), the function it computes; its
 // adapter alone is SaveAdapter's.
-func (m *Model) Save(dir string, opts SaveOptions) error {
+func (m *Model) Save(dir string, opts lm.SaveOptions) error {
 	dt := opts.DType
 	if dt == "" {
 		dt = safetensors.F32

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/safetensors"
 )
 
@@ -88,13 +89,13 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name  string
-		opts  SaveOptions
+		opts  lm.SaveOptions
 		files []string
 		tol   float64
 	}{
-		{"f32", SaveOptions{}, []string{"model.safetensors"}, 0},
-		{"f32 sharded", SaveOptions{MaxShardBytes: 40_000}, []string{"model-00001-of-00004.safetensors", "model.safetensors.index.json"}, 0},
-		{"bf16", SaveOptions{DType: safetensors.BF16}, []string{"model.safetensors"}, 1.0 / 128},
+		{"f32", lm.SaveOptions{}, []string{"model.safetensors"}, 0},
+		{"f32 sharded", lm.SaveOptions{MaxShardBytes: 40_000}, []string{"model-00001-of-00004.safetensors", "model.safetensors.index.json"}, 0},
+		{"bf16", lm.SaveOptions{DType: safetensors.BF16}, []string{"model.safetensors"}, 1.0 / 128},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -124,18 +125,18 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 				got, err := m.Logits(seq)
 				require.NoError(t, err)
 				assert.Equal(t, want.Data(), got.Data())
-				_, _, err = m.Forward(ctx, TokenBatch{Tokens: [][]int{seq}}, false)
+				_, _, err = m.Forward(ctx, lm.TokenBatch{Tokens: [][]int{seq}}, false)
 				require.NoError(t, err)
 			}
 		})
 	}
-	require.ErrorIs(t, src.Save(t.TempDir(), SaveOptions{DType: safetensors.F16}), ErrInput)
+	require.ErrorIs(t, src.Save(t.TempDir(), lm.SaveOptions{DType: safetensors.F16}), ErrInput)
 }
 
 func TestLoadReadsGenerationConfigEOS(t *testing.T) {
 	src := loadTiny(t, "qwen3-tiny")
 	dir := t.TempDir()
-	require.NoError(t, src.Save(dir, SaveOptions{}))
+	require.NoError(t, src.Save(dir, lm.SaveOptions{}))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, GenerationConfigFileName), []byte(`{"eos_token_id": [1, 7]}`), 0o644))
 	m, err := Load(dir)
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/backend"
 )
 
@@ -52,11 +53,11 @@ func waitIdle(t *testing.T, m *Model) {
 }
 
 // alone generates req by itself on a fresh copy of the tiny model.
-func alone(t *testing.T, name string, req GenerateRequest) Generation {
+func alone(t *testing.T, name string, req lm.GenerateRequest) lm.Generation {
 	t.Helper()
 	m := loadTiny(t, name)
 	m.eos = nil
-	g, err := m.Generate(context.Background(), []GenerateRequest{req})
+	g, err := m.Generate(context.Background(), []lm.GenerateRequest{req})
 	require.NoError(t, err)
 	return g[0]
 }
@@ -69,25 +70,25 @@ func TestShortRequestJoinsRunningDecode(t *testing.T) {
 	ctx := context.Background()
 	m := loadTiny(t, "qwen3-tiny")
 	m.eos = nil // no end-of-sequence: the long request runs its 50 tokens
-	long := GenerateRequest{Prompt: []int{5, 17, 3}, Params: SampleParams{Temperature: 1, MaxNewTokens: 50, Seed: u64(1), Logprobs: true}}
-	short := GenerateRequest{Prompt: []int{9, 8, 7, 6}, Params: SampleParams{Temperature: 1, MaxNewTokens: 5, Seed: u64(2), Logprobs: true}}
+	long := lm.GenerateRequest{Prompt: []int{5, 17, 3}, Params: lm.SampleParams{Temperature: 1, MaxNewTokens: 50, Seed: u64(1), Logprobs: true}}
+	short := lm.GenerateRequest{Prompt: []int{9, 8, 7, 6}, Params: lm.SampleParams{Temperature: 1, MaxNewTokens: 5, Seed: u64(2), Logprobs: true}}
 
 	var steps []int
 	paused, resume := pauseAt(m, 3, &steps)
 	defer resume()
 	type result struct {
-		g   []Generation
+		g   []lm.Generation
 		err error
 	}
 	longDone := make(chan result, 1)
 	go func() {
-		g, err := m.Generate(ctx, []GenerateRequest{long})
+		g, err := m.Generate(ctx, []lm.GenerateRequest{long})
 		longDone <- result{g, err}
 	}()
 	<-paused // the long request has made 3 steps: prefill and 2 decodes
 	shortDone := make(chan result, 1)
 	go func() {
-		g, err := m.Generate(ctx, []GenerateRequest{short})
+		g, err := m.Generate(ctx, []lm.GenerateRequest{short})
 		shortDone <- result{g, err}
 	}()
 	waitPending(t, m, 1)
@@ -116,8 +117,8 @@ func TestShortRequestJoinsRunningDecode(t *testing.T) {
 	require.Len(t, s.g[0].Tokens, 5)
 
 	for _, tc := range []struct {
-		req GenerateRequest
-		got Generation
+		req lm.GenerateRequest
+		got lm.Generation
 	}{{long, l.g[0]}, {short, s.g[0]}} {
 		want := alone(t, "qwen3-tiny", tc.req)
 		assert.Equal(t, want.Tokens, tc.got.Tokens)
@@ -132,8 +133,8 @@ func TestShortRequestJoinsRunningDecode(t *testing.T) {
 func TestCancelledCallLeavesTheBatch(t *testing.T) {
 	m := loadTiny(t, "qwen3-tiny")
 	m.eos = nil
-	keep := GenerateRequest{Prompt: []int{4, 4, 4}, Params: SampleParams{Temperature: 1, MaxNewTokens: 30, Seed: u64(3), Logprobs: true}}
-	drop := GenerateRequest{Prompt: []int{1, 2}, Params: SampleParams{Temperature: 1, MaxNewTokens: 60}}
+	keep := lm.GenerateRequest{Prompt: []int{4, 4, 4}, Params: lm.SampleParams{Temperature: 1, MaxNewTokens: 30, Seed: u64(3), Logprobs: true}}
+	drop := lm.GenerateRequest{Prompt: []int{1, 2}, Params: lm.SampleParams{Temperature: 1, MaxNewTokens: 60}}
 
 	var steps []int
 	paused, resume := pauseAt(m, 2, &steps)
@@ -141,13 +142,13 @@ func TestCancelledCallLeavesTheBatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	dropErr := make(chan error, 1)
 	go func() {
-		_, err := m.Generate(ctx, []GenerateRequest{drop})
+		_, err := m.Generate(ctx, []lm.GenerateRequest{drop})
 		dropErr <- err
 	}()
 	waitPending(t, m, 0)
-	keepDone := make(chan []Generation, 1)
+	keepDone := make(chan []lm.Generation, 1)
 	go func() {
-		g, err := m.Generate(context.Background(), []GenerateRequest{keep})
+		g, err := m.Generate(context.Background(), []lm.GenerateRequest{keep})
 		assert.NoError(t, err)
 		keepDone <- g
 	}()
@@ -178,18 +179,18 @@ func TestConcurrentCallsMatchGenerationAlone(t *testing.T) {
 			vocab := m.Config().VocabSize
 			r := rand.New(rand.NewPCG(9, 9))
 			type call struct {
-				reqs  []GenerateRequest
+				reqs  []lm.GenerateRequest
 				turn2 bool // continue request 0 with appended tool tokens in its session
 			}
 			var calls []call
 			for c := range 24 {
-				var reqs []GenerateRequest
+				var reqs []lm.GenerateRequest
 				for range 1 + r.IntN(3) {
 					p := make([]int, 1+r.IntN(12))
 					for i := range p {
 						p[i] = r.IntN(vocab)
 					}
-					reqs = append(reqs, GenerateRequest{Prompt: p, Params: SampleParams{
+					reqs = append(reqs, lm.GenerateRequest{Prompt: p, Params: lm.SampleParams{
 						Temperature: 0.9, MaxNewTokens: 1 + r.IntN(20), Seed: u64(r.Uint64()), Logprobs: true,
 						StopTokenIDs: []int{r.IntN(vocab)},
 					}})
@@ -200,8 +201,8 @@ func TestConcurrentCallsMatchGenerationAlone(t *testing.T) {
 				}
 				calls = append(calls, call{reqs, turn2})
 			}
-			results := make([][]Generation, len(calls))
-			second := make([]Generation, len(calls))
+			results := make([][]lm.Generation, len(calls))
+			second := make([]lm.Generation, len(calls))
 			var wg sync.WaitGroup
 			for i, c := range calls {
 				wg.Go(func() {
@@ -213,7 +214,7 @@ func TestConcurrentCallsMatchGenerationAlone(t *testing.T) {
 					if c.turn2 {
 						next := c.reqs[0]
 						next.Prompt = append(append(append([]int(nil), next.Prompt...), g[0].Tokens...), 1, 2)
-						g2, err := m.Generate(context.Background(), []GenerateRequest{next})
+						g2, err := m.Generate(context.Background(), []lm.GenerateRequest{next})
 						if assert.NoError(t, err) {
 							second[i] = g2[0]
 							assert.Equal(t, len(c.reqs[0].Prompt)+len(g[0].Tokens)-1, g2[0].CachedTokens, "call %d reuses its session", i)
@@ -226,7 +227,7 @@ func TestConcurrentCallsMatchGenerationAlone(t *testing.T) {
 			for i, c := range calls {
 				for j, req := range c.reqs {
 					req.Session = ""
-					g, err := ref.Generate(context.Background(), []GenerateRequest{req})
+					g, err := ref.Generate(context.Background(), []lm.GenerateRequest{req})
 					require.NoError(t, err)
 					assert.Equal(t, g[0].Tokens, results[i][j].Tokens, "call %d request %d", i, j)
 					assert.Equal(t, g[0].FinishReason, results[i][j].FinishReason, "call %d request %d", i, j)
@@ -236,7 +237,7 @@ func TestConcurrentCallsMatchGenerationAlone(t *testing.T) {
 					next := c.reqs[0]
 					next.Session = ""
 					next.Prompt = append(append(append([]int(nil), next.Prompt...), results[i][0].Tokens...), 1, 2)
-					g, err := ref.Generate(context.Background(), []GenerateRequest{next})
+					g, err := ref.Generate(context.Background(), []lm.GenerateRequest{next})
 					require.NoError(t, err)
 					assert.Equal(t, g[0].Tokens, second[i].Tokens, "call %d turn 2", i)
 				}
@@ -251,7 +252,7 @@ func TestConcurrentCallsMatchGenerationAlone(t *testing.T) {
 func TestGenerateOnClosedModel(t *testing.T) {
 	m := loadTiny(t, "qwen3-tiny")
 	require.NoError(t, m.Close())
-	_, err := m.Generate(context.Background(), []GenerateRequest{{Prompt: []int{1}}, {Prompt: []int{2}}})
+	_, err := m.Generate(context.Background(), []lm.GenerateRequest{{Prompt: []int{1}}, {Prompt: []int{2}}})
 	require.ErrorIs(t, err, ErrInput)
 	assert.Contains(t, err.Error(), "closed")
 	waitIdle(t, m)
@@ -290,19 +291,19 @@ func TestKVAllocationFailureIsAnError(t *testing.T) {
 	ref := loadTiny(t, "qwen3-tiny")
 	fb := &allocFailer{Backend: ref.Backend()}
 	m := loadTiny(t, "qwen3-tiny", WithBackend(fb))
-	req := GenerateRequest{Prompt: []int{5, 17, 3}, Params: SampleParams{MaxNewTokens: 4}}
+	req := lm.GenerateRequest{Prompt: []int{5, 17, 3}, Params: lm.SampleParams{MaxNewTokens: 4}}
 	// The first allocations of a generation are the KV pool's: layer 0's
 	// keys, then layer 0's values.
 	fb.arm(2)
-	_, err := m.Generate(context.Background(), []GenerateRequest{req})
+	_, err := m.Generate(context.Background(), []lm.GenerateRequest{req})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "out of device memory")
 	waitIdle(t, m)
 
 	fb.arm(0)
-	got, err := m.Generate(context.Background(), []GenerateRequest{req})
+	got, err := m.Generate(context.Background(), []lm.GenerateRequest{req})
 	require.NoError(t, err)
-	want, err := ref.Generate(context.Background(), []GenerateRequest{req})
+	want, err := ref.Generate(context.Background(), []lm.GenerateRequest{req})
 	require.NoError(t, err)
 	assert.Equal(t, want[0].Tokens, got[0].Tokens)
 }

@@ -1,23 +1,21 @@
-// Package policy holds the model that agentrl trains: the Sampler and
-// Trainable interfaces, the transformer (Qwen3, Qwen2 and Llama from an
+// Package policy holds the model that agentrl trains: the transformer (Qwen3, Qwen2 and Llama from an
 // HF config.json and safetensors), sampling with a KV cache, the AdamW
 // optimizer and checkpoints.
 //
 // What the package provides, file by file:
 //
-//   - policy.go: the interfaces the rest of the SDK builds to — Sampler
+//   - The interfaces the rest of the SDK builds to — lm.Sampler
 //     (GenerateRequest → Generation, with a Session handle for reusing a
-//     KV cache across the turns of a rollout), Trainable (per-token
-//     log-probabilities and entropies with a paired backward), and their
-//     parameter types.
+//     KV cache across the turns of a rollout) and lm.Trainable (per-token
+//     log-probabilities and entropies with a paired backward) — live in
+//     package lm, which imports no model; Model implements them.
 //   - config.go: Config, parsed from and written to Hugging Face's
 //     config.json for model_type qwen3, qwen2 and llama; the tensor names
 //     and shapes a config implies (TensorSpecs, CheckTensors), parameter
 //     count, verl-compatible FLOPs for MFU, and RoPE frequencies.
-//   - sample.go, stop.go: token sampling from logits with vLLM's
-//     temperature, min-p, top-k and top-p semantics and seeded randomness;
-//     stop conditions (stop tokens, stop strings across tokens, length) and
-//     incremental detokenisation.
+//   - sample.go: token sampling from logits with vLLM's temperature,
+//     min-p, top-k and top-p semantics and seeded randomness (the stop
+//     conditions and incremental detokenisation are lm's).
 //   - model.go, model_forward.go, model_train.go: Model, the transformer
 //     over a backend.Backend (the CPU backend of internal/cpu by default):
 //     random init (New), Logits, and the Trainable implementation —

@@ -5,14 +5,15 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 )
 
 // A training step: clip the gradients, then let AdamW apply them with a
 // warmup-then-cosine learning rate.
 func ExampleAdamW() {
-	w := policy.Param{Name: "w", Data: []float32{1, -1}, Grad: make([]float32, 2)}
-	params := []policy.Param{w}
+	w := lm.Param{Name: "w", Data: []float32{1, -1}, Grad: make([]float32, 2)}
+	params := []lm.Param{w}
 	opt, err := policy.NewAdamW(params, policy.AdamWConfig{
 		LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01,
 		Schedule: policy.CosineSchedule{WarmupSteps: 1, TotalSteps: 4, MinLRRatio: 0.1},
@@ -51,14 +52,14 @@ func ExampleTokenSampler_Sample() {
 	logits := []float32{float32(math.Log(4)), float32(math.Log(3)), float32(math.Log(2)), 0}
 	s := policy.NewTokenSampler(rand.New(rand.NewPCG(42, 0)))
 	// top-p 0.65 keeps tokens 0 and 1, renormalised to 4/7 and 3/7.
-	r, err := s.Sample(logits, policy.SampleParams{Temperature: 1, TopP: 0.65})
+	r, err := s.Sample(logits, lm.SampleParams{Temperature: 1, TopP: 0.65})
 	if err != nil {
 		panic(err)
 	}
 	fmt.Printf("token %d, p = %.4f under the sampling distribution, %.4f under the raw softmax\n",
 		r.Token, math.Exp(r.LogProb), math.Exp(r.RawLogProb))
 	// Temperature 0 is greedy.
-	r, _ = s.Sample(logits, policy.SampleParams{})
+	r, _ = s.Sample(logits, lm.SampleParams{})
 	fmt.Println("greedy:", r.Token)
 	// Output:
 	// token 0, p = 0.5714 under the sampling distribution, 0.4000 under the raw softmax
@@ -75,8 +76,8 @@ func ExampleStopChecker() {
 		}
 		return s
 	}
-	stream := policy.NewTextStream(decode, nil)
-	stop := policy.NewStopChecker(policy.SampleParams{MaxNewTokens: 10, Stop: []string{"</answer>"}}, []int{0})
+	stream := lm.NewTextStream(decode, nil)
+	stop := lm.NewStopChecker(lm.SampleParams{MaxNewTokens: 10, Stop: []string{"</answer>"}}, []int{0})
 	for _, tok := range []int{1, 2, 3, 4} {
 		if st, done := stop.Next(tok, stream.Push(tok)); done {
 			fmt.Printf("%s after token %d: %q\n", st.Reason, tok, stop.Text()[:st.TextEnd])

@@ -6,12 +6,13 @@ import (
 	"math/rand/v2"
 	"sync"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/backend"
 )
 
 var (
-	_ Sampler       = (*Model)(nil)
-	_ SessionCloser = (*Model)(nil)
+	_ lm.Sampler       = (*Model)(nil)
+	_ lm.SessionCloser = (*Model)(nil)
 )
 
 // prefillTokens bounds the prompt tokens admitted in one scheduler step:
@@ -141,11 +142,11 @@ func (j *genJob) finish(err error) {
 type genState struct {
 	job     *genJob
 	index   int // the request's index in its Generate call
-	req     GenerateRequest
+	req     lm.GenerateRequest
 	sampler *TokenSampler
-	stop    *StopChecker
-	text    *TextStream
-	out     Generation
+	stop    *lm.StopChecker
+	text    *lm.TextStream
+	out     lm.Generation
 	done    bool
 	slot    *kvSlot // the sequence's KV rows while it is admitted
 }
@@ -183,7 +184,7 @@ type genState struct {
 // stay fixed until the model falls idle, so do not step an optimizer
 // while Generate calls are in flight. When ctx ends, Generate returns its
 // error at once and the call's sequences leave the batch at the next step.
-func (m *Model) Generate(ctx context.Context, reqs []GenerateRequest) ([]Generation, error) {
+func (m *Model) Generate(ctx context.Context, reqs []lm.GenerateRequest) ([]lm.Generation, error) {
 	maxPos := m.cfg.MaxPositionEmbeddings
 	for i, r := range reqs {
 		if len(r.Prompt) == 0 {
@@ -195,7 +196,7 @@ func (m *Model) Generate(ctx context.Context, reqs []GenerateRequest) ([]Generat
 		if err := m.checkIDs(i, r.Prompt); err != nil {
 			return nil, fmt.Errorf("request %d: %w", i, err)
 		}
-		if err := CheckSampleParams(r.Params); err != nil {
+		if err := lm.CheckSampleParams(r.Params); err != nil {
 			return nil, fmt.Errorf("request %d: %w", i, err)
 		}
 		if r.Params.MaxNewTokens < 0 {
@@ -219,9 +220,9 @@ func (m *Model) Generate(ctx context.Context, reqs []GenerateRequest) ([]Generat
 		if r.Params.Seed != nil {
 			seed = *r.Params.Seed
 		}
-		st := &genState{job: job, index: i, req: r, sampler: NewTokenSampler(rand.New(rand.NewPCG(seed, 0))), stop: NewStopChecker(r.Params, m.eos)}
+		st := &genState{job: job, index: i, req: r, sampler: NewTokenSampler(rand.New(rand.NewPCG(seed, 0))), stop: lm.NewStopChecker(r.Params, m.eos)}
 		if len(r.Params.Stop) > 0 {
-			st.text = NewTextStream(g.decode, r.Prompt)
+			st.text = lm.NewTextStream(g.decode, r.Prompt)
 		}
 		job.states = append(job.states, st)
 	}
@@ -239,7 +240,7 @@ func (m *Model) Generate(ctx context.Context, reqs []GenerateRequest) ([]Generat
 	if job.err != nil {
 		return nil, job.err
 	}
-	out := make([]Generation, len(job.states))
+	out := make([]lm.Generation, len(job.states))
 	for i, st := range job.states {
 		out[i] = st.out
 	}
@@ -434,16 +435,16 @@ func (m *Model) sampleNext(st *genState, logits []float32) error {
 		st.done = true
 		st.out.FinishReason = stop.Reason
 		switch stop.Reason {
-		case FinishStopToken:
+		case lm.FinishStopToken:
 			st.out.StopToken = stop.Token
-		case FinishStop:
+		case lm.FinishStop:
 			st.out.StopString = stop.String
 		}
 		return nil
 	}
 	if len(st.req.Prompt)+len(st.out.Tokens) >= m.cfg.MaxPositionEmbeddings {
 		st.done = true
-		st.out.FinishReason = FinishLength
+		st.out.FinishReason = lm.FinishLength
 	}
 	return nil
 }

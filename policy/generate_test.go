@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -44,9 +45,9 @@ func TestGreedyMatchesArgmaxOfLogits(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m := loadTiny(t, name)
 			prompts := [][]int{{5, 17, 3}, {60, 2, 9, 40, 41, 42, 43}, {11}}
-			var reqs []GenerateRequest
+			var reqs []lm.GenerateRequest
 			for _, p := range prompts {
-				reqs = append(reqs, GenerateRequest{Prompt: p, Params: SampleParams{MaxNewTokens: 8, StopTokenIDs: []int{}, Logprobs: true}})
+				reqs = append(reqs, lm.GenerateRequest{Prompt: p, Params: lm.SampleParams{MaxNewTokens: 8, StopTokenIDs: []int{}, Logprobs: true}})
 			}
 			gens, err := m.Generate(ctx, reqs)
 			require.NoError(t, err)
@@ -67,11 +68,11 @@ func TestGreedyMatchesArgmaxOfLogits(t *testing.T) {
 					assert.Zero(t, g.LogProbs[k], "greedy log-probs are 0 (vLLM)")
 					seq = append(seq, tok)
 				}
-				if g.FinishReason == FinishStopToken {
+				if g.FinishReason == lm.FinishStopToken {
 					assert.Contains(t, m.EOSTokenIDs(), g.StopToken)
 					assert.Equal(t, g.StopToken, g.Tokens[len(g.Tokens)-1])
 				} else {
-					assert.Equal(t, FinishLength, g.FinishReason)
+					assert.Equal(t, lm.FinishLength, g.FinishReason)
 					assert.Len(t, g.Tokens, 8)
 				}
 				// Alone, the same request gives the same tokens as in the batch.
@@ -86,12 +87,12 @@ func TestGreedyMatchesArgmaxOfLogits(t *testing.T) {
 func TestSeededSamplingIsReproducible(t *testing.T) {
 	ctx := context.Background()
 	m := loadTiny(t, "qwen3-tiny")
-	req := func(seed uint64) GenerateRequest {
-		return GenerateRequest{Prompt: []int{5, 17, 3}, Params: SampleParams{Temperature: 1, MaxNewTokens: 12, StopTokenIDs: nil, Seed: u64(seed), Logprobs: true}}
+	req := func(seed uint64) lm.GenerateRequest {
+		return lm.GenerateRequest{Prompt: []int{5, 17, 3}, Params: lm.SampleParams{Temperature: 1, MaxNewTokens: 12, StopTokenIDs: nil, Seed: u64(seed), Logprobs: true}}
 	}
-	a, err := m.Generate(ctx, []GenerateRequest{req(7), req(8)})
+	a, err := m.Generate(ctx, []lm.GenerateRequest{req(7), req(8)})
 	require.NoError(t, err)
-	b, err := m.Generate(ctx, []GenerateRequest{req(8), req(7)})
+	b, err := m.Generate(ctx, []lm.GenerateRequest{req(8), req(7)})
 	require.NoError(t, err)
 	assert.Equal(t, a[0], b[1])
 	assert.Equal(t, a[1], b[0])
@@ -104,7 +105,7 @@ func TestSeededSamplingIsReproducible(t *testing.T) {
 	// Without seeds, the sampler's own seeded source decides: two fresh
 	// models with the same sampler seed agree call for call.
 	m1, m2 := loadTiny(t, "qwen3-tiny", WithSamplerSeed(5)), loadTiny(t, "qwen3-tiny", WithSamplerSeed(5))
-	unseeded := []GenerateRequest{{Prompt: []int{5, 17, 3}, Params: SampleParams{Temperature: 1, MaxNewTokens: 12}}, {Prompt: []int{5, 17, 3}, Params: SampleParams{Temperature: 1, MaxNewTokens: 12}}}
+	unseeded := []lm.GenerateRequest{{Prompt: []int{5, 17, 3}, Params: lm.SampleParams{Temperature: 1, MaxNewTokens: 12}}, {Prompt: []int{5, 17, 3}, Params: lm.SampleParams{Temperature: 1, MaxNewTokens: 12}}}
 	x, err := m1.Generate(ctx, unseeded)
 	require.NoError(t, err)
 	y, err := m2.Generate(ctx, unseeded)
@@ -123,32 +124,32 @@ func TestSessionContinuationMatchesFullForward(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m := loadTiny(t, name)
 			m.gen.decodeRoom = 2 // make the KV cache grow during decode
-			params := SampleParams{Temperature: 0.7, MaxNewTokens: 6, Seed: u64(3), Logprobs: true}
+			params := lm.SampleParams{Temperature: 0.7, MaxNewTokens: 6, Seed: u64(3), Logprobs: true}
 			prompt := []int{5, 17, 3, 30}
-			g1, err := m.Generate(ctx, []GenerateRequest{{Prompt: prompt, Params: params, Session: "s"}})
+			g1, err := m.Generate(ctx, []lm.GenerateRequest{{Prompt: prompt, Params: params, Session: "s"}})
 			require.NoError(t, err)
 			assert.Zero(t, g1[0].CachedTokens)
 			assert.Equal(t, 1, m.Sessions())
 
 			turn2 := append(append(append([]int(nil), prompt...), g1[0].Tokens...), 44, 45, 46) // tool result
 			params.Seed = u64(4)
-			g2, err := m.Generate(ctx, []GenerateRequest{{Prompt: turn2, Params: params, Session: "s"}})
+			g2, err := m.Generate(ctx, []lm.GenerateRequest{{Prompt: turn2, Params: params, Session: "s"}})
 			require.NoError(t, err)
 			assert.Equal(t, len(prompt)+len(g1[0].Tokens)-1, g2[0].CachedTokens, "the session's cache covers all but the last generated token")
-			fresh, err := m.Generate(ctx, []GenerateRequest{{Prompt: turn2, Params: params}})
+			fresh, err := m.Generate(ctx, []lm.GenerateRequest{{Prompt: turn2, Params: params}})
 			require.NoError(t, err)
 			assert.Zero(t, fresh[0].CachedTokens)
 			assert.Equal(t, fresh[0].Tokens, g2[0].Tokens)
 			assert.InDeltaSlice(t, toF64(fresh[0].LogProbs), toF64(g2[0].LogProbs), 1e-5)
 
 			full := append(append([]int(nil), turn2...), g2[0].Tokens...)
-			stats, _, err := m.Forward(ctx, TokenBatch{Tokens: [][]int{full}, Temperature: 0.7}, false)
+			stats, _, err := m.Forward(ctx, lm.TokenBatch{Tokens: [][]int{full}, Temperature: 0.7}, false)
 			require.NoError(t, err)
 			for k := range g2[0].Tokens {
 				assert.InDelta(t, stats.LogProbs[0][len(turn2)+k], g2[0].LogProbs[k], 1e-4, "token %d", k)
 			}
 			// A prompt that does not extend the session's sequence reuses nothing.
-			g3, err := m.Generate(ctx, []GenerateRequest{{Prompt: []int{9, 9, 9}, Params: params, Session: "s"}})
+			g3, err := m.Generate(ctx, []lm.GenerateRequest{{Prompt: []int{9, 9, 9}, Params: params, Session: "s"}})
 			require.NoError(t, err)
 			assert.Zero(t, g3[0].CachedTokens)
 			m.CloseSession("s")
@@ -169,20 +170,20 @@ func toF64(v []float32) []float64 {
 func TestSessionsAreBoundedLRU(t *testing.T) {
 	ctx := context.Background()
 	m := loadTiny(t, "qwen3-tiny", WithMaxSessions(2))
-	params := SampleParams{MaxNewTokens: 2, StopTokenIDs: nil}
+	params := lm.SampleParams{MaxNewTokens: 2, StopTokenIDs: nil}
 	prompts := map[string][]int{"a": {5, 6, 7}, "b": {8, 9, 10}, "c": {11, 12, 13}}
 	last := map[string][]int{}
 	for _, s := range []string{"a", "b", "c"} {
-		g, err := m.Generate(ctx, []GenerateRequest{{Prompt: prompts[s], Params: params, Session: s}})
+		g, err := m.Generate(ctx, []lm.GenerateRequest{{Prompt: prompts[s], Params: params, Session: s}})
 		require.NoError(t, err)
 		last[s] = append(append([]int(nil), prompts[s]...), g[0].Tokens...)
 	}
 	assert.Equal(t, 2, m.Sessions())
 	for s, wantCached := range map[string]bool{"a": false, "c": true} {
-		g, err := m.Generate(ctx, []GenerateRequest{{Prompt: append(last[s], 20), Params: params}})
+		g, err := m.Generate(ctx, []lm.GenerateRequest{{Prompt: append(last[s], 20), Params: params}})
 		require.NoError(t, err)
 		assert.Zero(t, g[0].CachedTokens, "no Session, no reuse")
-		g, err = m.Generate(ctx, []GenerateRequest{{Prompt: append(last[s], 20), Params: params, Session: s}})
+		g, err = m.Generate(ctx, []lm.GenerateRequest{{Prompt: append(last[s], 20), Params: params, Session: s}})
 		require.NoError(t, err)
 		assert.Equal(t, wantCached, g[0].CachedTokens > 0, "session %s", s)
 	}
@@ -194,9 +195,9 @@ func TestStopConditions(t *testing.T) {
 	// A prompt whose greedy continuation does not reach EOS in 6 tokens.
 	var prompt, toks []int
 	for _, p := range [][]int{{5, 17, 3}, {64, 2, 9}, {11, 12}, {20, 21, 22}, {30, 31}} {
-		greedy, err := m.Generate(ctx, []GenerateRequest{{Prompt: p, Params: SampleParams{MaxNewTokens: 6}}})
+		greedy, err := m.Generate(ctx, []lm.GenerateRequest{{Prompt: p, Params: lm.SampleParams{MaxNewTokens: 6}}})
 		require.NoError(t, err)
-		if greedy[0].FinishReason == FinishLength {
+		if greedy[0].FinishReason == lm.FinishLength {
 			prompt, toks = p, greedy[0].Tokens
 			break
 		}
@@ -204,18 +205,18 @@ func TestStopConditions(t *testing.T) {
 	require.Len(t, toks, 6)
 
 	t.Run("stop token", func(t *testing.T) {
-		g, err := m.Generate(ctx, []GenerateRequest{{Prompt: prompt, Params: SampleParams{MaxNewTokens: 6, StopTokenIDs: []int{toks[2]}}}})
+		g, err := m.Generate(ctx, []lm.GenerateRequest{{Prompt: prompt, Params: lm.SampleParams{MaxNewTokens: 6, StopTokenIDs: []int{toks[2]}}}})
 		require.NoError(t, err)
 		first := 0
 		for toks[first] != toks[2] {
 			first++
 		}
 		assert.Equal(t, toks[:first+1], g[0].Tokens)
-		assert.Equal(t, FinishStopToken, g[0].FinishReason)
+		assert.Equal(t, lm.FinishStopToken, g[0].FinishReason)
 		assert.Equal(t, toks[2], g[0].StopToken)
 	})
 	t.Run("stop string needs a decoder", func(t *testing.T) {
-		_, err := m.Generate(ctx, []GenerateRequest{{Prompt: []int{5}, Params: SampleParams{Stop: []string{"x"}}}})
+		_, err := m.Generate(ctx, []lm.GenerateRequest{{Prompt: []int{5}, Params: lm.SampleParams{Stop: []string{"x"}}}})
 		require.ErrorIs(t, err, ErrInput)
 	})
 	t.Run("stop string", func(t *testing.T) {
@@ -230,9 +231,9 @@ func TestStopConditions(t *testing.T) {
 		}
 		md := loadTiny(t, "qwen3-tiny", WithDecoder(decode))
 		stop := fmt.Sprintf("%d><%d", toks[1], toks[2])
-		g, err := md.Generate(ctx, []GenerateRequest{{Prompt: prompt, Params: SampleParams{MaxNewTokens: 6, Stop: []string{stop}}}})
+		g, err := md.Generate(ctx, []lm.GenerateRequest{{Prompt: prompt, Params: lm.SampleParams{MaxNewTokens: 6, Stop: []string{stop}}}})
 		require.NoError(t, err)
-		assert.Equal(t, FinishStop, g[0].FinishReason)
+		assert.Equal(t, lm.FinishStop, g[0].FinishReason)
 		assert.Equal(t, stop, g[0].StopString)
 		assert.Equal(t, toks[:3], g[0].Tokens)
 	})
@@ -242,9 +243,9 @@ func TestStopConditions(t *testing.T) {
 		for i := range prompt {
 			prompt[i] = 2 + i%50
 		}
-		g, err := m.Generate(ctx, []GenerateRequest{{Prompt: prompt, Params: SampleParams{}}})
+		g, err := m.Generate(ctx, []lm.GenerateRequest{{Prompt: prompt, Params: lm.SampleParams{}}})
 		require.NoError(t, err)
-		if g[0].FinishReason == FinishLength {
+		if g[0].FinishReason == lm.FinishLength {
 			assert.Len(t, g[0].Tokens, 2)
 		} else {
 			assert.LessOrEqual(t, len(g[0].Tokens), 2)
@@ -257,24 +258,24 @@ func TestGenerateRejectsBadRequests(t *testing.T) {
 	maxPos := m.Config().MaxPositionEmbeddings
 	for _, tc := range []struct {
 		name string
-		req  GenerateRequest
+		req  lm.GenerateRequest
 	}{
-		{"empty prompt", GenerateRequest{}},
-		{"token out of range", GenerateRequest{Prompt: []int{1, 100}}},
-		{"negative token", GenerateRequest{Prompt: []int{-1}}},
-		{"prompt fills the context", GenerateRequest{Prompt: make([]int, maxPos)}},
-		{"negative max tokens", GenerateRequest{Prompt: []int{1}, Params: SampleParams{MaxNewTokens: -1}}},
-		{"bad top-p", GenerateRequest{Prompt: []int{1}, Params: SampleParams{Temperature: 1, TopP: 2}}},
+		{"empty prompt", lm.GenerateRequest{}},
+		{"token out of range", lm.GenerateRequest{Prompt: []int{1, 100}}},
+		{"negative token", lm.GenerateRequest{Prompt: []int{-1}}},
+		{"prompt fills the context", lm.GenerateRequest{Prompt: make([]int, maxPos)}},
+		{"negative max tokens", lm.GenerateRequest{Prompt: []int{1}, Params: lm.SampleParams{MaxNewTokens: -1}}},
+		{"bad top-p", lm.GenerateRequest{Prompt: []int{1}, Params: lm.SampleParams{Temperature: 1, TopP: 2}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := m.Generate(context.Background(), []GenerateRequest{{Prompt: []int{3}}, tc.req})
+			_, err := m.Generate(context.Background(), []lm.GenerateRequest{{Prompt: []int{3}}, tc.req})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "request 1")
 		})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := m.Generate(ctx, []GenerateRequest{{Prompt: []int{3}}})
+	_, err := m.Generate(ctx, []lm.GenerateRequest{{Prompt: []int{3}}})
 	require.ErrorIs(t, err, context.Canceled)
 	gens, err := m.Generate(context.Background(), nil)
 	require.NoError(t, err)

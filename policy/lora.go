@@ -316,6 +316,13 @@ func (m *Model) LoRA() (LoRAConfig, bool) {
 	return c, true
 }
 
+// HasAdapter reports whether the model carries a LoRA adapter, which
+// SaveAdapter needs.
+func (m *Model) HasAdapter() bool {
+	_, ok := m.LoRA()
+	return ok
+}
+
 // MergeLoRA folds the adapter into the base weights, W += scale·B·A, as
 // PEFT's merge(): the model computes the same function without the extra
 // products (faster generation), until UnmergeLoRA. Training needs the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 )
 
@@ -28,7 +29,7 @@ func ExampleModel_AddLoRA() {
 	if err != nil {
 		panic(err)
 	}
-	batch := policy.TokenBatch{Tokens: [][]int{{5, 17, 3, 99}}}
+	batch := lm.TokenBatch{Tokens: [][]int{{5, 17, 3, 99}}}
 	for range 3 {
 		_, backward, err := m.Forward(ctx, batch, true)
 		if err != nil {
@@ -51,7 +52,7 @@ func ExampleModel_AddLoRA() {
 		panic(err)
 	}
 	defer os.RemoveAll(dir)
-	if err := m.SaveAdapter(dir, policy.AdapterSaveOptions{}); err != nil {
+	if err := m.SaveAdapter(dir, lm.AdapterSaveOptions{}); err != nil {
 		panic(err)
 	}
 	base, err := policy.Load("testdata/model/qwen3-tiny")

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/agentrl/agentrl/internal/atomicfile"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/safetensors"
 )
 
@@ -19,25 +20,6 @@ const (
 	AdapterConfigFileName  = "adapter_config.json"
 	AdapterWeightsFileName = "adapter_model.safetensors"
 )
-
-// AdapterSaver writes a policy's LoRA adapter as a PEFT adapter folder
-// that vLLM's /v1/load_lora_adapter and SGLang's /load_lora_adapter load;
-// *Model implements it. Package fleet publishes adapters through it.
-type AdapterSaver interface {
-	SaveAdapter(dir string, opts AdapterSaveOptions) error
-}
-
-// AdapterSaveOptions controls SaveAdapter. The zero value writes float32
-// with the configuration as trained.
-type AdapterSaveOptions struct {
-	// DType is safetensors.F32 (default) or safetensors.BF16.
-	DType safetensors.DType
-	// FoldScale writes use_rslora false and lora_alpha = scale·r, which
-	// every reader turns back into the same scale. SGLang computes
-	// lora_alpha/r whatever use_rslora says (python/sglang/srt/lora/lora.py),
-	// so an rsLoRA adapter meant for SGLang must be saved this way.
-	FoldScale bool
-}
 
 // adapterConfigFile is adapter_config.json as PEFT's LoraConfig writes it
 // (save_pretrained), in its key order.
@@ -235,7 +217,7 @@ func ReadAdapterConfig(dir string) (LoRAConfig, error) {
 // (base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight, A as
 // [r, in], B as [out, r]) — what PeftModel.from_pretrained, vLLM and
 // SGLang load onto the base checkpoint. Each file is written atomically.
-func (m *Model) SaveAdapter(dir string, opts AdapterSaveOptions) error {
+func (m *Model) SaveAdapter(dir string, opts lm.AdapterSaveOptions) error {
 	dt := opts.DType
 	if dt == "" {
 		dt = safetensors.F32

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/safetensors"
 )
 
@@ -41,7 +42,7 @@ func TestLoRAMatchesPyTorch(t *testing.T) {
 			seqs := loadGolden(t, tc.base).seqs
 			g := loadGolden(t, tc.name)
 			ctx := context.Background()
-			stats, back, err := m.Forward(ctx, TokenBatch{Tokens: seqs, Temperature: 0.7}, true)
+			stats, back, err := m.Forward(ctx, lm.TokenBatch{Tokens: seqs, Temperature: 0.7}, true)
 			require.NoError(t, err)
 			assert.Less(t, maxAbsDiff(packed(stats.LogProbs), g.tensors["logp_t07"]), 1e-4)
 			wantEnt := slices.Clone(g.tensors["ent_t07"])
@@ -75,10 +76,10 @@ func TestLoRAMatchesPyTorch(t *testing.T) {
 
 // lossAndGrads is L = Σ w·logp + Σ u·H over seqs at temperature 0.7 and,
 // when grads is set, the adapters' gradients of it.
-func lossAndGrads(t *testing.T, m *Model, seqs [][]int, w, u [][]float32, grads bool) (float64, []Param) {
+func lossAndGrads(t *testing.T, m *Model, seqs [][]int, w, u [][]float32, grads bool) (float64, []lm.Param) {
 	t.Helper()
 	ctx := context.Background()
-	stats, back, err := m.Forward(ctx, TokenBatch{Tokens: seqs, Temperature: 0.7}, grads)
+	stats, back, err := m.Forward(ctx, lm.TokenBatch{Tokens: seqs, Temperature: 0.7}, grads)
 	require.NoError(t, err)
 	var loss float64
 	for b := range seqs {
@@ -142,10 +143,10 @@ func TestLoRAZeroBLeavesModelUnchanged(t *testing.T) {
 			m := loadTiny(t, name)
 			seqs := loadGolden(t, name).seqs
 			ctx := context.Background()
-			before, _, err := m.Forward(ctx, TokenBatch{Tokens: seqs}, false)
+			before, _, err := m.Forward(ctx, lm.TokenBatch{Tokens: seqs}, false)
 			require.NoError(t, err)
 			require.NoError(t, m.AddLoRA(LoRAConfig{Rank: 4, Alpha: 16, TargetModules: []string{LoRAAllLinear}}, 7))
-			after, _, err := m.Forward(ctx, TokenBatch{Tokens: seqs}, false)
+			after, _, err := m.Forward(ctx, lm.TokenBatch{Tokens: seqs}, false)
 			require.NoError(t, err)
 			// B = 0: every adapted projection adds scale·u·0 = +0 exactly.
 			assert.Equal(t, before.LogProbs, after.LogProbs)
@@ -192,7 +193,7 @@ func TestLoRAMergeEqualsAdapter(t *testing.T) {
 
 			// Save writes the merged weights: a plain checkpoint computes the same.
 			dir := t.TempDir()
-			require.NoError(t, m.Save(dir, SaveOptions{}))
+			require.NoError(t, m.Save(dir, lm.SaveOptions{}))
 			full, err := Load(dir)
 			require.NoError(t, err)
 			defer full.Close()
@@ -203,7 +204,7 @@ func TestLoRAMergeEqualsAdapter(t *testing.T) {
 			require.NoError(t, m.MergeLoRA())
 			assert.Less(t, maxAbsDiff(logits(m), withAdapter), 1e-4, "merged")
 			assert.ErrorIs(t, m.MergeLoRA(), ErrLoRA)
-			_, _, err = m.Forward(context.Background(), TokenBatch{Tokens: seqs}, true)
+			_, _, err = m.Forward(context.Background(), lm.TokenBatch{Tokens: seqs}, true)
 			assert.ErrorIs(t, err, ErrLoRA, "training a merged adapter")
 
 			require.NoError(t, m.UnmergeLoRA())
@@ -222,7 +223,7 @@ func TestLoRAGenerationUsesAdapter(t *testing.T) {
 	m := loadWithAdapter(t, tc.base, tc.name)
 	prompt := loadGolden(t, tc.base).seqs[0]
 	ctx := context.Background()
-	req := []GenerateRequest{{Prompt: prompt, Params: SampleParams{MaxNewTokens: 6, StopTokenIDs: nil}}}
+	req := []lm.GenerateRequest{{Prompt: prompt, Params: lm.SampleParams{MaxNewTokens: 6, StopTokenIDs: nil}}}
 	got, err := m.Generate(ctx, req)
 	require.NoError(t, err)
 	// Greedy decoding, token by token from the full forward's logits.
@@ -275,7 +276,7 @@ func TestLoRATrainsOnlyAdapters(t *testing.T) {
 		assert.Nil(t, p.dw, "%s has no device gradient", p.spec.Name)
 	}
 	// The step reaches the next forward (adapters are uploaded every call).
-	stats, _, err := m.Forward(context.Background(), TokenBatch{Tokens: seqs, Temperature: 0.7}, false)
+	stats, _, err := m.Forward(context.Background(), lm.TokenBatch{Tokens: seqs, Temperature: 0.7}, false)
 	require.NoError(t, err)
 	assert.Greater(t, maxAbsDiff(packed(stats.LogProbs), g.tensors["logp_t07"]), 1e-4)
 }
@@ -284,12 +285,12 @@ func TestLoRAAdapterRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		cfg  LoRAConfig
-		opts AdapterSaveOptions
+		opts lm.AdapterSaveOptions
 	}{
-		{"f32", LoRAConfig{Rank: 4, Alpha: 16, TargetModules: []string{"v_proj", "q_proj"}, BaseModel: "Qwen/Qwen3-4B"}, AdapterSaveOptions{}},
-		{"rslora", LoRAConfig{Rank: 8, Alpha: 16, UseRSLoRA: true, TargetModules: []string{LoRAAllLinear}}, AdapterSaveOptions{}},
-		{"rslora folded", LoRAConfig{Rank: 8, Alpha: 16, UseRSLoRA: true, TargetModules: []string{"gate_proj", "up_proj", "down_proj"}}, AdapterSaveOptions{FoldScale: true}},
-		{"bf16", LoRAConfig{Rank: 2, TargetModules: []string{"k_proj", "o_proj"}}, AdapterSaveOptions{DType: safetensors.BF16}},
+		{"f32", LoRAConfig{Rank: 4, Alpha: 16, TargetModules: []string{"v_proj", "q_proj"}, BaseModel: "Qwen/Qwen3-4B"}, lm.AdapterSaveOptions{}},
+		{"rslora", LoRAConfig{Rank: 8, Alpha: 16, UseRSLoRA: true, TargetModules: []string{LoRAAllLinear}}, lm.AdapterSaveOptions{}},
+		{"rslora folded", LoRAConfig{Rank: 8, Alpha: 16, UseRSLoRA: true, TargetModules: []string{"gate_proj", "up_proj", "down_proj"}}, lm.AdapterSaveOptions{FoldScale: true}},
+		{"bf16", LoRAConfig{Rank: 2, TargetModules: []string{"k_proj", "o_proj"}}, lm.AdapterSaveOptions{DType: safetensors.BF16}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := loadTiny(t, "qwen3-tiny")
@@ -369,9 +370,9 @@ func TestLoRAAdapterRoundTrip(t *testing.T) {
 				assert.LessOrEqual(t, maxAbsDiff(p1[i].Data, p2[i].Data), tol, p1[i].Name)
 			}
 			seqs := loadGolden(t, "qwen3-tiny").seqs
-			s1, _, err := m.Forward(context.Background(), TokenBatch{Tokens: seqs}, false)
+			s1, _, err := m.Forward(context.Background(), lm.TokenBatch{Tokens: seqs}, false)
 			require.NoError(t, err)
-			s2, _, err := m2.Forward(context.Background(), TokenBatch{Tokens: seqs}, false)
+			s2, _, err := m2.Forward(context.Background(), lm.TokenBatch{Tokens: seqs}, false)
 			require.NoError(t, err)
 			if tol == 0 {
 				assert.Less(t, maxAbsDiff(packed(s1.LogProbs), packed(s2.LogProbs)), 1e-6)
@@ -552,7 +553,7 @@ func TestLoadAdapterErrors(t *testing.T) {
 			}
 			m := loadTiny(t, name)
 			seqs := loadGolden(t, name).seqs
-			before, _, err := m.Forward(context.Background(), TokenBatch{Tokens: seqs}, false)
+			before, _, err := m.Forward(context.Background(), lm.TokenBatch{Tokens: seqs}, false)
 			require.NoError(t, err)
 			err = m.LoadAdapter(dir)
 			require.ErrorIs(t, err, ErrLoRA)
@@ -561,7 +562,7 @@ func TestLoadAdapterErrors(t *testing.T) {
 			_, has := m.LoRA()
 			assert.False(t, has)
 			assert.Len(t, m.Params(), len(m.Config().TensorSpecs()))
-			after, back, err := m.Forward(context.Background(), TokenBatch{Tokens: seqs}, true)
+			after, back, err := m.Forward(context.Background(), lm.TokenBatch{Tokens: seqs}, true)
 			require.NoError(t, err)
 			assert.Equal(t, before.LogProbs, after.LogProbs)
 			require.NoError(t, back(context.Background(), after.LogProbs, nil))
@@ -578,11 +579,11 @@ func TestLoadAdapterErrors(t *testing.T) {
 	})
 	t.Run("no adapter", func(t *testing.T) {
 		m := loadTiny(t, "qwen3-tiny")
-		assert.ErrorIs(t, m.SaveAdapter(t.TempDir(), AdapterSaveOptions{}), ErrLoRA)
+		assert.ErrorIs(t, m.SaveAdapter(t.TempDir(), lm.AdapterSaveOptions{}), ErrLoRA)
 		assert.ErrorIs(t, m.MergeLoRA(), ErrLoRA)
 		assert.ErrorIs(t, m.UnmergeLoRA(), ErrLoRA)
 		assert.ErrorIs(t, m.AddLoRA(LoRAConfig{Rank: 0}, 1), ErrLoRA)
-		assert.ErrorIs(t, m.SaveAdapter(t.TempDir(), AdapterSaveOptions{DType: safetensors.F16}), ErrInput)
+		assert.ErrorIs(t, m.SaveAdapter(t.TempDir(), lm.AdapterSaveOptions{DType: safetensors.F16}), ErrInput)
 	})
 }
 
@@ -619,16 +620,16 @@ func TestLoRAChangesBetweenForwardAndBackward(t *testing.T) {
 	tc := loraCases[0]
 	m := loadWithAdapter(t, tc.base, tc.name)
 	seqs := loadGolden(t, tc.base).seqs
-	stats, back, err := m.Forward(ctx, TokenBatch{Tokens: seqs}, true)
+	stats, back, err := m.Forward(ctx, lm.TokenBatch{Tokens: seqs}, true)
 	require.NoError(t, err)
 	require.NoError(t, m.MergeLoRA())
 	assert.ErrorIs(t, back(ctx, stats.LogProbs, nil), ErrLoRA)
 	require.NoError(t, m.UnmergeLoRA())
 
 	b := loadTiny(t, tc.base)
-	_, back, err = b.Forward(ctx, TokenBatch{Tokens: seqs}, true)
+	_, back, err = b.Forward(ctx, lm.TokenBatch{Tokens: seqs}, true)
 	require.NoError(t, err)
-	req := []GenerateRequest{{Prompt: seqs[0][:3], Params: SampleParams{MaxNewTokens: 2}, Session: "s"}}
+	req := []lm.GenerateRequest{{Prompt: seqs[0][:3], Params: lm.SampleParams{MaxNewTokens: 2}, Session: "s"}}
 	gen, err := b.Generate(ctx, req)
 	require.NoError(t, err)
 	require.NoError(t, b.LoadAdapter(filepath.Join("testdata", "model", tc.name)))

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/agentrl/agentrl/internal/cpu"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/backend"
 )
 
@@ -275,7 +276,7 @@ func (m *Model) EOSTokenIDs() []int { return append([]int(nil), m.eos...) }
 // slices and ends the DeviceAdamW (its methods then fail), because
 // whoever takes the host slices trains through them from then on. A
 // DeviceAdamW's own Params gives a view without ending it.
-func (m *Model) Params() []Param {
+func (m *Model) Params() []lm.Param {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.resident {
@@ -300,11 +301,11 @@ func (m *Model) endResident() {
 }
 
 // paramViews lists the trainable parameters' host slices.
-func (m *Model) paramViews() []Param {
+func (m *Model) paramViews() []lm.Param {
 	ps := m.trainable()
-	out := make([]Param, len(ps))
+	out := make([]lm.Param, len(ps))
 	for i, p := range ps {
-		out[i] = Param{Name: p.spec.Name, Data: p.data, Grad: p.grad}
+		out[i] = lm.Param{Name: p.spec.Name, Data: p.data, Grad: p.grad}
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/stretchr/testify/require"
 )
 
@@ -25,7 +26,7 @@ func benchConfig(tb testing.TB) Config {
 }
 
 // benchBatch is 8 sequences of 128 tokens: 1024 tokens per step.
-func benchBatch(vocab int) TokenBatch {
+func benchBatch(vocab int) lm.TokenBatch {
 	seqs := make([][]int, 8)
 	x := uint32(1)
 	for b := range seqs {
@@ -35,7 +36,7 @@ func benchBatch(vocab int) TokenBatch {
 			seqs[b][i] = 1 + int(x>>8)%(vocab-1)
 		}
 	}
-	return TokenBatch{Tokens: seqs}
+	return lm.TokenBatch{Tokens: seqs}
 }
 
 func benchModel(b *testing.B) *Model {
@@ -45,7 +46,7 @@ func benchModel(b *testing.B) *Model {
 	return m
 }
 
-func tokens(batch TokenBatch) int {
+func tokens(batch lm.TokenBatch) int {
 	n := 0
 	for _, s := range batch.Tokens {
 		n += len(s)
@@ -68,7 +69,7 @@ func BenchmarkModelForward(b *testing.B) {
 
 // trainStep is one optimisation step: forward with gradients, backward of
 // L = −mean(logp) (dL/dlogp = −1/N), AdamW.
-func trainStep(ctx context.Context, m *Model, opt Optimizer, batch TokenBatch, grad [][]float32) error {
+func trainStep(ctx context.Context, m *Model, opt Optimizer, batch lm.TokenBatch, grad [][]float32) error {
 	_, back, err := m.Forward(ctx, batch, true)
 	if err != nil {
 		return err
@@ -82,7 +83,7 @@ func trainStep(ctx context.Context, m *Model, opt Optimizer, batch TokenBatch, g
 	return opt.ZeroGrad()
 }
 
-func meanLossGrad(batch TokenBatch) [][]float32 {
+func meanLossGrad(batch lm.TokenBatch) [][]float32 {
 	n := float32(tokens(batch) - len(batch.Tokens))
 	g := make([][]float32, len(batch.Tokens))
 	for b, s := range batch.Tokens {
@@ -145,7 +146,7 @@ func BenchmarkModelTrainMemory(b *testing.B) {
 	}
 }
 
-func heapAfterSteps(tb testing.TB, ctx context.Context, m *Model, opt Optimizer, batch TokenBatch, grad [][]float32) (base, last uint64) {
+func heapAfterSteps(tb testing.TB, ctx context.Context, m *Model, opt Optimizer, batch lm.TokenBatch, grad [][]float32) (base, last uint64) {
 	var ms runtime.MemStats
 	for i := range 105 {
 		require.NoError(tb, trainStep(ctx, m, opt, batch, grad))
@@ -172,7 +173,7 @@ func TestTrainMemoryIsFlat(t *testing.T) {
 	}
 	m := loadTiny(t, "qwen3-tiny")
 	g := loadGolden(t, "qwen3-tiny")
-	batch := TokenBatch{Tokens: g.seqs}
+	batch := lm.TokenBatch{Tokens: g.seqs}
 	opt, err := NewAdamW(m.Params(), DefaultAdamWConfig())
 	require.NoError(t, err)
 	base, last := heapAfterSteps(t, context.Background(), m, opt, batch, meanLossGrad(batch))
@@ -181,7 +182,7 @@ func TestTrainMemoryIsFlat(t *testing.T) {
 
 func benchDecode(b *testing.B, batchSize int) {
 	m := benchModel(b)
-	reqs := make([]GenerateRequest, batchSize)
+	reqs := make([]lm.GenerateRequest, batchSize)
 	for i := range reqs {
 		prompt := make([]int, 16)
 		for j := range prompt {
@@ -189,7 +190,7 @@ func benchDecode(b *testing.B, batchSize int) {
 		}
 		// Greedy, no stop token (EOS 0 is never a prompt token, and the
 		// request's ids exclude nothing): exactly 64 new tokens unless EOS.
-		reqs[i] = GenerateRequest{Prompt: prompt, Params: SampleParams{MaxNewTokens: 64}}
+		reqs[i] = lm.GenerateRequest{Prompt: prompt, Params: lm.SampleParams{MaxNewTokens: 64}}
 	}
 	ctx := context.Background()
 	b.ResetTimer()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 )
 
@@ -16,7 +17,7 @@ func ExampleModel_Forward() {
 		panic(err)
 	}
 	defer m.Close()
-	batch := policy.TokenBatch{Tokens: [][]int{{5, 17, 3, 99}, {64, 2}}, Temperature: 1}
+	batch := lm.TokenBatch{Tokens: [][]int{{5, 17, 3, 99}, {64, 2}}, Temperature: 1}
 	stats, backward, err := m.Forward(ctx, batch, true)
 	if err != nil {
 		panic(err)
@@ -65,12 +66,12 @@ func ExampleModel_Generate() {
 	}
 	defer m.Close()
 	prompt := []int{5, 17, 3, 30}
-	turn1, err := m.Generate(ctx, []policy.GenerateRequest{{Prompt: prompt, Params: policy.SampleParams{MaxNewTokens: 4}, Session: "rollout-7"}})
+	turn1, err := m.Generate(ctx, []lm.GenerateRequest{{Prompt: prompt, Params: lm.SampleParams{MaxNewTokens: 4}, Session: "rollout-7"}})
 	if err != nil {
 		panic(err)
 	}
 	next := append(append(append([]int(nil), prompt...), turn1[0].Tokens...), 44, 45) // tool result tokens
-	turn2, err := m.Generate(ctx, []policy.GenerateRequest{{Prompt: next, Params: policy.SampleParams{MaxNewTokens: 4}, Session: "rollout-7"}})
+	turn2, err := m.Generate(ctx, []lm.GenerateRequest{{Prompt: next, Params: lm.SampleParams{MaxNewTokens: 4}, Session: "rollout-7"}})
 	if err != nil {
 		panic(err)
 	}

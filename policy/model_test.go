@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/safetensors"
 )
 
@@ -99,7 +100,7 @@ func TestForwardMatchesPyTorch(t *testing.T) {
 				temp      float64
 				logp, ent string
 			}{{0, "logp_t1", "ent_t1"}, {1, "logp_t1", "ent_t1"}, {0.7, "logp_t07", "ent_t07"}} {
-				stats, back, err := m.Forward(context.Background(), TokenBatch{Tokens: g.seqs, Temperature: tc.temp}, false)
+				stats, back, err := m.Forward(context.Background(), lm.TokenBatch{Tokens: g.seqs, Temperature: tc.temp}, false)
 				require.NoError(t, err)
 				require.Nil(t, back)
 				// The golden last rows have no target; the entropy of
@@ -151,7 +152,7 @@ func TestBackwardMatchesPyTorch(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m, g := loadTiny(t, name), loadGolden(t, name)
 			ctx := context.Background()
-			stats, back, err := m.Forward(ctx, TokenBatch{Tokens: g.seqs, Temperature: 0.7}, true)
+			stats, back, err := m.Forward(ctx, lm.TokenBatch{Tokens: g.seqs, Temperature: 0.7}, true)
 			require.NoError(t, err)
 			require.NotNil(t, back)
 			assert.Less(t, maxAbsDiff(packed(stats.LogProbs), g.tensors["logp_t07"]), 1e-4)
@@ -173,7 +174,7 @@ func TestBackwardMatchesPyTorch(t *testing.T) {
 			t.Logf("worst gradient relative error %.3g (%s) over %d tensors", worst, worstName, len(params))
 			// A second call is refused, and the gradients accumulate over passes.
 			require.ErrorIs(t, back(ctx, nil, nil), ErrInput)
-			_, back2, err := m.Forward(ctx, TokenBatch{Tokens: g.seqs, Temperature: 0.7}, true)
+			_, back2, err := m.Forward(ctx, lm.TokenBatch{Tokens: g.seqs, Temperature: 0.7}, true)
 			require.NoError(t, err)
 			require.NoError(t, back2(ctx, unpack(g.seqs, g.tensors["w"]), unpack(g.seqs, g.tensors["u"])))
 			for _, p := range m.Params() {
@@ -191,7 +192,7 @@ func TestBackwardMatchesPyTorch(t *testing.T) {
 func TestForwardMaskAndEmptySequences(t *testing.T) {
 	ctx := context.Background()
 	m, g := loadTiny(t, "qwen3-tiny"), loadGolden(t, "qwen3-tiny")
-	full, _, err := m.Forward(ctx, TokenBatch{Tokens: g.seqs}, false)
+	full, _, err := m.Forward(ctx, lm.TokenBatch{Tokens: g.seqs}, false)
 	require.NoError(t, err)
 	// A mask keeps the unmasked positions' values and zeroes the others;
 	// an empty sequence in the batch gives empty results.
@@ -206,7 +207,7 @@ func TestForwardMaskAndEmptySequences(t *testing.T) {
 	}
 	mask[len(g.seqs)] = []float32{}
 	seqs := append(append([][]int(nil), g.seqs...), []int{})
-	masked, back, err := m.Forward(ctx, TokenBatch{Tokens: seqs, Mask: mask}, true)
+	masked, back, err := m.Forward(ctx, lm.TokenBatch{Tokens: seqs, Mask: mask}, true)
 	require.NoError(t, err)
 	require.Len(t, masked.LogProbs, len(seqs))
 	assert.Empty(t, masked.LogProbs[len(g.seqs)])
@@ -232,7 +233,7 @@ func TestForwardMaskAndEmptySequences(t *testing.T) {
 	}
 	require.NoError(t, back(ctx, ones(), nil))
 
-	empty, back, err := m.Forward(ctx, TokenBatch{}, true)
+	empty, back, err := m.Forward(ctx, lm.TokenBatch{}, true)
 	require.NoError(t, err)
 	assert.Empty(t, empty.LogProbs)
 	require.NoError(t, back(ctx, nil, nil))
@@ -244,15 +245,15 @@ func TestForwardRejectsBadInput(t *testing.T) {
 	long := make([]int, m.Config().MaxPositionEmbeddings+1)
 	for _, tc := range []struct {
 		name  string
-		batch TokenBatch
+		batch lm.TokenBatch
 		want  string
 	}{
-		{"token out of range", TokenBatch{Tokens: [][]int{{1, 2}, {3, 100}}}, "sequence 1, position 1"},
-		{"negative temperature", TokenBatch{Tokens: [][]int{{1, 2}}, Temperature: -1}, "temperature"},
-		{"NaN temperature", TokenBatch{Tokens: [][]int{{1, 2}}, Temperature: math.NaN()}, "temperature"},
-		{"mask rows", TokenBatch{Tokens: [][]int{{1, 2}}, Mask: [][]float32{}}, "mask has 0 rows"},
-		{"mask length", TokenBatch{Tokens: [][]int{{1, 2}}, Mask: [][]float32{{1}}}, "mask row 0"},
-		{"too long", TokenBatch{Tokens: [][]int{long}}, "max_position_embeddings"},
+		{"token out of range", lm.TokenBatch{Tokens: [][]int{{1, 2}, {3, 100}}}, "sequence 1, position 1"},
+		{"negative temperature", lm.TokenBatch{Tokens: [][]int{{1, 2}}, Temperature: -1}, "temperature"},
+		{"NaN temperature", lm.TokenBatch{Tokens: [][]int{{1, 2}}, Temperature: math.NaN()}, "temperature"},
+		{"mask rows", lm.TokenBatch{Tokens: [][]int{{1, 2}}, Mask: [][]float32{}}, "mask has 0 rows"},
+		{"mask length", lm.TokenBatch{Tokens: [][]int{{1, 2}}, Mask: [][]float32{{1}}}, "mask row 0"},
+		{"too long", lm.TokenBatch{Tokens: [][]int{long}}, "max_position_embeddings"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := m.Forward(ctx, tc.batch, true)
@@ -264,7 +265,7 @@ func TestForwardRejectsBadInput(t *testing.T) {
 	require.ErrorIs(t, err, ErrInput)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	_, _, err = m.Forward(cctx, TokenBatch{Tokens: [][]int{{1, 2}}}, false)
+	_, _, err = m.Forward(cctx, lm.TokenBatch{Tokens: [][]int{{1, 2}}}, false)
 	require.ErrorIs(t, err, context.Canceled)
 
 	seqs := [][]int{{1, 2, 3}, {4, 5}}
@@ -280,7 +281,7 @@ func TestForwardRejectsBadInput(t *testing.T) {
 		{"entropy length", [][]float32{{0, 1, 1}, {0, 1}}, [][]float32{{0, 1, 1}, {0, 1, 1}}, "gradEntropy[1]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, back, err := m.Forward(ctx, TokenBatch{Tokens: seqs}, true)
+			_, back, err := m.Forward(ctx, lm.TokenBatch{Tokens: seqs}, true)
 			require.NoError(t, err)
 			err = back(ctx, tc.dlp, tc.dent)
 			require.ErrorIs(t, err, ErrInput)

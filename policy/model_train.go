@@ -8,10 +8,11 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/backend"
 )
 
-var _ Trainable = (*Model)(nil)
+var _ lm.Trainable = (*Model)(nil)
 
 // Logits returns the logits of every position of one sequence,
 // [len(ids), vocab] float32: row t is the distribution of the token after
@@ -76,7 +77,7 @@ type packedBatch struct {
 	t       int
 }
 
-func (m *Model) pack(batch TokenBatch) (*packedBatch, error) {
+func (m *Model) pack(batch lm.TokenBatch) (*packedBatch, error) {
 	temp := batch.Temperature
 	if temp == 0 {
 		temp = 1
@@ -137,15 +138,15 @@ type trainState struct {
 // ever formed. With withGrad the activations are kept for the returned
 // BackwardFunc, which frees them; call it (or drop it and let the garbage
 // collector reclaim CPU memory).
-func (m *Model) Forward(ctx context.Context, batch TokenBatch, withGrad bool) (TokenStats, BackwardFunc, error) {
+func (m *Model) Forward(ctx context.Context, batch lm.TokenBatch, withGrad bool) (lm.TokenStats, lm.BackwardFunc, error) {
 	if err := ctx.Err(); err != nil {
-		return TokenStats{}, nil, err
+		return lm.TokenStats{}, nil, err
 	}
 	pb, err := m.pack(batch)
 	if err != nil {
-		return TokenStats{}, nil, err
+		return lm.TokenStats{}, nil, err
 	}
-	stats := TokenStats{LogProbs: make([][]float32, len(pb.lens)), Entropy: make([][]float32, len(pb.lens))}
+	stats := lm.TokenStats{LogProbs: make([][]float32, len(pb.lens)), Entropy: make([][]float32, len(pb.lens))}
 	for b, n := range pb.lens {
 		stats.LogProbs[b], stats.Entropy[b] = make([]float32, n), make([]float32, n)
 	}
@@ -158,10 +159,10 @@ func (m *Model) Forward(ctx context.Context, batch TokenBatch, withGrad bool) (T
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if withGrad && m.lora != nil && m.lora.merged {
-		return TokenStats{}, nil, fmt.Errorf("%w: the LoRA adapter is merged into the base weights; UnmergeLoRA before training", ErrLoRA)
+		return lm.TokenStats{}, nil, fmt.Errorf("%w: the LoRA adapter is merged into the base weights; UnmergeLoRA before training", ErrLoRA)
 	}
 	if err := m.syncWeights(); err != nil {
-		return TokenStats{}, nil, err
+		return lm.TokenStats{}, nil, err
 	}
 	st := &trainState{a: &arena{be: m.be}, pb: pb, loraEpoch: m.loraEpoch}
 	ok := false
@@ -172,34 +173,34 @@ func (m *Model) Forward(ctx context.Context, batch TokenBatch, withGrad bool) (T
 	}()
 	a, t := st.a, pb.t
 	if st.x0, err = m.embedTokens(a, pb.ids); err != nil {
-		return TokenStats{}, nil, err
+		return lm.TokenStats{}, nil, err
 	}
 	// In training the layers keep x0 (the first layer's input); otherwise
 	// they update it in place.
 	if st.acts, st.xLast, err = m.layersForward(a, st.x0, t, pb.pos, backend.PackedSpans(pb.lens), nil, withGrad); err != nil {
-		return TokenStats{}, nil, err
+		return lm.TokenStats{}, nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return TokenStats{}, nil, err
+		return lm.TokenStats{}, nil, err
 	}
 	if st.hf, st.rstd, err = m.finalNorm(a, st.xLast, t, withGrad); err != nil {
-		return TokenStats{}, nil, err
+		return lm.TokenStats{}, nil, err
 	}
 	logp, ent, lse := a.alloc(t), a.alloc(t), a.alloc(t)
 	if a.err != nil {
-		return TokenStats{}, nil, a.err
+		return lm.TokenStats{}, nil, a.err
 	}
 	st.lse, st.ent = lse, ent
 	head := backend.LMHead{Rows: t, Dim: m.cfg.HiddenSize, Vocab: m.cfg.VocabSize, InvTemp: pb.invTemp}
 	if err := m.be.LogProbEntropy(head, pb.targets, logp, ent, lse, st.hf, m.head.w); err != nil {
-		return TokenStats{}, nil, fmt.Errorf("policy: log-probs: %w", err)
+		return lm.TokenStats{}, nil, fmt.Errorf("policy: log-probs: %w", err)
 	}
 	lp, en := make([]float32, t), make([]float32, t)
 	if err := m.be.Download(lp, logp, 0); err != nil {
-		return TokenStats{}, nil, err
+		return lm.TokenStats{}, nil, err
 	}
 	if err := m.be.Download(en, ent, 0); err != nil {
-		return TokenStats{}, nil, err
+		return lm.TokenStats{}, nil, err
 	}
 	for b, n := range pb.lens {
 		off := pb.offs[b]
@@ -216,7 +217,7 @@ func (m *Model) Forward(ctx context.Context, batch TokenBatch, withGrad bool) (T
 	}
 	ok = true
 	backward := func(ctx context.Context, gradLogProbs, gradEntropy [][]float32) error {
-		err := fmt.Errorf("%w: BackwardFunc called twice", ErrInput)
+		err := fmt.Errorf("%w: lm.BackwardFunc called twice", ErrInput)
 		st.once.Do(func() {
 			defer st.a.free()
 			err = m.backward(ctx, st, gradLogProbs, gradEntropy)

@@ -7,17 +7,10 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/backend"
 	"github.com/agentrl/agentrl/policy/safetensors"
 )
-
-// Param is a named float32 parameter and its gradient, of equal length. The
-// optimizer updates Data in place from Grad.
-type Param struct {
-	Name string
-	Data []float32
-	Grad []float32
-}
 
 // ErrNonFinite marks a NaN or infinite gradient norm or learning rate.
 var ErrNonFinite = errors.New("policy: non-finite value")
@@ -126,7 +119,7 @@ func (c AdamWConfig) validate() error {
 // An AdamW is not safe for concurrent use.
 type AdamW struct {
 	cfg    AdamWConfig
-	params []Param
+	params []lm.Param
 	m, v   [][]float32
 	step   int64
 }
@@ -135,7 +128,7 @@ type AdamW struct {
 // non-empty names and gradients as long as their data, with cfg's zero
 // fields resolved by AdamWConfig.WithDefaults. The slices are retained:
 // the optimizer updates them in place.
-func NewAdamW(params []Param, cfg AdamWConfig) (*AdamW, error) {
+func NewAdamW(params []lm.Param, cfg AdamWConfig) (*AdamW, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -143,7 +136,7 @@ func NewAdamW(params []Param, cfg AdamWConfig) (*AdamW, error) {
 	if err := checkParams(params); err != nil {
 		return nil, err
 	}
-	o := &AdamW{cfg: cfg, params: append([]Param(nil), params...)}
+	o := &AdamW{cfg: cfg, params: append([]lm.Param(nil), params...)}
 	o.m = make([][]float32, len(params))
 	o.v = make([][]float32, len(params))
 	for i, p := range params {
@@ -153,7 +146,7 @@ func NewAdamW(params []Param, cfg AdamWConfig) (*AdamW, error) {
 	return o, nil
 }
 
-func checkParams(params []Param) error {
+func checkParams(params []lm.Param) error {
 	seen := make(map[string]bool, len(params))
 	for i, p := range params {
 		if p.Name == "" {
@@ -209,7 +202,7 @@ func (o *AdamW) Step() (lr float64, err error) {
 
 // GradNorm is the L2 norm of all gradients taken together, accumulated in
 // float64.
-func GradNorm(params []Param) float64 {
+func GradNorm(params []lm.Param) float64 {
 	var s float64
 	for _, p := range params {
 		for _, g := range p.Grad {
@@ -225,7 +218,7 @@ func GradNorm(params []Param) float64 {
 // error_if_nonfinite=True: the scale is min(1, maxNorm/(norm + 1e-6)). A
 // NaN or infinite norm returns ErrNonFinite and leaves the gradients
 // unchanged, so the caller can skip the step (as verl's dp_actor does).
-func ClipGradNorm(params []Param, maxNorm float64) (float64, error) {
+func ClipGradNorm(params []lm.Param, maxNorm float64) (float64, error) {
 	if !(maxNorm > 0) {
 		return 0, fmt.Errorf("policy: ClipGradNorm: maxNorm = %g, want > 0", maxNorm)
 	}
@@ -253,7 +246,7 @@ func ClipGradNorm(params []Param, maxNorm float64) (float64, error) {
 }
 
 // ZeroGrad sets every gradient to zero.
-func ZeroGrad(params []Param) {
+func ZeroGrad(params []lm.Param) {
 	for _, p := range params {
 		clear(p.Grad)
 	}

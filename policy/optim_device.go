@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentrl/agentrl/internal/atomicfile"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/backend"
 )
 
@@ -41,10 +42,10 @@ type Optimizer interface {
 	LoadStateFile(dir string) error
 	// Params are the parameters it updates, as host slices holding
 	// their current values (what a checkpoint saves).
-	Params() ([]Param, error)
+	Params() ([]lm.Param, error)
 	// LoadParams calls load with the parameters to write them (a
 	// checkpoint's restore); the writes take effect when it returns.
-	LoadParams(load func([]Param) error) error
+	LoadParams(load func([]lm.Param) error) error
 }
 
 var (
@@ -54,12 +55,12 @@ var (
 
 // Params returns the parameters the optimizer updates (the slices it
 // was made with).
-func (o *AdamW) Params() ([]Param, error) { return append([]Param(nil), o.params...), nil }
+func (o *AdamW) Params() ([]lm.Param, error) { return append([]lm.Param(nil), o.params...), nil }
 
 // LoadParams calls load with the optimizer's params, which it writes in
 // place.
-func (o *AdamW) LoadParams(load func([]Param) error) error {
-	return load(append([]Param(nil), o.params...))
+func (o *AdamW) LoadParams(load func([]lm.Param) error) error {
+	return load(append([]lm.Param(nil), o.params...))
 }
 
 // ZeroGrad sets the optimizer's gradients to zero (ZeroGrad of its params).
@@ -280,8 +281,8 @@ func (o *DeviceAdamW) ClipGradNorm(maxNorm float64) (float64, error) {
 // model's host slices and returns them, without ending the optimizer:
 // what a checkpoint saves. The copies are a snapshot; to change the
 // parameters, use LoadParams.
-func (o *DeviceAdamW) Params() ([]Param, error) {
-	var ps []Param
+func (o *DeviceAdamW) Params() ([]lm.Param, error) {
+	var ps []lm.Param
 	err := o.locked(func() error {
 		if err := o.model.pullHost(true); err != nil {
 			return err
@@ -294,7 +295,7 @@ func (o *DeviceAdamW) Params() ([]Param, error) {
 
 // LoadParams calls load with the current parameters (as Params) and
 // uploads what it wrote: a checkpoint's restore.
-func (o *DeviceAdamW) LoadParams(load func([]Param) error) error {
+func (o *DeviceAdamW) LoadParams(load func([]lm.Param) error) error {
 	return o.locked(func() error {
 		if err := o.model.pullHost(true); err != nil {
 			return err
@@ -315,7 +316,7 @@ func (o *DeviceAdamW) hostState(withMoments bool) (*AdamW, error) {
 	h := &AdamW{cfg: o.cfg, step: o.step}
 	for i, p := range o.params {
 		n := len(p.data)
-		h.params = append(h.params, Param{Name: p.spec.Name, Data: make([]float32, n), Grad: make([]float32, n)})
+		h.params = append(h.params, lm.Param{Name: p.spec.Name, Data: make([]float32, n), Grad: make([]float32, n)})
 		mv := [2][]float32{make([]float32, n), make([]float32, n)}
 		if withMoments {
 			for j, b := range []backend.Buffer{o.mom[i], o.vel[i]} {

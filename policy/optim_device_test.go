@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentrl/agentrl/internal/cpu"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/backend"
 )
 
@@ -24,7 +25,7 @@ func trainSteps(t *testing.T, m *Model, opt Optimizer, seqs [][]int, w, u [][]fl
 	var norms []float64
 	for range n {
 		require.NoError(t, opt.ZeroGrad())
-		_, back, err := m.Forward(ctx, TokenBatch{Tokens: seqs, Temperature: 0.7}, true)
+		_, back, err := m.Forward(ctx, lm.TokenBatch{Tokens: seqs, Temperature: 0.7}, true)
 		require.NoError(t, err)
 		require.NoError(t, back(ctx, w, u))
 		var norm float64
@@ -106,30 +107,30 @@ func TestDeviceAdamWHostViews(t *testing.T) {
 
 	// Save writes them: a reload computes the same log-probs.
 	dir := t.TempDir()
-	require.NoError(t, m.Save(dir, SaveOptions{}))
+	require.NoError(t, m.Save(dir, lm.SaveOptions{}))
 	re, err := Load(dir)
 	require.NoError(t, err)
 	defer re.Close()
-	a, _, err := m.Forward(ctx, TokenBatch{Tokens: g.seqs}, false)
+	a, _, err := m.Forward(ctx, lm.TokenBatch{Tokens: g.seqs}, false)
 	require.NoError(t, err)
-	b, _, err := re.Forward(ctx, TokenBatch{Tokens: g.seqs}, false)
+	b, _, err := re.Forward(ctx, lm.TokenBatch{Tokens: g.seqs}, false)
 	require.NoError(t, err)
 	assert.Equal(t, a.LogProbs, b.LogProbs)
 
 	// LoadParams writes the weights (as a checkpoint restore does), and a
 	// failing load leaves the backend's values in place.
-	require.NoError(t, opt.LoadParams(func(p []Param) error {
+	require.NoError(t, opt.LoadParams(func(p []lm.Param) error {
 		copy(p[1].Data, before)
 		return nil
 	}))
-	require.ErrorIs(t, opt.LoadParams(func(p []Param) error {
+	require.ErrorIs(t, opt.LoadParams(func(p []lm.Param) error {
 		clear(p[1].Data)
 		return ErrInput
 	}), ErrInput)
 	p, err = opt.Params()
 	require.NoError(t, err)
 	assert.Equal(t, before, p[1].Data, "the failed load's writes are dropped")
-	c, _, err := m.Forward(ctx, TokenBatch{Tokens: g.seqs}, false)
+	c, _, err := m.Forward(ctx, lm.TokenBatch{Tokens: g.seqs}, false)
 	require.NoError(t, err)
 	assert.NotEqual(t, a.LogProbs, c.LogProbs)
 
@@ -223,7 +224,7 @@ func TestDeviceAdamWErrors(t *testing.T) {
 		m := loadTiny(t, "qwen3-tiny")
 		opt, err := m.NewDeviceAdamW(AdamWConfig{})
 		require.NoError(t, err)
-		require.NoError(t, opt.LoadParams(func(p []Param) error {
+		require.NoError(t, opt.LoadParams(func(p []lm.Param) error {
 			p[0].Grad[3] = float32(math.Inf(1))
 			return nil
 		}))
@@ -247,7 +248,7 @@ func TestDeviceAdamWErrors(t *testing.T) {
 		_, err = opt.Step()
 		assert.ErrorIs(t, err, ErrInput)
 		assert.ErrorIs(t, opt.ZeroGrad(), ErrInput)
-		_, _, err = m.Forward(context.Background(), TokenBatch{Tokens: g.seqs}, false)
+		_, _, err = m.Forward(context.Background(), lm.TokenBatch{Tokens: g.seqs}, false)
 		assert.Error(t, err)
 	})
 }
@@ -261,18 +262,18 @@ func TestDeviceAdamWStages(t *testing.T) {
 	g := loadGolden(t, "qwen3-tiny")
 	w, u := unpack(g.seqs, g.tensors["w"]), unpack(g.seqs, g.tensors["u"])
 	m := loadTiny(t, "qwen3-tiny")
-	fresh, _, err := m.Forward(ctx, TokenBatch{Tokens: g.seqs}, false)
+	fresh, _, err := m.Forward(ctx, lm.TokenBatch{Tokens: g.seqs}, false)
 	require.NoError(t, err)
 	first, err := m.NewDeviceAdamW(AdamWConfig{LR: 1e-2})
 	require.NoError(t, err)
 	trainSteps(t, m, first, g.seqs, w, u, 3, 0)
-	trained, _, err := m.Forward(ctx, TokenBatch{Tokens: g.seqs}, false)
+	trained, _, err := m.Forward(ctx, lm.TokenBatch{Tokens: g.seqs}, false)
 	require.NoError(t, err)
 	require.NotEqual(t, fresh.LogProbs, trained.LogProbs)
 
 	second, err := m.NewDeviceAdamW(AdamWConfig{LR: 1e-2})
 	require.NoError(t, err)
-	again, _, err := m.Forward(ctx, TokenBatch{Tokens: g.seqs}, false)
+	again, _, err := m.Forward(ctx, lm.TokenBatch{Tokens: g.seqs}, false)
 	require.NoError(t, err)
 	assert.Equal(t, trained.LogProbs, again.LogProbs, "the second stage starts where the first ended")
 
@@ -280,12 +281,12 @@ func TestDeviceAdamWStages(t *testing.T) {
 	bad := t.TempDir()
 	assert.Error(t, m.LoadAdapter(bad))
 	trainSteps(t, m, second, g.seqs, w, u, 1, 0)
-	stepped, _, err := m.Forward(ctx, TokenBatch{Tokens: g.seqs}, false)
+	stepped, _, err := m.Forward(ctx, lm.TokenBatch{Tokens: g.seqs}, false)
 	require.NoError(t, err)
 
 	// An adapter (B = 0) on top keeps the trained weights as its base.
 	require.NoError(t, m.AddLoRA(LoRAConfig{Rank: 2, TargetModules: []string{LoRAAllLinear}}, 1))
-	with, _, err := m.Forward(ctx, TokenBatch{Tokens: g.seqs}, false)
+	with, _, err := m.Forward(ctx, lm.TokenBatch{Tokens: g.seqs}, false)
 	require.NoError(t, err)
 	assert.Equal(t, stepped.LogProbs, with.LogProbs)
 }
@@ -304,7 +305,7 @@ func TestDeviceAdamWAccumulation(t *testing.T) {
 	require.NoError(t, err)
 	for _, m := range []*Model{host, dev} {
 		for range 3 {
-			_, back, err := m.Forward(ctx, TokenBatch{Tokens: g.seqs, Temperature: 0.7}, true)
+			_, back, err := m.Forward(ctx, lm.TokenBatch{Tokens: g.seqs, Temperature: 0.7}, true)
 			require.NoError(t, err)
 			require.NoError(t, back(ctx, w, u))
 		}
@@ -341,8 +342,8 @@ func TestWeightsUploadedOnlyWhenTheyCanChange(t *testing.T) {
 	m := loadTiny(t, "qwen3-tiny", WithBackend(be))
 	seqs := loadGolden(t, "qwen3-tiny").seqs
 	nw := len(m.params)
-	forward := func() TokenStats {
-		st, _, err := m.Forward(ctx, TokenBatch{Tokens: seqs}, false)
+	forward := func() lm.TokenStats {
+		st, _, err := m.Forward(ctx, lm.TokenBatch{Tokens: seqs}, false)
 		require.NoError(t, err)
 		return st
 	}
@@ -351,7 +352,7 @@ func TestWeightsUploadedOnlyWhenTheyCanChange(t *testing.T) {
 	assert.Equal(t, nw, be.uploads, "the first computation uploads every weight")
 	be.uploads = 0
 	forward()
-	_, err := m.Generate(ctx, []GenerateRequest{{Prompt: seqs[0][:3], Params: SampleParams{MaxNewTokens: 2}}})
+	_, err := m.Generate(ctx, []lm.GenerateRequest{{Prompt: seqs[0][:3], Params: lm.SampleParams{MaxNewTokens: 2}}})
 	require.NoError(t, err)
 	_, err = m.Logits(seqs[0])
 	require.NoError(t, err)
@@ -372,18 +373,18 @@ func TestClone(t *testing.T) {
 	be := &countingBackend{Backend: cpu.New()}
 	m := loadTiny(t, "qwen3-tiny", WithBackend(be))
 	seqs := loadGolden(t, "qwen3-tiny").seqs
-	a, _, err := m.Forward(ctx, TokenBatch{Tokens: seqs}, false)
+	a, _, err := m.Forward(ctx, lm.TokenBatch{Tokens: seqs}, false)
 	require.NoError(t, err)
 	c, err := m.Clone()
 	require.NoError(t, err)
 	defer c.Close()
-	b, _, err := c.Forward(ctx, TokenBatch{Tokens: seqs}, false)
+	b, _, err := c.Forward(ctx, lm.TokenBatch{Tokens: seqs}, false)
 	require.NoError(t, err)
 	assert.Equal(t, a.LogProbs, b.LogProbs)
 	assert.Equal(t, m.EOSTokenIDs(), c.EOSTokenIDs())
 	c.Params()[1].Data[0] += 1
 	be.uploads = 0
-	again, _, err := m.Forward(ctx, TokenBatch{Tokens: seqs}, false)
+	again, _, err := m.Forward(ctx, lm.TokenBatch{Tokens: seqs}, false)
 	require.NoError(t, err)
 	assert.Equal(t, a.LogProbs, again.LogProbs, "the source keeps its weights")
 	assert.Zero(t, be.uploads, "and they were not handed out")

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -65,9 +66,9 @@ func TestAdamWGolden(t *testing.T) {
 	require.NoError(t, err)
 	var g adamGolden
 	require.NoError(t, json.Unmarshal(data, &g))
-	params := make([]Param, len(g.Names))
+	params := make([]lm.Param, len(g.Names))
 	for i, name := range g.Names {
-		params[i] = Param{Name: name, Data: fromBits(g.Init[i]), Grad: make([]float32, len(g.Init[i]))}
+		params[i] = lm.Param{Name: name, Data: fromBits(g.Init[i]), Grad: make([]float32, len(g.Init[i]))}
 	}
 	lrs := make(tableSchedule, len(g.Steps))
 	for i, s := range g.Steps {
@@ -111,7 +112,7 @@ func TestAdamWGolden(t *testing.T) {
 // moves each parameter by lr·g/(|g| + ε·...) ≈ lr·sign(g): m = (1-β1)g,
 // v = (1-β2)g², bias-corrected m̂ = g, √v̂ = |g|, so θ ← θ − lr·g/(|g|+ε).
 func TestAdamWFirstStepByHand(t *testing.T) {
-	p := []Param{{Name: "w", Data: []float32{1, 1, 1}, Grad: []float32{0.5, -2, 0}}}
+	p := []lm.Param{{Name: "w", Data: []float32{1, 1, 1}, Grad: []float32{0.5, -2, 0}}}
 	opt, err := NewAdamW(p, AdamWConfig{LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8})
 	require.NoError(t, err)
 	_, err = opt.Step()
@@ -120,7 +121,7 @@ func TestAdamWFirstStepByHand(t *testing.T) {
 	assert.InDelta(t, 1+0.1*2/(2+1e-8), p[0].Data[1], 1e-7)
 	assert.Equal(t, float32(1), p[0].Data[2]) // zero gradient, zero moment
 	// Weight decay alone (zero gradient): θ·(1 − lr·λ) = 1·(1 − 0.1·0.5).
-	q := []Param{{Name: "w", Data: []float32{1}, Grad: []float32{0}}}
+	q := []lm.Param{{Name: "w", Data: []float32{1}, Grad: []float32{0}}}
 	opt, err = NewAdamW(q, AdamWConfig{LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.5})
 	require.NoError(t, err)
 	_, err = opt.Step()
@@ -148,7 +149,7 @@ func TestAdamWZeroConfig(t *testing.T) {
 	assert.Equal(t, AdamWConfig{LR: 1e-3, Beta1: 0, Beta2: 0.99, Eps: 1e-8}, AdamWConfig{Beta2: 0.99}.WithDefaults())
 	assert.Equal(t, AdamWConfig{LR: 1e-3, Beta1: 0.8, Beta2: 0, Eps: 1e-8}, AdamWConfig{Beta1: 0.8}.WithDefaults())
 
-	p := []Param{{Name: "w", Data: []float32{1, 1, 1}, Grad: []float32{0.5, -2, 0}}}
+	p := []lm.Param{{Name: "w", Data: []float32{1, 1, 1}, Grad: []float32{0.5, -2, 0}}}
 	opt, err := NewAdamW(p, AdamWConfig{})
 	require.NoError(t, err)
 	assert.Equal(t, want, opt.Config())
@@ -164,7 +165,7 @@ func TestAdamWZeroConfig(t *testing.T) {
 	// is 0.9·0.1 = 0.09, v = 0.999·0.001, and the parameter moves by
 	// 1e-3·(0.09/0.19)/√(0.000999/0.001999) ≈ 6.7006e-4.
 	second := func(cfg AdamWConfig) (first, second float32) {
-		q := []Param{{Name: "w", Data: []float32{1}, Grad: []float32{1}}}
+		q := []lm.Param{{Name: "w", Data: []float32{1}, Grad: []float32{1}}}
 		o, err := NewAdamW(q, cfg)
 		require.NoError(t, err)
 		_, err = o.Step()
@@ -186,7 +187,7 @@ func TestAdamWZeroConfig(t *testing.T) {
 func TestClipGradNorm(t *testing.T) {
 	// Gradients (3, 4) and (12): norm √(9+16+144) = 13. maxNorm 6.5 gives
 	// the scale 6.5/(13 + 1e-6).
-	p := []Param{{Name: "a", Data: make([]float32, 2), Grad: []float32{3, 4}}, {Name: "b", Data: make([]float32, 1), Grad: []float32{12}}}
+	p := []lm.Param{{Name: "a", Data: make([]float32, 2), Grad: []float32{3, 4}}, {Name: "b", Data: make([]float32, 1), Grad: []float32{12}}}
 	norm, err := ClipGradNorm(p, 6.5)
 	require.NoError(t, err)
 	assert.Equal(t, 13.0, norm)
@@ -200,7 +201,7 @@ func TestClipGradNorm(t *testing.T) {
 	assert.Equal(t, float32(12*c), p[1].Grad[0])
 
 	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(-1))} {
-		p := []Param{{Name: "a", Data: make([]float32, 2), Grad: []float32{1, 2}}, {Name: "b", Data: make([]float32, 2), Grad: []float32{3, bad}}}
+		p := []lm.Param{{Name: "a", Data: make([]float32, 2), Grad: []float32{1, 2}}, {Name: "b", Data: make([]float32, 2), Grad: []float32{3, bad}}}
 		_, err := ClipGradNorm(p, 1)
 		require.ErrorIs(t, err, ErrNonFinite)
 		assert.ErrorContains(t, err, "b[1]")
@@ -208,7 +209,7 @@ func TestClipGradNorm(t *testing.T) {
 	}
 	// Finite values whose squares overflow float32 still have a finite
 	// float64 norm.
-	big := []Param{{Name: "a", Data: make([]float32, 2), Grad: []float32{3e38, 3e38}}}
+	big := []lm.Param{{Name: "a", Data: make([]float32, 2), Grad: []float32{3e38, 3e38}}}
 	norm, err = ClipGradNorm(big, 1)
 	require.NoError(t, err)
 	assert.InEpsilon(t, 3e38*math.Sqrt2, norm, 1e-6)
@@ -243,7 +244,7 @@ func TestSchedules(t *testing.T) {
 	assert.Equal(t, 1.0, ConstantSchedule{}.Factor(0))
 
 	// The optimizer applies the schedule by its own step count.
-	p := []Param{{Name: "w", Data: []float32{0}, Grad: []float32{0}}}
+	p := []lm.Param{{Name: "w", Data: []float32{0}, Grad: []float32{0}}}
 	opt, err := NewAdamW(p, AdamWConfig{LR: 2e-3, Beta1: 0.9, Beta2: 0.999, Schedule: k})
 	require.NoError(t, err)
 	for i, want := range []float64{0, 5e-4, 1e-3, 1.5e-3, 2e-3} {
@@ -253,11 +254,11 @@ func TestSchedules(t *testing.T) {
 	}
 }
 
-func randomParams(r *rand.Rand, sizes map[string]int) []Param {
-	var ps []Param
+func randomParams(r *rand.Rand, sizes map[string]int) []lm.Param {
+	var ps []lm.Param
 	for _, name := range []string{"embed", "layer.0.w", "layer.0.b", "norm"} {
 		n := sizes[name]
-		p := Param{Name: name, Data: make([]float32, n), Grad: make([]float32, n)}
+		p := lm.Param{Name: name, Data: make([]float32, n), Grad: make([]float32, n)}
 		for i := range p.Data {
 			p.Data[i] = float32(r.NormFloat64())
 		}
@@ -266,7 +267,7 @@ func randomParams(r *rand.Rand, sizes map[string]int) []Param {
 	return ps
 }
 
-func fillGrads(r *rand.Rand, ps []Param) {
+func fillGrads(r *rand.Rand, ps []lm.Param) {
 	for _, p := range ps {
 		for i := range p.Grad {
 			p.Grad[i] = float32(r.NormFloat64())
@@ -280,7 +281,7 @@ func TestAdamWResume(t *testing.T) {
 	sizes := map[string]int{"embed": 40, "layer.0.w": 30, "layer.0.b": 5, "norm": 8}
 	cfg := AdamWConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Schedule: CosineSchedule{WarmupSteps: 2, TotalSteps: 7, MinLRRatio: 0.1}}
 
-	run := func(steps int, ps []Param, opt *AdamW, gr *rand.Rand) {
+	run := func(steps int, ps []lm.Param, opt *AdamW, gr *rand.Rand) {
 		for i := 0; i < steps; i++ {
 			fillGrads(gr, ps)
 			_, err := ClipGradNorm(ps, 1)
@@ -304,9 +305,9 @@ func TestAdamWResume(t *testing.T) {
 
 	// A fresh process: parameters come back from the checkpoint (here: the
 	// same slices copied), the optimizer from its state file.
-	fresh := make([]Param, len(resumed))
+	fresh := make([]lm.Param, len(resumed))
 	for i, p := range resumed {
-		fresh[i] = Param{Name: p.Name, Data: append([]float32(nil), p.Data...), Grad: make([]float32, len(p.Data))}
+		fresh[i] = lm.Param{Name: p.Name, Data: append([]float32(nil), p.Data...), Grad: make([]float32, len(p.Data))}
 	}
 	opt2, err := NewAdamW(fresh, cfg)
 	require.NoError(t, err)
@@ -334,10 +335,10 @@ func bitsOf32(v []float32) []uint32 {
 }
 
 func TestAdamWStateErrors(t *testing.T) {
-	mk := func(names ...string) []Param {
-		var ps []Param
+	mk := func(names ...string) []lm.Param {
+		var ps []lm.Param
 		for _, n := range names {
-			ps = append(ps, Param{Name: n, Data: make([]float32, 3), Grad: []float32{1, 2, 3}})
+			ps = append(ps, lm.Param{Name: n, Data: make([]float32, 3), Grad: []float32{1, 2, 3}})
 		}
 		return ps
 	}
@@ -360,7 +361,7 @@ func TestAdamWStateErrors(t *testing.T) {
 	err = fewer.LoadState(bytes.NewReader(data), int64(len(data)))
 	assert.ErrorContains(t, err, "holds 4 tensors, want 2")
 
-	longer := []Param{{Name: "a", Data: make([]float32, 4), Grad: make([]float32, 4)}, {Name: "b", Data: make([]float32, 3), Grad: make([]float32, 3)}}
+	longer := []lm.Param{{Name: "a", Data: make([]float32, 4), Grad: make([]float32, 4)}, {Name: "b", Data: make([]float32, 3), Grad: make([]float32, 3)}}
 	lo, err := NewAdamW(longer, DefaultAdamWConfig())
 	require.NoError(t, err)
 	err = lo.LoadState(bytes.NewReader(data), int64(len(data)))
@@ -373,7 +374,7 @@ func TestAdamWStateErrors(t *testing.T) {
 }
 
 func TestAdamWConfigErrors(t *testing.T) {
-	ok := []Param{{Name: "a", Data: make([]float32, 1), Grad: make([]float32, 1)}}
+	ok := []lm.Param{{Name: "a", Data: make([]float32, 1), Grad: make([]float32, 1)}}
 	for _, c := range []struct {
 		mut  func(*AdamWConfig)
 		want string
@@ -390,11 +391,11 @@ func TestAdamWConfigErrors(t *testing.T) {
 		_, err := NewAdamW(ok, cfg)
 		assert.ErrorContains(t, err, c.want)
 	}
-	_, err := NewAdamW([]Param{{Name: "a", Data: make([]float32, 2), Grad: make([]float32, 1)}}, DefaultAdamWConfig())
+	_, err := NewAdamW([]lm.Param{{Name: "a", Data: make([]float32, 2), Grad: make([]float32, 1)}}, DefaultAdamWConfig())
 	assert.ErrorContains(t, err, `"a" has 2 values but 1 gradients`)
-	_, err = NewAdamW([]Param{ok[0], ok[0]}, DefaultAdamWConfig())
+	_, err = NewAdamW([]lm.Param{ok[0], ok[0]}, DefaultAdamWConfig())
 	assert.ErrorContains(t, err, `duplicate parameter name "a"`)
-	_, err = NewAdamW([]Param{{Data: []float32{1}, Grad: []float32{1}}}, DefaultAdamWConfig())
+	_, err = NewAdamW([]lm.Param{{Data: []float32{1}, Grad: []float32{1}}}, DefaultAdamWConfig())
 	assert.ErrorContains(t, err, "parameter 0 has no name")
 
 	cfg := DefaultAdamWConfig()
@@ -408,7 +409,7 @@ func TestAdamWConfigErrors(t *testing.T) {
 
 func BenchmarkAdamWStep(b *testing.B) {
 	const n = 1 << 20
-	p := []Param{{Name: "w", Data: make([]float32, n), Grad: make([]float32, n)}}
+	p := []lm.Param{{Name: "w", Data: make([]float32, n), Grad: make([]float32, n)}}
 	r := rand.New(rand.NewPCG(1, 1))
 	for i := range p[0].Grad {
 		p[0].Data[i] = float32(r.NormFloat64())

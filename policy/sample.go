@@ -1,19 +1,13 @@
 package policy
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/agentrl/agentrl/lm"
 )
-
-// ErrSampling marks invalid sampling parameters or logits.
-var ErrSampling = errors.New("policy: sampling")
-
-// GreedyTemperature is the temperature below which sampling is greedy, as
-// vLLM's _SAMPLING_EPS: dividing by a smaller one would overflow.
-const GreedyTemperature = 1e-5
 
 // Sampled is one token drawn from logits.
 type Sampled struct {
@@ -41,23 +35,6 @@ type TokenSampler struct {
 // rand.New(rand.NewPCG(seed, stream)).
 func NewTokenSampler(rng *rand.Rand) *TokenSampler { return &TokenSampler{rng: rng} }
 
-// CheckSampleParams validates the sampling fields of p.
-func CheckSampleParams(p SampleParams) error {
-	switch {
-	case math.IsNaN(p.Temperature) || math.IsInf(p.Temperature, 0) || p.Temperature < 0:
-		return fmt.Errorf("%w: temperature %g, want a finite value ≥ 0", ErrSampling, p.Temperature)
-	case !(p.TopP >= 0 && p.TopP <= 1):
-		return fmt.Errorf("%w: top_p %g, want 0 < top_p ≤ 1 (0 disables)", ErrSampling, p.TopP)
-	case p.TopK < -1:
-		return fmt.Errorf("%w: top_k %d, want ≥ 1 (0 or -1 disables)", ErrSampling, p.TopK)
-	case !(p.MinP >= 0 && p.MinP <= 1):
-		return fmt.Errorf("%w: min_p %g, want 0 ≤ min_p ≤ 1", ErrSampling, p.MinP)
-	case p.MaxNewTokens < 0:
-		return fmt.Errorf("%w: max_new_tokens %d is negative", ErrSampling, p.MaxNewTokens)
-	}
-	return nil
-}
-
 // Sample draws one token from logits.
 //
 // The processing follows vLLM's v1 sampler (vllm/v1/sample/sampler.py and
@@ -75,28 +52,28 @@ func CheckSampleParams(p SampleParams) error {
 //
 // Logits must be finite or -Inf, with at least one finite; NaN or +Inf is
 // an error.
-func (s *TokenSampler) Sample(logits []float32, p SampleParams) (Sampled, error) {
-	if err := CheckSampleParams(p); err != nil {
+func (s *TokenSampler) Sample(logits []float32, p lm.SampleParams) (Sampled, error) {
+	if err := lm.CheckSampleParams(p); err != nil {
 		return Sampled{}, err
 	}
 	if len(logits) == 0 {
-		return Sampled{}, fmt.Errorf("%w: empty logits", ErrSampling)
+		return Sampled{}, fmt.Errorf("%w: empty logits", lm.ErrSampling)
 	}
 	// One pass: validate, find the maximum and its first index.
 	best, maxL := -1, math.Inf(-1)
 	for i, l := range logits {
 		x := float64(l)
 		if math.IsNaN(x) || math.IsInf(x, 1) {
-			return Sampled{}, fmt.Errorf("%w: logit %d is %g", ErrSampling, i, x)
+			return Sampled{}, fmt.Errorf("%w: logit %d is %g", lm.ErrSampling, i, x)
 		}
 		if x > maxL {
 			best, maxL = i, x
 		}
 	}
 	if best < 0 {
-		return Sampled{}, fmt.Errorf("%w: all %d logits are -Inf", ErrSampling, len(logits))
+		return Sampled{}, fmt.Errorf("%w: all %d logits are -Inf", lm.ErrSampling, len(logits))
 	}
-	if p.Temperature < GreedyTemperature {
+	if p.Temperature < lm.GreedyTemperature {
 		var rawSum float64
 		for _, l := range logits {
 			rawSum += math.Exp(float64(l) - maxL)

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 )
 
 // BatchConfig configures a Batcher.
@@ -24,7 +24,7 @@ type BatchConfig struct {
 	MaxInFlight int
 }
 
-// Batcher is a policy.Sampler that gathers the requests of concurrent
+// Batcher is a lm.Sampler that gathers the requests of concurrent
 // Generate calls into batches for an underlying sampler: the requests that
 // arrive within Window of the first, up to MaxSize, go to the sampler in
 // one call. It serves samplers that cannot batch concurrent calls
@@ -36,7 +36,7 @@ type BatchConfig struct {
 //
 // A Batcher holds no goroutine while idle; it is safe for concurrent use.
 type Batcher struct {
-	sampler policy.Sampler
+	sampler lm.Sampler
 	cfg     BatchConfig
 	slots   chan struct{}
 
@@ -49,14 +49,14 @@ type Batcher struct {
 
 type batchItem struct {
 	ctx  context.Context
-	reqs []policy.GenerateRequest
+	reqs []lm.GenerateRequest
 	done chan struct{}
-	gens []policy.Generation
+	gens []lm.Generation
 	err  error
 }
 
 // NewBatcher returns a Batcher over sampler.
-func NewBatcher(sampler policy.Sampler, cfg BatchConfig) *Batcher {
+func NewBatcher(sampler lm.Sampler, cfg BatchConfig) *Batcher {
 	if cfg.MaxSize <= 0 {
 		cfg.MaxSize = 64
 	}
@@ -76,7 +76,7 @@ func NewBatcher(sampler policy.Sampler, cfg BatchConfig) *Batcher {
 
 // CloseSession forwards to the underlying sampler when it keeps sessions.
 func (b *Batcher) CloseSession(session string) {
-	if c, ok := b.sampler.(policy.SessionCloser); ok {
+	if c, ok := b.sampler.(lm.SessionCloser); ok {
 		c.CloseSession(session)
 	}
 }
@@ -84,7 +84,7 @@ func (b *Batcher) CloseSession(session string) {
 // Generate queues reqs for the next batch and waits for their
 // generations. When ctx ends first it returns ctx's error at once; the
 // batch goes on for the other callers.
-func (b *Batcher) Generate(ctx context.Context, reqs []policy.GenerateRequest) ([]policy.Generation, error) {
+func (b *Batcher) Generate(ctx context.Context, reqs []lm.GenerateRequest) ([]lm.Generation, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
@@ -182,7 +182,7 @@ func (b *Batcher) run(batch []*batchItem) {
 	defer cancel()
 	var alive atomic.Int64
 	alive.Store(int64(len(batch)))
-	var reqs []policy.GenerateRequest
+	var reqs []lm.GenerateRequest
 	for _, it := range batch {
 		reqs = append(reqs, it.reqs...)
 		stop := context.AfterFunc(it.ctx, func() {

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/policytest"
 	"github.com/agentrl/agentrl/rollout"
 )
@@ -29,7 +29,7 @@ func TestBatcherSizeAndOrder(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			gens, err := b.Generate(context.Background(), []policy.GenerateRequest{{Prompt: []int{i}}})
+			gens, err := b.Generate(context.Background(), []lm.GenerateRequest{{Prompt: []int{i}}})
 			if assert.NoError(t, err) && assert.Len(t, gens, 1) {
 				got[i] = gens[0].Tokens[0]
 			}
@@ -54,7 +54,7 @@ func TestBatcherCallerCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := b.Generate(ctx, []policy.GenerateRequest{{Prompt: []int{2}}})
+		_, err := b.Generate(ctx, []lm.GenerateRequest{{Prompt: []int{2}}})
 		errc <- err
 	}()
 	time.Sleep(30 * time.Millisecond)
@@ -62,7 +62,7 @@ func TestBatcherCallerCancel(t *testing.T) {
 	require.ErrorIs(t, <-errc, context.Canceled)
 
 	// Others are served.
-	gens, err := b.Generate(context.Background(), []policy.GenerateRequest{{Prompt: []int{1}}, {Prompt: []int{1}}})
+	gens, err := b.Generate(context.Background(), []lm.GenerateRequest{{Prompt: []int{1}}, {Prompt: []int{1}}})
 	require.NoError(t, err)
 	assert.Equal(t, []int{7}, gens[1].Tokens)
 	gens, err = b.Generate(context.Background(), nil)

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool"
 )
@@ -32,8 +32,8 @@ func benchmarkRun(b *testing.B, batched bool) {
 	lp := func(n int) []float32 { return make([]float32, n) }
 	// A sampler that answers at once, from the number of tool results in
 	// the prompt, and records nothing: what is measured is the engine.
-	s := samplerFunc(func(_ context.Context, reqs []policy.GenerateRequest) ([]policy.Generation, error) {
-		gens := make([]policy.Generation, len(reqs))
+	s := samplerFunc(func(_ context.Context, reqs []lm.GenerateRequest) ([]lm.Generation, error) {
+		gens := make([]lm.Generation, len(reqs))
 		for i, r := range reqs {
 			turn := 0
 			for _, id := range r.Prompt {
@@ -42,9 +42,9 @@ func benchmarkRun(b *testing.B, batched bool) {
 				}
 			}
 			if turn < turns-1 {
-				gens[i] = policy.Generation{Tokens: call, LogProbs: lp(len(call)), FinishReason: policy.FinishStop, StopString: "</tool_call>"}
+				gens[i] = lm.Generation{Tokens: call, LogProbs: lp(len(call)), FinishReason: lm.FinishStop, StopString: "</tool_call>"}
 			} else {
-				gens[i] = policy.Generation{Tokens: answer, LogProbs: lp(len(answer)), FinishReason: policy.FinishStopToken, StopToken: imEnd}
+				gens[i] = lm.Generation{Tokens: answer, LogProbs: lp(len(answer)), FinishReason: lm.FinishStopToken, StopToken: imEnd}
 			}
 		}
 		return gens, nil

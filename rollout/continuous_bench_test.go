@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/rollout"
 )
@@ -26,7 +27,7 @@ func BenchmarkAgentLoop(b *testing.B) {
 	for _, mode := range []string{"continuous", "batcher"} {
 		b.Run(mode, func(b *testing.B) {
 			m := benchModel(b)
-			var s policy.Sampler = m
+			var s lm.Sampler = m
 			if mode == "batcher" {
 				s = rollout.NewBatcher(m, rollout.BatchConfig{MaxSize: 512})
 			}
@@ -67,7 +68,7 @@ func benchModel(b *testing.B) *policy.Model {
 // agentLoop runs agents trajectories of turns turns against s: generate,
 // wait for the tool, append its 6-token result, continue in the same
 // session. It returns the tokens generated.
-func agentLoop(b *testing.B, s policy.Sampler, agents, turns int, toolLatency time.Duration) int64 {
+func agentLoop(b *testing.B, s lm.Sampler, agents, turns int, toolLatency time.Duration) int64 {
 	var wg sync.WaitGroup
 	var generated atomic.Int64
 	for a := range agents {
@@ -77,9 +78,9 @@ func agentLoop(b *testing.B, s policy.Sampler, agents, turns int, toolLatency ti
 			session := fmt.Sprint("agent", a)
 			for range turns {
 				seed := r.Uint64()
-				req := policy.GenerateRequest{Prompt: prompt, Session: session, Params: policy.SampleParams{
+				req := lm.GenerateRequest{Prompt: prompt, Session: session, Params: lm.SampleParams{
 					Temperature: 1, MaxNewTokens: 8 + r.IntN(89), StopTokenIDs: []int{}, Seed: &seed}}
-				gens, err := s.Generate(context.Background(), []policy.GenerateRequest{req})
+				gens, err := s.Generate(context.Background(), []lm.GenerateRequest{req})
 				if err != nil {
 					b.Error(err)
 					return
@@ -88,7 +89,7 @@ func agentLoop(b *testing.B, s policy.Sampler, agents, turns int, toolLatency ti
 				time.Sleep(toolLatency)
 				prompt = append(append(prompt, gens[0].Tokens...), 20, 21, 22, 23, 24, 25)
 			}
-			if c, ok := s.(policy.SessionCloser); ok {
+			if c, ok := s.(lm.SessionCloser); ok {
 				c.CloseSession(session)
 			}
 		})

@@ -6,7 +6,7 @@
 // Engine.Run takes Requests (a prompt as token ids, text or messages; the
 // tools; sampling parameters; N samples) and returns one Trajectory per
 // sample. Each trajectory runs in its own goroutine: it asks the
-// policy.Sampler for a turn (with the parser's close tag as a stop string
+// lm.Sampler for a turn (with the parser's close tag as a stop string
 // and a per-trajectory Session), finds tool calls with a Parser (Hermes
 // <tool_call> JSON, the default, or CodeBlocks for ReTool-style code),
 // dispatches them through a tool.Registry of the request's tools (which

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/tool"
 )
 
@@ -44,7 +44,7 @@ type Config struct {
 	// from its own goroutine with one request per turn, so it should batch
 	// concurrent calls itself, as policy.Model (continuous batching) and
 	// inference servers do; wrap one that does not in a Batcher (Batch).
-	Sampler policy.Sampler
+	Sampler lm.Sampler
 	// Tokenizer encodes prompts and tool results and decodes turns;
 	// required.
 	Tokenizer Tokenizer
@@ -175,7 +175,7 @@ type job struct {
 	sample  int
 	prompt  []int
 	tools   *tool.Registry
-	params  policy.SampleParams
+	params  lm.SampleParams
 	session string
 }
 
@@ -199,7 +199,7 @@ func (e *Engine) Run(ctx context.Context, reqs []Request) ([]Trajectory, error) 
 	if e.cfg.Batch != nil {
 		sampler = NewBatcher(sampler, *e.cfg.Batch)
 	}
-	closer, _ := e.cfg.Sampler.(policy.SessionCloser)
+	closer, _ := e.cfg.Sampler.(lm.SessionCloser)
 
 	out := make([]Trajectory, len(jobs))
 	g, gctx := errgroup.WithContext(ctx)
@@ -251,7 +251,7 @@ func (e *Engine) prepare(r *Request, index int, run uint64) ([]job, error) {
 	if r.N < 0 {
 		return nil, bad("N is %d", r.N)
 	}
-	if err := policy.CheckSampleParams(r.Params); err != nil {
+	if err := lm.CheckSampleParams(r.Params); err != nil {
 		return nil, bad("Params: %v", err)
 	}
 	reg := e.reg
@@ -340,7 +340,7 @@ func (e *Engine) fits(t *Trajectory, n int) (StopReason, bool) {
 	return "", true
 }
 
-func (e *Engine) rollout(ctx context.Context, sampler policy.Sampler, j *job) (Trajectory, error) {
+func (e *Engine) rollout(ctx context.Context, sampler lm.Sampler, j *job) (Trajectory, error) {
 	start := time.Now()
 	t := Trajectory{
 		ID: j.req.ID, Request: j.index, Sample: j.sample,
@@ -362,7 +362,7 @@ func (e *Engine) rollout(ctx context.Context, sampler policy.Sampler, j *job) (T
 		params := j.params
 		params.MaxNewTokens = limit
 		t0 := time.Now()
-		gens, err := sampler.Generate(ctx, []policy.GenerateRequest{{
+		gens, err := sampler.Generate(ctx, []lm.GenerateRequest{{
 			Prompt:  t.Tokens[:len(t.Tokens):len(t.Tokens)], // no spare capacity for the sampler to write into
 			Params:  params,
 			Session: j.session,
@@ -395,7 +395,7 @@ func (e *Engine) rollout(ctx context.Context, sampler policy.Sampler, j *job) (T
 		t.Turns = append(t.Turns, tr)
 		cur := &t.Turns[len(t.Turns)-1]
 
-		if g.FinishReason == policy.FinishLength {
+		if g.FinishReason == lm.FinishLength {
 			t.Stop = capReason
 			if limit == 0 || len(g.Tokens) < limit {
 				t.Stop = StopTotalBudget // the model's context is full
@@ -462,7 +462,7 @@ func at(v []float32, i int) float32 {
 }
 
 // checkGeneration rejects a generation that breaks the Sampler contract.
-func checkGeneration(g policy.Generation, limit int) error {
+func checkGeneration(g lm.Generation, limit int) error {
 	switch {
 	case limit > 0 && len(g.Tokens) > limit:
 		return fmt.Errorf("sampler returned %d tokens, more than MaxNewTokens %d", len(g.Tokens), limit)

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/policytest"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool"
@@ -28,7 +28,7 @@ func glue(r string) string {
 	return "<|im_end|>\n<|im_start|>user\n<tool_response>\n" + r + "\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
 }
 
-func newEngine(t testing.TB, s policy.Sampler, mod func(*rollout.Config)) *rollout.Engine {
+func newEngine(t testing.TB, s lm.Sampler, mod func(*rollout.Config)) *rollout.Engine {
 	t.Helper()
 	cfg := rollout.Config{Sampler: s, Tokenizer: byteTok{}, Tools: []tool.Tool{echoTool()}, MaxTurns: 8}
 	if mod != nil {
@@ -77,9 +77,9 @@ func TestTokenFaithful(t *testing.T) {
 	for i, sp := range spans {
 		assert.Equal(t, sp, [3]int{tr.Turns[i].Start, tr.Turns[i].End, tr.Turns[i].ResultEnd}, "turn %d", i)
 	}
-	assert.Equal(t, policy.FinishStop, tr.Turns[0].Finish)
+	assert.Equal(t, lm.FinishStop, tr.Turns[0].Finish)
 	assert.Equal(t, "</tool_call>", tr.Turns[0].StopString)
-	assert.Equal(t, policy.FinishStopToken, tr.Turns[2].Finish)
+	assert.Equal(t, lm.FinishStopToken, tr.Turns[2].Finish)
 	assert.Equal(t, imEnd, tr.Turns[2].StopToken)
 
 	// Mask and log-probs: 1 and -id/1000 exactly inside turn spans.
@@ -138,7 +138,7 @@ func TestStopReasons(t *testing.T) {
 		name   string
 		script []policytest.Response
 		mod    func(*rollout.Config)
-		params policy.SampleParams
+		params lm.SampleParams
 		stop   rollout.StopReason
 		turns  int
 		calls  int
@@ -155,7 +155,7 @@ func TestStopReasons(t *testing.T) {
 		},
 		{
 			name:   "turn budget",
-			script: []policytest.Response{policytest.Text("abcdefghij")}, params: policy.SampleParams{MaxNewTokens: 4},
+			script: []policytest.Response{policytest.Text("abcdefghij")}, params: lm.SampleParams{MaxNewTokens: 4},
 			stop: rollout.StopTurnBudget, turns: 1, length: p + 4,
 		},
 		{
@@ -167,7 +167,7 @@ func TestStopReasons(t *testing.T) {
 		},
 		{
 			name: "response budget cuts a turn", mod: func(c *rollout.Config) { c.MaxResponseTokens = 5 },
-			script: []policytest.Response{policytest.Text("abcdefghij")}, params: policy.SampleParams{MaxNewTokens: 8},
+			script: []policytest.Response{policytest.Text("abcdefghij")}, params: lm.SampleParams{MaxNewTokens: 8},
 			stop: rollout.StopResponseBudget, turns: 1, length: p + 5,
 		},
 		{
@@ -186,7 +186,7 @@ func TestStopReasons(t *testing.T) {
 		},
 		{
 			name:   "sampler out of context before the turn budget",
-			script: []policytest.Response{policytest.Text("abc")}, params: policy.SampleParams{MaxNewTokens: 10},
+			script: []policytest.Response{policytest.Text("abc")}, params: lm.SampleParams{MaxNewTokens: 10},
 			stop: rollout.StopTotalBudget, turns: 1, length: p + 3,
 		},
 	}
@@ -297,7 +297,7 @@ func TestToolWaitDoesNotBlockDecoding(t *testing.T) {
 	s := newScripted()
 	s.HandleText("A", policytest.Text("<tool_call>\n{\"name\": \"wait\", \"arguments\": {}}\n</tool_call>"), policytest.Text("a<|im_end|>"))
 	s.HandleText("B", policytest.Text("b1<|im_end|>"))
-	notify := samplerFunc(func(ctx context.Context, reqs []policy.GenerateRequest) ([]policy.Generation, error) {
+	notify := samplerFunc(func(ctx context.Context, reqs []lm.GenerateRequest) ([]lm.Generation, error) {
 		gens, err := s.Generate(ctx, reqs)
 		if err == nil && reqs[0].Prompt[0] == 'B' {
 			close(bDone)
@@ -313,9 +313,9 @@ func TestToolWaitDoesNotBlockDecoding(t *testing.T) {
 	assert.Equal(t, "B", trajs[1].ID)
 }
 
-type samplerFunc func(ctx context.Context, reqs []policy.GenerateRequest) ([]policy.Generation, error)
+type samplerFunc func(ctx context.Context, reqs []lm.GenerateRequest) ([]lm.Generation, error)
 
-func (f samplerFunc) Generate(ctx context.Context, reqs []policy.GenerateRequest) ([]policy.Generation, error) {
+func (f samplerFunc) Generate(ctx context.Context, reqs []lm.GenerateRequest) ([]lm.Generation, error) {
 	return f(ctx, reqs)
 }
 
@@ -419,20 +419,20 @@ func TestSamplerErrorFailsRun(t *testing.T) {
 func TestBadGenerationIsAnError(t *testing.T) {
 	cases := []struct {
 		name string
-		gen  policy.Generation
+		gen  lm.Generation
 		msg  string
 	}{
-		{"logprob count", policy.Generation{Tokens: []int{1, 2}, LogProbs: []float32{-1}}, "1 log-probs for 2 tokens"},
-		{"positive logprob", policy.Generation{Tokens: []int{1}, LogProbs: []float32{0.5}}, "log-prob 0.5 at token 0"},
-		{"too long", policy.Generation{Tokens: []int{1, 2, 3}}, "3 tokens, more than MaxNewTokens 2"},
+		{"logprob count", lm.Generation{Tokens: []int{1, 2}, LogProbs: []float32{-1}}, "1 log-probs for 2 tokens"},
+		{"positive logprob", lm.Generation{Tokens: []int{1}, LogProbs: []float32{0.5}}, "log-prob 0.5 at token 0"},
+		{"too long", lm.Generation{Tokens: []int{1, 2, 3}}, "3 tokens, more than MaxNewTokens 2"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := samplerFunc(func(context.Context, []policy.GenerateRequest) ([]policy.Generation, error) {
-				return []policy.Generation{tc.gen}, nil
+			s := samplerFunc(func(context.Context, []lm.GenerateRequest) ([]lm.Generation, error) {
+				return []lm.Generation{tc.gen}, nil
 			})
 			e := newEngine(t, s, nil)
-			_, err := e.Run(context.Background(), []rollout.Request{{PromptText: "A", Params: policy.SampleParams{MaxNewTokens: 2}}})
+			_, err := e.Run(context.Background(), []rollout.Request{{PromptText: "A", Params: lm.SampleParams{MaxNewTokens: 2}}})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.msg)
 		})
@@ -455,7 +455,7 @@ func TestInvalidConfigAndRequests(t *testing.T) {
 		{},
 		{Prompt: []int{1}, PromptText: "x"},
 		{PromptText: "x", N: -1},
-		{PromptText: "x", Params: policy.SampleParams{TopP: 2}},
+		{PromptText: "x", Params: lm.SampleParams{TopP: 2}},
 		{Messages: []rollout.Message{{Role: "user", Content: "hi"}}}, // no Render
 		{PromptText: "x", Tools: []tool.Tool{nil}},
 	}
@@ -573,7 +573,7 @@ func TestSeedsDifferPerSample(t *testing.T) {
 	s.HandleDefault(policytest.Text("x<|im_end|>"))
 	e := newEngine(t, s, nil)
 	seed := uint64(1<<64 - 2)
-	trajs, err := e.Run(context.Background(), []rollout.Request{{PromptText: "A", N: 3, Params: policy.SampleParams{Seed: &seed}}, {PromptText: "B"}})
+	trajs, err := e.Run(context.Background(), []rollout.Request{{PromptText: "A", N: 3, Params: lm.SampleParams{Seed: &seed}}, {PromptText: "B"}})
 	require.NoError(t, err)
 	require.Len(t, trajs, 4)
 	got := map[string]uint64{}

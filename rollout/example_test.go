@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/policytest"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool"
@@ -46,7 +46,7 @@ func ExampleEngine_Run() {
 	trajs, err := engine.Run(context.Background(), []rollout.Request{{
 		ID:         "sum",
 		PromptText: "<|im_start|>user\nWhat is 123456789 + 987654321?<|im_end|>\n<|im_start|>assistant\n",
-		Params:     policy.SampleParams{Temperature: 1, MaxNewTokens: 256},
+		Params:     lm.SampleParams{Temperature: 1, MaxNewTokens: 256},
 		N:          2,
 	}})
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/openai"
 	"github.com/agentrl/agentrl/rollout"
 )
@@ -71,7 +71,7 @@ func TestRemoteSamplerEndToEnd(t *testing.T) {
 	e := newEngine(t, s, nil)
 	// Temperature 1 without truncation: vLLM's raw log-probs are the
 	// sampling ones, so LogProbs is filled as well as RawLogProbs.
-	trajs, err := e.Run(context.Background(), []rollout.Request{{PromptText: prompt, N: 3, Params: policy.SampleParams{Temperature: 1}}})
+	trajs, err := e.Run(context.Background(), []rollout.Request{{PromptText: prompt, N: 3, Params: lm.SampleParams{Temperature: 1}}})
 	require.NoError(t, err)
 	want := enc(prompt + turns[0] + glue(`echo:{"n":1}`) + turns[1] + glue(`echo:{"n":2}`) + turns[2])
 	for _, tr := range trajs {

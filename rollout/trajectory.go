@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/tool"
 )
 
@@ -36,7 +36,7 @@ type Request struct {
 	// a turn). The parser's stop strings are added to Params.Stop, and
 	// Logprobs is always asked for. With a Seed, sample s of the N uses
 	// Seed+s, so that the samples differ yet are reproducible.
-	Params policy.SampleParams
+	Params lm.SampleParams
 	// N is the number of trajectories to sample; 0 means 1.
 	N int
 }
@@ -96,9 +96,9 @@ type Trajectory struct {
 	// for the prompt, tool results and template glue.
 	Mask []float32
 	// LogProbs is aligned with Tokens: the sampler's log-probability of
-	// each sampled token (policy.Generation.LogProbs), 0 elsewhere. Nil
+	// each sampled token (lm.Generation.LogProbs), 0 elsewhere. Nil
 	// when the sampler gave none for some turn. RawLogProbs likewise holds
-	// policy.Generation.RawLogProbs.
+	// lm.Generation.RawLogProbs.
 	LogProbs    []float32
 	RawLogProbs []float32
 	// Turns are the generation turns, in order.
@@ -171,13 +171,13 @@ type Turn struct {
 	// Text is the decoded text of the generated tokens.
 	Text string
 	// Finish, StopToken and StopString are the sampler's.
-	Finish     policy.FinishReason
+	Finish     lm.FinishReason
 	StopToken  int
 	StopString string
 	// CachedTokens is the sampler's count of prompt tokens reused.
 	CachedTokens int
 	// WeightVersion names the weights that generated the turn, when the
-	// sampler knows (policy.Generation.WeightVersion); "" otherwise.
+	// sampler knows (lm.Generation.WeightVersion); "" otherwise.
 	WeightVersion string
 	// Calls indexes this turn's calls in Trajectory.ToolCalls.
 	Calls []int

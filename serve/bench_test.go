@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/openai"
 )
 
@@ -21,7 +21,7 @@ func BenchmarkCompletion(b *testing.B) {
 	for i := range prompt {
 		prompt[i] = 3 * i
 	}
-	reqs := []policy.GenerateRequest{{Prompt: prompt, Params: policy.SampleParams{MaxNewTokens: 16, Logprobs: true}}}
+	reqs := []lm.GenerateRequest{{Prompt: prompt, Params: lm.SampleParams{MaxNewTokens: 16, Logprobs: true}}}
 	ctx := context.Background()
 	b.Run("direct", func(b *testing.B) {
 		m := loadModel(b, dir)

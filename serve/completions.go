@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
 )
@@ -87,13 +88,13 @@ func badRequest(param, format string, a ...any) *apiError {
 	return &apiError{status: http.StatusBadRequest, typ: "BadRequestError", param: param, msg: fmt.Sprintf(format, a...)}
 }
 
-// plan is a validated completion request: one policy.GenerateRequest per
+// plan is a validated completion request: one lm.GenerateRequest per
 // prompt × sample, prompt-major, and how to render the answer.
 type plan struct {
 	model          *string
 	prompts        [][]int
 	n              int
-	reqs           []policy.GenerateRequest
+	reqs           []lm.GenerateRequest
 	logprobs       bool
 	tokensAsIDs    bool
 	returnTokenIDs bool
@@ -139,7 +140,7 @@ func decodeCompletion(body []byte, lim limits) (*plan, *apiError) {
 	p.tokensAsIDs = lim.decode == nil || (req.TokensAsIDs != nil && *req.TokensAsIDs)
 	p.returnTokenIDs = req.ReturnTokenIDs != nil && *req.ReturnTokenIDs
 	p.includeStop = req.IncludeStopStr != nil && *req.IncludeStopStr
-	p.reqs = make([]policy.GenerateRequest, 0, len(prompts)*p.n)
+	p.reqs = make([]lm.GenerateRequest, 0, len(prompts)*p.n)
 	for _, pr := range prompts {
 		for i := range p.n {
 			params := sp
@@ -151,7 +152,7 @@ func decodeCompletion(body []byte, lim limits) (*plan, *apiError) {
 				s := uint64(*req.Seed) + uint64(i)
 				params.Seed = &s
 			}
-			p.reqs = append(p.reqs, policy.GenerateRequest{Prompt: pr, Params: params})
+			p.reqs = append(p.reqs, lm.GenerateRequest{Prompt: pr, Params: params})
 		}
 	}
 	return p, nil
@@ -327,8 +328,8 @@ func checkPrompt(i int, ids []int, maxTokens int, lim limits) *apiError {
 // Absent fields take the neutral values: temperature 1, top_p 1, top_k
 // and min_p off, no token bound but the context; vLLM would take
 // generation_config.json's instead under --generation-config auto.
-func (r *completionRequest) sampleParams(lim limits) (policy.SampleParams, *apiError) {
-	p := policy.SampleParams{Temperature: 1, TopP: 1}
+func (r *completionRequest) sampleParams(lim limits) (lm.SampleParams, *apiError) {
+	p := lm.SampleParams{Temperature: 1, TopP: 1}
 	if r.Temperature != nil {
 		p.Temperature = *r.Temperature
 	}
@@ -377,7 +378,7 @@ func (r *completionRequest) sampleParams(lim limits) (policy.SampleParams, *apiE
 	}
 	p.Stop = stops
 	p.StopTokenIDs = r.StopTokenIDs
-	if err := policy.CheckSampleParams(p); err != nil {
+	if err := lm.CheckSampleParams(p); err != nil {
 		return p, badRequest("", "%v", err)
 	}
 	return p, nil
@@ -509,7 +510,7 @@ func generationError(err error, r *http.Request) *apiError {
 		return &apiError{status: http.StatusServiceUnavailable, typ: "ServiceUnavailableError", msg: "The server is shutting down."}
 	case r.Context().Err() != nil:
 		return badRequest("", "Client disconnected")
-	case errors.Is(err, policy.ErrInput), errors.Is(err, policy.ErrSampling):
+	case errors.Is(err, policy.ErrInput), errors.Is(err, lm.ErrSampling):
 		return badRequest("", "%v", err)
 	}
 	return &apiError{status: http.StatusInternalServerError, typ: "InternalServerError", msg: err.Error()}
@@ -532,7 +533,7 @@ func (s *Server) render(p *plan, out outcome) (*completionResponse, error) {
 		resp.Usage.PromptTokens += len(pr)
 	}
 	for i, req := range p.reqs {
-		var g policy.Generation
+		var g lm.Generation
 		if !out.aborted {
 			g = out.gens[i]
 		}
@@ -554,16 +555,16 @@ func (s *Server) render(p *plan, out outcome) (*completionResponse, error) {
 }
 
 // renderChoice builds choice i from its generation.
-func (s *Server) renderChoice(i int, req policy.GenerateRequest, g policy.Generation, p *plan, out outcome) (choice, error) {
+func (s *Server) renderChoice(i int, req lm.GenerateRequest, g lm.Generation, p *plan, out outcome) (choice, error) {
 	c := choice{Index: i}
 	switch {
 	case out.aborted:
 		c.FinishReason = "abort"
-	case g.FinishReason == policy.FinishLength:
+	case g.FinishReason == lm.FinishLength:
 		c.FinishReason = "length"
-	case g.FinishReason == policy.FinishStop:
+	case g.FinishReason == lm.FinishStop:
 		c.FinishReason, c.StopReason = "stop", g.StopString
-	case g.FinishReason == policy.FinishStopToken:
+	case g.FinishReason == lm.FinishStopToken:
 		c.FinishReason = "stop"
 		if !out.eng.eos[g.StopToken] {
 			c.StopReason = g.StopToken
@@ -588,7 +589,7 @@ func (s *Server) renderChoice(i int, req policy.GenerateRequest, g policy.Genera
 
 // modeLogprobs returns generation i's log-probabilities as the server's
 // LogprobsMode says: RawLogProbs, or LogProbs for processed_logprobs.
-func (s *Server) modeLogprobs(i int, g policy.Generation) ([]float32, error) {
+func (s *Server) modeLogprobs(i int, g lm.Generation) ([]float32, error) {
 	lps := g.RawLogProbs
 	if s.mode == openai.ProcessedLogprobs {
 		lps = g.LogProbs
@@ -604,22 +605,22 @@ func (s *Server) modeLogprobs(i int, g policy.Generation) ([]float32, error) {
 // decoded incrementally after the prompt; a stop token's text left out
 // and a stop string and what follows it cut, unless
 // include_stop_str_in_output.
-func (s *Server) text(prompt []int, g policy.Generation, includeStop bool) string {
+func (s *Server) text(prompt []int, g lm.Generation, includeStop bool) string {
 	if s.lim.decode == nil || len(g.Tokens) == 0 {
 		return ""
 	}
 	toks := g.Tokens
-	if g.FinishReason == policy.FinishStopToken && !includeStop {
+	if g.FinishReason == lm.FinishStopToken && !includeStop {
 		toks = toks[:len(toks)-1]
 	}
-	ts := policy.NewTextStream(s.lim.decode, prompt)
+	ts := lm.NewTextStream(s.lim.decode, prompt)
 	var b strings.Builder
 	for _, id := range toks {
 		b.WriteString(ts.Push(id))
 	}
 	b.WriteString(ts.Flush())
 	text := b.String()
-	if g.FinishReason == policy.FinishStop && g.StopString != "" {
+	if g.FinishReason == lm.FinishStop && g.StopString != "" {
 		if at := strings.Index(text, g.StopString); at >= 0 {
 			end := at
 			if includeStop {

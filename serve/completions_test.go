@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/openai"
 )
 
@@ -22,8 +22,8 @@ func u64(v uint64) *uint64 { return &v }
 // checkpoint's end-of-sequence token, g its greedy continuation.
 func conformanceCases(prompt []int, g []int) []struct {
 	name   string
-	req    policy.GenerateRequest
-	finish policy.FinishReason
+	req    lm.GenerateRequest
+	finish lm.FinishReason
 } {
 	long := make([]int, testMaxLen-3)
 	for i := range long {
@@ -31,19 +31,19 @@ func conformanceCases(prompt []int, g []int) []struct {
 	}
 	return []struct {
 		name   string
-		req    policy.GenerateRequest
-		finish policy.FinishReason
+		req    lm.GenerateRequest
+		finish lm.FinishReason
 	}{
 		// Greedy decoding reaches the checkpoint's EOS (g ends with it).
-		{"greedy until end of sequence", policy.GenerateRequest{Prompt: prompt, Params: policy.SampleParams{Logprobs: true}}, policy.FinishStopToken},
+		{"greedy until end of sequence", lm.GenerateRequest{Prompt: prompt, Params: lm.SampleParams{Logprobs: true}}, lm.FinishStopToken},
 		// g[1] is not EOS, so stop_reason is the id.
-		{"greedy until a stop token", policy.GenerateRequest{Prompt: prompt, Params: policy.SampleParams{StopTokenIDs: []int{g[1]}, Logprobs: true}}, policy.FinishStopToken},
+		{"greedy until a stop token", lm.GenerateRequest{Prompt: prompt, Params: lm.SampleParams{StopTokenIDs: []int{g[1]}, Logprobs: true}}, lm.FinishStopToken},
 		// idDecode renders g[1] as "<g1>", which appears first with it.
-		{"greedy until a stop string", policy.GenerateRequest{Prompt: prompt, Params: policy.SampleParams{Stop: []string{idDecode(g[1:2])}, Logprobs: true}}, policy.FinishStop},
-		{"sampled, max tokens", policy.GenerateRequest{Prompt: []int{1, 2, 3}, Params: policy.SampleParams{Temperature: 1, MaxNewTokens: 12, Seed: u64(7), Logprobs: true}}, policy.FinishLength},
-		{"processed sampling", policy.GenerateRequest{Prompt: []int{4, 5}, Params: policy.SampleParams{Temperature: 0.7, TopP: 0.9, TopK: 50, MinP: 0.001, MaxNewTokens: 10, Seed: u64(3), Logprobs: true}}, policy.FinishLength},
+		{"greedy until a stop string", lm.GenerateRequest{Prompt: prompt, Params: lm.SampleParams{Stop: []string{idDecode(g[1:2])}, Logprobs: true}}, lm.FinishStop},
+		{"sampled, max tokens", lm.GenerateRequest{Prompt: []int{1, 2, 3}, Params: lm.SampleParams{Temperature: 1, MaxNewTokens: 12, Seed: u64(7), Logprobs: true}}, lm.FinishLength},
+		{"processed sampling", lm.GenerateRequest{Prompt: []int{4, 5}, Params: lm.SampleParams{Temperature: 0.7, TopP: 0.9, TopK: 50, MinP: 0.001, MaxNewTokens: 10, Seed: u64(3), Logprobs: true}}, lm.FinishLength},
 		// 93 prompt tokens leave 3 before the 96-token context is full.
-		{"context limit", policy.GenerateRequest{Prompt: long, Params: policy.SampleParams{Temperature: 1, Seed: u64(11), Logprobs: true}}, policy.FinishLength},
+		{"context limit", lm.GenerateRequest{Prompt: long, Params: lm.SampleParams{Temperature: 1, Seed: u64(11), Logprobs: true}}, lm.FinishLength},
 	}
 }
 
@@ -70,7 +70,7 @@ func TestSamplerConformance(t *testing.T) {
 				t.Run(c.name, func(t *testing.T) {
 					want := reference(t, dir, c.req)[0]
 					require.Equal(t, c.finish, want.FinishReason, "the case must end as named")
-					got, err := sampler.Generate(context.Background(), []policy.GenerateRequest{c.req})
+					got, err := sampler.Generate(context.Background(), []lm.GenerateRequest{c.req})
 					require.NoError(t, err)
 					assert.Equal(t, want.Tokens, got[0].Tokens)
 					assert.Equal(t, want.FinishReason, got[0].FinishReason)
@@ -187,10 +187,10 @@ func TestBatchedPromptsAndSamples(t *testing.T) {
 	// The server sends the six samples in one Generate call; so does the
 	// reference (log-probs can differ in the last bit with the batch's
 	// make-up, tokens do not).
-	var reqs []policy.GenerateRequest
+	var reqs []lm.GenerateRequest
 	for _, pr := range prompts {
 		for i := range 3 {
-			reqs = append(reqs, policy.GenerateRequest{Prompt: pr, Params: policy.SampleParams{Temperature: 1, MaxNewTokens: 5, Seed: u64(40 + uint64(i)), Logprobs: true}})
+			reqs = append(reqs, lm.GenerateRequest{Prompt: pr, Params: lm.SampleParams{Temperature: 1, MaxNewTokens: 5, Seed: u64(40 + uint64(i)), Logprobs: true}})
 		}
 	}
 	wants := reference(t, dir, reqs...)
@@ -411,7 +411,7 @@ func TestNewConfig(t *testing.T) {
 // against the model's own generation: processed ones as they are, raw
 // ones in RawLogProbs (and also as LogProbs when the sampling did not
 // change the distribution: temperature 1, no truncation).
-func assertLogprobsMode(t *testing.T, mode openai.LogprobsMode, p policy.SampleParams, want, got policy.Generation) {
+func assertLogprobsMode(t *testing.T, mode openai.LogprobsMode, p lm.SampleParams, want, got lm.Generation) {
 	t.Helper()
 	unprocessed := p.Temperature == 1 && p.TopP == 0 && p.TopK == 0 && p.MinP == 0
 	switch {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
 	"github.com/agentrl/agentrl/serve"
@@ -35,7 +36,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	if err := m.Save(dir, policy.SaveOptions{}); err != nil {
+	if err := m.Save(dir, lm.SaveOptions{}); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -54,8 +55,8 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	gens, err := sampler.Generate(context.Background(), []policy.GenerateRequest{
-		{Prompt: []int{1, 2, 3}, Params: policy.SampleParams{MaxNewTokens: 4, Logprobs: true}},
+	gens, err := sampler.Generate(context.Background(), []lm.GenerateRequest{
+		{Prompt: []int{1, 2, 3}, Params: lm.SampleParams{MaxNewTokens: 4, Logprobs: true}},
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 )
 
 // FuzzDecodeCompletion feeds arbitrary bodies to the /v1/completions
@@ -47,7 +47,7 @@ func FuzzDecodeCompletion(f *testing.F) {
 					t.Fatalf("request %d: token %d accepted from %q", i, id, body)
 				}
 			}
-			if err := policy.CheckSampleParams(r.Params); err != nil {
+			if err := lm.CheckSampleParams(r.Params); err != nil {
 				t.Fatalf("request %d: %v, from %q", i, err, body)
 			}
 			if r.Params.MaxNewTokens > 0 && len(r.Prompt)+r.Params.MaxNewTokens > testMaxLen {
@@ -103,7 +103,7 @@ func FuzzDecodeGenerate(f *testing.F) {
 					t.Fatalf("request %d: token %d accepted from %q", i, id, body)
 				}
 			}
-			if err := policy.CheckSampleParams(r.Params); err != nil {
+			if err := lm.CheckSampleParams(r.Params); err != nil {
 				t.Fatalf("request %d: %v, from %q", i, err, body)
 			}
 			if n := r.Params.MaxNewTokens; n < 1 || len(r.Prompt)+n > testMaxLen {

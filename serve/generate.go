@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 )
 
 // sglangDefaultMaxNewTokens is SGLang's max_new_tokens when the field is
@@ -82,9 +82,9 @@ type sglangSampling struct {
 }
 
 // generatePlan is a validated /generate request: one
-// policy.GenerateRequest per prompt, and how to render the answer.
+// lm.GenerateRequest per prompt, and how to render the answer.
 type generatePlan struct {
-	reqs        []policy.GenerateRequest
+	reqs        []lm.GenerateRequest
 	adapter     string // the loaded LoRA adapter named by lora_path, or ""
 	rids        []string
 	single      bool // one prompt: the answer is an object, not a list
@@ -128,7 +128,7 @@ func decodeGenerate(body []byte, lim limits) (*generatePlan, *apiError) {
 		rids: rids, single: single, noStopTrim: noStopTrim, adapter: adapter,
 		logprobs:    req.ReturnLogprob != nil && *req.ReturnLogprob,
 		logprobText: req.ReturnTextInLogprobs != nil && *req.ReturnTextInLogprobs,
-		reqs:        make([]policy.GenerateRequest, len(prompts)),
+		reqs:        make([]lm.GenerateRequest, len(prompts)),
 	}
 	for i, pr := range prompts {
 		if err := checkPrompt(i, pr, 0, lim); err != nil {
@@ -141,7 +141,7 @@ func decodeGenerate(body []byte, lim limits) (*generatePlan, *apiError) {
 		if maxNew > 0 {
 			params.MaxNewTokens = min(maxNew, room)
 		}
-		p.reqs[i] = policy.GenerateRequest{Prompt: pr, Params: params}
+		p.reqs[i] = lm.GenerateRequest{Prompt: pr, Params: params}
 	}
 	return p, nil
 }
@@ -307,7 +307,7 @@ func parseRIDs(raw json.RawMessage, n int, single bool) ([]string, *apiError) {
 // SGLang's defaults (temperature 1, top_p 1, top_k and min_p off, 128 new
 // tokens) and SGLang's messages (sampling_params.py,
 // SamplingParams.verify). maxNew is 0 for no bound but the context.
-func parseSGLangSampling(raw json.RawMessage, lim limits) (p policy.SampleParams, maxNew int, noStopTrim bool, aerr *apiError) {
+func parseSGLangSampling(raw json.RawMessage, lim limits) (p lm.SampleParams, maxNew int, noStopTrim bool, aerr *apiError) {
 	var sp sglangSampling
 	raw = bytes.TrimSpace(raw)
 	switch {
@@ -326,7 +326,7 @@ func parseSGLangSampling(raw json.RawMessage, lim limits) (p policy.SampleParams
 	if err := sp.unsupported(); err != nil {
 		return p, 0, false, err
 	}
-	p = policy.SampleParams{Temperature: 1, TopP: 1, TopK: -1}
+	p = lm.SampleParams{Temperature: 1, TopP: 1, TopK: -1}
 	if sp.Temperature != nil {
 		p.Temperature = *sp.Temperature
 	}
@@ -374,7 +374,7 @@ func parseSGLangSampling(raw json.RawMessage, lim limits) (p policy.SampleParams
 		s := uint64(*sp.SamplingSeed) // int64 bits, as policy/openai sends them
 		p.Seed = &s
 	}
-	if err := policy.CheckSampleParams(p); err != nil {
+	if err := lm.CheckSampleParams(p); err != nil {
 		return p, 0, false, badRequest("", "%v", err)
 	}
 	return p, maxNew, sp.NoStopTrim != nil && *sp.NoStopTrim, nil
@@ -505,7 +505,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 // (schedule_batch.py, FINISH_*.to_json).
 func (s *Server) renderGenerate(i int, p *generatePlan, out outcome, elapsed time.Duration) (generateOutput, error) {
 	req := p.reqs[i]
-	var g policy.Generation
+	var g lm.Generation
 	if !out.aborted {
 		g = out.gens[i]
 	}
@@ -519,11 +519,11 @@ func (s *Server) renderGenerate(i int, p *generatePlan, out outcome, elapsed tim
 	switch {
 	case out.aborted:
 		o.MetaInfo.FinishReason = map[string]any{"type": "abort", "message": "Aborted", "status_code": nil, "err_type": nil}
-	case g.FinishReason == policy.FinishLength:
+	case g.FinishReason == lm.FinishLength:
 		o.MetaInfo.FinishReason = map[string]any{"type": "length", "length": req.Params.MaxNewTokens}
-	case g.FinishReason == policy.FinishStop:
+	case g.FinishReason == lm.FinishStop:
 		o.MetaInfo.FinishReason = map[string]any{"type": "stop", "matched": g.StopString}
-	case g.FinishReason == policy.FinishStopToken:
+	case g.FinishReason == lm.FinishStopToken:
 		o.MetaInfo.FinishReason = map[string]any{"type": "stop", "matched": g.StopToken}
 	default:
 		return o, fmt.Errorf("serve: generation %d ended with unknown finish reason %q", i, g.FinishReason)

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/openai"
 )
 
@@ -48,7 +48,7 @@ func TestSGLangConformance(t *testing.T) {
 				t.Run(c.name, func(t *testing.T) {
 					want := reference(t, dir, c.req)[0]
 					require.Equal(t, c.finish, want.FinishReason, "the case must end as named")
-					got, err := sampler.Generate(context.Background(), []policy.GenerateRequest{c.req})
+					got, err := sampler.Generate(context.Background(), []lm.GenerateRequest{c.req})
 					require.NoError(t, err)
 					assert.Equal(t, want.Tokens, got[0].Tokens)
 					assert.Equal(t, want.FinishReason, got[0].FinishReason)
@@ -111,7 +111,7 @@ func TestGenerateShape(t *testing.T) {
 	assert.Equal(t, 0, m.CachedTokens)
 	assert.Equal(t, "7", m.WeightVersion)
 	// Raw log-probs (the default mode) of greedy decoding: the model's.
-	want := reference(t, dir, policy.GenerateRequest{Prompt: testPrompt, Params: policy.SampleParams{MaxNewTokens: 3, Logprobs: true}})[0]
+	want := reference(t, dir, lm.GenerateRequest{Prompt: testPrompt, Params: lm.SampleParams{MaxNewTokens: 3, Logprobs: true}})[0]
 	require.Len(t, m.OutputTokenLogprobs, 3)
 	for i, e := range m.OutputTokenLogprobs {
 		assert.JSONEq(t, fmt.Sprintf(`[%s, %d, %q]`, jsonOf(float64(want.RawLogProbs[i])), g[i], idDecode(g[i:i+1])), string(e))
@@ -170,7 +170,7 @@ func TestGenerateBatch(t *testing.T) {
 	assert.Equal(t, "y", answers[1].MetaInfo.ID)
 
 	// Seeded sampling is reproducible and is the model's own.
-	req := policy.GenerateRequest{Prompt: testPrompt, Params: policy.SampleParams{Temperature: 1, MaxNewTokens: 8, Seed: u64(1<<63 + 5)}}
+	req := lm.GenerateRequest{Prompt: testPrompt, Params: lm.SampleParams{Temperature: 1, MaxNewTokens: 8, Seed: u64(1<<63 + 5)}}
 	var s sglangAnswer
 	// The seed travels as an int64: 2^63 + 5 reads -(2^63) + 5.
 	generate(t, ts.URL, map[string]any{"input_ids": testPrompt, "sampling_params": map[string]any{"max_new_tokens": 8, "sampling_seed": int64(-1<<63 + 5)}}, &s)
@@ -292,9 +292,9 @@ func TestGenerateAbort(t *testing.T) {
 	}()
 	<-bg.started
 	sampler := sglangSampler(t, ts.URL, openai.RawLogprobs, nil)
-	retried := make(chan []policy.Generation, 1)
+	retried := make(chan []lm.Generation, 1)
 	go func() {
-		gens, err := sampler.Generate(context.Background(), []policy.GenerateRequest{{Prompt: testPrompt, Params: policy.SampleParams{MaxNewTokens: 6}}})
+		gens, err := sampler.Generate(context.Background(), []lm.GenerateRequest{{Prompt: testPrompt, Params: lm.SampleParams{MaxNewTokens: 6}}})
 		assert.NoError(t, err)
 		retried <- gens
 	}()
@@ -317,7 +317,7 @@ func TestGenerateAbort(t *testing.T) {
 	once := sglangSampler(t, ts.URL, openai.RawLogprobs, func(c *openai.Config) { c.MaxRetries = -1 })
 	errc := make(chan error, 1)
 	go func() {
-		_, err := once.Generate(context.Background(), []policy.GenerateRequest{{Prompt: testPrompt}})
+		_, err := once.Generate(context.Background(), []lm.GenerateRequest{{Prompt: testPrompt}})
 		errc <- err
 	}()
 	<-bg.started
@@ -335,12 +335,12 @@ func TestGeneratePrefixCache(t *testing.T) {
 	_, ts := startServer(t, dir, Config{MaxSessions: 2})
 	p1 := []int{3, 1, 4, 1, 5}
 	sampler := sglangSampler(t, ts.URL, openai.RawLogprobs, nil)
-	first, err := sampler.Generate(context.Background(), []policy.GenerateRequest{{Prompt: p1, Params: policy.SampleParams{MaxNewTokens: 4}}})
+	first, err := sampler.Generate(context.Background(), []lm.GenerateRequest{{Prompt: p1, Params: lm.SampleParams{MaxNewTokens: 4}}})
 	require.NoError(t, err)
 	assert.Equal(t, 0, first[0].CachedTokens)
 	// The session holds p1 and the generated tokens but the last: 5 + 3.
 	p2 := append(append(append([]int{}, p1...), first[0].Tokens...), 9)
-	second, err := sampler.Generate(context.Background(), []policy.GenerateRequest{{Prompt: p2, Params: policy.SampleParams{MaxNewTokens: 4}}})
+	second, err := sampler.Generate(context.Background(), []lm.GenerateRequest{{Prompt: p2, Params: lm.SampleParams{MaxNewTokens: 4}}})
 	require.NoError(t, err)
 	assert.Equal(t, 8, second[0].CachedTokens)
 	assert.Equal(t, greedy(t, dir, p2, 4), second[0].Tokens)

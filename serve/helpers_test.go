@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 )
 
@@ -45,7 +46,7 @@ func writeCheckpoint(t testing.TB, seed uint64, hidden int, eos ...int) string {
 	dir := t.TempDir()
 	m, err := policy.New(testConfig(hidden), seed)
 	require.NoError(t, err)
-	require.NoError(t, m.Save(dir, policy.SaveOptions{}))
+	require.NoError(t, m.Save(dir, lm.SaveOptions{}))
 	require.NoError(t, m.Close())
 	if len(eos) > 0 {
 		data, err := json.Marshal(map[string]any{"eos_token_id": eos})
@@ -110,7 +111,7 @@ func startServer(t testing.TB, dir string, cfg Config) (*Server, *httptest.Serve
 
 // reference generates reqs on a fresh copy of the checkpoint in dir: what
 // the server's answers must decode to.
-func reference(t testing.TB, dir string, reqs ...policy.GenerateRequest) []policy.Generation {
+func reference(t testing.TB, dir string, reqs ...lm.GenerateRequest) []lm.Generation {
 	t.Helper()
 	m := loadModel(t, dir)
 	gens, err := m.Generate(context.Background(), reqs)
@@ -122,7 +123,7 @@ func reference(t testing.TB, dir string, reqs ...policy.GenerateRequest) []polic
 // tokens.
 func greedy(t testing.TB, dir string, prompt []int, max int) []int {
 	t.Helper()
-	return reference(t, dir, policy.GenerateRequest{Prompt: prompt, Params: policy.SampleParams{MaxNewTokens: max}})[0].Tokens
+	return reference(t, dir, lm.GenerateRequest{Prompt: prompt, Params: lm.SampleParams{MaxNewTokens: max}})[0].Tokens
 }
 
 // post sends a JSON body and returns the status and the body.

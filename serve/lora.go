@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 )
 
@@ -238,7 +239,7 @@ func (s *Server) copyBase(base *policy.Model) (*policy.Model, error) {
 
 // copyParams copies src's values into dst, tensor by tensor, which must
 // be the same tensors in the same order.
-func copyParams(dst, src []policy.Param) error {
+func copyParams(dst, src []lm.Param) error {
 	if len(dst) != len(src) {
 		return fmt.Errorf("%d tensors, want %d", len(src), len(dst))
 	}

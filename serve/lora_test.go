@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
 )
@@ -34,14 +35,14 @@ func writeAdapter(t *testing.T, base string, cfg policy.LoRAConfig, seed uint64)
 		}
 	}
 	dir := t.TempDir()
-	require.NoError(t, m.SaveAdapter(dir, policy.AdapterSaveOptions{}))
+	require.NoError(t, m.SaveAdapter(dir, lm.AdapterSaveOptions{}))
 	return dir
 }
 
 // adapterReference generates reqs on a fresh copy of the checkpoint in
 // base with the adapter in dir attached: what the server's answers for
 // the adapter must decode to.
-func adapterReference(t *testing.T, base, dir string, reqs ...policy.GenerateRequest) []policy.Generation {
+func adapterReference(t *testing.T, base, dir string, reqs ...lm.GenerateRequest) []lm.Generation {
 	t.Helper()
 	m := loadModel(t, base)
 	require.NoError(t, m.LoadAdapter(dir))
@@ -53,7 +54,7 @@ func adapterReference(t *testing.T, base, dir string, reqs ...policy.GenerateReq
 var (
 	allLinear = policy.LoRAConfig{Rank: 4, Alpha: 8, TargetModules: []string{policy.LoRAAllLinear}}
 	rsLoRA    = policy.LoRAConfig{Rank: 3, Alpha: 5, UseRSLoRA: true, TargetModules: []string{"q_proj", "v_proj", "down_proj"}}
-	greedyReq = policy.GenerateRequest{Prompt: testPrompt, Params: policy.SampleParams{MaxNewTokens: 6, Logprobs: true}}
+	greedyReq = lm.GenerateRequest{Prompt: testPrompt, Params: lm.SampleParams{MaxNewTokens: 6, Logprobs: true}}
 )
 
 // modelList is GET /v1/models as a client reads it.
@@ -94,7 +95,7 @@ func TestAdapterServes(t *testing.T) {
 	base := writeCheckpoint(t, 1, 16)
 	a := writeAdapter(t, base, allLinear, 7)
 	r := writeAdapter(t, base, rsLoRA, 8)
-	want := map[string]policy.Generation{
+	want := map[string]lm.Generation{
 		"":  reference(t, base, greedyReq)[0],
 		"a": adapterReference(t, base, a, greedyReq)[0],
 		"r": adapterReference(t, base, r, greedyReq)[0],
@@ -116,7 +117,7 @@ func TestAdapterServes(t *testing.T) {
 				s, err := openai.New(openai.Config{BaseURLs: []string{ts.URL}, API: api, LogprobsMode: openai.ProcessedLogprobs,
 					Adapter: func() string { return name }})
 				require.NoError(t, err)
-				got, err := s.Generate(context.Background(), []policy.GenerateRequest{greedyReq})
+				got, err := s.Generate(context.Background(), []lm.GenerateRequest{greedyReq})
 				require.NoError(t, err)
 				assert.Equal(t, want[name].Tokens, got[0].Tokens)
 				assert.InDeltaSlice(t, want[name].LogProbs, got[0].LogProbs, 1e-6)
@@ -359,14 +360,14 @@ func TestAdapterFollowsReload(t *testing.T) {
 	require.NoError(t, s.LoadAdapter(context.Background(), "ad", ad))
 	sampler, err := openai.New(openai.Config{BaseURLs: []string{ts.URL}, LogprobsMode: openai.ProcessedLogprobs, Adapter: func() string { return "ad" }})
 	require.NoError(t, err)
-	got, err := sampler.Generate(context.Background(), []policy.GenerateRequest{greedyReq})
+	got, err := sampler.Generate(context.Background(), []lm.GenerateRequest{greedyReq})
 	require.NoError(t, err)
 	assert.Equal(t, onA.Tokens, got[0].Tokens)
 	assert.Equal(t, "0", got[0].WeightVersion)
 
 	status, body := post(t, ts.URL+"/update_weights_from_disk", fmt.Sprintf(`{"model_path": %q, "weight_version": "7"}`, b))
 	require.Equal(t, http.StatusOK, status, "%s", body)
-	got, err = sampler.Generate(context.Background(), []policy.GenerateRequest{greedyReq})
+	got, err = sampler.Generate(context.Background(), []lm.GenerateRequest{greedyReq})
 	require.NoError(t, err)
 	assert.Equal(t, onB.Tokens, got[0].Tokens)
 	assert.InDeltaSlice(t, onB.LogProbs, got[0].LogProbs, 1e-6)

@@ -5,11 +5,12 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 )
 
 // prefixCache stands in for vLLM's automatic prefix caching on top of the
-// model's sessions (policy.GenerateRequest.Session): it remembers which
+// model's sessions (lm.GenerateRequest.Session): it remembers which
 // token sequence each session's KV cache holds, gives a new request the
 // session whose sequence is the longest prefix of its prompt, so that
 // the model prefills only the prompt's new tokens, and keeps at most max
@@ -38,7 +39,7 @@ func newPrefixCache(max int) *prefixCache {
 // prompt continues the session holding the longest prefix of its prompt,
 // if any, and every other request gets a session of its own, to be
 // continued by a later request. reqs come n per prompt.
-func (p *prefixCache) assign(reqs []policy.GenerateRequest, n int) []policy.GenerateRequest {
+func (p *prefixCache) assign(reqs []lm.GenerateRequest, n int) []lm.GenerateRequest {
 	out := slices.Clone(reqs)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -76,7 +77,7 @@ func (p *prefixCache) longestPrefixLocked(prompt []int) string {
 // sessions: the prompt and every generated token but the last, whose
 // keys and values were never computed. Sessions beyond max are closed in
 // the model, least recently used first.
-func (p *prefixCache) record(reqs []policy.GenerateRequest, gens []policy.Generation, m *policy.Model) {
+func (p *prefixCache) record(reqs []lm.GenerateRequest, gens []lm.Generation, m *policy.Model) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i, r := range reqs {

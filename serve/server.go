@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
 )
@@ -66,7 +67,7 @@ type Config struct {
 	Decode func(ids []int) string
 	// LogprobsMode is vLLM's --logprobs-mode: openai.RawLogprobs
 	// ("raw_logprobs", the default when empty) returns
-	// policy.Generation.RawLogProbs, openai.ProcessedLogprobs
+	// lm.Generation.RawLogProbs, openai.ProcessedLogprobs
 	// ("processed_logprobs") returns Generation.LogProbs.
 	LogprobsMode openai.LogprobsMode
 	// WeightVersion names the initial weights; empty means "0".
@@ -117,7 +118,7 @@ type call struct {
 }
 
 // generateFunc runs a batch on a model; tests replace Model.Generate.
-type generateFunc func(ctx context.Context, m *policy.Model, reqs []policy.GenerateRequest) ([]policy.Generation, error)
+type generateFunc func(ctx context.Context, m *policy.Model, reqs []lm.GenerateRequest) ([]lm.Generation, error)
 
 // Server serves a policy.Model over vLLM's and SGLang's HTTP APIs (see
 // the package documentation for the endpoints). It is safe for
@@ -188,7 +189,7 @@ func New(cfg Config) (*Server, error) {
 		maxSessions: cfg.MaxSessions,
 		created:     time.Now().Unix(),
 		reloading:   make(chan struct{}, 1),
-		gen: func(ctx context.Context, m *policy.Model, reqs []policy.GenerateRequest) ([]policy.Generation, error) {
+		gen: func(ctx context.Context, m *policy.Model, reqs []lm.GenerateRequest) ([]lm.Generation, error) {
 			return m.Generate(ctx, reqs)
 		},
 		rpcPath:  cfg.ModelPath,
@@ -399,7 +400,7 @@ func (s *Server) done(c *call) {
 
 // outcome is what one completion request's generation came to.
 type outcome struct {
-	gens    []policy.Generation
+	gens    []lm.Generation
 	eng     *engine
 	aborted bool
 }
@@ -409,7 +410,7 @@ type outcome struct {
 // or reload in abort mode ends it with outcome.aborted; a retracting
 // pause makes it start over, on the weights served when generation
 // continues.
-func (s *Server) generate(ctx context.Context, reqs []policy.GenerateRequest, n int, adapter string) (outcome, error) {
+func (s *Server) generate(ctx context.Context, reqs []lm.GenerateRequest, n int, adapter string) (outcome, error) {
 	for {
 		c, err := s.admit(ctx, adapter)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
 )
@@ -205,7 +206,7 @@ type blockingGen struct {
 func newBlockingGen(s *Server, n int) *blockingGen {
 	b := &blockingGen{started: make(chan struct{}, 64), release: make(chan struct{})}
 	b.n.Store(int64(n))
-	s.gen = func(ctx context.Context, m *policy.Model, reqs []policy.GenerateRequest) ([]policy.Generation, error) {
+	s.gen = func(ctx context.Context, m *policy.Model, reqs []lm.GenerateRequest) ([]lm.Generation, error) {
 		b.started <- struct{}{}
 		if b.n.Add(-1) >= 0 {
 			select {
@@ -363,7 +364,7 @@ func TestPauseHoldsRequests(t *testing.T) {
 			require.NoError(t, err)
 			gone := make(chan error, 1)
 			go func() {
-				_, err := sampler.Generate(ctx, []policy.GenerateRequest{{Prompt: testPrompt}})
+				_, err := sampler.Generate(ctx, []lm.GenerateRequest{{Prompt: testPrompt}})
 				gone <- err
 			}()
 			waitFor(t, "the second request to be held", func() bool { return s.waitingCount() == 2 })
@@ -434,7 +435,7 @@ func TestAbort(t *testing.T) {
 			require.NoError(t, err)
 			clientErr := make(chan error, 1)
 			go func() {
-				_, err := sampler.Generate(context.Background(), []policy.GenerateRequest{{Prompt: testPrompt}})
+				_, err := sampler.Generate(context.Background(), []lm.GenerateRequest{{Prompt: testPrompt}})
 				clientErr <- err
 			}()
 			<-bg.started
@@ -524,7 +525,7 @@ func TestClose(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, status, "%s", body)
 	status, _ = post(t, ts.URL+"/pause", "")
 	assert.Equal(t, http.StatusServiceUnavailable, status)
-	_, err := s.eng.model.Generate(context.Background(), []policy.GenerateRequest{{Prompt: []int{1}}})
+	_, err := s.eng.model.Generate(context.Background(), []lm.GenerateRequest{{Prompt: []int{1}}})
 	assert.ErrorIs(t, err, policy.ErrInput, "the model is closed")
 }
 

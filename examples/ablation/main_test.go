@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/examples/internal/arith"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/policy"
 )
@@ -43,7 +44,7 @@ func sftModel(t *testing.T) string {
 	require.NoError(t, err)
 	defer m.Close()
 	dir := filepath.Join(t.TempDir(), "sft-model")
-	require.NoError(t, m.Save(dir, policy.SaveOptions{}))
+	require.NoError(t, m.Save(dir, lm.SaveOptions{}))
 	require.NoError(t, arith.WriteTokenizerInfo(dir, tok))
 	return dir
 }

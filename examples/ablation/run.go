@@ -19,7 +19,7 @@ import (
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/ablation"
 	"github.com/agentrl/agentrl/examples/internal/arith"
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
@@ -272,15 +272,15 @@ func (r *runner) baseConfig(t task, seed uint64) agentrl.TrainerConfig {
 }
 
 // engine builds the rollout engine of a task over sampler s.
-func (r *runner) engine(s policy.Sampler, t task) (*rollout.Engine, error) {
+func (r *runner) engine(s lm.Sampler, t task) (*rollout.Engine, error) {
 	st := r.setting(t)
 	cfg := arith.EngineConfig(s, r.tok, r.tool, st.budget)
 	cfg.MaxToolCalls = st.maxToolCalls
 	return rollout.NewEngine(cfg)
 }
 
-func (r *runner) params(t task) policy.SampleParams {
-	return policy.SampleParams{Temperature: r.o.temperature, TopP: 1, TopK: -1, MaxNewTokens: r.setting(t).budget}
+func (r *runner) params(t task) lm.SampleParams {
+	return lm.SampleParams{Temperature: r.o.temperature, TopP: 1, TopK: -1, MaxNewTokens: r.setting(t).budget}
 }
 
 // evaluateSFT evaluates the -init policy once for each setting the

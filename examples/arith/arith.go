@@ -7,7 +7,7 @@ import (
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/examples/internal/arith"
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
@@ -59,7 +59,7 @@ type namedEval struct {
 // evaluate samples k responses per problem and computes avg@k, pass@k and
 // maj@k of the accuracy with the tool-use statistics (arith.Evaluate).
 func evaluate(ctx context.Context, engine *rollout.Engine, rf reward.Func, probs []problem, s toolSpec,
-	params policy.SampleParams, k int) (arith.Eval, error) {
+	params lm.SampleParams, k int) (arith.Eval, error) {
 	return arith.Evaluate(ctx, engine, rf, probs, s.ToolSpec, params, k)
 }
 

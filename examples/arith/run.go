@@ -18,6 +18,7 @@ import (
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/examples/internal/arith"
 	"github.com/agentrl/agentrl/fleet"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
 	"github.com/agentrl/agentrl/policy/tokenizer"
@@ -216,7 +217,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return err
 	}
 	heldOut := generateProblems(o.seed+1000, o.evalProblems, "eval")
-	params := policy.SampleParams{Temperature: o.temperature, TopP: 1, TopK: -1, MaxNewTokens: o.maxResponse}
+	params := lm.SampleParams{Temperature: o.temperature, TopP: 1, TopK: -1, MaxNewTokens: o.maxResponse}
 
 	fmt.Fprintf(stderr, "evaluating the SFT policy on %d held-out problems × %d samples\n", len(heldOut), o.n)
 	before, err := evaluate(ctx, engine, rf, heldOut, spec, params, o.n)
@@ -325,7 +326,7 @@ func openModel(o options, tok *tokenizer.Bytes) (*policy.Model, error) {
 // saveModel writes the model as an HF folder with the byte tokenizer's
 // description beside it.
 func saveModel(m *policy.Model, dir string, tok *tokenizer.Bytes) error {
-	if err := m.Save(dir, policy.SaveOptions{}); err != nil {
+	if err := m.Save(dir, lm.SaveOptions{}); err != nil {
 		return fmt.Errorf("saving the model: %w", err)
 	}
 	return arith.WriteTokenizerInfo(dir, tok)
@@ -411,7 +412,7 @@ func rlConfig(o options) agentrl.TrainerConfig {
 }
 
 func runRL(ctx context.Context, o options, tr *agentrl.Trainer, log *agentrl.MetricsLogger, engine *rollout.Engine,
-	rf reward.Func, heldOut []problem, spec toolSpec, params policy.SampleParams, stderr io.Writer) (arith.Eval, error) {
+	rf reward.Func, heldOut []problem, spec toolSpec, params lm.SampleParams, stderr io.Writer) (arith.Eval, error) {
 	steps := o.rlSteps
 	prog, err := agentrl.NewProgress(agentrl.ProgressConfig{Total: steps, Out: stderr, Description: "grpo-tcr", Interval: 10 * time.Second})
 	if err != nil {
@@ -448,7 +449,7 @@ func runRL(ctx context.Context, o options, tr *agentrl.Trainer, log *agentrl.Met
 	return after, log.Log(steps, last)
 }
 
-func newEngine(s policy.Sampler, tok rollout.Tokenizer, tl tool.Tool, o options) (*rollout.Engine, error) {
+func newEngine(s lm.Sampler, tok rollout.Tokenizer, tl tool.Tool, o options) (*rollout.Engine, error) {
 	return arith.NewEngine(s, tok, tl, o.maxResponse)
 }
 
@@ -490,7 +491,7 @@ func runRemote(ctx context.Context, o options, tl tool.Tool, spec toolSpec, stdo
 	}
 	spec.System = true
 	heldOut := generateProblems(o.seed+1000, o.evalProblems, "eval")
-	params := policy.SampleParams{Temperature: o.temperature, TopP: 1, TopK: -1, MaxNewTokens: o.maxResponse, StopTokenIDs: nil}
+	params := lm.SampleParams{Temperature: o.temperature, TopP: 1, TopK: -1, MaxNewTokens: o.maxResponse, StopTokenIDs: nil}
 	fmt.Fprintf(stderr, "evaluating the served model at %s on %d held-out problems × %d samples\n", o.remote, len(heldOut), o.n)
 	res, err := evaluate(ctx, engine, rf, heldOut, spec, params, o.n)
 	if err != nil {

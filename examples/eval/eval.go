@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/examples/internal/setup"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/reward"
@@ -94,7 +95,7 @@ func evaluate(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		defer f.Close()
 		samples = bufio.NewWriter(f)
 	}
-	params := policy.SampleParams{Temperature: o.temperature, TopP: o.topP, TopK: -1}
+	params := lm.SampleParams{Temperature: o.temperature, TopP: o.topP, TopK: -1}
 	// Prompts go to the engine in chunks that keep about -concurrency
 	// responses in flight, so that progress can be reported.
 	chunk := max(1, o.concurrency/o.k)
@@ -123,7 +124,7 @@ func evaluate(ctx context.Context, o options, stdout, stderr io.Writer) error {
 // rollOut samples k responses for prompts[lo:hi] and scores them. Sample
 // s of prompt i is seeded with seed + i·k + s, so a run is reproducible on
 // a sampler that honours seeds, whatever the chunking.
-func rollOut(ctx context.Context, engine *rollout.Engine, rf reward.Func, prompts []agentrl.Prompt, lo, hi, k int, params policy.SampleParams, seed uint64, samples *bufio.Writer) ([]agentrl.EvalRecord, error) {
+func rollOut(ctx context.Context, engine *rollout.Engine, rf reward.Func, prompts []agentrl.Prompt, lo, hi, k int, params lm.SampleParams, seed uint64, samples *bufio.Writer) ([]agentrl.EvalRecord, error) {
 	reqs := make([]rollout.Request, 0, hi-lo)
 	for i := lo; i < hi; i++ {
 		ps := params

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 )
 
@@ -14,7 +15,7 @@ import (
 // tokenizer files of the source folder, ready for vLLM or for another
 // run's -model.
 func exportHF(m *policy.Model, src, dst string) error {
-	if err := m.Save(dst, policy.SaveOptions{}); err != nil {
+	if err := m.Save(dst, lm.SaveOptions{}); err != nil {
 		return err
 	}
 	for _, name := range []string{"tokenizer.json", "tokenizer_config.json", "generation_config.json", "vocab.json", "merges.txt", "special_tokens_map.json"} {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/examples/internal/setup"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/reward"
@@ -104,7 +105,7 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	cfg := agentrl.GRPOTCR()
 	cfg.PromptsPerStep, cfg.SamplesPerPrompt = o.batch, o.n
 	cfg.MiniBatchSize, cfg.MicroBatchSize = o.miniBatch, o.microBatch
-	cfg.Sampling = policy.SampleParams{Temperature: o.temperature, TopP: o.topP, TopK: -1}
+	cfg.Sampling = lm.SampleParams{Temperature: o.temperature, TopP: o.topP, TopK: -1}
 	cfg.Optimizer.LR = o.lr
 	if o.overlongBuffer == 0 {
 		cfg.Overlong = nil
@@ -140,7 +141,7 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 
 	val := func(step int) (map[string]float64, error) {
 		res, err := validate(ctx, engine, rf, valPrompts, o.valN,
-			policy.SampleParams{Temperature: o.valTemperature, TopP: o.valTopP, TopK: -1}, o.seed)
+			lm.SampleParams{Temperature: o.valTemperature, TopP: o.valTopP, TopK: -1}, o.seed)
 		if err != nil {
 			return nil, fmt.Errorf("validation at step %d: %w", step, err)
 		}
@@ -219,7 +220,7 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 // verl's validation metrics. Sample s of prompt i is seeded with
 // seed + i·n + s, so that every validation of a run draws the same
 // random numbers and differences between steps come from the policy.
-func validate(ctx context.Context, engine *rollout.Engine, rf reward.Func, prompts []agentrl.Prompt, n int, params policy.SampleParams, seed uint64) (agentrl.EvalResult, error) {
+func validate(ctx context.Context, engine *rollout.Engine, rf reward.Func, prompts []agentrl.Prompt, n int, params lm.SampleParams, seed uint64) (agentrl.EvalResult, error) {
 	reqs := make([]rollout.Request, len(prompts))
 	for i, p := range prompts {
 		ps := params

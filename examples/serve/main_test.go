@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentrl/agentrl/examples/internal/setup/setuptest"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
 	"github.com/agentrl/agentrl/policy/tokenizer"
@@ -113,14 +114,14 @@ func TestServe(t *testing.T) {
 
 	sampler, err := openai.New(openai.Config{BaseURLs: []string{p.url}, Model: "tiny"})
 	require.NoError(t, err)
-	req := policy.GenerateRequest{Prompt: []int{9707, 11, 1879}, Params: policy.SampleParams{MaxNewTokens: 4, Logprobs: true}}
-	gens, err := sampler.Generate(context.Background(), []policy.GenerateRequest{req})
+	req := lm.GenerateRequest{Prompt: []int{9707, 11, 1879}, Params: lm.SampleParams{MaxNewTokens: 4, Logprobs: true}}
+	gens, err := sampler.Generate(context.Background(), []lm.GenerateRequest{req})
 	require.NoError(t, err)
 	// The same greedy generation on the checkpoint loaded here.
 	m, err := policy.Load(dir)
 	require.NoError(t, err)
 	defer m.Close()
-	want, err := m.Generate(context.Background(), []policy.GenerateRequest{req})
+	want, err := m.Generate(context.Background(), []lm.GenerateRequest{req})
 	require.NoError(t, err)
 	assert.Equal(t, want[0].Tokens, gens[0].Tokens)
 	assert.Equal(t, want[0].RawLogProbs, gens[0].RawLogProbs)
@@ -166,7 +167,7 @@ func TestServeTokenIDsOnly(t *testing.T) {
 		MaxPositionEmbeddings: 32, RMSNormEps: 1e-6, RopeTheta: 1e4,
 	}, 1)
 	require.NoError(t, err)
-	require.NoError(t, m.Save(dir, policy.SaveOptions{}))
+	require.NoError(t, m.Save(dir, lm.SaveOptions{}))
 	require.NoError(t, m.Close())
 	p := start(t, "-model", dir, "-max-sessions", "0", "-logprobs-mode", "processed_logprobs")
 	assert.Contains(t, p.stdout.String(), "token ids only")
@@ -195,7 +196,7 @@ func tinyAdapter(t *testing.T, dir string, seed uint64) string {
 		}
 	}
 	out := t.TempDir()
-	require.NoError(t, m.SaveAdapter(out, policy.AdapterSaveOptions{}))
+	require.NoError(t, m.SaveAdapter(out, lm.AdapterSaveOptions{}))
 	return out
 }
 
@@ -211,23 +212,23 @@ func TestServeAdapters(t *testing.T) {
 	status, body := post(t, p.url+"/load_lora_adapter", fmt.Sprintf(`{"lora_name": "b", "lora_path": %q}`, b))
 	require.Equal(t, http.StatusOK, status, "%s", body)
 
-	req := policy.GenerateRequest{Prompt: []int{9707, 11, 1879}, Params: policy.SampleParams{MaxNewTokens: 4, Logprobs: true}}
+	req := lm.GenerateRequest{Prompt: []int{9707, 11, 1879}, Params: lm.SampleParams{MaxNewTokens: 4, Logprobs: true}}
 	plain, err := policy.Load(dir)
 	require.NoError(t, err)
-	base, err := plain.Generate(context.Background(), []policy.GenerateRequest{req})
+	base, err := plain.Generate(context.Background(), []lm.GenerateRequest{req})
 	require.NoError(t, err)
 	require.NoError(t, plain.Close())
 	for name, adapter := range map[string]string{"a": a, "b": b} {
 		m, err := policy.Load(dir)
 		require.NoError(t, err)
 		require.NoError(t, m.LoadAdapter(adapter))
-		want, err := m.Generate(context.Background(), []policy.GenerateRequest{req})
+		want, err := m.Generate(context.Background(), []lm.GenerateRequest{req})
 		require.NoError(t, err)
 		require.NoError(t, m.Close())
 		require.NotEqual(t, base[0].RawLogProbs, want[0].RawLogProbs, "the adapter must change what the model computes")
 		sampler, err := openai.New(openai.Config{BaseURLs: []string{p.url}, Adapter: func() string { return name }})
 		require.NoError(t, err)
-		gens, err := sampler.Generate(context.Background(), []policy.GenerateRequest{req})
+		gens, err := sampler.Generate(context.Background(), []lm.GenerateRequest{req})
 		require.NoError(t, err)
 		assert.Equal(t, want[0].Tokens, gens[0].Tokens, name)
 		assert.Equal(t, want[0].RawLogProbs, gens[0].RawLogProbs, name)
@@ -259,7 +260,7 @@ func TestServeAdapterDoesNotFit(t *testing.T) {
 		MaxPositionEmbeddings: 32, RMSNormEps: 1e-6, RopeTheta: 1e4,
 	}, 1)
 	require.NoError(t, err)
-	require.NoError(t, m.Save(other, policy.SaveOptions{}))
+	require.NoError(t, m.Save(other, lm.SaveOptions{}))
 	require.NoError(t, m.Close())
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"-model", dir, "-addr", "127.0.0.1:0", "-lora-modules", "w=" + tinyAdapter(t, other, 1)}, &stdout, &stderr)

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/openai"
 )
 
@@ -110,7 +110,7 @@ func TestAdapterRequests(t *testing.T) {
 			if tc.sgReq {
 				r = sgReq
 			}
-			_, err := s.Generate(context.Background(), []policy.GenerateRequest{r, r})
+			_, err := s.Generate(context.Background(), []lm.GenerateRequest{r, r})
 			require.NoError(t, err)
 			assert.Equal(t, []string{tc.want, tc.want}, f.names())
 		})
@@ -125,7 +125,7 @@ func TestAdapterRequests(t *testing.T) {
 func TestAdapterFailover(t *testing.T) {
 	for _, tc := range []struct {
 		api    openai.API
-		r      policy.GenerateRequest
+		r      lm.GenerateRequest
 		refuse string
 	}{
 		{openai.APICompletions, req, "status 404"},
@@ -145,14 +145,14 @@ func TestAdapterFailover(t *testing.T) {
 				c.Cooldown = time.Hour
 			})
 			for range 3 {
-				_, err := s.Generate(context.Background(), []policy.GenerateRequest{tc.r})
+				_, err := s.Generate(context.Background(), []lm.GenerateRequest{tc.r})
 				require.NoError(t, err)
 			}
 			assert.Equal(t, int64(3), holds.calls.Load())
 			assert.LessOrEqual(t, lacks.calls.Load(), int64(1), "tried at most once, then cooled down")
 
 			name = "a-v3" // nobody holds it
-			_, err := s.Generate(context.Background(), []policy.GenerateRequest{tc.r})
+			_, err := s.Generate(context.Background(), []lm.GenerateRequest{tc.r})
 			require.ErrorIs(t, err, openai.ErrWeightVersion)
 			assert.ErrorContains(t, err, `adapter "a-v3" is not loaded there`)
 			assert.ErrorContains(t, err, tc.refuse)
@@ -165,7 +165,7 @@ func TestAdapterFailover(t *testing.T) {
 				ps := httptest.NewServer(plain)
 				defer ps.Close()
 				b := newSampler(t, []string{ps.URL}, func(c *openai.Config) { c.Model = "other" })
-				_, err := b.Generate(context.Background(), []policy.GenerateRequest{tc.r})
+				_, err := b.Generate(context.Background(), []lm.GenerateRequest{tc.r})
 				require.ErrorAs(t, err, &he)
 				assert.Equal(t, http.StatusNotFound, he.StatusCode)
 				assert.NotErrorIs(t, err, openai.ErrWeightVersion)
@@ -186,7 +186,7 @@ func TestAdapterEcho(t *testing.T) {
 		c.Adapter = func() string { return "a-v2" }
 		c.MaxRetries = -1
 	})
-	_, err := s.Generate(context.Background(), []policy.GenerateRequest{req})
+	_, err := s.Generate(context.Background(), []lm.GenerateRequest{req})
 	require.ErrorIs(t, err, openai.ErrWeightVersion)
 	assert.ErrorContains(t, err, `answered by model "a-v1", want adapter "a-v2"`)
 }
@@ -212,7 +212,7 @@ func TestAdapterSwitchConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 10 {
-				_, err := s.Generate(context.Background(), []policy.GenerateRequest{req, req})
+				_, err := s.Generate(context.Background(), []lm.GenerateRequest{req, req})
 				assert.NoError(t, err)
 			}
 		}()

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 )
 
 // BenchmarkDecodeCompletion decodes a vLLM response of 4096 tokens with
@@ -21,7 +21,7 @@ func BenchmarkDecodeCompletion(b *testing.B) {
 	body := []byte(`{"choices":[{"index":0,"text":"` + strings.Repeat("x", n) + `","logprobs":{"text_offset":[],"token_logprobs":[` +
 		strings.Join(lps, ",") + `],"tokens":[` + strings.Join(toks, ",") + `],"top_logprobs":[` + strings.Join(top, ",") +
 		`]},"finish_reason":"length","stop_reason":null}],"usage":{"prompt_tokens":10}}`)
-	p := policy.SampleParams{Logprobs: true, Temperature: 1}
+	p := lm.SampleParams{Logprobs: true, Temperature: 1}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {

@@ -4,10 +4,9 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/agentrl/agentrl/policy"
 )
 
 // choice builds a vLLM completion response body with one choice.
@@ -18,66 +17,66 @@ func choice(fields string) []byte {
 const lp3 = `,"logprobs":{"text_offset":[0,1,2],"token_logprobs":[-0.5,-1.25,0.0],"tokens":["token_id:11","token_id:22","token_id:151645"],"top_logprobs":[{"token_id:11":-0.5},{"token_id:22":-1.25},{"token_id:151645":0.0}]}`
 
 func TestDecodeCompletion(t *testing.T) {
-	logp := policy.SampleParams{Logprobs: true, Temperature: 1}
+	logp := lm.SampleParams{Logprobs: true, Temperature: 1}
 	cases := []struct {
 		name   string
 		body   []byte
-		params policy.SampleParams
+		params lm.SampleParams
 		mode   LogprobsMode
-		want   policy.Generation
+		want   lm.Generation
 		err    string
 	}{
 		{
 			name: "eos: stop with null stop_reason", body: choice(lp3 + `,"finish_reason":"stop","stop_reason":null`), params: logp,
-			want: policy.Generation{Tokens: []int{11, 22, 151645}, LogProbs: []float32{-0.5, -1.25, 0}, RawLogProbs: []float32{-0.5, -1.25, 0},
-				FinishReason: policy.FinishStopToken, StopToken: 151645},
+			want: lm.Generation{Tokens: []int{11, 22, 151645}, LogProbs: []float32{-0.5, -1.25, 0}, RawLogProbs: []float32{-0.5, -1.25, 0},
+				FinishReason: lm.FinishStopToken, StopToken: 151645},
 		},
 		{
-			name: "stop token id", body: choice(lp3 + `,"finish_reason":"stop","stop_reason":151645`), params: policy.SampleParams{},
-			want: policy.Generation{Tokens: []int{11, 22, 151645}, FinishReason: policy.FinishStopToken, StopToken: 151645},
+			name: "stop token id", body: choice(lp3 + `,"finish_reason":"stop","stop_reason":151645`), params: lm.SampleParams{},
+			want: lm.Generation{Tokens: []int{11, 22, 151645}, FinishReason: lm.FinishStopToken, StopToken: 151645},
 		},
 		{
-			name: "stop string", body: choice(lp3 + `,"finish_reason":"stop","stop_reason":"</tool_call>"`), params: policy.SampleParams{},
-			want: policy.Generation{Tokens: []int{11, 22, 151645}, FinishReason: policy.FinishStop, StopString: "</tool_call>"},
+			name: "stop string", body: choice(lp3 + `,"finish_reason":"stop","stop_reason":"</tool_call>"`), params: lm.SampleParams{},
+			want: lm.Generation{Tokens: []int{11, 22, 151645}, FinishReason: lm.FinishStop, StopString: "</tool_call>"},
 		},
 		{
-			name: "length", body: choice(lp3 + `,"finish_reason":"length","stop_reason":null`), params: policy.SampleParams{},
-			want: policy.Generation{Tokens: []int{11, 22, 151645}, FinishReason: policy.FinishLength},
+			name: "length", body: choice(lp3 + `,"finish_reason":"length","stop_reason":null`), params: lm.SampleParams{},
+			want: lm.Generation{Tokens: []int{11, 22, 151645}, FinishReason: lm.FinishLength},
 		},
 		{
 			name: "raw logprobs with temperature 0.7: sampling values unknown", body: choice(lp3 + `,"finish_reason":"length"`),
-			params: policy.SampleParams{Logprobs: true, Temperature: 0.7},
-			want:   policy.Generation{Tokens: []int{11, 22, 151645}, RawLogProbs: []float32{-0.5, -1.25, 0}, FinishReason: policy.FinishLength},
+			params: lm.SampleParams{Logprobs: true, Temperature: 0.7},
+			want:   lm.Generation{Tokens: []int{11, 22, 151645}, RawLogProbs: []float32{-0.5, -1.25, 0}, FinishReason: lm.FinishLength},
 		},
 		{
 			name: "processed logprobs", body: choice(lp3 + `,"finish_reason":"length"`), mode: ProcessedLogprobs,
-			params: policy.SampleParams{Logprobs: true, Temperature: 0.7, TopP: 0.9},
-			want:   policy.Generation{Tokens: []int{11, 22, 151645}, LogProbs: []float32{-0.5, -1.25, 0}, FinishReason: policy.FinishLength},
+			params: lm.SampleParams{Logprobs: true, Temperature: 0.7, TopP: 0.9},
+			want:   lm.Generation{Tokens: []int{11, 22, 151645}, LogProbs: []float32{-0.5, -1.25, 0}, FinishReason: lm.FinishLength},
 		},
 		{
 			name: "token_ids field (vLLM >= 0.10.2) without logprobs",
 			body: []byte(`{"choices":[{"index":0,"text":"ab","token_ids":[5,6],"finish_reason":"length"}],"usage":{"prompt_tokens":4,"prompt_tokens_details":{"cached_tokens":3}}}`),
-			want: policy.Generation{Tokens: []int{5, 6}, FinishReason: policy.FinishLength, CachedTokens: 3},
+			want: lm.Generation{Tokens: []int{5, 6}, FinishReason: lm.FinishLength, CachedTokens: 3},
 		},
 		{
 			name: "empty generation", body: []byte(`{"choices":[{"index":0,"text":"","logprobs":{"tokens":[],"token_logprobs":[]},"finish_reason":"length"}]}`),
 			params: logp,
-			want:   policy.Generation{Tokens: []int{}, LogProbs: []float32{}, RawLogProbs: []float32{}, FinishReason: policy.FinishLength},
+			want:   lm.Generation{Tokens: []int{}, LogProbs: []float32{}, RawLogProbs: []float32{}, FinishReason: lm.FinishLength},
 		},
 		{
 			name: "SGLang's metadata.weight_version, a string",
 			body: []byte(`{"choices":[{"index":0,"token_ids":[5],"finish_reason":"length"}],"metadata":{"weight_version":"v7"}}`),
-			want: policy.Generation{Tokens: []int{5}, FinishReason: policy.FinishLength, WeightVersion: "v7"},
+			want: lm.Generation{Tokens: []int{5}, FinishReason: lm.FinishLength, WeightVersion: "v7"},
 		},
 		{
 			name: "weight_version as a number",
 			body: []byte(`{"choices":[{"index":0,"token_ids":[5],"finish_reason":"length"}],"metadata":{"weight_version":12}}`),
-			want: policy.Generation{Tokens: []int{5}, FinishReason: policy.FinishLength, WeightVersion: "12"},
+			want: lm.Generation{Tokens: []int{5}, FinishReason: lm.FinishLength, WeightVersion: "12"},
 		},
 		{
 			name: "null weight_version: unknown",
 			body: []byte(`{"choices":[{"index":0,"token_ids":[5],"finish_reason":"length"}],"metadata":{"weight_version":null}}`),
-			want: policy.Generation{Tokens: []int{5}, FinishReason: policy.FinishLength},
+			want: lm.Generation{Tokens: []int{5}, FinishReason: lm.FinishLength},
 		},
 		{name: "weight_version a list", body: []byte(`{"choices":[{"index":0,"token_ids":[5],"finish_reason":"length"}],"metadata":{"weight_version":[1]}}`), err: "metadata.weight_version"},
 		{name: "not json", body: []byte(`<html>`), err: "invalid character"},
@@ -114,7 +113,7 @@ func TestDecodeCompletion(t *testing.T) {
 
 func TestNewCompletionRequest(t *testing.T) {
 	seed := uint64(1<<64 - 1)
-	r := newCompletionRequest("qwen", []int{1, 2, 3}, policy.SampleParams{
+	r := newCompletionRequest("qwen", []int{1, 2, 3}, lm.SampleParams{
 		Temperature: 1e-6, Seed: &seed, Stop: []string{"</tool_call>", ""}, StopTokenIDs: []int{151645},
 	})
 	got, err := json.Marshal(r)
@@ -126,7 +125,7 @@ func TestNewCompletionRequest(t *testing.T) {
 		"seed":-1,"stop":["</tool_call>"],"stop_token_ids":[151645],"logprobs":1,"return_tokens_as_token_ids":true,"return_token_ids":true,
 		"include_stop_str_in_output":true,"skip_special_tokens":false,"spaces_between_special_tokens":false,"stream":false}`, string(got))
 
-	r = newCompletionRequest("", []int{7}, policy.SampleParams{Temperature: 0.6, TopP: 0.95, TopK: 20, MinP: 0.05, MaxNewTokens: 512})
+	r = newCompletionRequest("", []int{7}, lm.SampleParams{Temperature: 0.6, TopP: 0.95, TopK: 20, MinP: 0.05, MaxNewTokens: 512})
 	got, err = json.Marshal(r)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"prompt":[7],"n":1,"max_tokens":512,"temperature":0.6,"top_p":0.95,"top_k":20,"min_p":0.05,"logprobs":1,
@@ -141,7 +140,7 @@ func FuzzDecodeCompletion(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"logprobs":{"tokens":["token_id:1"],"token_logprobs":[-1e309]},"finish_reason":"length"}]}`), true)
 	f.Fuzz(func(t *testing.T, body []byte, logprobs bool) {
 		for _, mode := range []LogprobsMode{RawLogprobs, ProcessedLogprobs} {
-			g, err := decodeCompletion(body, policy.SampleParams{Logprobs: logprobs, Temperature: 1}, mode)
+			g, err := decodeCompletion(body, lm.SampleParams{Logprobs: logprobs, Temperature: 1}, mode)
 			if err != nil {
 				continue
 			}
@@ -159,7 +158,7 @@ func FuzzDecodeCompletion(f *testing.F) {
 				}
 			}
 			switch g.FinishReason {
-			case policy.FinishLength, policy.FinishStop, policy.FinishStopToken:
+			case lm.FinishLength, lm.FinishStop, lm.FinishStopToken:
 			default:
 				t.Fatalf("finish reason %q", g.FinishReason)
 			}

@@ -9,7 +9,7 @@
 // seed, stop, stop_token_ids, max_tokens) and ask for logprobs with
 // return_tokens_as_token_ids, so that generated tokens come back as ids
 // ("token_id:123") and are never re-tokenised; vLLM's finish_reason and
-// stop_reason map onto policy.FinishReason, StopToken and StopString.
+// stop_reason map onto lm.FinishReason, StopToken and StopString.
 //
 // With APISGLangGenerate, requests send input_ids and SGLang's
 // sampling_params (temperature, top_p, top_k, min_p, sampling_seed,

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/openai"
 )
 
@@ -18,9 +18,9 @@ func ExampleSampler() {
 	if err != nil {
 		panic(err)
 	}
-	gens, err := s.Generate(context.Background(), []policy.GenerateRequest{{
+	gens, err := s.Generate(context.Background(), []lm.GenerateRequest{{
 		Prompt: []int{151644, 872, 198}, // token ids, e.g. from policy/tokenizer
-		Params: policy.SampleParams{Temperature: 1, MaxNewTokens: 64, Stop: []string{"</tool_call>"}, Logprobs: true},
+		Params: lm.SampleParams{Temperature: 1, MaxNewTokens: 64, Stop: []string{"</tool_call>"}, Logprobs: true},
 	}})
 	if err != nil {
 		panic(err)
@@ -41,9 +41,9 @@ func ExampleSampler_sglang() {
 	if err != nil {
 		panic(err)
 	}
-	gens, err := s.Generate(context.Background(), []policy.GenerateRequest{{
+	gens, err := s.Generate(context.Background(), []lm.GenerateRequest{{
 		Prompt: []int{151644, 872, 198},
-		Params: policy.SampleParams{Temperature: 0.7, MaxNewTokens: 64, StopTokenIDs: []int{8}, Logprobs: true},
+		Params: lm.SampleParams{Temperature: 0.7, MaxNewTokens: 64, StopTokenIDs: []int{8}, Logprobs: true},
 	}})
 	if err != nil {
 		panic(err)

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 )
 
 // ErrBadResponse is wrapped by the error for a response that is not a
@@ -109,12 +109,12 @@ const (
 // fileLogprobs files the log-probabilities a server returned for g's
 // tokens under mode (see LogprobsMode): into LogProbs, RawLogProbs, both
 // or neither, as far as sampling with p makes them those values.
-func fileLogprobs(g *policy.Generation, lp []float32, p policy.SampleParams, mode LogprobsMode) {
+func fileLogprobs(g *lm.Generation, lp []float32, p lm.SampleParams, mode LogprobsMode) {
 	switch mode {
 	case ProcessedLogprobs:
 		g.LogProbs = lp
 	case ScaledLogprobs:
-		greedy := p.Temperature < policy.GreedyTemperature
+		greedy := p.Temperature < lm.GreedyTemperature
 		truncates := (p.TopP != 0 && p.TopP != 1) || (p.TopK != 0 && p.TopK != -1) || p.MinP != 0
 		switch {
 		case greedy:
@@ -134,24 +134,24 @@ func fileLogprobs(g *policy.Generation, lp []float32, p policy.SampleParams, mod
 }
 
 // decodeCompletion turns a response body into a Generation.
-func decodeCompletion(body []byte, p policy.SampleParams, mode LogprobsMode) (policy.Generation, error) {
+func decodeCompletion(body []byte, p lm.SampleParams, mode LogprobsMode) (lm.Generation, error) {
 	g, _, err := decodeCompletionModel(body, p, mode)
 	return g, err
 }
 
 // decodeCompletionModel is decodeCompletion that also returns the
 // response's "model" ("" when absent or null).
-func decodeCompletionModel(body []byte, p policy.SampleParams, mode LogprobsMode) (policy.Generation, string, error) {
+func decodeCompletionModel(body []byte, p lm.SampleParams, mode LogprobsMode) (lm.Generation, string, error) {
 	var r completionResponse
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&r); err != nil {
-		return policy.Generation{}, "", fmt.Errorf("%w: %v", ErrBadResponse, err)
+		return lm.Generation{}, "", fmt.Errorf("%w: %v", ErrBadResponse, err)
 	}
 	if len(r.Choices) != 1 {
-		return policy.Generation{}, "", fmt.Errorf("%w: %d choices, want 1", ErrBadResponse, len(r.Choices))
+		return lm.Generation{}, "", fmt.Errorf("%w: %d choices, want 1", ErrBadResponse, len(r.Choices))
 	}
 	c := r.Choices[0]
-	var g policy.Generation
+	var g lm.Generation
 
 	// Token ids: choices[0].token_ids, else logprobs.tokens.
 	var fromLogprobs []int
@@ -160,7 +160,7 @@ func decodeCompletionModel(body []byte, p policy.SampleParams, mode LogprobsMode
 		for i, s := range c.Logprobs.Tokens {
 			id, err := parseTokenID(s)
 			if err != nil {
-				return policy.Generation{}, "", fmt.Errorf("%w: logprobs.tokens[%d]: %v", ErrBadResponse, i, err)
+				return lm.Generation{}, "", fmt.Errorf("%w: logprobs.tokens[%d]: %v", ErrBadResponse, i, err)
 			}
 			fromLogprobs[i] = id
 		}
@@ -169,16 +169,16 @@ func decodeCompletionModel(body []byte, p policy.SampleParams, mode LogprobsMode
 	case c.TokenIDs != nil:
 		g.Tokens = c.TokenIDs
 		if c.Logprobs != nil && !equalInts(c.TokenIDs, fromLogprobs) {
-			return policy.Generation{}, "", fmt.Errorf("%w: token_ids and logprobs.tokens disagree", ErrBadResponse)
+			return lm.Generation{}, "", fmt.Errorf("%w: token_ids and logprobs.tokens disagree", ErrBadResponse)
 		}
 	case c.Logprobs != nil:
 		g.Tokens = fromLogprobs
 	default:
-		return policy.Generation{}, "", fmt.Errorf("%w: no token ids (neither token_ids nor logprobs)", ErrBadResponse)
+		return lm.Generation{}, "", fmt.Errorf("%w: no token ids (neither token_ids nor logprobs)", ErrBadResponse)
 	}
 	for i, id := range g.Tokens {
 		if id < 0 {
-			return policy.Generation{}, "", fmt.Errorf("%w: token %d has id %d", ErrBadResponse, i, id)
+			return lm.Generation{}, "", fmt.Errorf("%w: token %d has id %d", ErrBadResponse, i, id)
 		}
 	}
 	if g.Tokens == nil {
@@ -187,12 +187,12 @@ func decodeCompletionModel(body []byte, p policy.SampleParams, mode LogprobsMode
 
 	if p.Logprobs {
 		if c.Logprobs == nil || len(c.Logprobs.TokenLogprobs) != len(g.Tokens) {
-			return policy.Generation{}, "", fmt.Errorf("%w: want %d token log-probs", ErrBadResponse, len(g.Tokens))
+			return lm.Generation{}, "", fmt.Errorf("%w: want %d token log-probs", ErrBadResponse, len(g.Tokens))
 		}
 		lp := make([]float32, len(g.Tokens))
 		for i, v := range c.Logprobs.TokenLogprobs {
 			if v == nil || math.IsNaN(*v) || *v > 1e-6 {
-				return policy.Generation{}, "", fmt.Errorf("%w: token_logprobs[%d] is %s", ErrBadResponse, i, fmtPtr(v))
+				return lm.Generation{}, "", fmt.Errorf("%w: token_logprobs[%d] is %s", ErrBadResponse, i, fmtPtr(v))
 			}
 			lp[i] = float32(min(*v, 0))
 		}
@@ -200,17 +200,17 @@ func decodeCompletionModel(body []byte, p policy.SampleParams, mode LogprobsMode
 	}
 
 	if c.FinishReason == nil {
-		return policy.Generation{}, "", fmt.Errorf("%w: no finish_reason", ErrBadResponse)
+		return lm.Generation{}, "", fmt.Errorf("%w: no finish_reason", ErrBadResponse)
 	}
 	switch *c.FinishReason {
 	case "length":
-		g.FinishReason = policy.FinishLength
+		g.FinishReason = lm.FinishLength
 	case "stop":
 		if err := stopReason(&g, c.StopReason); err != nil {
-			return policy.Generation{}, "", err
+			return lm.Generation{}, "", err
 		}
 	default:
-		return policy.Generation{}, "", fmt.Errorf("%w: finish_reason %q", ErrBadResponse, *c.FinishReason)
+		return lm.Generation{}, "", fmt.Errorf("%w: finish_reason %q", ErrBadResponse, *c.FinishReason)
 	}
 	if r.Usage != nil && r.Usage.PromptTokensDetails != nil && r.Usage.PromptTokensDetails.CachedTokens != nil {
 		g.CachedTokens = *r.Usage.PromptTokensDetails.CachedTokens
@@ -218,7 +218,7 @@ func decodeCompletionModel(body []byte, p policy.SampleParams, mode LogprobsMode
 	if r.Metadata != nil {
 		v, err := versionText(r.Metadata.WeightVersion)
 		if err != nil {
-			return policy.Generation{}, "", fmt.Errorf("%w: metadata.weight_version: %v", ErrBadResponse, err)
+			return lm.Generation{}, "", fmt.Errorf("%w: metadata.weight_version: %v", ErrBadResponse, err)
 		}
 		g.WeightVersion = v
 	}
@@ -232,28 +232,28 @@ func decodeCompletionModel(body []byte, p policy.SampleParams, mode LogprobsMode
 // stopReason maps vLLM's stop_reason for finish_reason "stop": null is an
 // end-of-sequence token (the last token), an integer a stop_token_ids
 // token, a string a stop string.
-func stopReason(g *policy.Generation, raw json.RawMessage) error {
+func stopReason(g *lm.Generation, raw json.RawMessage) error {
 	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
 		if len(g.Tokens) == 0 {
 			return fmt.Errorf("%w: stopped on end of sequence with no tokens", ErrBadResponse)
 		}
-		g.FinishReason = policy.FinishStopToken
+		g.FinishReason = lm.FinishStopToken
 		g.StopToken = g.Tokens[len(g.Tokens)-1]
 	case raw[0] == '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return fmt.Errorf("%w: stop_reason: %v", ErrBadResponse, err)
 		}
-		g.FinishReason = policy.FinishStop
+		g.FinishReason = lm.FinishStop
 		g.StopString = s
 	default:
 		var id int
 		if err := json.Unmarshal(raw, &id); err != nil {
 			return fmt.Errorf("%w: stop_reason %s is neither a token id nor a string", ErrBadResponse, raw)
 		}
-		g.FinishReason = policy.FinishStopToken
+		g.FinishReason = lm.FinishStopToken
 		g.StopToken = id
 	}
 	return nil
@@ -294,7 +294,7 @@ func parseTokenID(s string) (int, error) {
 
 // unprocessed reports whether sampling with p draws from the raw
 // distribution, so that raw log-probabilities are the sampling ones.
-func unprocessed(p policy.SampleParams) bool {
+func unprocessed(p lm.SampleParams) bool {
 	return p.Temperature == 1 && (p.TopP == 0 || p.TopP == 1) && (p.TopK == 0 || p.TopK == -1) && p.MinP == 0
 }
 
@@ -318,7 +318,7 @@ func fmtPtr(v *float64) string {
 }
 
 // newCompletionRequest maps policy parameters onto vLLM's.
-func newCompletionRequest(model string, prompt []int, p policy.SampleParams) completionRequest {
+func newCompletionRequest(model string, prompt []int, p lm.SampleParams) completionRequest {
 	r := completionRequest{
 		Model: model, Prompt: prompt, N: 1,
 		Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, MinP: p.MinP,

@@ -15,9 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentrl/agentrl/lm"
 	"golang.org/x/sync/errgroup"
-
-	"github.com/agentrl/agentrl/policy"
 )
 
 // ErrConfig is wrapped by New's error for an invalid Config.
@@ -135,7 +134,7 @@ type Config struct {
 	WeightVersion func() string
 }
 
-// Sampler is a policy.Sampler over vLLM-compatible /v1/completions
+// Sampler is a lm.Sampler over vLLM-compatible /v1/completions
 // servers or SGLang /generate servers (Config.API): it sends token ids
 // and reads back token ids and per-token log-probabilities, never text.
 // Each request goes to the server with the fewest requests in flight
@@ -249,16 +248,16 @@ func endpointURL(base string, endpoint func(path string) string) (string, error)
 // Generate sends each request concurrently (within MaxConcurrency) and
 // returns the generations in order. It fails with the first request that
 // fails after its retries, or with ctx's error.
-func (s *Sampler) Generate(ctx context.Context, reqs []policy.GenerateRequest) ([]policy.Generation, error) {
+func (s *Sampler) Generate(ctx context.Context, reqs []lm.GenerateRequest) ([]lm.Generation, error) {
 	for i, r := range reqs {
 		if len(r.Prompt) == 0 {
 			return nil, fmt.Errorf("openai: request %d: empty prompt", i)
 		}
-		if err := policy.CheckSampleParams(r.Params); err != nil {
+		if err := lm.CheckSampleParams(r.Params); err != nil {
 			return nil, fmt.Errorf("openai: request %d: %w", i, err)
 		}
 	}
-	out := make([]policy.Generation, len(reqs))
+	out := make([]lm.Generation, len(reqs))
 	g, gctx := errgroup.WithContext(ctx)
 	for i := range reqs {
 		g.Go(func() error {
@@ -285,7 +284,7 @@ type retryable struct{ err error }
 func (r retryable) Error() string { return r.err.Error() }
 func (r retryable) Unwrap() error { return r.err }
 
-func (s *Sampler) generate(ctx context.Context, r *policy.GenerateRequest) (policy.Generation, error) {
+func (s *Sampler) generate(ctx context.Context, r *lm.GenerateRequest) (lm.Generation, error) {
 	adapter := ""
 	if s.cfg.Adapter != nil {
 		adapter = s.cfg.Adapter()
@@ -305,7 +304,7 @@ func (s *Sampler) generate(ctx context.Context, r *policy.GenerateRequest) (poli
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
-		return policy.Generation{}, fmt.Errorf("encode request: %w", err)
+		return lm.Generation{}, fmt.Errorf("encode request: %w", err)
 	}
 	tried := make(map[*backend]bool, len(s.backends))
 	var last error
@@ -315,7 +314,7 @@ func (s *Sampler) generate(ctx context.Context, r *policy.GenerateRequest) (poli
 		if tried[b] {
 			// Every server has failed this request: wait before the next round.
 			if err := sleep(ctx, s.backoff(a)); err != nil {
-				return policy.Generation{}, err
+				return lm.Generation{}, err
 			}
 		}
 		tried[b] = true
@@ -325,16 +324,16 @@ func (s *Sampler) generate(ctx context.Context, r *policy.GenerateRequest) (poli
 			return gen, nil
 		}
 		if ctx.Err() != nil {
-			return policy.Generation{}, ctx.Err()
+			return lm.Generation{}, ctx.Err()
 		}
 		var re retryable
 		if !errors.As(err, &re) {
-			return policy.Generation{}, err
+			return lm.Generation{}, err
 		}
 		b.setDown(time.Now().Add(s.cfg.Cooldown))
 		last = re.err
 	}
-	return policy.Generation{}, fmt.Errorf("%d attempts failed, the last: %w", attempts, last)
+	return lm.Generation{}, fmt.Errorf("%d attempts failed, the last: %w", attempts, last)
 }
 
 // pick returns the backend to try: one not yet tried for this request and
@@ -410,11 +409,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 // tokens than any context.
 const maxBody = 64 << 20
 
-func (s *Sampler) attempt(ctx context.Context, b *backend, body []byte, p policy.SampleParams, adapter string) (policy.Generation, error) {
+func (s *Sampler) attempt(ctx context.Context, b *backend, body []byte, p lm.SampleParams, adapter string) (lm.Generation, error) {
 	select {
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():
-		return policy.Generation{}, ctx.Err()
+		return lm.Generation{}, ctx.Err()
 	}
 	defer func() { <-s.slots }()
 	b.inflight.Add(1)
@@ -428,7 +427,7 @@ func (s *Sampler) attempt(ctx context.Context, b *backend, body []byte, p policy
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, b.url, bytes.NewReader(body))
 	if err != nil {
-		return policy.Generation{}, fmt.Errorf("openai: %w", err)
+		return lm.Generation{}, fmt.Errorf("openai: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
@@ -439,12 +438,12 @@ func (s *Sampler) attempt(ctx context.Context, b *backend, body []byte, p policy
 	if err != nil {
 		// Connection errors and timeouts are worth another try; a
 		// cancelled ctx is seen by the caller.
-		return policy.Generation{}, retryable{fmt.Errorf("openai: POST %s: %w", b.url, err)}
+		return lm.Generation{}, retryable{fmt.Errorf("openai: POST %s: %w", b.url, err)}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
-		return policy.Generation{}, retryable{fmt.Errorf("openai: POST %s: reading the response: %w", b.url, err)}
+		return lm.Generation{}, retryable{fmt.Errorf("openai: POST %s: reading the response: %w", b.url, err)}
 	}
 	if resp.StatusCode != http.StatusOK {
 		he := &HTTPError{URL: b.url, StatusCode: resp.StatusCode, Body: truncate(string(data), 512)}
@@ -452,19 +451,19 @@ func (s *Sampler) attempt(ctx context.Context, b *backend, body []byte, p policy
 		// limit), not a fault of the request: like a 5xx, another try,
 		// perhaps on another server, can succeed.
 		if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
-			return policy.Generation{}, retryable{he}
+			return lm.Generation{}, retryable{he}
 		}
 		if adapter != "" && s.adapterMissing(resp.StatusCode, data) {
 			// Like a server that missed a weight update: another may hold
 			// the adapter.
-			return policy.Generation{}, retryable{fmt.Errorf("%w: POST %s: adapter %q is not loaded there: %w", ErrWeightVersion, b.url, adapter, he)}
+			return lm.Generation{}, retryable{fmt.Errorf("%w: POST %s: adapter %q is not loaded there: %w", ErrWeightVersion, b.url, adapter, he)}
 		}
-		return policy.Generation{}, he
+		return lm.Generation{}, he
 	}
 	if len(data) > maxBody {
-		return policy.Generation{}, fmt.Errorf("%w: POST %s: body larger than %d bytes", ErrBadResponse, b.url, maxBody)
+		return lm.Generation{}, fmt.Errorf("%w: POST %s: body larger than %d bytes", ErrBadResponse, b.url, maxBody)
 	}
-	var g policy.Generation
+	var g lm.Generation
 	model := ""
 	switch s.cfg.API {
 	case APISGLangGenerate:
@@ -475,23 +474,23 @@ func (s *Sampler) attempt(ctx context.Context, b *backend, body []byte, p policy
 	if errors.Is(err, ErrAborted) {
 		// The server, not the request, ended it (a pause or a weight
 		// update): another try, perhaps elsewhere, can succeed.
-		return policy.Generation{}, retryable{fmt.Errorf("POST %s: %w", b.url, err)}
+		return lm.Generation{}, retryable{fmt.Errorf("POST %s: %w", b.url, err)}
 	}
 	if err != nil {
-		return policy.Generation{}, fmt.Errorf("POST %s: %w", b.url, err)
+		return lm.Generation{}, fmt.Errorf("POST %s: %w", b.url, err)
 	}
 	if adapter != "" && model != "" && model != adapter {
 		// vLLM names the adapter that answered: another model's tokens
 		// are another policy's.
-		return policy.Generation{}, retryable{fmt.Errorf("%w: POST %s: answered by model %q, want adapter %q", ErrWeightVersion, b.url, model, adapter)}
+		return lm.Generation{}, retryable{fmt.Errorf("%w: POST %s: answered by model %q, want adapter %q", ErrWeightVersion, b.url, model, adapter)}
 	}
 	if want != "" && g.WeightVersion != "" && g.WeightVersion != want {
 		// A server that missed an update (or restarted from an old
 		// checkpoint) must not contribute tokens: another may be current.
-		return policy.Generation{}, retryable{fmt.Errorf("%w: POST %s: weight_version %q, want %q", ErrWeightVersion, b.url, g.WeightVersion, want)}
+		return lm.Generation{}, retryable{fmt.Errorf("%w: POST %s: weight_version %q, want %q", ErrWeightVersion, b.url, g.WeightVersion, want)}
 	}
 	if p.MaxNewTokens > 0 && len(g.Tokens) > p.MaxNewTokens {
-		return policy.Generation{}, fmt.Errorf("%w: POST %s: %d tokens for max_tokens %d", ErrBadResponse, b.url, len(g.Tokens), p.MaxNewTokens)
+		return lm.Generation{}, fmt.Errorf("%w: POST %s: %d tokens for max_tokens %d", ErrBadResponse, b.url, len(g.Tokens), p.MaxNewTokens)
 	}
 	return g, nil
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/openai"
 )
 
@@ -77,12 +77,12 @@ func newSampler(t *testing.T, urls []string, mod func(*openai.Config)) *openai.S
 	return s
 }
 
-var req = policy.GenerateRequest{Prompt: []int{1, 2}, Params: policy.SampleParams{Temperature: 1, Logprobs: true, Stop: []string{"</tool_call>"}}}
+var req = lm.GenerateRequest{Prompt: []int{1, 2}, Params: lm.SampleParams{Temperature: 1, Logprobs: true, Stop: []string{"</tool_call>"}}}
 
 // want is what fakeVLLM answers to req.
-var want = policy.Generation{
+var want = lm.Generation{
 	Tokens: []int{1001, 1002}, LogProbs: []float32{-0.1001, -0.1002}, RawLogProbs: []float32{-0.1001, -0.1002},
-	FinishReason: policy.FinishStop, StopString: "</tool_call>", CachedTokens: 2,
+	FinishReason: lm.FinishStop, StopString: "</tool_call>", CachedTokens: 2,
 }
 
 func TestGenerate(t *testing.T) {
@@ -90,7 +90,7 @@ func TestGenerate(t *testing.T) {
 	srv := httptest.NewServer(f)
 	defer srv.Close()
 	s := newSampler(t, []string{srv.URL + "/v1/"}, func(c *openai.Config) { c.APIKey = "k3y"; c.Model = "qwen" })
-	gens, err := s.Generate(context.Background(), []policy.GenerateRequest{req, {Prompt: []int{5}, Params: policy.SampleParams{MaxNewTokens: 3}}})
+	gens, err := s.Generate(context.Background(), []lm.GenerateRequest{req, {Prompt: []int{5}, Params: lm.SampleParams{MaxNewTokens: 3}}})
 	require.NoError(t, err)
 	require.Len(t, gens, 2)
 	assert.Equal(t, want, gens[0])
@@ -112,7 +112,7 @@ func TestFailoverWhenABackendIsDown(t *testing.T) {
 	defer live.Close()
 	s := newSampler(t, []string{deadURL, live.URL}, nil)
 	for range 4 {
-		gens, err := s.Generate(context.Background(), []policy.GenerateRequest{req})
+		gens, err := s.Generate(context.Background(), []lm.GenerateRequest{req})
 		require.NoError(t, err)
 		assert.Equal(t, want, gens[0])
 	}
@@ -207,7 +207,7 @@ func TestRetry(t *testing.T) {
 			srv := httptest.NewServer(f)
 			defer srv.Close()
 			s := newSampler(t, []string{srv.URL}, tc.mod)
-			gens, err := s.Generate(context.Background(), []policy.GenerateRequest{req})
+			gens, err := s.Generate(context.Background(), []lm.GenerateRequest{req})
 			assert.Equal(t, tc.calls, f.requests())
 			if tc.ok {
 				require.NoError(t, err)
@@ -240,7 +240,7 @@ func TestCancelReturnsPromptly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := s.Generate(ctx, []policy.GenerateRequest{req})
+		_, err := s.Generate(ctx, []lm.GenerateRequest{req})
 		errc <- err
 	}()
 	<-entered
@@ -277,7 +277,7 @@ func TestLoadBalancing(t *testing.T) {
 
 	// Idle servers take turns.
 	for range 4 {
-		_, err := s.Generate(context.Background(), []policy.GenerateRequest{req})
+		_, err := s.Generate(context.Background(), []lm.GenerateRequest{req})
 		require.NoError(t, err)
 	}
 	assert.Equal(t, 2, a.requests())
@@ -288,12 +288,12 @@ func TestLoadBalancing(t *testing.T) {
 	hold.Store(true)
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Generate(context.Background(), []policy.GenerateRequest{req})
+		_, err := s.Generate(context.Background(), []lm.GenerateRequest{req})
 		done <- err
 	}()
 	busy := <-held
 	for range 3 {
-		_, err := s.Generate(context.Background(), []policy.GenerateRequest{req})
+		_, err := s.Generate(context.Background(), []lm.GenerateRequest{req})
 		require.NoError(t, err)
 	}
 	if busy == "a" {
@@ -322,7 +322,7 @@ func TestConcurrencyLimit(t *testing.T) {
 	srv := httptest.NewServer(f)
 	defer srv.Close()
 	s := newSampler(t, []string{srv.URL}, func(c *openai.Config) { c.MaxConcurrency = 2 })
-	reqs := make([]policy.GenerateRequest, 8)
+	reqs := make([]lm.GenerateRequest, 8)
 	for i := range reqs {
 		reqs[i] = req
 	}
@@ -344,10 +344,10 @@ func TestConfigAndRequestErrors(t *testing.T) {
 		assert.ErrorIs(t, err, openai.ErrConfig, "%+v", cfg)
 	}
 	s := newSampler(t, []string{"http://127.0.0.1:1"}, nil)
-	_, err := s.Generate(context.Background(), []policy.GenerateRequest{{}})
+	_, err := s.Generate(context.Background(), []lm.GenerateRequest{{}})
 	assert.ErrorContains(t, err, "request 0: empty prompt")
-	_, err = s.Generate(context.Background(), []policy.GenerateRequest{{Prompt: []int{1}, Params: policy.SampleParams{TopP: -1}}})
-	assert.ErrorIs(t, err, policy.ErrSampling)
+	_, err = s.Generate(context.Background(), []lm.GenerateRequest{{Prompt: []int{1}, Params: lm.SampleParams{TopP: -1}}})
+	assert.ErrorIs(t, err, lm.ErrSampling)
 	gens, err := s.Generate(context.Background(), nil)
 	assert.NoError(t, err)
 	assert.Empty(t, gens)
@@ -381,7 +381,7 @@ func TestWeightVersion(t *testing.T) {
 		c.Cooldown = time.Hour // a stale server, once seen, is avoided
 	})
 	for range 3 {
-		gens, err := s.Generate(context.Background(), []policy.GenerateRequest{req})
+		gens, err := s.Generate(context.Background(), []lm.GenerateRequest{req})
 		require.NoError(t, err)
 		assert.Equal(t, "4", gens[0].WeightVersion)
 	}
@@ -389,14 +389,14 @@ func TestWeightVersion(t *testing.T) {
 	assert.LessOrEqual(t, stale.requests(), 1, "the stale server is tried at most once, then cools down")
 
 	want = "5" // neither serves it
-	_, err := s.Generate(context.Background(), []policy.GenerateRequest{req})
+	_, err := s.Generate(context.Background(), []lm.GenerateRequest{req})
 	require.ErrorIs(t, err, openai.ErrWeightVersion)
 	assert.ErrorContains(t, err, `want "5"`)
 	assert.Regexp(t, `POST (`+ss.URL+`|`+cs.URL+`)/v1/completions: weight_version "[34]"`, err.Error())
 
 	// Without the check, any version is taken and reported.
 	plain := newSampler(t, []string{ss.URL}, nil)
-	gens, err := plain.Generate(context.Background(), []policy.GenerateRequest{req})
+	gens, err := plain.Generate(context.Background(), []lm.GenerateRequest{req})
 	require.NoError(t, err)
 	assert.Equal(t, "3", gens[0].WeightVersion)
 }

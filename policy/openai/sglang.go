@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 )
 
 // ErrAborted is wrapped by the error for a generation the server aborted
@@ -62,11 +62,11 @@ type generateSampling struct {
 
 // newGenerateRequest maps policy parameters onto SGLang's, with the
 // conventions of newCompletionRequest: greedy below
-// policy.GreedyTemperature is temperature 0 (SGLang's own threshold,
+// lm.GreedyTemperature is temperature 0 (SGLang's own threshold,
 // _SAMPLING_EPS, is 1e-6), disabled top-p is 1 and disabled top-k -1,
 // empty stop strings are dropped and the 64 bits of the seed are kept as
 // an int64.
-func newGenerateRequest(prompt []int, p policy.SampleParams) generateRequest {
+func newGenerateRequest(prompt []int, p lm.SampleParams) generateRequest {
 	r := generateRequest{
 		InputIDs: prompt, ReturnLogprob: true, LogprobStartLen: -1,
 		SamplingParams: generateSampling{
@@ -80,7 +80,7 @@ func newGenerateRequest(prompt []int, p policy.SampleParams) generateRequest {
 			sp.Stop = append(sp.Stop, s)
 		}
 	}
-	if p.Temperature < policy.GreedyTemperature {
+	if p.Temperature < lm.GreedyTemperature {
 		sp.Temperature = 0
 	}
 	if p.TopP == 0 {
@@ -164,20 +164,20 @@ type finishReason struct {
 // "length" is FinishLength; "abort" an error wrapping ErrAborted.
 // CachedTokens and WeightVersion come from meta_info.cached_tokens and
 // meta_info.weight_version.
-func decodeGenerate(body []byte, p policy.SampleParams, mode LogprobsMode) (policy.Generation, error) {
+func decodeGenerate(body []byte, p lm.SampleParams, mode LogprobsMode) (lm.Generation, error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return policy.Generation{}, fmt.Errorf("%w: want a JSON object, got %.40q", ErrBadResponse, trimmed)
+		return lm.Generation{}, fmt.Errorf("%w: want a JSON object, got %.40q", ErrBadResponse, trimmed)
 	}
 	var r generateResponse
 	if err := json.Unmarshal(trimmed, &r); err != nil {
-		return policy.Generation{}, fmt.Errorf("%w: %v", ErrBadResponse, err)
+		return lm.Generation{}, fmt.Errorf("%w: %v", ErrBadResponse, err)
 	}
 	if r.MetaInfo == nil {
-		return policy.Generation{}, fmt.Errorf("%w: no meta_info", ErrBadResponse)
+		return lm.Generation{}, fmt.Errorf("%w: no meta_info", ErrBadResponse)
 	}
 	m := r.MetaInfo
-	var g policy.Generation
+	var g lm.Generation
 
 	var fromLogprobs []int
 	if m.OutputTokenLogprobs != nil {
@@ -191,7 +191,7 @@ func decodeGenerate(body []byte, p policy.SampleParams, mode LogprobsMode) (poli
 		g.Tokens = r.OutputIDs
 		if fromLogprobs != nil {
 			if err := sameIDs(r.OutputIDs, fromLogprobs); err != nil {
-				return policy.Generation{}, err
+				return lm.Generation{}, err
 			}
 		}
 	case fromLogprobs != nil:
@@ -200,28 +200,28 @@ func decodeGenerate(body []byte, p policy.SampleParams, mode LogprobsMode) (poli
 
 	reason, err := parseFinishReason(m.FinishReason)
 	if err != nil {
-		return policy.Generation{}, err
+		return lm.Generation{}, err
 	}
 	if reason.Type == "abort" {
-		return policy.Generation{}, fmt.Errorf("%w: %q", ErrAborted, reason.Message)
+		return lm.Generation{}, fmt.Errorf("%w: %q", ErrAborted, reason.Message)
 	}
 	if g.Tokens == nil {
-		return policy.Generation{}, fmt.Errorf("%w: no token ids (neither output_ids nor meta_info.output_token_logprobs)", ErrBadResponse)
+		return lm.Generation{}, fmt.Errorf("%w: no token ids (neither output_ids nor meta_info.output_token_logprobs)", ErrBadResponse)
 	}
 	for i, id := range g.Tokens {
 		if id < 0 {
-			return policy.Generation{}, fmt.Errorf("%w: token %d has id %d", ErrBadResponse, i, id)
+			return lm.Generation{}, fmt.Errorf("%w: token %d has id %d", ErrBadResponse, i, id)
 		}
 	}
 
 	if p.Logprobs {
 		if len(m.OutputTokenLogprobs) != len(g.Tokens) {
-			return policy.Generation{}, fmt.Errorf("%w: %d meta_info.output_token_logprobs for %d tokens", ErrBadResponse, len(m.OutputTokenLogprobs), len(g.Tokens))
+			return lm.Generation{}, fmt.Errorf("%w: %d meta_info.output_token_logprobs for %d tokens", ErrBadResponse, len(m.OutputTokenLogprobs), len(g.Tokens))
 		}
 		lp := make([]float32, len(g.Tokens))
 		for i, e := range m.OutputTokenLogprobs {
 			if v := e.logprob; v == nil || math.IsNaN(*v) || *v > 1e-6 {
-				return policy.Generation{}, fmt.Errorf("%w: output_token_logprobs[%d] is %s", ErrBadResponse, i, fmtPtr(v))
+				return lm.Generation{}, fmt.Errorf("%w: output_token_logprobs[%d] is %s", ErrBadResponse, i, fmtPtr(v))
 			}
 			lp[i] = float32(min(*e.logprob, 0))
 		}
@@ -229,17 +229,17 @@ func decodeGenerate(body []byte, p policy.SampleParams, mode LogprobsMode) (poli
 	}
 
 	if err := sglangFinish(&g, reason, p); err != nil {
-		return policy.Generation{}, err
+		return lm.Generation{}, err
 	}
 	if m.CachedTokens != nil {
 		if *m.CachedTokens < 0 {
-			return policy.Generation{}, fmt.Errorf("%w: meta_info.cached_tokens %d", ErrBadResponse, *m.CachedTokens)
+			return lm.Generation{}, fmt.Errorf("%w: meta_info.cached_tokens %d", ErrBadResponse, *m.CachedTokens)
 		}
 		g.CachedTokens = *m.CachedTokens
 	}
 	v, err := versionText(m.WeightVersion)
 	if err != nil {
-		return policy.Generation{}, fmt.Errorf("%w: meta_info.weight_version: %v", ErrBadResponse, err)
+		return lm.Generation{}, fmt.Errorf("%w: meta_info.weight_version: %v", ErrBadResponse, err)
 	}
 	g.WeightVersion = v
 	return g, nil
@@ -274,10 +274,10 @@ func parseFinishReason(raw json.RawMessage) (finishReason, error) {
 }
 
 // sglangFinish maps a finish reason other than "abort" onto g.
-func sglangFinish(g *policy.Generation, f finishReason, p policy.SampleParams) error {
+func sglangFinish(g *lm.Generation, f finishReason, p lm.SampleParams) error {
 	switch f.Type {
 	case "length":
-		g.FinishReason = policy.FinishLength
+		g.FinishReason = lm.FinishLength
 		return nil
 	case "stop":
 	default:
@@ -289,7 +289,7 @@ func sglangFinish(g *policy.Generation, f finishReason, p policy.SampleParams) e
 		if len(g.Tokens) == 0 {
 			return fmt.Errorf("%w: stopped on end of sequence with no tokens", ErrBadResponse)
 		}
-		g.FinishReason = policy.FinishStopToken
+		g.FinishReason = lm.FinishStopToken
 		g.StopToken = g.Tokens[len(g.Tokens)-1]
 	case matched[0] == '"':
 		var s string
@@ -301,7 +301,7 @@ func sglangFinish(g *policy.Generation, f finishReason, p policy.SampleParams) e
 		if s == "" || !slices.Contains(p.Stop, s) {
 			return fmt.Errorf("%w: stopped on %q, which is none of the request's stop strings", ErrBadResponse, s)
 		}
-		g.FinishReason = policy.FinishStop
+		g.FinishReason = lm.FinishStop
 		g.StopString = s
 	default:
 		var id int
@@ -311,7 +311,7 @@ func sglangFinish(g *policy.Generation, f finishReason, p policy.SampleParams) e
 		if len(g.Tokens) == 0 || g.Tokens[len(g.Tokens)-1] != id {
 			return fmt.Errorf("%w: stopped on token %d, which is not the last token", ErrBadResponse, id)
 		}
-		g.FinishReason = policy.FinishStopToken
+		g.FinishReason = lm.FinishStopToken
 		g.StopToken = id
 	}
 	return nil

@@ -4,10 +4,9 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/agentrl/agentrl/policy"
 )
 
 // sglang builds an SGLang /generate answer for one prompt: output_ids
@@ -24,22 +23,22 @@ const sgLP3 = `,"output_token_logprobs":[[-0.5,11,null],[-1.25,22,null],[0.0,151
 const sgIDs3 = `[11,22,151645]`
 
 func TestDecodeGenerate(t *testing.T) {
-	logp := policy.SampleParams{Logprobs: true, Temperature: 1}
+	logp := lm.SampleParams{Logprobs: true, Temperature: 1}
 	lps := []float32{-0.5, -1.25, 0}
 	toks := []int{11, 22, 151645}
-	stopped := func(g policy.Generation) policy.Generation {
+	stopped := func(g lm.Generation) lm.Generation {
 		// What every "length" case below shares: the tokens, 2 cached
 		// prompt tokens and SGLang's default weight version "default".
-		g.Tokens, g.FinishReason, g.CachedTokens, g.WeightVersion = toks, policy.FinishLength, 2, "default"
+		g.Tokens, g.FinishReason, g.CachedTokens, g.WeightVersion = toks, lm.FinishLength, 2, "default"
 		return g
 	}
 	length := `{"type":"length","length":3}`
 	cases := []struct {
 		name   string
 		body   []byte
-		params policy.SampleParams
+		params lm.SampleParams
 		mode   LogprobsMode
-		want   policy.Generation
+		want   lm.Generation
 		err    string
 		is     error
 	}{
@@ -47,78 +46,78 @@ func TestDecodeGenerate(t *testing.T) {
 			// SGLang reports an end-of-sequence token as the matched id,
 			// the last of output_ids.
 			name: "eos: stop matched the last id", body: sglang(sgIDs3, `{"type":"stop","matched":151645}`, sgLP3), params: logp,
-			want: policy.Generation{Tokens: toks, LogProbs: lps, RawLogProbs: lps, FinishReason: policy.FinishStopToken, StopToken: 151645,
+			want: lm.Generation{Tokens: toks, LogProbs: lps, RawLogProbs: lps, FinishReason: lm.FinishStopToken, StopToken: 151645,
 				CachedTokens: 2, WeightVersion: "default"},
 		},
 		{
 			name: "stop with matched null: the last token", body: sglang(sgIDs3, `{"type":"stop","matched":null}`, sgLP3),
-			want: policy.Generation{Tokens: toks, FinishReason: policy.FinishStopToken, StopToken: 151645, CachedTokens: 2, WeightVersion: "default"},
+			want: lm.Generation{Tokens: toks, FinishReason: lm.FinishStopToken, StopToken: 151645, CachedTokens: 2, WeightVersion: "default"},
 		},
 		{
 			name: "stop string", body: sglang(sgIDs3, `{"type":"stop","matched":"</tool_call>"}`, sgLP3),
-			params: policy.SampleParams{Stop: []string{"\n\n", "</tool_call>"}},
-			want: policy.Generation{Tokens: toks, FinishReason: policy.FinishStop, StopString: "</tool_call>", CachedTokens: 2,
+			params: lm.SampleParams{Stop: []string{"\n\n", "</tool_call>"}},
+			want: lm.Generation{Tokens: toks, FinishReason: lm.FinishStop, StopString: "</tool_call>", CachedTokens: 2,
 				WeightVersion: "default"},
 		},
-		{name: "length", body: sglang(sgIDs3, length, sgLP3), want: stopped(policy.Generation{})},
+		{name: "length", body: sglang(sgIDs3, length, sgLP3), want: stopped(lm.Generation{})},
 		{
 			name: "raw mode, temperature 0.7: sampling values unknown", body: sglang(sgIDs3, length, sgLP3),
-			params: policy.SampleParams{Logprobs: true, Temperature: 0.7}, mode: RawLogprobs,
-			want: stopped(policy.Generation{RawLogProbs: lps}),
+			params: lm.SampleParams{Logprobs: true, Temperature: 0.7}, mode: RawLogprobs,
+			want: stopped(lm.Generation{RawLogProbs: lps}),
 		},
 		{
 			name: "processed mode (package serve)", body: sglang(sgIDs3, length, sgLP3), mode: ProcessedLogprobs,
-			params: policy.SampleParams{Logprobs: true, Temperature: 0.7, TopP: 0.9},
-			want:   stopped(policy.Generation{LogProbs: lps}),
+			params: lm.SampleParams{Logprobs: true, Temperature: 0.7, TopP: 0.9},
+			want:   stopped(lm.Generation{LogProbs: lps}),
 		},
 		{
 			// log softmax(logits/0.7) with nothing truncated is the
 			// sampling distribution, not the raw one.
 			name: "scaled mode, temperature 0.7, no truncation", body: sglang(sgIDs3, length, sgLP3), mode: ScaledLogprobs,
-			params: policy.SampleParams{Logprobs: true, Temperature: 0.7, TopP: 1, TopK: -1},
-			want:   stopped(policy.Generation{LogProbs: lps}),
+			params: lm.SampleParams{Logprobs: true, Temperature: 0.7, TopP: 1, TopK: -1},
+			want:   stopped(lm.Generation{LogProbs: lps}),
 		},
 		{
 			name: "scaled mode, temperature 1, no truncation: both", body: sglang(sgIDs3, length, sgLP3), mode: ScaledLogprobs,
-			params: logp, want: stopped(policy.Generation{LogProbs: lps, RawLogProbs: lps}),
+			params: logp, want: stopped(lm.Generation{LogProbs: lps, RawLogProbs: lps}),
 		},
 		{
 			// Greedy: SGLang returns log softmax of the unprocessed logits.
 			name: "scaled mode, greedy: raw", body: sglang(sgIDs3, length, sgLP3), mode: ScaledLogprobs,
-			params: policy.SampleParams{Logprobs: true}, want: stopped(policy.Generation{RawLogProbs: lps}),
+			params: lm.SampleParams{Logprobs: true}, want: stopped(lm.Generation{RawLogProbs: lps}),
 		},
 		{
 			name: "scaled mode, temperature 0.7 and top-p: neither", body: sglang(sgIDs3, length, sgLP3), mode: ScaledLogprobs,
-			params: policy.SampleParams{Logprobs: true, Temperature: 0.7, TopP: 0.9}, want: stopped(policy.Generation{}),
+			params: lm.SampleParams{Logprobs: true, Temperature: 0.7, TopP: 0.9}, want: stopped(lm.Generation{}),
 		},
 		{
 			name: "scaled mode, temperature 1 and top-k: neither", body: sglang(sgIDs3, length, sgLP3), mode: ScaledLogprobs,
-			params: policy.SampleParams{Logprobs: true, Temperature: 1, TopK: 20}, want: stopped(policy.Generation{}),
+			params: lm.SampleParams{Logprobs: true, Temperature: 1, TopK: 20}, want: stopped(lm.Generation{}),
 		},
 		{
 			name: "no output_ids (older SGLang): ids from the log-probs", body: []byte(`{"text":"ab","meta_info":{"finish_reason":` + length + sgLP3 + `}}`),
-			params: logp, want: policy.Generation{Tokens: toks, LogProbs: lps, RawLogProbs: lps, FinishReason: policy.FinishLength},
+			params: logp, want: lm.Generation{Tokens: toks, LogProbs: lps, RawLogProbs: lps, FinishReason: lm.FinishLength},
 		},
 		{
 			name: "no log-probs, none asked for", body: sglang(`[5,6]`, length, ""),
-			want: policy.Generation{Tokens: []int{5, 6}, FinishReason: policy.FinishLength, CachedTokens: 2, WeightVersion: "default"},
+			want: lm.Generation{Tokens: []int{5, 6}, FinishReason: lm.FinishLength, CachedTokens: 2, WeightVersion: "default"},
 		},
 		{
 			name: "token texts in the log-probs", body: sglang(`[5]`, length, `,"output_token_logprobs":[[-2,5,"Hi"]]`), params: logp,
-			want: policy.Generation{Tokens: []int{5}, LogProbs: []float32{-2}, RawLogProbs: []float32{-2}, FinishReason: policy.FinishLength,
+			want: lm.Generation{Tokens: []int{5}, LogProbs: []float32{-2}, RawLogProbs: []float32{-2}, FinishReason: lm.FinishLength,
 				CachedTokens: 2, WeightVersion: "default"},
 		},
 		{
 			name: "empty generation", body: []byte(`{"output_ids":[],"meta_info":{"finish_reason":{"type":"length","length":0},"output_token_logprobs":[]}}`),
-			params: logp, want: policy.Generation{Tokens: []int{}, LogProbs: []float32{}, RawLogProbs: []float32{}, FinishReason: policy.FinishLength},
+			params: logp, want: lm.Generation{Tokens: []int{}, LogProbs: []float32{}, RawLogProbs: []float32{}, FinishReason: lm.FinishLength},
 		},
 		{
 			name: "weight_version a number", body: []byte(`{"output_ids":[5],"meta_info":{"finish_reason":` + length + `,"weight_version":12}}`),
-			want: policy.Generation{Tokens: []int{5}, FinishReason: policy.FinishLength, WeightVersion: "12"},
+			want: lm.Generation{Tokens: []int{5}, FinishReason: lm.FinishLength, WeightVersion: "12"},
 		},
 		{
 			name: "weight_version null: unknown", body: []byte(`{"output_ids":[5],"meta_info":{"finish_reason":` + length + `,"weight_version":null}}`),
-			want: policy.Generation{Tokens: []int{5}, FinishReason: policy.FinishLength},
+			want: lm.Generation{Tokens: []int{5}, FinishReason: lm.FinishLength},
 		},
 		{
 			name: "abort", body: sglang(`[]`, `{"type":"abort","message":"Aborted","status_code":null,"err_type":null}`, ""),
@@ -177,7 +176,7 @@ func TestDecodeGenerate(t *testing.T) {
 
 func TestNewGenerateRequest(t *testing.T) {
 	seed := uint64(1<<64 - 1)
-	r := newGenerateRequest([]int{1, 2, 3}, policy.SampleParams{
+	r := newGenerateRequest([]int{1, 2, 3}, lm.SampleParams{
 		Temperature: 1e-6, Seed: &seed, Stop: []string{"</tool_call>", ""}, StopTokenIDs: []int{151645}, Logprobs: true,
 	})
 	got, err := json.Marshal(r)
@@ -191,7 +190,7 @@ func TestNewGenerateRequest(t *testing.T) {
 		"stop":["</tool_call>"],"stop_token_ids":[151645],"sampling_seed":-1,"skip_special_tokens":false,"spaces_between_special_tokens":false,
 		"no_stop_trim":true},"return_logprob":true,"logprob_start_len":-1,"top_logprobs_num":0,"stream":false}`, string(got))
 
-	r = newGenerateRequest([]int{7}, policy.SampleParams{Temperature: 0.6, TopP: 0.95, TopK: 20, MinP: 0.05, MaxNewTokens: 512})
+	r = newGenerateRequest([]int{7}, lm.SampleParams{Temperature: 0.6, TopP: 0.95, TopK: 20, MinP: 0.05, MaxNewTokens: 512})
 	got, err = json.Marshal(r)
 	require.NoError(t, err)
 	// Without a seed no sampling_seed is sent (SGLang releases without
@@ -213,27 +212,27 @@ func TestFileLogprobs(t *testing.T) {
 	type filed struct{ logp, raw bool }
 	cases := []struct {
 		name string
-		p    policy.SampleParams
+		p    lm.SampleParams
 		want map[LogprobsMode]filed
 	}{
-		{"temperature 1", policy.SampleParams{Temperature: 1},
+		{"temperature 1", lm.SampleParams{Temperature: 1},
 			map[LogprobsMode]filed{RawLogprobs: {true, true}, ProcessedLogprobs: {true, false}, ScaledLogprobs: {true, true}}},
-		{"temperature 1, top-p 1 and top-k -1 (off)", policy.SampleParams{Temperature: 1, TopP: 1, TopK: -1},
+		{"temperature 1, top-p 1 and top-k -1 (off)", lm.SampleParams{Temperature: 1, TopP: 1, TopK: -1},
 			map[LogprobsMode]filed{RawLogprobs: {true, true}, ProcessedLogprobs: {true, false}, ScaledLogprobs: {true, true}}},
-		{"temperature 0.6", policy.SampleParams{Temperature: 0.6},
+		{"temperature 0.6", lm.SampleParams{Temperature: 0.6},
 			map[LogprobsMode]filed{RawLogprobs: {false, true}, ProcessedLogprobs: {true, false}, ScaledLogprobs: {true, false}}},
-		{"temperature 0.6, min-p", policy.SampleParams{Temperature: 0.6, MinP: 0.1},
+		{"temperature 0.6, min-p", lm.SampleParams{Temperature: 0.6, MinP: 0.1},
 			map[LogprobsMode]filed{RawLogprobs: {false, true}, ProcessedLogprobs: {true, false}, ScaledLogprobs: {false, false}}},
-		{"temperature 1, top-p 0.9", policy.SampleParams{Temperature: 1, TopP: 0.9},
+		{"temperature 1, top-p 0.9", lm.SampleParams{Temperature: 1, TopP: 0.9},
 			map[LogprobsMode]filed{RawLogprobs: {false, true}, ProcessedLogprobs: {true, false}, ScaledLogprobs: {false, false}}},
-		{"greedy", policy.SampleParams{Temperature: 0},
+		{"greedy", lm.SampleParams{Temperature: 0},
 			map[LogprobsMode]filed{RawLogprobs: {false, true}, ProcessedLogprobs: {true, false}, ScaledLogprobs: {false, true}}},
-		{"greedy below 1e-5, with top-k", policy.SampleParams{Temperature: 9e-6, TopK: 5},
+		{"greedy below 1e-5, with top-k", lm.SampleParams{Temperature: 9e-6, TopK: 5},
 			map[LogprobsMode]filed{RawLogprobs: {false, true}, ProcessedLogprobs: {true, false}, ScaledLogprobs: {false, true}}},
 	}
 	for _, c := range cases {
 		for mode, want := range c.want {
-			var g policy.Generation
+			var g lm.Generation
 			fileLogprobs(&g, lp, c.p, mode)
 			assert.Equal(t, want, filed{g.LogProbs != nil, g.RawLogProbs != nil}, "%s, %s", c.name, mode)
 		}
@@ -248,7 +247,7 @@ func FuzzDecodeGenerate(f *testing.F) {
 	f.Add([]byte(`{"output_ids":[],"meta_info":{"finish_reason":{"type":"abort","message":"x"}}}`), true, uint8(0))
 	modes := []LogprobsMode{RawLogprobs, ProcessedLogprobs, ScaledLogprobs}
 	f.Fuzz(func(t *testing.T, body []byte, logprobs bool, m uint8) {
-		p := policy.SampleParams{Logprobs: logprobs, Temperature: 1, Stop: []string{"x"}}
+		p := lm.SampleParams{Logprobs: logprobs, Temperature: 1, Stop: []string{"x"}}
 		g, err := decodeGenerate(body, p, modes[int(m)%len(modes)])
 		if err != nil {
 			return
@@ -269,12 +268,12 @@ func FuzzDecodeGenerate(f *testing.F) {
 			}
 		}
 		switch g.FinishReason {
-		case policy.FinishLength:
-		case policy.FinishStop:
+		case lm.FinishLength:
+		case lm.FinishStop:
 			if g.StopString != "x" {
 				t.Fatalf("stop string %q was not asked for", g.StopString)
 			}
-		case policy.FinishStopToken:
+		case lm.FinishStopToken:
 			if len(g.Tokens) == 0 || g.Tokens[len(g.Tokens)-1] != g.StopToken {
 				t.Fatalf("stop token %d is not the last of %v", g.StopToken, g.Tokens)
 			}

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/openai"
 )
 
@@ -53,7 +53,7 @@ func sglangOK(v string) string {
 		`"weight_version":"` + v + `","completion_tokens":2,"cached_tokens":1,"output_token_logprobs":[[-0.5,7,null],[-0.25,8,null]]}}`
 }
 
-var sgReq = policy.GenerateRequest{Prompt: []int{1, 2}, Params: policy.SampleParams{Temperature: 1, Logprobs: true, StopTokenIDs: []int{8}}}
+var sgReq = lm.GenerateRequest{Prompt: []int{1, 2}, Params: lm.SampleParams{Temperature: 1, Logprobs: true, StopTokenIDs: []int{8}}}
 
 func TestSGLangGenerate(t *testing.T) {
 	f := &fakeSGLang{answer: func(int64) string { return sglangOK("default") }}
@@ -61,13 +61,13 @@ func TestSGLangGenerate(t *testing.T) {
 	defer srv.Close()
 	// A base written for the OpenAI-compatible API: /v1 is dropped.
 	s := newSampler(t, []string{srv.URL + "/v1"}, func(c *openai.Config) { c.API = openai.APISGLangGenerate; c.Model = "ignored" })
-	gens, err := s.Generate(context.Background(), []policy.GenerateRequest{sgReq})
+	gens, err := s.Generate(context.Background(), []lm.GenerateRequest{sgReq})
 	require.NoError(t, err)
 	// Temperature 1 with nothing truncated: SGLang's scaled log-probs are
 	// both the raw and the sampling ones.
-	assert.Equal(t, policy.Generation{
+	assert.Equal(t, lm.Generation{
 		Tokens: []int{7, 8}, LogProbs: []float32{-0.5, -0.25}, RawLogProbs: []float32{-0.5, -0.25},
-		FinishReason: policy.FinishStopToken, StopToken: 8, CachedTokens: 1, WeightVersion: "default",
+		FinishReason: lm.FinishStopToken, StopToken: 8, CachedTokens: 1, WeightVersion: "default",
 	}, gens[0])
 	require.Len(t, f.bodies, 1)
 	b := f.bodies[0]
@@ -95,7 +95,7 @@ func TestSGLangMalformed(t *testing.T) {
 			srv := httptest.NewServer(f)
 			defer srv.Close()
 			s := newSampler(t, []string{srv.URL}, func(c *openai.Config) { c.API = openai.APISGLangGenerate })
-			_, err := s.Generate(context.Background(), []policy.GenerateRequest{sgReq})
+			_, err := s.Generate(context.Background(), []lm.GenerateRequest{sgReq})
 			require.ErrorIs(t, err, openai.ErrBadResponse)
 			assert.ErrorContains(t, err, "POST "+srv.URL+"/generate: ")
 			assert.ErrorContains(t, err, c.msg)
@@ -119,7 +119,7 @@ func TestSGLangAbort(t *testing.T) {
 	srv := httptest.NewServer(f)
 	defer srv.Close()
 	s := newSampler(t, []string{srv.URL}, func(c *openai.Config) { c.API = openai.APISGLangGenerate })
-	gens, err := s.Generate(context.Background(), []policy.GenerateRequest{sgReq})
+	gens, err := s.Generate(context.Background(), []lm.GenerateRequest{sgReq})
 	require.NoError(t, err)
 	assert.Equal(t, "4", gens[0].WeightVersion)
 	assert.Equal(t, 2, int(f.calls.Load()))
@@ -128,7 +128,7 @@ func TestSGLangAbort(t *testing.T) {
 	srv2 := httptest.NewServer(always)
 	defer srv2.Close()
 	s = newSampler(t, []string{srv2.URL}, func(c *openai.Config) { c.API = openai.APISGLangGenerate; c.MaxRetries = 2 })
-	_, err = s.Generate(context.Background(), []policy.GenerateRequest{sgReq})
+	_, err = s.Generate(context.Background(), []lm.GenerateRequest{sgReq})
 	require.ErrorIs(t, err, openai.ErrAborted)
 	assert.ErrorContains(t, err, "3 attempts failed")
 	assert.Equal(t, 3, int(always.calls.Load()))
@@ -147,7 +147,7 @@ func TestSGLangWeightVersion(t *testing.T) {
 		c.WeightVersion = func() string { return "4" }
 	})
 	for range 2 {
-		gens, err := s.Generate(context.Background(), []policy.GenerateRequest{sgReq})
+		gens, err := s.Generate(context.Background(), []lm.GenerateRequest{sgReq})
 		require.NoError(t, err)
 		assert.Equal(t, "4", gens[0].WeightVersion)
 	}
@@ -156,7 +156,7 @@ func TestSGLangWeightVersion(t *testing.T) {
 		c.WeightVersion = func() string { return "4" }
 		c.MaxRetries = -1
 	})
-	_, err := only.Generate(context.Background(), []policy.GenerateRequest{sgReq})
+	_, err := only.Generate(context.Background(), []lm.GenerateRequest{sgReq})
 	require.ErrorIs(t, err, openai.ErrWeightVersion)
 	assert.ErrorContains(t, err, `POST `+ss.URL+`/generate: weight_version "3", want "4"`)
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/policytest"
 )
 
@@ -14,13 +14,13 @@ func ExampleSampler() {
 	s.HandleText("Q:", policytest.Text("call()</call> ignored"), policytest.Text("done"))
 
 	ctx := context.Background()
-	params := policy.SampleParams{Stop: []string{"</call>"}, Logprobs: true}
+	params := lm.SampleParams{Stop: []string{"</call>"}, Logprobs: true}
 	prompt := encode("Q: 2+2?")
-	g, _ := s.Generate(ctx, []policy.GenerateRequest{{Prompt: prompt, Params: params, Session: "s1"}})
+	g, _ := s.Generate(ctx, []lm.GenerateRequest{{Prompt: prompt, Params: params, Session: "s1"}})
 	fmt.Printf("%q %s %v\n", decode(g[0].Tokens), g[0].FinishReason, g[0].LogProbs[:2])
 
 	prompt = append(append(prompt, g[0].Tokens...), encode(" => 4. ")...)
-	g, _ = s.Generate(ctx, []policy.GenerateRequest{{Prompt: prompt, Params: params, Session: "s1"}})
+	g, _ = s.Generate(ctx, []lm.GenerateRequest{{Prompt: prompt, Params: params, Session: "s1"}})
 	fmt.Printf("%q %s\n", decode(g[0].Tokens), g[0].FinishReason)
 	fmt.Println(len(s.Requests()), "requests")
 	// Output:

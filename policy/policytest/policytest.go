@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 )
 
 // ErrNoScript is returned by a Sampler asked to continue a conversation
@@ -27,8 +27,8 @@ type Response struct {
 	LogProbs []float32
 	// Finish is the finish reason reported when the request's stop
 	// conditions do not end the scripted tokens early; empty means
-	// policy.FinishLength (the script ran out as a token budget would).
-	Finish policy.FinishReason
+	// lm.FinishLength (the script ran out as a token budget would).
+	Finish lm.FinishReason
 	// Err is returned instead of a generation.
 	Err error
 	// Delay is waited before answering; Block waits until the context
@@ -63,11 +63,11 @@ type Config struct {
 	// Decode turns ids into text; required to honour Stop strings.
 	Decode func([]int) string
 	// EOS are the end-of-sequence ids that end a generation as
-	// policy.FinishStopToken, in addition to a request's StopTokenIDs.
+	// lm.FinishStopToken, in addition to a request's StopTokenIDs.
 	EOS []int
 }
 
-// Sampler is a policy.Sampler and policy.SessionCloser that replays
+// Sampler is a lm.Sampler and lm.SessionCloser that replays
 // scripted responses, for deterministic tests of pipelines, in the manner
 // of net/http/httptest.
 //
@@ -81,7 +81,7 @@ type Config struct {
 //
 // Scripted tokens are cut short as a real sampler would: at a stop token
 // (the EOS ids or the request's StopTokenIDs, kept as the last token), at
-// a Stop string (the token completing it kept; see policy.StopChecker),
+// a Stop string (the token completing it kept; see lm.StopChecker),
 // or at MaxNewTokens.
 //
 // A Sampler is safe for concurrent use.
@@ -93,7 +93,7 @@ type Sampler struct {
 	scripts  []script
 	fallback []Response
 	sessions map[string]*session
-	requests []policy.GenerateRequest
+	requests []lm.GenerateRequest
 	batches  []int
 	closed   []string
 }
@@ -142,10 +142,10 @@ func (s *Sampler) HandleDefault(responses ...Response) {
 }
 
 // Requests returns a copy of every request received, in arrival order.
-func (s *Sampler) Requests() []policy.GenerateRequest {
+func (s *Sampler) Requests() []lm.GenerateRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]policy.GenerateRequest, len(s.requests))
+	out := make([]lm.GenerateRequest, len(s.requests))
 	for i, r := range s.requests {
 		r.Prompt = slices.Clone(r.Prompt)
 		r.Params.Stop = slices.Clone(r.Params.Stop)
@@ -181,7 +181,7 @@ func (s *Sampler) CloseSession(id string) {
 // Generate answers each request with its scripted response. Responses
 // with a delay are waited for concurrently; the first error (scripted, a
 // missing script, or ctx's) is returned.
-func (s *Sampler) Generate(ctx context.Context, reqs []policy.GenerateRequest) ([]policy.Generation, error) {
+func (s *Sampler) Generate(ctx context.Context, reqs []lm.GenerateRequest) ([]lm.Generation, error) {
 	picked := make([]Response, len(reqs))
 	s.mu.Lock()
 	s.batches = append(s.batches, len(reqs))
@@ -222,7 +222,7 @@ func (s *Sampler) Generate(ctx context.Context, reqs []policy.GenerateRequest) (
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	out := make([]policy.Generation, len(reqs))
+	out := make([]lm.Generation, len(reqs))
 	for i, p := range picked {
 		if p.Err != nil {
 			return nil, fmt.Errorf("policytest: request %d: %w", i, p.Err)
@@ -236,7 +236,7 @@ func (s *Sampler) Generate(ctx context.Context, reqs []policy.GenerateRequest) (
 	return out, nil
 }
 
-func (s *Sampler) pickLocked(r policy.GenerateRequest) (Response, error) {
+func (s *Sampler) pickLocked(r lm.GenerateRequest) (Response, error) {
 	if len(s.queue) > 0 {
 		resp := s.queue[0]
 		s.queue = s.queue[1:]
@@ -276,29 +276,29 @@ func (s *Sampler) matchLocked(prompt []int) []Response {
 }
 
 // render cuts the scripted tokens at the request's stop conditions.
-func (s *Sampler) render(r policy.GenerateRequest, p Response) (policy.Generation, error) {
+func (s *Sampler) render(r lm.GenerateRequest, p Response) (lm.Generation, error) {
 	ids := p.Tokens
 	if ids == nil && p.Text != "" {
 		if s.cfg.Encode == nil {
-			return policy.Generation{}, errors.New("text response but Config.Encode is nil")
+			return lm.Generation{}, errors.New("text response but Config.Encode is nil")
 		}
 		ids = s.cfg.Encode(p.Text)
 	}
 	if p.LogProbs != nil && len(p.LogProbs) != len(ids) {
-		return policy.Generation{}, fmt.Errorf("scripted LogProbs has %d values for %d tokens", len(p.LogProbs), len(ids))
+		return lm.Generation{}, fmt.Errorf("scripted LogProbs has %d values for %d tokens", len(p.LogProbs), len(ids))
 	}
 	params := r.Params
 	if len(params.Stop) > 0 && s.cfg.Decode == nil {
-		return policy.Generation{}, errors.New("request has Stop strings but Config.Decode is nil")
+		return lm.Generation{}, errors.New("request has Stop strings but Config.Decode is nil")
 	}
-	checker := policy.NewStopChecker(params, s.cfg.EOS)
-	var stream *policy.TextStream
+	checker := lm.NewStopChecker(params, s.cfg.EOS)
+	var stream *lm.TextStream
 	if len(params.Stop) > 0 {
-		stream = policy.NewTextStream(s.cfg.Decode, r.Prompt)
+		stream = lm.NewTextStream(s.cfg.Decode, r.Prompt)
 	}
-	g := policy.Generation{FinishReason: p.Finish}
+	g := lm.Generation{FinishReason: p.Finish}
 	if g.FinishReason == "" {
-		g.FinishReason = policy.FinishLength
+		g.FinishReason = lm.FinishLength
 	}
 	n := len(ids)
 	for i, id := range ids {
@@ -315,7 +315,7 @@ func (s *Sampler) render(r policy.GenerateRequest, p Response) (policy.Generatio
 		}
 	}
 	g.Tokens = slices.Clone(ids[:n])
-	if g.FinishReason == policy.FinishStopToken && g.StopToken == 0 && n > 0 {
+	if g.FinishReason == lm.FinishStopToken && g.StopToken == 0 && n > 0 {
 		g.StopToken = g.Tokens[n-1]
 	}
 	if params.Logprobs {

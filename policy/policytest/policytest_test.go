@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/policytest"
 )
 
@@ -35,9 +35,9 @@ func newSampler() *policytest.Sampler {
 	return policytest.New(policytest.Config{Encode: encode, Decode: decode, EOS: []int{0}})
 }
 
-func gen1(t *testing.T, s *policytest.Sampler, r policy.GenerateRequest) policy.Generation {
+func gen1(t *testing.T, s *policytest.Sampler, r lm.GenerateRequest) lm.Generation {
 	t.Helper()
-	g, err := s.Generate(context.Background(), []policy.GenerateRequest{r})
+	g, err := s.Generate(context.Background(), []lm.GenerateRequest{r})
 	require.NoError(t, err)
 	require.Len(t, g, 1)
 	return g[0]
@@ -47,31 +47,31 @@ func TestStopConditions(t *testing.T) {
 	cases := []struct {
 		name   string
 		resp   policytest.Response
-		params policy.SampleParams
-		want   policy.Generation
+		params lm.SampleParams
+		want   lm.Generation
 	}{
-		{"runs out: length", policytest.Text("abc"), policy.SampleParams{},
-			policy.Generation{Tokens: encode("abc"), FinishReason: policy.FinishLength}},
-		{"scripted finish", policytest.Response{Text: "abc", Finish: policy.FinishStopToken}, policy.SampleParams{},
-			policy.Generation{Tokens: encode("abc"), FinishReason: policy.FinishStopToken, StopToken: 'c'}},
-		{"eos kept as last token", policytest.Tokens('a', 0, 'b'), policy.SampleParams{},
-			policy.Generation{Tokens: []int{'a', 0}, FinishReason: policy.FinishStopToken, StopToken: 0}},
-		{"stop token id", policytest.Text("abcd"), policy.SampleParams{StopTokenIDs: []int{'c'}},
-			policy.Generation{Tokens: encode("abc"), FinishReason: policy.FinishStopToken, StopToken: 'c'}},
-		{"stop string: the completing token kept", policytest.Text("x</end>tail"), policy.SampleParams{Stop: []string{"</end>"}},
-			policy.Generation{Tokens: encode("x</end>"), FinishReason: policy.FinishStop, StopString: "</end>"}},
-		{"max new tokens", policytest.Text("abcdef"), policy.SampleParams{MaxNewTokens: 2},
-			policy.Generation{Tokens: encode("ab"), FinishReason: policy.FinishLength}},
-		{"default log-probs", policytest.Tokens(10, 20), policy.SampleParams{Logprobs: true},
-			policy.Generation{Tokens: []int{10, 20}, LogProbs: []float32{-0.01, -0.02}, FinishReason: policy.FinishLength}},
-		{"scripted log-probs, cut", policytest.Response{Tokens: []int{1, 2, 3}, LogProbs: []float32{-1, -2, -3}}, policy.SampleParams{Logprobs: true, MaxNewTokens: 2},
-			policy.Generation{Tokens: []int{1, 2}, LogProbs: []float32{-1, -2}, FinishReason: policy.FinishLength}},
+		{"runs out: length", policytest.Text("abc"), lm.SampleParams{},
+			lm.Generation{Tokens: encode("abc"), FinishReason: lm.FinishLength}},
+		{"scripted finish", policytest.Response{Text: "abc", Finish: lm.FinishStopToken}, lm.SampleParams{},
+			lm.Generation{Tokens: encode("abc"), FinishReason: lm.FinishStopToken, StopToken: 'c'}},
+		{"eos kept as last token", policytest.Tokens('a', 0, 'b'), lm.SampleParams{},
+			lm.Generation{Tokens: []int{'a', 0}, FinishReason: lm.FinishStopToken, StopToken: 0}},
+		{"stop token id", policytest.Text("abcd"), lm.SampleParams{StopTokenIDs: []int{'c'}},
+			lm.Generation{Tokens: encode("abc"), FinishReason: lm.FinishStopToken, StopToken: 'c'}},
+		{"stop string: the completing token kept", policytest.Text("x</end>tail"), lm.SampleParams{Stop: []string{"</end>"}},
+			lm.Generation{Tokens: encode("x</end>"), FinishReason: lm.FinishStop, StopString: "</end>"}},
+		{"max new tokens", policytest.Text("abcdef"), lm.SampleParams{MaxNewTokens: 2},
+			lm.Generation{Tokens: encode("ab"), FinishReason: lm.FinishLength}},
+		{"default log-probs", policytest.Tokens(10, 20), lm.SampleParams{Logprobs: true},
+			lm.Generation{Tokens: []int{10, 20}, LogProbs: []float32{-0.01, -0.02}, FinishReason: lm.FinishLength}},
+		{"scripted log-probs, cut", policytest.Response{Tokens: []int{1, 2, 3}, LogProbs: []float32{-1, -2, -3}}, lm.SampleParams{Logprobs: true, MaxNewTokens: 2},
+			lm.Generation{Tokens: []int{1, 2}, LogProbs: []float32{-1, -2}, FinishReason: lm.FinishLength}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSampler()
 			s.HandleDefault(tc.resp)
-			assert.Equal(t, tc.want, gen1(t, s, policy.GenerateRequest{Prompt: []int{1}, Params: tc.params}))
+			assert.Equal(t, tc.want, gen1(t, s, lm.GenerateRequest{Prompt: []int{1}, Params: tc.params}))
 		})
 	}
 }
@@ -83,19 +83,19 @@ func TestScriptsPerSessionAndPrefix(t *testing.T) {
 	s.HandleDefault(policytest.Text("d1"))
 	s.Enqueue(policytest.Text("q1"))
 
-	assert.Equal(t, "q1", decode(gen1(t, s, policy.GenerateRequest{Prompt: encode("math"), Session: "x"}).Tokens), "queue first")
+	assert.Equal(t, "q1", decode(gen1(t, s, lm.GenerateRequest{Prompt: encode("math"), Session: "x"}).Tokens), "queue first")
 	// Session x was answered from the queue, so it has no script yet.
-	assert.Equal(t, "m1", decode(gen1(t, s, policy.GenerateRequest{Prompt: encode("math 1"), Session: "a"}).Tokens))
-	assert.Equal(t, "m1", decode(gen1(t, s, policy.GenerateRequest{Prompt: encode("math 2"), Session: "b"}).Tokens), "each session replays")
-	assert.Equal(t, "m2", decode(gen1(t, s, policy.GenerateRequest{Prompt: encode("anything"), Session: "a"}).Tokens), "turn 2 of a")
-	assert.Equal(t, "h1", decode(gen1(t, s, policy.GenerateRequest{Prompt: encode("math: hard one"), Session: "c"}).Tokens), "longest prefix")
-	assert.Equal(t, "d1", decode(gen1(t, s, policy.GenerateRequest{Prompt: encode("other")}).Tokens))
-	assert.Equal(t, "m1", decode(gen1(t, s, policy.GenerateRequest{Prompt: encode("math")}).Tokens), "no session: first turn")
+	assert.Equal(t, "m1", decode(gen1(t, s, lm.GenerateRequest{Prompt: encode("math 1"), Session: "a"}).Tokens))
+	assert.Equal(t, "m1", decode(gen1(t, s, lm.GenerateRequest{Prompt: encode("math 2"), Session: "b"}).Tokens), "each session replays")
+	assert.Equal(t, "m2", decode(gen1(t, s, lm.GenerateRequest{Prompt: encode("anything"), Session: "a"}).Tokens), "turn 2 of a")
+	assert.Equal(t, "h1", decode(gen1(t, s, lm.GenerateRequest{Prompt: encode("math: hard one"), Session: "c"}).Tokens), "longest prefix")
+	assert.Equal(t, "d1", decode(gen1(t, s, lm.GenerateRequest{Prompt: encode("other")}).Tokens))
+	assert.Equal(t, "m1", decode(gen1(t, s, lm.GenerateRequest{Prompt: encode("math")}).Tokens), "no session: first turn")
 
-	_, err := s.Generate(context.Background(), []policy.GenerateRequest{{Prompt: encode("x"), Session: "a"}})
+	_, err := s.Generate(context.Background(), []lm.GenerateRequest{{Prompt: encode("x"), Session: "a"}})
 	assert.ErrorIs(t, err, policytest.ErrNoScript, "a's script is spent")
 	s.CloseSession("a")
-	assert.Equal(t, "m1", decode(gen1(t, s, policy.GenerateRequest{Prompt: encode("math"), Session: "a"}).Tokens), "closed session starts over")
+	assert.Equal(t, "m1", decode(gen1(t, s, lm.GenerateRequest{Prompt: encode("math"), Session: "a"}).Tokens), "closed session starts over")
 	assert.Equal(t, []string{"a"}, s.Closed())
 
 	reqs := s.Requests()
@@ -109,31 +109,31 @@ func TestScriptsPerSessionAndPrefix(t *testing.T) {
 func TestErrorsAndDelays(t *testing.T) {
 	boom := errors.New("boom")
 	s := newSampler()
-	_, err := s.Generate(context.Background(), []policy.GenerateRequest{{Prompt: []int{1}}})
+	_, err := s.Generate(context.Background(), []lm.GenerateRequest{{Prompt: []int{1}}})
 	assert.ErrorIs(t, err, policytest.ErrNoScript)
 
 	s.Enqueue(policytest.Error(boom))
-	_, err = s.Generate(context.Background(), []policy.GenerateRequest{{Prompt: []int{1}}})
+	_, err = s.Generate(context.Background(), []lm.GenerateRequest{{Prompt: []int{1}}})
 	assert.ErrorIs(t, err, boom)
 
 	s.Enqueue(policytest.Response{Tokens: []int{1}, LogProbs: []float32{-1, -2}})
-	_, err = s.Generate(context.Background(), []policy.GenerateRequest{{Prompt: []int{1}}})
+	_, err = s.Generate(context.Background(), []lm.GenerateRequest{{Prompt: []int{1}}})
 	assert.ErrorContains(t, err, "2 values for 1 tokens")
 
 	noCodec := policytest.New(policytest.Config{})
 	noCodec.Enqueue(policytest.Text("hi"), policytest.Tokens(1))
-	_, err = noCodec.Generate(context.Background(), []policy.GenerateRequest{{Prompt: []int{1}}})
+	_, err = noCodec.Generate(context.Background(), []lm.GenerateRequest{{Prompt: []int{1}}})
 	assert.ErrorContains(t, err, "Config.Encode is nil")
-	_, err = noCodec.Generate(context.Background(), []policy.GenerateRequest{{Prompt: []int{1}, Params: policy.SampleParams{Stop: []string{"x"}}}})
+	_, err = noCodec.Generate(context.Background(), []lm.GenerateRequest{{Prompt: []int{1}, Params: lm.SampleParams{Stop: []string{"x"}}}})
 	assert.ErrorContains(t, err, "Config.Decode is nil")
 
 	s.Enqueue(policytest.Response{Tokens: []int{5}, Delay: 10 * time.Millisecond})
-	assert.Equal(t, []int{5}, gen1(t, s, policy.GenerateRequest{Prompt: []int{1}}).Tokens)
+	assert.Equal(t, []int{5}, gen1(t, s, lm.GenerateRequest{Prompt: []int{1}}).Tokens)
 
 	for _, r := range []policytest.Response{{Delay: time.Hour}, {Block: true}} {
 		s.Enqueue(r)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		_, err = s.Generate(ctx, []policy.GenerateRequest{{Prompt: []int{1}}})
+		_, err = s.Generate(ctx, []lm.GenerateRequest{{Prompt: []int{1}}})
 		cancel()
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 	}
@@ -149,7 +149,7 @@ func TestConcurrentUse(t *testing.T) {
 			defer wg.Done()
 			sess := string(rune('A' + i))
 			for _, want := range []string{"a", "b"} {
-				g, err := s.Generate(context.Background(), []policy.GenerateRequest{{Prompt: []int{1}, Session: sess}})
+				g, err := s.Generate(context.Background(), []lm.GenerateRequest{{Prompt: []int{1}, Session: sess}})
 				if assert.NoError(t, err) {
 					assert.Equal(t, want, decode(g[0].Tokens))
 				}

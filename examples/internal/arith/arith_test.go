@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/tool"
@@ -46,7 +47,7 @@ func TestRLConfig(t *testing.T) {
 			require.NotNil(t, c.Overlong)
 			assert.Equal(t, tc.buffer, c.Overlong.Buffer)
 			assert.Zero(t, c.Overlong.MaxLen, "the budget comes from the engine")
-			assert.Equal(t, policy.SampleParams{Temperature: tc.o.Temperature, TopP: 1, TopK: -1, MaxNewTokens: tc.o.MaxResponse}, c.Sampling)
+			assert.Equal(t, lm.SampleParams{Temperature: tc.o.Temperature, TopP: 1, TopK: -1, MaxNewTokens: tc.o.MaxResponse}, c.Sampling)
 			assert.Equal(t, agentrl.OldLogProbsRollout, c.OldLogProbs)
 			assert.Equal(t, tc.o.LR, c.Optimizer.LR)
 			assert.Zero(t, c.Optimizer.WeightDecay)
@@ -109,7 +110,7 @@ func tinyModel(t *testing.T, vocab int) string {
 	require.NoError(t, err)
 	defer m.Close()
 	dir := filepath.Join(t.TempDir(), "model")
-	require.NoError(t, m.Save(dir, policy.SaveOptions{}))
+	require.NoError(t, m.Save(dir, lm.SaveOptions{}))
 	return dir
 }
 

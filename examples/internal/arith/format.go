@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/agentrl/agentrl"
-	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
@@ -195,7 +195,7 @@ type Eval struct {
 // 1000003·(i+1), whatever the policy, so two policies are compared on the
 // same random draws.
 func Evaluate(ctx context.Context, engine *rollout.Engine, rf reward.Func, probs []Problem, s ToolSpec,
-	params policy.SampleParams, k int) (Eval, error) {
+	params lm.SampleParams, k int) (Eval, error) {
 	reqs := make([]rollout.Request, len(probs))
 	for i, p := range probs {
 		seed := uint64(1_000_003 * (i + 1))

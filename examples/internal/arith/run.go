@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/reward"
@@ -62,7 +63,7 @@ func RLConfig(o RLOptions) agentrl.TrainerConfig {
 		c.MiniBatchSize = min(o.MiniBatch, c.MiniBatchSize)
 	}
 	c.MicroBatchSize = min(c.MiniBatchSize, 32)
-	c.Sampling = policy.SampleParams{Temperature: o.Temperature, TopP: 1, TopK: -1, MaxNewTokens: o.MaxResponse}
+	c.Sampling = lm.SampleParams{Temperature: o.Temperature, TopP: 1, TopK: -1, MaxNewTokens: o.MaxResponse}
 	c.Overlong = &reward.OverlongConfig{Buffer: o.MaxResponse / 4, Factor: 1}
 	// The batch was just sampled by this very model: the sampler's
 	// log-probabilities are the old policy's (the same kernels and
@@ -82,7 +83,7 @@ func RLConfig(o RLOptions) agentrl.TrainerConfig {
 // EngineConfig is the rollout engine of the RL stage and its
 // evaluations: sampler s, the tool tl, at most 4 turns, MaxToolCalls
 // tool calls (one per turn) and maxResponse tokens after the prompt.
-func EngineConfig(s policy.Sampler, tok rollout.Tokenizer, tl tool.Tool, maxResponse int) rollout.Config {
+func EngineConfig(s lm.Sampler, tok rollout.Tokenizer, tl tool.Tool, maxResponse int) rollout.Config {
 	return rollout.Config{
 		Sampler: s, Tokenizer: tok, Tools: []tool.Tool{tl},
 		MaxTurns: 4, MaxResponseTokens: maxResponse, MaxToolCalls: MaxToolCalls, MaxCallsPerTurn: 1,
@@ -91,7 +92,7 @@ func EngineConfig(s policy.Sampler, tok rollout.Tokenizer, tl tool.Tool, maxResp
 }
 
 // NewEngine is rollout.NewEngine(EngineConfig(s, tok, tl, maxResponse)).
-func NewEngine(s policy.Sampler, tok rollout.Tokenizer, tl tool.Tool, maxResponse int) (*rollout.Engine, error) {
+func NewEngine(s lm.Sampler, tok rollout.Tokenizer, tl tool.Tool, maxResponse int) (*rollout.Engine, error) {
 	return rollout.NewEngine(EngineConfig(s, tok, tl, maxResponse))
 }
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
 	"github.com/agentrl/agentrl/policy/tokenizer"
@@ -33,7 +34,7 @@ const NoThinkPrompt = "<|im_start|>assistant\n<think>\n\n</think>\n\n"
 // OpenAI-compatible servers listed in spec (comma-separated base URLs).
 // Both batch on their own: the local model admits each trajectory's turn
 // into its running batch (continuous batching), as the servers do.
-func NewSampler(spec string, model *policy.Model, servedModel string) (policy.Sampler, error) {
+func NewSampler(spec string, model *policy.Model, servedModel string) (lm.Sampler, error) {
 	if spec == "local" {
 		return model, nil
 	}

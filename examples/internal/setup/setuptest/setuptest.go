@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 )
@@ -44,7 +45,7 @@ func TinyCheckpoint(t testing.TB, tokenizerDir string) string {
 		EOSTokenIDs: []int{imEnd},
 	}, 7)
 	require.NoError(t, err)
-	require.NoError(t, m.Save(dir, policy.SaveOptions{}))
+	require.NoError(t, m.Save(dir, lm.SaveOptions{}))
 	require.NoError(t, m.Close())
 	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
 		src, err := filepath.Abs(filepath.Join(tokenizerDir, f))

@@ -1,6 +1,11 @@
-package policy
+package lm
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+)
 
 // SampleParams controls generation, with vLLM's names and semantics
 // (vllm.SamplingParams). The zero value asks for greedy decoding until an
@@ -127,51 +132,26 @@ type SessionCloser interface {
 	CloseSession(session string)
 }
 
-// TokenBatch is a batch of token sequences to score. Sequences may have
-// different lengths; per-token results are aligned with Tokens.
-type TokenBatch struct {
-	Tokens [][]int
-	// Temperature divides the logits before the log-softmax, as verl does
-	// when it recomputes log-probabilities of sampled responses; 0 means 1.
-	Temperature float64
-	// Mask, when not nil, marks with nonzero values the positions whose
-	// results are needed (response tokens); others may be skipped and are
-	// returned as 0. Same shape as Tokens.
-	Mask [][]float32
-}
+// ErrSampling marks invalid sampling parameters or logits.
+var ErrSampling = errors.New("lm: sampling")
 
-// TokenStats holds per-token results, aligned with TokenBatch.Tokens:
-// LogProbs[b][t] = log p(Tokens[b][t] | Tokens[b][:t]) and Entropy[b][t] is
-// the entropy of that predictive distribution. Position 0 has no
-// prediction and holds 0.
-type TokenStats struct {
-	LogProbs [][]float32
-	Entropy  [][]float32
-}
+// GreedyTemperature is the temperature below which sampling is greedy, as
+// vLLM's _SAMPLING_EPS: dividing by a smaller one would overflow.
+const GreedyTemperature = 1e-5
 
-// BackwardFunc propagates gradients of a loss with respect to the
-// per-token log-probabilities and entropies of a forward pass into the
-// parameters' gradients, adding to what is there. gradEntropy may be nil
-// when the loss has no entropy term. It may be called once.
-type BackwardFunc func(ctx context.Context, gradLogProbs, gradEntropy [][]float32) error
-
-// Trainable is a model the trainer can optimise: it scores sequences and
-// backpropagates a loss given as gradients with respect to those scores,
-// which is all that policy-gradient losses need.
-type Trainable interface {
-	// Forward computes per-token log-probabilities and entropies. When
-	// withGrad is true it keeps what Backward needs and returns a non-nil
-	// BackwardFunc; otherwise (reference or old-policy log-probabilities)
-	// it keeps nothing and returns nil.
-	Forward(ctx context.Context, batch TokenBatch, withGrad bool) (TokenStats, BackwardFunc, error)
-	// Params lists the trainable parameters and their gradient buffers,
-	// the same slices on every call, in a stable order.
-	Params() []Param
-}
-
-// Saver writes a model as a Hugging Face checkpoint folder that vLLM,
-// SGLang and transformers load: *Model implements it. Publishing weights
-// to an inference fleet (package fleet) needs it.
-type Saver interface {
-	Save(dir string, opts SaveOptions) error
+// CheckSampleParams validates the sampling fields of p.
+func CheckSampleParams(p SampleParams) error {
+	switch {
+	case math.IsNaN(p.Temperature) || math.IsInf(p.Temperature, 0) || p.Temperature < 0:
+		return fmt.Errorf("%w: temperature %g, want a finite value ≥ 0", ErrSampling, p.Temperature)
+	case !(p.TopP >= 0 && p.TopP <= 1):
+		return fmt.Errorf("%w: top_p %g, want 0 < top_p ≤ 1 (0 disables)", ErrSampling, p.TopP)
+	case p.TopK < -1:
+		return fmt.Errorf("%w: top_k %d, want ≥ 1 (0 or -1 disables)", ErrSampling, p.TopK)
+	case !(p.MinP >= 0 && p.MinP <= 1):
+		return fmt.Errorf("%w: min_p %g, want 0 ≤ min_p ≤ 1", ErrSampling, p.MinP)
+	case p.MaxNewTokens < 0:
+		return fmt.Errorf("%w: max_new_tokens %d is negative", ErrSampling, p.MaxNewTokens)
+	}
+	return nil
 }
