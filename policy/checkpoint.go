@@ -43,20 +43,20 @@ func Load(dir string, opts ...ModelOption) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range m.params {
+	for _, p := range m.w.base {
 		info, _ := ck.Info(p.spec.Name)
 		if !info.DType.IsFloat32Convertible() {
-			m.free()
+			m.w.free()
 			return nil, fmt.Errorf("%s: tensor %s has dtype %s; want F32, F16 or BF16", dir, p.spec.Name, info.DType)
 		}
 		if err := ck.ReadFloat32(p.spec.Name, p.data); err != nil {
-			m.free()
+			m.w.free()
 			return nil, fmt.Errorf("%s: %w", dir, err)
 		}
 	}
 	eos, err := readGenerationEOS(dir)
 	if err != nil {
-		m.free()
+		m.w.free()
 		return nil, err
 	}
 	for _, id := range eos {
@@ -124,24 +124,21 @@ func (m *Model) Save(dir string, opts lm.SaveOptions) error {
 		return err
 	}
 	m.mu.Lock()
-	if err := m.pullHost(false); err != nil {
+	if err := m.w.pull(false); err != nil {
 		m.mu.Unlock()
 		return err
 	}
-	tensors := make([]safetensors.Tensor, len(m.params))
-	for i, p := range m.params {
-		tensors[i] = safetensors.Tensor{Name: p.spec.Name, DType: dt, Shape: p.spec.Shape, Float32: append([]float32(nil), p.data...)}
+	tensors := make([]safetensors.Tensor, len(m.w.base))
+	index := make(map[*param]int, len(m.w.base))
+	for i, p := range m.w.base {
+		tensors[i] = safetensors.Tensor{Name: p.spec.Name, DType: dt, Shape: p.spec.Shape, Float32: slices.Clone(p.data)}
+		index[p] = i
 	}
 	if m.lora != nil && !m.lora.merged {
 		// What the model computes: each adapted weight with its delta.
-		for l, layer := range m.lora.layers {
-			for slot, pair := range layer {
-				if pair.on() {
-					i := slices.Index(m.params, m.layers[l].slot(slot))
-					addLoRADelta(tensors[i].Float32, pair.a.data, pair.b.data, pair, float64(m.lora.scale))
-				}
-			}
-		}
+		m.forEachAdapter(func(lin *linear) {
+			addLoRADelta(tensors[index[lin.w]].Float32, lin.lora.a.data, lin.lora.b.data, lin.lora, float64(lin.lora.scale))
+		})
 	}
 	m.mu.Unlock()
 	if err := WriteConfig(dir, cfg); err != nil {

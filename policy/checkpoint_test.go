@@ -155,7 +155,7 @@ func writeTensors(t *testing.T, edit func([]safetensors.Tensor) []safetensors.Te
 	require.NoError(t, WriteConfig(dir, src.Config()))
 	var ts []safetensors.Tensor
 	for _, p := range src.Params() {
-		spec := src.byName[p.Name].spec
+		spec := src.w.byName[p.Name].spec
 		ts = append(ts, safetensors.Tensor{Name: p.Name, DType: safetensors.F32, Shape: spec.Shape, Float32: p.Data})
 	}
 	require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), edit(ts), nil))

@@ -29,13 +29,6 @@ const ConfigFileName = "config.json"
 // describes a model this package cannot run; the message names the field.
 var ErrConfig = errors.New("policy: config")
 
-// architectures maps model_type to the class transformers instantiates.
-var architectures = map[string]string{
-	ModelQwen3: "Qwen3ForCausalLM",
-	ModelQwen2: "Qwen2ForCausalLM",
-	ModelLlama: "LlamaForCausalLM",
-}
-
 // RopeScaling is config.json "rope_scaling": how rotary position
 // frequencies are rescaled for long context (transformers
 // modeling_rope_utils.py). Supported types are "default", "linear" and
@@ -166,29 +159,26 @@ func ParseConfig(data []byte) (Config, error) {
 	}
 	c.NumKeyValueHeads = c.NumAttentionHeads
 	p.integer("num_key_value_heads", &c.NumKeyValueHeads)
-	if c.ModelType == ModelQwen3 {
-		c.HeadDim = 128
-	} else if c.NumAttentionHeads > 0 {
+	a := c.arch()
+	c.HeadDim = a.headDim
+	if c.HeadDim == 0 && c.NumAttentionHeads > 0 {
 		c.HeadDim = c.HiddenSize / c.NumAttentionHeads
 		if !p.has("head_dim") && c.HiddenSize%c.NumAttentionHeads != 0 {
 			return Config{}, fmt.Errorf("%w: hidden_size %d is not a multiple of num_attention_heads %d and head_dim is absent", ErrConfig, c.HiddenSize, c.NumAttentionHeads)
 		}
 	}
 	p.integer("head_dim", &c.HeadDim)
-	c.MaxPositionEmbeddings = 32768
-	if c.ModelType == ModelLlama {
-		c.MaxPositionEmbeddings = 2048
-	}
+	c.MaxPositionEmbeddings = a.maxPositions
 	p.integer("max_position_embeddings", &c.MaxPositionEmbeddings)
 	c.RMSNormEps = 1e-6
 	p.number("rms_norm_eps", &c.RMSNormEps)
 	c.RopeTheta = 10000
 	p.number("rope_theta", &c.RopeTheta)
 	p.boolean("tie_word_embeddings", &c.TieWordEmbeddings)
-	if c.ModelType != ModelQwen2 {
+	if a.attentionBias {
 		p.boolean("attention_bias", &c.AttentionBias)
 	}
-	if c.ModelType == ModelLlama {
+	if a.mlpBias {
 		p.boolean("mlp_bias", &c.MLPBias)
 	}
 	act := "silu"
@@ -359,17 +349,17 @@ func (c Config) Validate() error {
 }
 
 // QKVBias reports whether q_proj, k_proj and v_proj have biases.
-func (c Config) QKVBias() bool { return c.ModelType == ModelQwen2 || c.AttentionBias }
+func (c Config) QKVBias() bool { return c.parts().qkvBias }
 
 // OutBias reports whether o_proj has a bias (never for qwen2).
-func (c Config) OutBias() bool { return c.ModelType != ModelQwen2 && c.AttentionBias }
+func (c Config) OutBias() bool { return c.parts().outBias }
 
 // QKNorm reports whether each attention head RMS-normalises its queries and
 // keys before RoPE (Qwen3's q_norm, k_norm, of size head_dim).
-func (c Config) QKNorm() bool { return c.ModelType == ModelQwen3 }
+func (c Config) QKNorm() bool { return c.parts().qkNorm }
 
 // Architecture is the transformers class name, e.g. "Qwen3ForCausalLM".
-func (c Config) Architecture() string { return architectures[c.ModelType] }
+func (c Config) Architecture() string { return c.arch().class }
 
 // MarshalJSON writes the config in Hugging Face's format: the keys
 // transformers reads for the model_type, plus Extra, sorted by key and
@@ -390,7 +380,8 @@ func (c Config) MarshalJSON() ([]byte, error) {
 	m["num_hidden_layers"] = c.NumHiddenLayers
 	m["num_attention_heads"] = c.NumAttentionHeads
 	m["num_key_value_heads"] = c.NumKeyValueHeads
-	if c.ModelType != ModelQwen2 || c.HeadDim != c.HiddenSize/c.NumAttentionHeads {
+	a := c.arch()
+	if !a.headDimOptional || c.HeadDim != c.HiddenSize/c.NumAttentionHeads {
 		m["head_dim"] = c.HeadDim
 	}
 	m["max_position_embeddings"] = c.MaxPositionEmbeddings
@@ -398,12 +389,13 @@ func (c Config) MarshalJSON() ([]byte, error) {
 	m["rope_theta"] = pyFloat(c.RopeTheta)
 	m["tie_word_embeddings"] = c.TieWordEmbeddings
 	m["hidden_act"] = "silu"
-	if c.ModelType != ModelQwen2 {
+	if a.attentionBias {
 		m["attention_bias"] = c.AttentionBias
 	}
-	if c.ModelType == ModelLlama {
+	if a.mlpBias {
 		m["mlp_bias"] = c.MLPBias
-	} else {
+	}
+	if a.slidingWindow {
 		m["use_sliding_window"] = false
 	}
 	if s := c.RopeScaling; s != nil {
@@ -592,35 +584,10 @@ func (t TensorSpec) Size() int64 {
 // model.norm.weight; and lm_head.weight unless the embeddings are tied.
 // Linear weights have the shape [out, in], as torch.nn.Linear stores them.
 func (c Config) TensorSpecs() []TensorSpec {
-	h, q, kv := c.HiddenSize, c.NumAttentionHeads*c.HeadDim, c.NumKeyValueHeads*c.HeadDim
-	specs := []TensorSpec{{"model.embed_tokens.weight", []int{c.VocabSize, h}}}
-	for i := 0; i < c.NumHiddenLayers; i++ {
-		p := fmt.Sprintf("model.layers.%d.", i)
-		lin := func(name string, out, in int, bias bool) {
-			specs = append(specs, TensorSpec{p + name + ".weight", []int{out, in}})
-			if bias {
-				specs = append(specs, TensorSpec{p + name + ".bias", []int{out}})
-			}
-		}
-		lin("self_attn.q_proj", q, h, c.QKVBias())
-		lin("self_attn.k_proj", kv, h, c.QKVBias())
-		lin("self_attn.v_proj", kv, h, c.QKVBias())
-		lin("self_attn.o_proj", h, q, c.OutBias())
-		if c.QKNorm() {
-			specs = append(specs,
-				TensorSpec{p + "self_attn.q_norm.weight", []int{c.HeadDim}},
-				TensorSpec{p + "self_attn.k_norm.weight", []int{c.HeadDim}})
-		}
-		lin("mlp.gate_proj", c.IntermediateSize, h, c.MLPBias)
-		lin("mlp.up_proj", c.IntermediateSize, h, c.MLPBias)
-		lin("mlp.down_proj", h, c.IntermediateSize, c.MLPBias)
-		specs = append(specs,
-			TensorSpec{p + "input_layernorm.weight", []int{h}},
-			TensorSpec{p + "post_attention_layernorm.weight", []int{h}})
-	}
-	specs = append(specs, TensorSpec{"model.norm.weight", []int{h}})
-	if !c.TieWordEmbeddings {
-		specs = append(specs, TensorSpec{"lm_head.weight", []int{c.VocabSize, h}})
+	_, params := layout(c)
+	specs := make([]TensorSpec, len(params))
+	for i, p := range params {
+		specs[i] = p.spec
 	}
 	return specs
 }

@@ -16,12 +16,26 @@
 //   - sample.go: token sampling from logits with vLLM's temperature,
 //     min-p, top-k and top-p semantics and seeded randomness (the stop
 //     conditions and incremental detokenisation are lm's).
-//   - model.go, model_forward.go, model_train.go: Model, the transformer
-//     over a backend.Backend (the CPU backend of internal/cpu by default):
-//     random init (New), Logits, and the Trainable implementation —
-//     packed batches of sequences of different lengths, chunked
-//     log-prob/entropy over the vocabulary, and a hand-written backward
-//     through every layer into each parameter's gradient.
+//   - modules.go: the transformer as modules — linear (with its
+//     optional LoRA adapter), RMSNorm, RoPE, attention, SwiGLU MLP,
+//     decoder layer, embedding, LM head — each a forward and a backward
+//     side by side over the backend's paired kernels, the backward
+//     mirroring the forward; pass.go: the tape a computation runs on
+//     (its buffers, the first error, what the backward needs).
+//   - arch.go, arch_qwen3.go, arch_qwen2.go, arch_llama.go: the Llama
+//     layout that declares every tensor's Hugging Face name once, and
+//     per model_type what differs (config.json fields and defaults,
+//     biases, Qwen3's q/k norm); a new architecture of that family is
+//     one more file.
+//   - weights.go: the tensors, and where their newest values are (host
+//     or backend) — what a computation uploads and what Params, Save
+//     and a device optimizer copy back.
+//   - model.go, model_train.go: Model over a backend.Backend (the CPU
+//     backend of internal/cpu by default): random init (New), Logits, and
+//     the Trainable implementation — packed batches of sequences of
+//     different lengths, chunked log-prob/entropy over the vocabulary,
+//     and the backward through every module into each parameter's
+//     gradient.
 //   - generate.go: the Sampler implementation — batched prefill and
 //     decode over a shared KV cache, sessions that keep a conversation's
 //     KV cache between turns (LRU-bounded), stop tokens and strings.
@@ -30,7 +44,7 @@
 //   - lora.go, lora_peft.go: LoRA adapters (AddLoRA, LoRAConfig with
 //     rsLoRA scaling) on any of the q/k/v/o/gate/up/down projections,
 //     with the base weights frozen (Params lists only the adapters),
-//     forward and backward through the backend's GEMMs, MergeLoRA and
+//     applied by the linear modules, MergeLoRA and
 //     UnmergeLoRA, and SaveAdapter/LoadAdapter in PEFT's folder format
 //     (adapter_config.json, adapter_model.safetensors) that vLLM and
 //     SGLang hot-load.

@@ -268,7 +268,7 @@ func (m *Model) schedule() {
 		pool.free(m.be)
 		active = nil
 	}
-	synced := m.syncWeights()
+	synced := m.w.sync()
 	for {
 		active = dropEnded(pool, active)
 		g.mu.Lock()

@@ -17,7 +17,7 @@ type kvBuffers struct {
 func (m *Model) allocKV(rows int) (kvBuffers, error) {
 	var b kvBuffers
 	n := rows * m.kvWidth()
-	for range m.layers {
+	for range m.net.layers {
 		for _, dst := range []*[]backend.Buffer{&b.k, &b.v} {
 			buf, err := m.be.Alloc(n)
 			if err != nil {
@@ -208,12 +208,6 @@ func (m *Model) extend(p *kvPool, slots []*kvSlot, chunks [][]int) ([][]float32,
 		t += len(chunks[j])
 		last = append(last, int32(t-1))
 	}
-	a := &arena{be: m.be}
-	defer a.free()
-	x, err := m.embedTokens(a, ids)
-	if err != nil {
-		return nil, err
-	}
 	kvw := m.kvWidth()
 	store := func(l int, k, v backend.Buffer) (backend.Buffer, backend.Buffer, error) {
 		for j, s := range slots {
@@ -227,24 +221,18 @@ func (m *Model) extend(p *kvPool, slots []*kvSlot, chunks [][]int) ([][]float32,
 		}
 		return p.k[l], p.v[l], nil
 	}
-	if _, x, err = m.layersForward(a, x, t, pos, spans, store, false); err != nil {
-		return nil, err
+	tp := m.newPass(false)
+	defer tp.free()
+	r := &rows{n: t, pos: pos, spans: spans, kv: store}
+	hf := m.net.hidden(tp, ids, r, &hiddenSaved{})
+	out := m.net.head.logits(tp, hf, t, last)
+	if !tp.ok() {
+		return nil, tp.err
 	}
 	for j, s := range slots {
 		s.len += len(chunks[j])
 	}
-	hf, _, err := m.finalNorm(a, x, t, false)
-	if err != nil {
-		return nil, err
-	}
 	v := m.cfg.VocabSize
-	out := a.alloc(len(slots) * v)
-	if a.err != nil {
-		return nil, a.err
-	}
-	if err := m.be.Logits(backend.LMHead{Rows: t, Dim: m.cfg.HiddenSize, Vocab: v, InvTemp: 1}, last, out, hf, m.head.w); err != nil {
-		return nil, fmt.Errorf("policy: lm_head: %w", err)
-	}
 	flat := make([]float32, len(slots)*v)
 	if err := m.be.Download(flat, out, 0); err != nil {
 		return nil, err

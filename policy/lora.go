@@ -6,8 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-
-	"github.com/agentrl/agentrl/policy/backend"
 )
 
 // ErrLoRA marks a LoRA configuration, adapter file or operation the model
@@ -34,25 +32,8 @@ const LoRAAllLinear = "all-linear"
 // of a module in this list is its slot in loraLayer.
 var loraModules = [...]string{LoRAQProj, LoRAKProj, LoRAVProj, LoRAOProj, LoRAGateProj, LoRAUpProj, LoRADownProj}
 
-const (
-	slotQ = iota
-	slotK
-	slotV
-	slotO
-	slotGate
-	slotUp
-	slotDown
-	numLoRASlots
-)
-
-// loraModulePath is the module's place in a decoder layer, as in the
-// Hugging Face tensor names ("self_attn.q_proj", "mlp.down_proj").
-func loraModulePath(slot int) string {
-	if slot <= slotO {
-		return "self_attn." + loraModules[slot]
-	}
-	return "mlp." + loraModules[slot]
-}
+// numLoRASlots is the number of adaptable projections per layer.
+const numLoRASlots = len(loraModules)
 
 // LoRAConfig describes low-rank adapters (Hu et al., 2021,
 // arXiv:2106.09685) on the projections of every decoder layer: the
@@ -148,29 +129,44 @@ func (c LoRAConfig) Scale() float64 {
 	return d.Alpha / float64(d.Rank)
 }
 
-// loraState is the model's adapters: per layer and slot, A and B (nil
-// where the projection is not adapted).
+// loraState is the model's adapter: its configuration and its A and B
+// tensors; each adapted projection (linear) points to its pair.
 type loraState struct {
 	cfg    LoRAConfig // with defaults filled in
-	scale  float32
-	layers [][numLoRASlots]loraPair
-	params []*param // A and B of every adapted projection, in PEFT's order
-	merged bool     // the deltas are folded into the base weights
+	params []*param   // A and B of every adapted projection, in PEFT's order
+	merged bool       // the deltas are folded into the base weights
 	// snapshot holds A and B as MergeLoRA folded them, for UnmergeLoRA.
 	snapshot map[*param][]float32
 }
 
-// loraPair is one adapted projection.
-type loraPair struct{ a, b *param }
+// loraPair is one adapted projection's A [r, in] and B [out, r], and the
+// update's scale.
+type loraPair struct {
+	a, b  *param
+	scale float32
+}
 
-func (p loraPair) on() bool { return p.a != nil }
+// rank is r.
+func (p *loraPair) rank() int { return p.a.spec.Shape[0] }
 
 // loraTensorName is PEFT's name of an adapter tensor in
 // adapter_model.safetensors: the Hugging Face module path under
 // base_model.model., then lora_A or lora_B (the adapter's own name,
 // "default", is dropped on save).
-func loraTensorName(layer, slot int, ab string) string {
-	return fmt.Sprintf("base_model.model.model.layers.%d.%s.lora_%s.weight", layer, loraModulePath(slot), ab)
+func loraTensorName(path, ab string) string {
+	return "base_model.model." + path + ".lora_" + ab + ".weight"
+}
+
+// forEachAdapter calls f with every projection that carries an adapter,
+// layer by layer, in the order q, k, v, o, gate, up, down.
+func (m *Model) forEachAdapter(f func(*linear)) {
+	for i := range m.net.layers {
+		for slot := range numLoRASlots {
+			if lin := m.net.layers[i].projection(slot); lin.lora != nil {
+				f(lin)
+			}
+		}
+	}
 }
 
 // AddLoRA attaches freshly initialised adapters to the projections cfg
@@ -187,41 +183,35 @@ func (m *Model) AddLoRA(cfg LoRAConfig, seed uint64) error {
 		return err
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d))
-	for _, layer := range m.lora.layers {
-		for _, pair := range layer {
-			if !pair.on() {
-				continue
-			}
-			a := pair.a // B stays zero
-			bound := 1 / math.Sqrt(float64(a.spec.Shape[1]))
-			for i := range a.data {
-				a.data[i] = float32((2*rng.Float64() - 1) * bound)
-			}
+	m.forEachAdapter(func(lin *linear) {
+		a := lin.lora.a // B stays zero
+		bound := 1 / math.Sqrt(float64(a.spec.Shape[1]))
+		for i := range a.data {
+			a.data[i] = float32((2*rng.Float64() - 1) * bound)
 		}
-	}
+	})
 	return nil
 }
 
 // loraSpec is one adapted projection's A and B tensors.
 type loraSpec struct {
-	layer, slot int
-	a, b        TensorSpec
+	proj *linear
+	a, b TensorSpec
 }
 
 // loraSpecs lists the adapter tensors c implies on this model, in PEFT's
 // order (layer by layer, q … down, A before B).
 func (m *Model) loraSpecs(c LoRAConfig) []loraSpec {
 	var out []loraSpec
-	for l := range m.layers {
+	for i := range m.net.layers {
 		for slot := range numLoRASlots {
 			if !slices.Contains(c.TargetModules, loraModules[slot]) {
 				continue
 			}
-			base := m.layers[l].slot(slot)
-			o, in := base.spec.Shape[0], base.spec.Shape[1]
-			out = append(out, loraSpec{layer: l, slot: slot,
-				a: TensorSpec{Name: loraTensorName(l, slot, "A"), Shape: []int{c.Rank, in}},
-				b: TensorSpec{Name: loraTensorName(l, slot, "B"), Shape: []int{o, c.Rank}}})
+			lin := m.net.layers[i].projection(slot)
+			out = append(out, loraSpec{proj: lin,
+				a: TensorSpec{Name: loraTensorName(lin.path, "A"), Shape: []int{c.Rank, lin.in}},
+				b: TensorSpec{Name: loraTensorName(lin.path, "B"), Shape: []int{lin.out, c.Rank}}})
 		}
 	}
 	return out
@@ -238,50 +228,43 @@ func (m *Model) attachLoRA(cfg LoRAConfig) error {
 	if m.lora != nil {
 		return fmt.Errorf("%w: the model already has an adapter", ErrLoRA)
 	}
-	if len(m.params) == 0 || m.params[0].w == nil {
+	if m.w.closed() {
 		return fmt.Errorf("%w: the model is closed", ErrInput)
 	}
-	st := &loraState{cfg: c, scale: float32(c.Scale()), layers: make([][numLoRASlots]loraPair, len(m.layers))}
-	for _, sp := range m.loraSpecs(c) {
-		var pair loraPair
-		for _, t := range []struct {
-			spec TensorSpec
-			dst  **param
-		}{{sp.a, &pair.a}, {sp.b, &pair.b}} {
-			n := int(t.spec.Size())
-			w, err := m.be.Alloc(n)
-			if err != nil {
-				for _, p := range st.params {
-					_ = m.be.Free(p.w)
-				}
-				return fmt.Errorf("policy: allocating %s: %w", t.spec.Name, err)
-			}
-			p := &param{spec: t.spec, data: make([]float32, n), grad: make([]float32, n), w: w}
-			st.params = append(st.params, p)
-			*t.dst = p
+	st := &loraState{cfg: c}
+	scale := float32(c.Scale())
+	specs := m.loraSpecs(c)
+	pairs := make([]*loraPair, len(specs))
+	fail := func(err error) error {
+		for _, p := range st.params {
+			_ = m.be.Free(p.w)
 		}
-		st.layers[sp.layer][sp.slot] = pair
+		return err
 	}
-	if m.resident {
+	for i, sp := range specs {
+		pair := &loraPair{a: &param{spec: sp.a}, b: &param{spec: sp.b}, scale: scale}
+		for _, p := range []*param{pair.a, pair.b} {
+			if err := m.w.alloc(p); err != nil {
+				return fail(err)
+			}
+			st.params = append(st.params, p)
+		}
+		pairs[i] = pair
+	}
+	if m.w.onBackend {
 		// A new stage (RL with adapters after full SFT): the full
 		// weights' optimizer ends, the host takes the weights back, and
 		// the adapters' trainer makes its own optimizer.
-		if err := m.pullHost(false); err != nil {
-			for _, p := range st.params {
-				_ = m.be.Free(p.w)
-			}
-			return err
+		if err := m.w.pull(false); err != nil {
+			return fail(err)
 		}
-		m.endResident()
+		m.endDeviceOptimizer()
+		m.w.moveToHost()
 	}
-	for _, p := range m.params {
-		p.frozen = true
-		p.grad = nil // the optimizer never sees the base weights again
-		if p.dw != nil {
-			_ = m.be.Free(p.dw)
-			p.dw = nil
-		}
+	for i, sp := range specs {
+		sp.proj.lora = pairs[i]
 	}
+	m.w.freezeBase(st.params)
 	m.lora = st
 	m.adapterChanged()
 	return nil
@@ -293,14 +276,9 @@ func (m *Model) attachLoRA(cfg LoRAConfig) error {
 // are dropped, and a backward pending from before fails instead of
 // mixing the two. The caller holds m.mu, so no generation is running.
 func (m *Model) adapterChanged() {
-	m.baseDirty = true
+	m.w.hostWritten()
 	m.loraEpoch++
 	m.gen.closeAll(m.be)
-}
-
-// slot returns the base weight of a projection slot.
-func (lp *layerParams) slot(s int) *param {
-	return [numLoRASlots]*param{lp.q, lp.k, lp.v, lp.o, lp.gate, lp.up, lp.down}[s]
 }
 
 // LoRA returns the adapter's configuration (defaults filled in) and
@@ -365,7 +343,7 @@ func (m *Model) UnmergeLoRA() error {
 // adapter may have moved meanwhile (an optimizer's momentum, a restore),
 // and the base must come back to what it was.
 func (m *Model) foldLoRA(sign float64) error {
-	if err := m.pullHost(false); err != nil {
+	if err := m.w.pull(false); err != nil {
 		return err
 	}
 	st := m.lora
@@ -375,14 +353,10 @@ func (m *Model) foldLoRA(sign float64) error {
 			st.snapshot[p] = slices.Clone(p.data)
 		}
 	}
-	s := sign * float64(st.scale)
-	for l, layer := range st.layers {
-		for slot, pair := range layer {
-			if pair.on() {
-				addLoRADelta(m.layers[l].slot(slot).data, st.snapshot[pair.a], st.snapshot[pair.b], pair, s)
-			}
-		}
-	}
+	m.forEachAdapter(func(lin *linear) {
+		p := lin.lora
+		addLoRADelta(lin.w.data, st.snapshot[p.a], st.snapshot[p.b], p, sign*float64(p.scale))
+	})
 	if sign < 0 {
 		st.snapshot = nil
 	}
@@ -392,7 +366,7 @@ func (m *Model) foldLoRA(sign float64) error {
 
 // addLoRADelta adds s·B·A to w [out, in] with A and B's values a and b,
 // each element's dot product over the rank accumulated in float64.
-func addLoRADelta(w, a, b []float32, pair loraPair, s float64) {
+func addLoRADelta(w, a, b []float32, pair *loraPair, s float64) {
 	r, in := pair.a.spec.Shape[0], pair.a.spec.Shape[1]
 	out := pair.b.spec.Shape[0]
 	for o := range out {
@@ -406,64 +380,4 @@ func addLoRADelta(w, a, b []float32, pair loraPair, s float64) {
 			row[i] = float32(float64(row[i]) + s*acc)
 		}
 	}
-}
-
-// loraForward adds the adapter's share to a projection's output y
-// [t, out] from its input x [t, in]: u = x·Aᵀ into the given buffer, then
-// y += scale·u·Bᵀ. It does nothing for a projection without an adapter
-// or when the adapter is merged.
-func (m *Model) loraForward(layer, slot, t int, y, x, u backend.Buffer) error {
-	pair, ok := m.loraPair(layer, slot)
-	if !ok {
-		return nil
-	}
-	r, in, out := pair.a.spec.Shape[0], pair.a.spec.Shape[1], pair.b.spec.Shape[0]
-	if err := m.be.LinearForward(backend.Linear{Rows: t, In: in, Out: r}, u, x, pair.a.w, nil); err != nil {
-		return fmt.Errorf("%s lora_A: %w", loraModules[slot], err)
-	}
-	g := backend.Gemm{TransB: true, M: t, N: out, K: r, Alpha: m.lora.scale, Beta: 1}
-	if err := m.be.Gemm(g, u, pair.b.w, y); err != nil {
-		return fmt.Errorf("%s lora_B: %w", loraModules[slot], err)
-	}
-	return nil
-}
-
-// loraBackward accumulates the adapter's gradients and its share of dx
-// from dy [t, out], given the forward's x [t, in] and u = x·Aᵀ [t, r]:
-// dB += scale·dyᵀ·u, du = scale·dy·B, dA += duᵀ·x, dx += du·A. du is
-// scratch of at least t·r elements.
-func (m *Model) loraBackward(layer, slot, t int, dx, dy, x, u, du backend.Buffer) error {
-	pair, ok := m.loraPair(layer, slot)
-	if !ok {
-		return nil
-	}
-	r, in, out := pair.a.spec.Shape[0], pair.a.spec.Shape[1], pair.b.spec.Shape[0]
-	s := m.lora.scale
-	if err := m.be.Gemm(backend.Gemm{TransA: true, M: out, N: r, K: t, Alpha: s, Beta: 1}, dy, u, pair.b.dw); err != nil {
-		return fmt.Errorf("%s lora_B backward: %w", loraModules[slot], err)
-	}
-	if err := m.be.Gemm(backend.Gemm{M: t, N: r, K: out, Alpha: s}, dy, pair.b.w, du); err != nil {
-		return fmt.Errorf("%s lora_B backward: %w", loraModules[slot], err)
-	}
-	if err := m.be.LinearBackward(backend.Linear{Rows: t, In: in, Out: r}, dx, pair.a.dw, nil, du, x, pair.a.w); err != nil {
-		return fmt.Errorf("%s lora_A backward: %w", loraModules[slot], err)
-	}
-	return nil
-}
-
-// loraPair returns the active (unmerged) adapter of a projection.
-func (m *Model) loraPair(layer, slot int) (loraPair, bool) {
-	if m.lora == nil || m.lora.merged {
-		return loraPair{}, false
-	}
-	p := m.lora.layers[layer][slot]
-	return p, p.on()
-}
-
-// loraRank is the adapter's rank, 0 without an active adapter.
-func (m *Model) loraRank() int {
-	if m.lora == nil || m.lora.merged {
-		return 0
-	}
-	return m.lora.cfg.Rank
 }

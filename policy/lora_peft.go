@@ -230,7 +230,7 @@ func (m *Model) SaveAdapter(dir string, opts lm.AdapterSaveOptions) error {
 		m.mu.Unlock()
 		return fmt.Errorf("%w: the model has no adapter to save", ErrLoRA)
 	}
-	if err := m.pullHost(false); err != nil {
+	if err := m.w.pull(false); err != nil {
 		m.mu.Unlock()
 		return err
 	}

@@ -180,8 +180,8 @@ func TestLoRAMergeEqualsAdapter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := loadWithAdapter(t, tc.base, tc.name)
 			seqs := loadGolden(t, tc.base).seqs
-			base := make([][]float32, len(m.params))
-			for i, p := range m.params {
+			base := make([][]float32, len(m.w.base))
+			for i, p := range m.w.base {
 				base[i] = slices.Clone(p.data)
 			}
 			logits := func(m *Model) []float32 {
@@ -209,7 +209,7 @@ func TestLoRAMergeEqualsAdapter(t *testing.T) {
 
 			require.NoError(t, m.UnmergeLoRA())
 			assert.Less(t, maxAbsDiff(logits(m), withAdapter), 1e-4, "unmerged")
-			for i, p := range m.params {
+			for i, p := range m.w.base {
 				// W + ΔW − ΔW in float32: within a few ulps of |W| + |ΔW|.
 				assert.Less(t, maxAbsDiff(p.data, base[i]), 1e-6, p.spec.Name)
 			}
@@ -258,8 +258,8 @@ func TestLoRATrainsOnlyAdapters(t *testing.T) {
 	m := loadWithAdapter(t, tc.base, tc.name)
 	seqs := loadGolden(t, tc.base).seqs
 	g := loadGolden(t, tc.name)
-	base := make([][]float32, len(m.params))
-	for i, p := range m.params {
+	base := make([][]float32, len(m.w.base))
+	for i, p := range m.w.base {
 		base[i] = slices.Clone(p.data)
 		assert.True(t, p.frozen)
 		assert.Nil(t, p.grad, "no gradient buffer for a frozen weight")
@@ -271,7 +271,7 @@ func TestLoRATrainsOnlyAdapters(t *testing.T) {
 	_, err = opt.Step()
 	require.NoError(t, err)
 	assert.NotEqual(t, before, m.Params()[0].Data, "the adapter moved")
-	for i, p := range m.params {
+	for i, p := range m.w.base {
 		assert.Equal(t, base[i], p.data, "%s is frozen", p.spec.Name)
 		assert.Nil(t, p.dw, "%s has no device gradient", p.spec.Name)
 	}
@@ -645,8 +645,8 @@ func TestLoRAChangesBetweenForwardAndBackward(t *testing.T) {
 func TestLoRAUnmergeAfterAdapterMoved(t *testing.T) {
 	tc := loraCases[1]
 	m := loadWithAdapter(t, tc.base, tc.name)
-	base := make([][]float32, len(m.params))
-	for i, p := range m.params {
+	base := make([][]float32, len(m.w.base))
+	for i, p := range m.w.base {
 		base[i] = slices.Clone(p.data)
 	}
 	require.NoError(t, m.MergeLoRA())
@@ -656,7 +656,7 @@ func TestLoRAUnmergeAfterAdapterMoved(t *testing.T) {
 		}
 	}
 	require.NoError(t, m.UnmergeLoRA())
-	for i, p := range m.params {
+	for i, p := range m.w.base {
 		assert.Less(t, maxAbsDiff(p.data, base[i]), 1e-6, p.spec.Name)
 	}
 }

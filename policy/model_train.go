@@ -29,41 +29,33 @@ func (m *Model) Logits(ids []int) (*tensor.Dense, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.syncWeights(); err != nil {
+	if err := m.w.sync(); err != nil {
 		return nil, err
 	}
-	a := &arena{be: m.be}
-	defer a.free()
 	n := len(ids)
 	tok, pos := make([]int32, n), make([]int32, n)
-	rows := make([]int32, n)
 	for i, id := range ids {
-		tok[i], pos[i], rows[i] = int32(id), int32(i), int32(i)
+		tok[i], pos[i] = int32(id), int32(i)
 	}
-	x, err := m.embedTokens(a, tok)
-	if err != nil {
-		return nil, err
+	tp := m.newPass(false)
+	defer tp.free()
+	r := &rows{n: n, pos: pos, spans: backend.PackedSpans([]int{n})}
+	hf := m.net.hidden(tp, tok, r, &hiddenSaved{})
+	out := m.net.head.logits(tp, hf, n, pos) // every row: pos is 0…n−1
+	if !tp.ok() {
+		return nil, tp.err
 	}
-	if _, x, err = m.layersForward(a, x, n, pos, backend.PackedSpans([]int{n}), nil, false); err != nil {
-		return nil, err
-	}
-	hf, _, err := m.finalNorm(a, x, n, false)
-	if err != nil {
-		return nil, err
-	}
-	v := m.cfg.VocabSize
-	out := a.alloc(n * v)
-	if a.err != nil {
-		return nil, a.err
-	}
-	if err := m.be.Logits(backend.LMHead{Rows: n, Dim: m.cfg.HiddenSize, Vocab: v, InvTemp: 1}, rows, out, hf, m.head.w); err != nil {
-		return nil, fmt.Errorf("policy: lm_head: %w", err)
-	}
-	data := make([]float32, n*v)
+	data := make([]float32, n*m.cfg.VocabSize)
 	if err := m.be.Download(data, out, 0); err != nil {
 		return nil, err
 	}
-	return tensor.New(tensor.WithShape(n, v), tensor.WithBacking(data)), nil
+	return tensor.New(tensor.WithShape(n, m.cfg.VocabSize), tensor.WithBacking(data)), nil
+}
+
+// newPass returns a tape over the model's backend; LoRA adapters take
+// part when one is attached and not merged. The caller holds m.mu.
+func (m *Model) newPass(train bool) *pass {
+	return newPass(m.be, train, m.lora != nil && !m.lora.merged)
 }
 
 // packedBatch is a TokenBatch laid out as one packed sequence of rows.
@@ -117,14 +109,12 @@ func (m *Model) pack(batch lm.TokenBatch) (*packedBatch, error) {
 
 // trainState is what a forward with gradients keeps for its backward.
 type trainState struct {
-	a        *arena
-	pb       *packedBatch
-	x0       backend.Buffer
-	acts     []*layerActs
-	xLast    backend.Buffer
-	hf, rstd backend.Buffer
-	lse, ent backend.Buffer
-	once     sync.Once
+	tp     *pass // the forward's tape: its buffers hold the activations
+	pb     *packedBatch
+	r      *rows
+	hidden hiddenSaved
+	head   headSaved
+	once   sync.Once
 	// loraEpoch is the model's at the forward: an adapter attached,
 	// merged or unmerged before the backward makes it fail.
 	loraEpoch uint64
@@ -161,39 +151,27 @@ func (m *Model) Forward(ctx context.Context, batch lm.TokenBatch, withGrad bool)
 	if withGrad && m.lora != nil && m.lora.merged {
 		return lm.TokenStats{}, nil, fmt.Errorf("%w: the LoRA adapter is merged into the base weights; UnmergeLoRA before training", ErrLoRA)
 	}
-	if err := m.syncWeights(); err != nil {
+	if err := m.w.sync(); err != nil {
 		return lm.TokenStats{}, nil, err
 	}
-	st := &trainState{a: &arena{be: m.be}, pb: pb, loraEpoch: m.loraEpoch}
+	tp := m.newPass(withGrad)
+	tp.ctx = ctx
+	st := &trainState{tp: tp, pb: pb, loraEpoch: m.loraEpoch,
+		r: &rows{n: pb.t, pos: pb.pos, spans: backend.PackedSpans(pb.lens)}}
 	ok := false
 	defer func() {
 		if !ok {
-			st.a.free()
+			tp.free()
 		}
 	}()
-	a, t := st.a, pb.t
-	if st.x0, err = m.embedTokens(a, pb.ids); err != nil {
-		return lm.TokenStats{}, nil, err
-	}
-	// In training the layers keep x0 (the first layer's input); otherwise
-	// they update it in place.
-	if st.acts, st.xLast, err = m.layersForward(a, st.x0, t, pb.pos, backend.PackedSpans(pb.lens), nil, withGrad); err != nil {
-		return lm.TokenStats{}, nil, err
-	}
+	t := pb.t
+	hf := m.net.hidden(tp, pb.ids, st.r, &st.hidden)
 	if err := ctx.Err(); err != nil {
 		return lm.TokenStats{}, nil, err
 	}
-	if st.hf, st.rstd, err = m.finalNorm(a, st.xLast, t, withGrad); err != nil {
-		return lm.TokenStats{}, nil, err
-	}
-	logp, ent, lse := a.alloc(t), a.alloc(t), a.alloc(t)
-	if a.err != nil {
-		return lm.TokenStats{}, nil, a.err
-	}
-	st.lse, st.ent = lse, ent
-	head := backend.LMHead{Rows: t, Dim: m.cfg.HiddenSize, Vocab: m.cfg.VocabSize, InvTemp: pb.invTemp}
-	if err := m.be.LogProbEntropy(head, pb.targets, logp, ent, lse, st.hf, m.head.w); err != nil {
-		return lm.TokenStats{}, nil, fmt.Errorf("policy: log-probs: %w", err)
+	logp, ent := m.net.head.logProbs(tp, hf, pb.targets, pb.invTemp, &st.head)
+	if !tp.ok() {
+		return lm.TokenStats{}, nil, tp.err
 	}
 	lp, en := make([]float32, t), make([]float32, t)
 	if err := m.be.Download(lp, logp, 0); err != nil {
@@ -219,7 +197,7 @@ func (m *Model) Forward(ctx context.Context, batch lm.TokenBatch, withGrad bool)
 	backward := func(ctx context.Context, gradLogProbs, gradEntropy [][]float32) error {
 		err := fmt.Errorf("%w: lm.BackwardFunc called twice", ErrInput)
 		st.once.Do(func() {
-			defer st.a.free()
+			defer st.tp.free()
 			err = m.backward(ctx, st, gradLogProbs, gradEntropy)
 		})
 		return err
@@ -272,198 +250,41 @@ func (m *Model) backward(ctx context.Context, st *trainState, gradLogProbs, grad
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.params[0].w == nil {
+	if m.w.closed() {
 		return fmt.Errorf("%w: the model is closed", ErrInput)
 	}
 	if st.loraEpoch != m.loraEpoch {
 		return fmt.Errorf("%w: the adapter was attached, merged or unmerged between this forward and its backward", ErrLoRA)
 	}
-	be, d, t := m.be, m.dims(), pb.t
-	if m.resident {
+	if m.w.onBackend {
 		// The gradients accumulate on the backend until the optimizer's
 		// ZeroGrad; the uploads of handed-out host slices come first.
-		if err := m.syncWeights(); err != nil {
+		if err := m.w.sync(); err != nil {
 			return err
 		}
 	}
-	for _, p := range m.allParams() {
-		if p.frozen {
-			continue // dw stays nil: the kernels skip a nil gradient
-		}
-		fresh := p.dw == nil
-		if err := m.gradBuffer(p); err != nil {
-			return err
-		}
-		if !m.resident && !fresh {
-			// The host accumulates; the backend's gradient is this pass's.
-			if err := be.Fill(p.dw, 0); err != nil {
-				return err
-			}
-		}
-	}
-	a := &arena{be: be}
-	defer a.free()
-	dlogp, dentB := a.alloc(t), backend.Buffer(nil)
-	if dent != nil {
-		dentB = a.alloc(t)
-	}
-	dhf, dx, dxn := a.alloc(t*d.h), a.alloc(t*d.h), a.alloc(t*d.h)
-	dact, dgate, dup := a.alloc(t*d.inter), a.alloc(t*d.inter), a.alloc(t*d.inter)
-	datt, dq, dqRot, dqRaw := a.alloc(t*d.q), a.alloc(t*d.q), a.alloc(t*d.q), a.alloc(t*d.q)
-	dk, dkRot, dkRaw, dv := a.alloc(t*d.kv), a.alloc(t*d.kv), a.alloc(t*d.kv), a.alloc(t*d.kv)
-	var du backend.Buffer // scratch of the adapters' backward
-	if r := m.loraRank(); r > 0 {
-		du = a.alloc(t * r)
-	}
-	if a.err != nil {
-		return a.err
-	}
-	if err := be.Upload(dlogp, 0, dlp); err != nil {
+	if err := m.w.prepareGrads(); err != nil {
 		return err
 	}
-	if dentB != nil {
-		if err := be.Upload(dentB, 0, dent); err != nil {
+	tp := m.newPass(false)
+	tp.ctx = ctx
+	defer tp.free()
+	t, h := pb.t, m.cfg.HiddenSize
+	dlogp, dentB := tp.alloc(t), tp.allocIf(dent != nil, t)
+	tp.do("upload", func() error {
+		if err := m.be.Upload(dlogp, 0, dlp); err != nil {
 			return err
 		}
-	}
-	head := backend.LMHead{Rows: t, Dim: d.h, Vocab: m.cfg.VocabSize, InvTemp: pb.invTemp}
-	if err := be.LogProbEntropyBackward(head, pb.targets, dhf, m.head.dw, dlogp, dentB, st.hf, m.head.w, st.lse, st.ent); err != nil {
-		return fmt.Errorf("policy: lm_head backward: %w", err)
-	}
-	if err := be.RMSNormBackward(t, d.h, dx, m.norm.dw, dhf, st.xLast, m.norm.w, st.rstd); err != nil {
-		return fmt.Errorf("policy: final norm backward: %w", err)
-	}
-	zero := func(bufs ...backend.Buffer) error {
-		for _, b := range bufs {
-			if err := be.Fill(b, 0); err != nil {
-				return err
-			}
+		if dentB != nil {
+			return m.be.Upload(dentB, 0, dent)
 		}
 		return nil
+	})
+	dh := tp.zeros(t * h)
+	m.net.head.logProbsBackward(tp, &st.head, dh, dlogp, dentB, pb.targets, pb.invTemp)
+	m.net.hiddenBackward(tp, &st.hidden, dh, pb.ids, st.r)
+	if !tp.ok() {
+		return tp.err
 	}
-	att := m.attention()
-	spans := backend.PackedSpans(pb.lens)
-	for l := len(m.layers) - 1; l >= 0; l-- {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		p, la := m.layers[l], st.acts[l]
-		wrap := func(op string, err error) error {
-			if err != nil {
-				return fmt.Errorf("policy: layer %d %s backward: %w", l, op, err)
-			}
-			return nil
-		}
-		// MLP: x_out = x_mid + down(silu(gate(xn2)) ⊙ up(xn2)), xn2 = norm(x_mid).
-		if err := zero(dact, dgate, dup, dxn); err != nil {
-			return err
-		}
-		if err := wrap("down_proj", be.LinearBackward(backend.Linear{Rows: t, In: d.inter, Out: d.h}, dact, p.down.dw, gradOrNil(p.db), dx, la.act, p.down.w)); err != nil {
-			return err
-		}
-		if err := wrap("lora", m.loraBackward(l, slotDown, t, dact, dx, la.act, la.lora[slotDown], du)); err != nil {
-			return err
-		}
-		if err := wrap("swiglu", be.SwiGLUBackward(dgate, dup, dact, la.gate, la.up)); err != nil {
-			return err
-		}
-		mlp := backend.Linear{Rows: t, In: d.h, Out: d.inter}
-		if err := wrap("gate_proj", be.LinearBackward(mlp, dxn, p.gate.dw, gradOrNil(p.gb), dgate, la.xn2, p.gate.w)); err != nil {
-			return err
-		}
-		if err := wrap("up_proj", be.LinearBackward(mlp, dxn, p.up.dw, gradOrNil(p.ub), dup, la.xn2, p.up.w)); err != nil {
-			return err
-		}
-		if err := wrap("lora", m.loraBackward(l, slotGate, t, dxn, dgate, la.xn2, la.lora[slotGate], du)); err != nil {
-			return err
-		}
-		if err := wrap("lora", m.loraBackward(l, slotUp, t, dxn, dup, la.xn2, la.lora[slotUp], du)); err != nil {
-			return err
-		}
-		// dx holds dL/dx_out, the residual path's share of dL/dx_mid; the
-		// norm's backward adds the MLP path's share.
-		if err := wrap("post_attention_layernorm", be.RMSNormBackward(t, d.h, dx, p.postNorm.dw, dxn, la.xMid, p.postNorm.w, la.rstd2)); err != nil {
-			return err
-		}
-		// Attention: x_mid = x_in + o(attn(rope(norm(q(xn1))), …)), xn1 = norm(x_in).
-		if err := zero(datt, dq, dk, dv, dqRot, dkRot, dqRaw, dkRaw, dxn); err != nil {
-			return err
-		}
-		if err := wrap("o_proj", be.LinearBackward(backend.Linear{Rows: t, In: d.q, Out: d.h}, datt, p.o.dw, gradOrNil(p.ob), dx, la.att, p.o.w)); err != nil {
-			return err
-		}
-		if err := wrap("lora", m.loraBackward(l, slotO, t, datt, dx, la.att, la.lora[slotO], du)); err != nil {
-			return err
-		}
-		if err := wrap("attention", be.AttentionBackward(att, spans, dq, dk, dv, datt, la.q, la.k, la.v, la.att, la.lse)); err != nil {
-			return err
-		}
-		for _, pr := range []struct {
-			name                  string
-			slot                  int
-			w, b, norm            *param
-			dOut, dRot, dRaw, raw backend.Buffer
-			rstd                  backend.Buffer
-			width, heads          int
-		}{
-			{"q", slotQ, p.q, p.qb, p.qNorm, dq, dqRot, dqRaw, la.qRaw, la.rstdQ, d.q, d.heads},
-			{"k", slotK, p.k, p.kb, p.kNorm, dk, dkRot, dkRaw, la.kRaw, la.rstdK, d.kv, d.kvHeads},
-		} {
-			dPre := pr.dRaw
-			if pr.norm != nil {
-				dPre = pr.dRot
-			}
-			if err := wrap(pr.name+" rope", be.RoPEBackward(pr.heads, d.hd, pb.pos, m.freqs, dPre, pr.dOut)); err != nil {
-				return err
-			}
-			if pr.norm != nil {
-				if err := wrap(pr.name+"_norm", be.RMSNormBackward(t*pr.heads, d.hd, pr.dRaw, pr.norm.dw, pr.dRot, pr.raw, pr.norm.w, pr.rstd)); err != nil {
-					return err
-				}
-			}
-			if err := wrap(pr.name+"_proj", be.LinearBackward(backend.Linear{Rows: t, In: d.h, Out: pr.width}, dxn, pr.w.dw, gradOrNil(pr.b), pr.dRaw, la.xn1, pr.w.w)); err != nil {
-				return err
-			}
-			if err := wrap("lora", m.loraBackward(l, pr.slot, t, dxn, pr.dRaw, la.xn1, la.lora[pr.slot], du)); err != nil {
-				return err
-			}
-		}
-		if err := wrap("v_proj", be.LinearBackward(backend.Linear{Rows: t, In: d.h, Out: d.kv}, dxn, p.v.dw, gradOrNil(p.vb), dv, la.xn1, p.v.w)); err != nil {
-			return err
-		}
-		if err := wrap("lora", m.loraBackward(l, slotV, t, dxn, dv, la.xn1, la.lora[slotV], du)); err != nil {
-			return err
-		}
-		if err := wrap("input_layernorm", be.RMSNormBackward(t, d.h, dx, p.inputNorm.dw, dxn, la.xIn, p.inputNorm.w, la.rstd1)); err != nil {
-			return err
-		}
-	}
-	// Tied embeddings: the LM head's gradient is already in embed.dw, and
-	// the embedding's scatter-add accumulates onto it.
-	if !m.embed.frozen {
-		if err := be.EmbeddingBackward(m.embed.dw, dx, pb.ids, d.h); err != nil {
-			return fmt.Errorf("policy: embedding backward: %w", err)
-		}
-	}
-	if m.resident {
-		m.gradsStale = true
-		return nil
-	}
-	var host []float32
-	for _, p := range m.allParams() {
-		if p.frozen {
-			continue
-		}
-		if cap(host) < len(p.data) {
-			host = make([]float32, len(p.data))
-		}
-		host = host[:len(p.data)]
-		if err := be.Download(host, p.dw, 0); err != nil {
-			return err
-		}
-		for i, v := range host {
-			p.grad[i] += v
-		}
-	}
-	return nil
+	return m.w.finishGrads()
 }

@@ -126,10 +126,10 @@ func (m *Model) NewDeviceAdamW(cfg AdamWConfig) (*DeviceAdamW, error) {
 		m.devOpt.free()
 		m.devOpt = nil
 	}
-	if len(m.params) == 0 || m.params[0].w == nil {
+	if m.w.closed() {
 		return nil, fmt.Errorf("%w: the model is closed", ErrInput)
 	}
-	o := &DeviceAdamW{model: m, opt: opt, cfg: cfg, params: m.trainable()}
+	o := &DeviceAdamW{model: m, opt: opt, cfg: cfg, params: m.w.trainable()}
 	fail := func(err error) (*DeviceAdamW, error) {
 		o.free()
 		return nil, err
@@ -143,11 +143,9 @@ func (m *Model) NewDeviceAdamW(cfg AdamWConfig) (*DeviceAdamW, error) {
 			*dst = append(*dst, b)
 		}
 	}
-	if !m.resident {
-		// The host holds the truth until now: the next computation
-		// uploads the weights and the gradients accumulated so far.
-		m.resident, m.hostDirty = true, true
-	}
+	// The host held the state until now: the next computation uploads
+	// the weights and the gradients accumulated so far.
+	m.w.moveToBackend()
 	m.devOpt = o
 	return o, nil
 }
@@ -179,11 +177,11 @@ func (o *DeviceAdamW) locked(f func() error) error {
 	if o.mom == nil {
 		return fmt.Errorf("%w: the device optimizer has ended: its model was closed, took an adapter or a newer optimizer, or gave its training to the host (Model.Params does; DeviceAdamW.Params is the view that does not)", ErrInput)
 	}
-	if err := m.syncWeights(); err != nil {
+	if err := m.w.sync(); err != nil {
 		return err
 	}
 	for _, p := range o.params {
-		if err := m.gradBuffer(p); err != nil {
+		if err := m.w.gradBuffer(p); err != nil {
 			return err
 		}
 	}
@@ -205,7 +203,7 @@ func (o *DeviceAdamW) Step() (float64, error) {
 				return fmt.Errorf("policy: AdamW on %s: %w", p.spec.Name, err)
 			}
 		}
-		o.model.weightsStale = true
+		o.model.w.stepped()
 		return nil
 	})
 	if err != nil {
@@ -223,7 +221,7 @@ func (o *DeviceAdamW) ZeroGrad() error {
 				return err
 			}
 		}
-		o.model.gradsStale = true
+		o.model.w.gradsWritten()
 		return nil
 	})
 }
@@ -270,7 +268,7 @@ func (o *DeviceAdamW) ClipGradNorm(maxNorm float64) (float64, error) {
 					return err
 				}
 			}
-			o.model.gradsStale = true
+			o.model.w.gradsWritten()
 		}
 		return nil
 	})
@@ -284,10 +282,10 @@ func (o *DeviceAdamW) ClipGradNorm(maxNorm float64) (float64, error) {
 func (o *DeviceAdamW) Params() ([]lm.Param, error) {
 	var ps []lm.Param
 	err := o.locked(func() error {
-		if err := o.model.pullHost(true); err != nil {
+		if err := o.model.w.pull(true); err != nil {
 			return err
 		}
-		ps = o.model.paramViews()
+		ps = o.model.w.views()
 		return nil
 	})
 	return ps, err
@@ -297,16 +295,17 @@ func (o *DeviceAdamW) Params() ([]lm.Param, error) {
 // uploads what it wrote: a checkpoint's restore.
 func (o *DeviceAdamW) LoadParams(load func([]lm.Param) error) error {
 	return o.locked(func() error {
-		if err := o.model.pullHost(true); err != nil {
+		if err := o.model.w.pull(true); err != nil {
 			return err
 		}
-		if err := load(o.model.paramViews()); err != nil {
+		if err := load(o.model.w.views()); err != nil {
 			// Partly written host copies: the backend's values stay, and
 			// the next view downloads them again.
-			o.model.weightsStale, o.model.gradsStale = true, true
+			o.model.w.stepped()
+			o.model.w.gradsWritten()
 			return err
 		}
-		return o.model.pushHost()
+		return o.model.w.push()
 	})
 }
 

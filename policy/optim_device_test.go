@@ -205,8 +205,8 @@ func TestDeviceAdamWErrors(t *testing.T) {
 		require.NoError(t, m.MergeLoRA())
 		require.NoError(t, m.UnmergeLoRA())
 		var base []float32
-		for _, p := range m.params {
-			if p.spec.Name == m.params[2].spec.Name {
+		for _, p := range m.w.base {
+			if p.spec.Name == m.w.base[2].spec.Name {
 				base = p.data
 			}
 		}
@@ -341,7 +341,7 @@ func TestWeightsUploadedOnlyWhenTheyCanChange(t *testing.T) {
 	be := &countingBackend{Backend: cpu.New()}
 	m := loadTiny(t, "qwen3-tiny", WithBackend(be))
 	seqs := loadGolden(t, "qwen3-tiny").seqs
-	nw := len(m.params)
+	nw := len(m.w.base)
 	forward := func() lm.TokenStats {
 		st, _, err := m.Forward(ctx, lm.TokenBatch{Tokens: seqs}, false)
 		require.NoError(t, err)
