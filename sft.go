@@ -234,6 +234,20 @@ func (s *SFTTrainer) microBatch() int {
 
 // Step makes one update on the next batch and returns its metrics.
 func (s *SFTTrainer) Step(ctx context.Context) (SFTMetrics, error) {
+	m, err := s.advance(ctx)
+	if err != nil {
+		return m, err
+	}
+	if s.metrics != nil {
+		if err := s.metrics.Log(m.Step, m.Map()); err != nil {
+			return m, fmt.Errorf("agentrl: SFT step %d: metrics log: %w", m.Step, err)
+		}
+	}
+	return m, nil
+}
+
+// advance is Step without the metrics log.
+func (s *SFTTrainer) advance(ctx context.Context) (SFTMetrics, error) {
 	start := time.Now()
 	m := SFTMetrics{Step: s.step + 1, Epoch: s.sampler.State().Epoch}
 	batch, err := dataset.Gather(s.data, s.sampler.Next())
@@ -275,11 +289,6 @@ func (s *SFTTrainer) Step(ctx context.Context) (SFTMetrics, error) {
 	m.Seconds = time.Since(start).Seconds()
 	if m.Seconds > 0 {
 		m.TokensPerSec = float64(m.SeqTokens) / m.Seconds
-	}
-	if s.metrics != nil {
-		if err := s.metrics.Log(m.Step, m.Map()); err != nil {
-			return m, fmt.Errorf("agentrl: SFT step %d: metrics log: %w", m.Step, err)
-		}
 	}
 	return m, nil
 }
@@ -361,10 +370,10 @@ func (s *SFTTrainer) Loss(ctx context.Context, data []SFTSample) (float64, error
 
 // Train runs the remaining steps of cfg.Epochs epochs, calling onStep
 // (when not nil) after each; an error from onStep stops training and is
-// returned. It checks ctx between steps.
+// returned. It checks ctx between steps. Run does the same with
+// validation, checkpoints and progress.
 func (s *SFTTrainer) Train(ctx context.Context, onStep func(SFTMetrics) error) error {
-	total := max(s.cfg.Epochs, 1) * s.StepsPerEpoch()
-	for s.step < total {
+	for s.step < s.totalSteps() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -380,3 +389,6 @@ func (s *SFTTrainer) Train(ctx context.Context, onStep func(SFTMetrics) error) e
 	}
 	return nil
 }
+
+// totalSteps is the number of updates of cfg.Epochs epochs.
+func (s *SFTTrainer) totalSteps() int { return max(s.cfg.Epochs, 1) * s.StepsPerEpoch() }

@@ -227,6 +227,20 @@ func (s *sample) respMask() []float32 { return s.traj.Mask[s.traj.PromptLen:] }
 // after a completed update failed: the step then counts (StepsDone), and
 // the next Step publishes again before any rollout.
 func (t *Trainer) Step(ctx context.Context) (StepMetrics, error) {
+	m, err := t.advance(ctx)
+	if err != nil {
+		return m, err
+	}
+	if t.parts.Metrics != nil {
+		if err := t.parts.Metrics.Log(m.Step, m.Map()); err != nil {
+			return m, fmt.Errorf("agentrl: step %d: metrics log: %w", m.Step, err)
+		}
+	}
+	return m, nil
+}
+
+// advance is Step without the metrics log.
+func (t *Trainer) advance(ctx context.Context) (StepMetrics, error) {
 	start := time.Now()
 	m := StepMetrics{Step: t.step + 1, PolicyVersion: t.step}
 
@@ -291,11 +305,6 @@ func (t *Trainer) Step(ctx context.Context) (StepMetrics, error) {
 		m.WallSeconds = now.Sub(t.lastEnd).Seconds()
 	}
 	t.lastEnd = now
-	if t.parts.Metrics != nil {
-		if err := t.parts.Metrics.Log(m.Step, m.Map()); err != nil {
-			return m, fmt.Errorf("agentrl: step %d: metrics log: %w", m.Step, err)
-		}
-	}
 	return m, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentrl/agentrl/dataset"
 	"github.com/agentrl/agentrl/lm"
+	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/safetensors"
 )
 
@@ -64,38 +65,80 @@ type TrainerState struct {
 // file holds the same adapter, which LoadFrom reads). For a crash-safe series of
 // checkpoints use SaveCheckpoint.
 func (t *Trainer) SaveTo(dir string) error {
+	return saveTraining(dir, t.opt, t.parts.Policy, TrainerState{
+		Format: TrainerStateFormat, Step: t.step, Seed: t.cfg.Seed, Prompts: len(t.parts.Prompts),
+		Sampler: t.samplerState, OptimizerSteps: t.opt.Steps(),
+	})
+}
+
+// saveTraining writes what both trainers' checkpoints hold into dir
+// (created when missing): the parameters, the optimizer's state, a LoRA
+// policy's PEFT folder, and state as JSON in CheckpointStateFile, each
+// written atomically.
+func saveTraining(dir string, opt policy.Optimizer, pol lm.Trainable, state any) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("agentrl: checkpoint: %w", err)
 	}
-	params, err := t.opt.Params()
+	params, err := opt.Params()
 	if err != nil {
 		return fmt.Errorf("agentrl: checkpoint: %w", err)
 	}
 	if err := saveParams(filepath.Join(dir, CheckpointParamsFile), params); err != nil {
 		return err
 	}
-	if err := t.opt.SaveStateFile(dir); err != nil {
+	if err := opt.SaveStateFile(dir); err != nil {
 		return fmt.Errorf("agentrl: checkpoint: %w", err)
 	}
-	if err := saveAdapter(t.parts.Policy, filepath.Join(dir, CheckpointAdapterDir)); err != nil {
+	if err := saveAdapter(pol, filepath.Join(dir, CheckpointAdapterDir)); err != nil {
 		return err
 	}
-	st := TrainerState{
-		Format: TrainerStateFormat, Step: t.step, Seed: t.cfg.Seed, Prompts: len(t.parts.Prompts),
-		Sampler: t.samplerState, OptimizerSteps: t.opt.Steps(),
-	}
-	b, err := json.MarshalIndent(st, "", "  ")
+	b, err := json.MarshalIndent(state, "", "  ")
 	if err != nil {
 		return fmt.Errorf("agentrl: checkpoint: %w", err)
 	}
 	return WriteFileAtomic(filepath.Join(dir, CheckpointStateFile), append(b, '\n'), 0o644)
 }
 
+// readTrainingState reads dir's CheckpointStateFile into st.
+func readTrainingState(dir string, st any) error {
+	b, err := os.ReadFile(filepath.Join(dir, CheckpointStateFile))
+	if err != nil {
+		return fmt.Errorf("agentrl: checkpoint: %w", err)
+	}
+	if err := json.Unmarshal(b, st); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrCheckpoint, CheckpointStateFile, err)
+	}
+	return nil
+}
+
+// loadTraining restores the parameters and the optimizer's state of dir
+// and checks the optimizer's step count against the trainer state's.
+func loadTraining(dir string, opt policy.Optimizer, optimizerSteps int64) error {
+	if err := opt.LoadParams(func(params []lm.Param) error {
+		return loadParams(filepath.Join(dir, CheckpointParamsFile), params)
+	}); err != nil {
+		return err
+	}
+	if err := opt.LoadStateFile(dir); err != nil {
+		return fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	if opt.Steps() != optimizerSteps {
+		return fmt.Errorf("%w: optimizer state has %d steps, %s says %d", ErrCheckpoint, opt.Steps(), CheckpointStateFile, optimizerSteps)
+	}
+	return nil
+}
+
 // SaveCheckpoint writes the checkpoint of the completed steps as
 // root/step-N and points root/latest at it (CheckpointRoot.Save), then
 // keeps the newest keep checkpoints (keep < 1 keeps all).
 func (t *Trainer) SaveCheckpoint(ctx context.Context, root CheckpointRoot, keep int) (string, error) {
-	dir, err := root.Save(ctx, t.step, func(_ context.Context, dir string) error { return t.SaveTo(dir) })
+	return saveCheckpoint(ctx, root, t.step, keep, t.SaveTo)
+}
+
+// saveCheckpoint writes step's checkpoint with saveTo through
+// root.Save, then keeps the newest keep (keep < 1 keeps all).
+func saveCheckpoint(ctx context.Context, root CheckpointRoot, step, keep int, saveTo func(dir string) error) (string, error) {
+	dir, err := root.Save(ctx, step, func(_ context.Context, dir string) error { return saveTo(dir) })
 	if err != nil {
 		return "", err
 	}
@@ -115,13 +158,9 @@ func (t *Trainer) SaveCheckpoint(ctx context.Context, root CheckpointRoot, keep 
 // error the trainer may hold a partial state and must not be used.
 func (t *Trainer) LoadFrom(dir string) error {
 	t.stopProducer() // its batches belong to the run being replaced
-	b, err := os.ReadFile(filepath.Join(dir, CheckpointStateFile))
-	if err != nil {
-		return fmt.Errorf("agentrl: checkpoint: %w", err)
-	}
 	var st TrainerState
-	if err := json.Unmarshal(b, &st); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrCheckpoint, CheckpointStateFile, err)
+	if err := readTrainingState(dir, &st); err != nil {
+		return err
 	}
 	switch {
 	case st.Format != TrainerStateFormat:
@@ -133,16 +172,8 @@ func (t *Trainer) LoadFrom(dir string) error {
 	case st.Prompts != len(t.parts.Prompts):
 		return fmt.Errorf("%w: %s: %d prompts, but the trainer has %d", ErrCheckpoint, CheckpointStateFile, st.Prompts, len(t.parts.Prompts))
 	}
-	if err := t.opt.LoadParams(func(params []lm.Param) error {
-		return loadParams(filepath.Join(dir, CheckpointParamsFile), params)
-	}); err != nil {
+	if err := loadTraining(dir, t.opt, st.OptimizerSteps); err != nil {
 		return err
-	}
-	if err := t.opt.LoadStateFile(dir); err != nil {
-		return fmt.Errorf("%w: %w", ErrCheckpoint, err)
-	}
-	if t.opt.Steps() != st.OptimizerSteps {
-		return fmt.Errorf("%w: optimizer state has %d steps, %s says %d", ErrCheckpoint, t.opt.Steps(), CheckpointStateFile, st.OptimizerSteps)
 	}
 	if err := t.sampler.Restore(st.Sampler); err != nil {
 		return fmt.Errorf("%w: %w", ErrCheckpoint, err)
@@ -156,7 +187,11 @@ func (t *Trainer) LoadFrom(dir string) error {
 
 // Resume loads the newest checkpoint under root. It returns false, and
 // changes nothing, when root holds none (ErrNoCheckpoint).
-func (t *Trainer) Resume(root CheckpointRoot) (bool, error) {
+func (t *Trainer) Resume(root CheckpointRoot) (bool, error) { return resume(root, t.LoadFrom) }
+
+// resume loads root's newest checkpoint with load; false, and nothing
+// loaded, when root holds none.
+func resume(root CheckpointRoot, load func(dir string) error) (bool, error) {
 	_, dir, err := root.Latest()
 	if errors.Is(err, ErrNoCheckpoint) {
 		return false, nil
@@ -164,7 +199,7 @@ func (t *Trainer) Resume(root CheckpointRoot) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := t.LoadFrom(dir); err != nil {
+	if err := load(dir); err != nil {
 		return false, err
 	}
 	return true, nil

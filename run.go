@@ -1,0 +1,347 @@
+package agentrl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+
+	"github.com/agentrl/agentrl/lm"
+	"github.com/agentrl/agentrl/reward"
+	"github.com/agentrl/agentrl/rollout"
+)
+
+// ValidateFunc evaluates the policy after step (0: before training) and
+// returns the metrics to log with that step, under verl's names
+// (val-core/…, val-aux/… for RL, val/loss for SFT). Trainer.Validator and
+// SFTTrainer.LossValidator make one; a program may wrap either to print
+// or add what it needs.
+type ValidateFunc func(ctx context.Context, step int) (map[string]float64, error)
+
+// RunConfig is the loop every training program needs around Step, with
+// verl's trainer.* keys in brackets: how far to go, when to validate and
+// checkpoint, whether to resume, and where progress goes. Both trainers'
+// Run take it. The zero value, but for Steps, runs the steps and nothing
+// else.
+type RunConfig struct {
+	// Steps is the step number Run stops at (total_training_steps),
+	// counting the steps of a resumed run; Run returns at once when the
+	// trainer is already there. For SFTTrainer.Run, 0 means the steps of
+	// its Epochs; for Trainer.Run it must be > 0.
+	Steps int
+
+	// Validate, when set, evaluates the policy every ValEvery steps
+	// (test_freq; 0: only after the last step) and after the last step;
+	// with ValBeforeTrain (val_before_train) also before the first step
+	// of a run that starts at step 0, logged as step 0. Its metrics join
+	// the step's row.
+	Validate       ValidateFunc
+	ValEvery       int
+	ValBeforeTrain bool
+
+	// Checkpoints, when its Dir is set, receives a checkpoint every
+	// SaveEvery steps (save_freq; 0: only after the last step) and after
+	// the last step, keeping the newest Keep (max_actor_ckpt_to_keep; 0
+	// keeps all). With Resume (resume_mode auto) Run first loads the
+	// newest checkpoint there, if there is one.
+	Checkpoints CheckpointRoot
+	SaveEvery   int
+	Keep        int
+	Resume      bool
+
+	// Progress, when set, draws the progress display (Total and
+	// StartStep are Run's to fill in).
+	Progress *ProgressConfig
+
+	// OnStep, when set, runs after each step (and its validation) with
+	// the step's row, to which it may add, before the row is logged and
+	// the checkpoint written. An error stops the run.
+	OnStep func(ctx context.Context, step int, row map[string]float64) error
+	// OnCheckpoint, when set, runs after each checkpoint with its folder.
+	OnCheckpoint func(step int, dir string) error
+	// OnResume, when set, runs after Run resumed from a checkpoint, with
+	// the step it resumed at.
+	OnResume func(step int) error
+}
+
+// validate checks the loop's settings; steps is the resolved Steps.
+func (rc RunConfig) validate(steps int) error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: RunConfig.%s: %s", ErrTrainerConfig, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case steps <= 0:
+		return bad("Steps", "%d, want > 0", steps)
+	case rc.ValEvery < 0:
+		return bad("ValEvery", "%d, want ≥ 0", rc.ValEvery)
+	case rc.SaveEvery < 0:
+		return bad("SaveEvery", "%d, want ≥ 0", rc.SaveEvery)
+	case rc.Keep < 0:
+		return bad("Keep", "%d, want ≥ 0", rc.Keep)
+	case rc.Resume && rc.Checkpoints.Dir == "":
+		return bad("Resume", "set without Checkpoints.Dir")
+	}
+	return nil
+}
+
+// loop is what run needs of a trainer.
+type loop interface {
+	stepsDone() int
+	// step makes one step and returns its metrics row (not logged) and
+	// what the progress display shows.
+	step(ctx context.Context) (map[string]float64, ProgressStats, error)
+	saveCheckpoint(ctx context.Context, root CheckpointRoot, keep int) (string, error)
+	resume(root CheckpointRoot) (bool, error)
+}
+
+// run is Trainer.Run and SFTTrainer.Run: the steps, validation, metrics,
+// progress and checkpoints of RunConfig, stopping on ctx.
+func run(ctx context.Context, tr loop, rc RunConfig, steps int, metrics *MetricsLogger) error {
+	if err := rc.validate(steps); err != nil {
+		return err
+	}
+	if rc.Resume {
+		ok, err := tr.resume(rc.Checkpoints)
+		if err != nil {
+			return fmt.Errorf("agentrl: resume: %w", err)
+		}
+		if ok && rc.OnResume != nil {
+			if err := rc.OnResume(tr.stepsDone()); err != nil {
+				return err
+			}
+		}
+	}
+	start := tr.stepsDone()
+	if start >= steps {
+		return nil
+	}
+	logRow := func(step int, row map[string]float64) error {
+		if metrics == nil {
+			return nil
+		}
+		if err := metrics.Log(step, row); err != nil {
+			return fmt.Errorf("agentrl: step %d: metrics log: %w", step, err)
+		}
+		return nil
+	}
+	validate := func(step int) (map[string]float64, error) {
+		row, err := rc.Validate(ctx, step)
+		if err != nil {
+			return nil, fmt.Errorf("agentrl: validation at step %d: %w", step, err)
+		}
+		return row, nil
+	}
+	if rc.Validate != nil && rc.ValBeforeTrain && start == 0 {
+		row, err := validate(0)
+		if err != nil {
+			return err
+		}
+		if err := logRow(0, row); err != nil {
+			return err
+		}
+	}
+	var prog *Progress
+	if rc.Progress != nil {
+		pc := *rc.Progress
+		pc.Total, pc.StartStep = steps, start
+		var err error
+		if prog, err = NewProgress(pc); err != nil {
+			return err
+		}
+	}
+	every := func(n, step int) bool { return n > 0 && step%n == 0 }
+	for tr.stepsDone() < steps {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		row, ps, err := tr.step(ctx)
+		if err != nil {
+			return err
+		}
+		step := tr.stepsDone()
+		last := step == steps
+		if rc.Validate != nil && (last || every(rc.ValEvery, step)) {
+			vrow, err := validate(step)
+			if err != nil {
+				return err
+			}
+			maps.Copy(row, vrow)
+		}
+		if rc.OnStep != nil {
+			if err := rc.OnStep(ctx, step, row); err != nil {
+				return err
+			}
+		}
+		if err := logRow(step, row); err != nil {
+			return err
+		}
+		if prog != nil {
+			if err := prog.Update(ps); err != nil {
+				return err
+			}
+		}
+		if rc.Checkpoints.Dir != "" && (last || every(rc.SaveEvery, step)) {
+			dir, err := tr.saveCheckpoint(ctx, rc.Checkpoints, rc.Keep)
+			if err != nil {
+				return fmt.Errorf("agentrl: checkpoint at step %d: %w", step, err)
+			}
+			if rc.OnCheckpoint != nil {
+				if err := rc.OnCheckpoint(step, dir); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if prog != nil {
+		return prog.Finish()
+	}
+	return nil
+}
+
+// Run trains until StepsDone reaches rc.Steps: each Step, then the
+// validation, the metrics row (logged to TrainerParts.Metrics with the
+// validation's metrics), the progress display and the checkpoints that
+// rc asks for — verl's RayPPOTrainer.fit. It returns ctx's error when ctx
+// ends between two steps. Step logs its own row; under Run the row is
+// logged once, with the validation.
+func (t *Trainer) Run(ctx context.Context, rc RunConfig) error {
+	return run(ctx, trainerLoop{t}, rc, rc.Steps, t.parts.Metrics)
+}
+
+// trainerLoop adapts a Trainer to run.
+type trainerLoop struct{ t *Trainer }
+
+func (l trainerLoop) stepsDone() int { return l.t.step }
+
+func (l trainerLoop) step(ctx context.Context) (map[string]float64, ProgressStats, error) {
+	m, err := l.t.advance(ctx)
+	if err != nil {
+		return nil, ProgressStats{}, err
+	}
+	return m.Map(), m.ProgressStats(), nil
+}
+
+func (l trainerLoop) saveCheckpoint(ctx context.Context, root CheckpointRoot, keep int) (string, error) {
+	return l.t.SaveCheckpoint(ctx, root, keep)
+}
+
+func (l trainerLoop) resume(root CheckpointRoot) (bool, error) { return l.t.Resume(root) }
+
+// Run trains until StepsDone reaches rc.Steps (0: the steps of
+// SFTConfig.Epochs), with the validation, metrics, progress and
+// checkpoints rc asks for, as Trainer.Run does.
+func (s *SFTTrainer) Run(ctx context.Context, rc RunConfig) error {
+	steps := rc.Steps
+	if steps == 0 {
+		steps = s.totalSteps()
+	}
+	return run(ctx, sftLoop{s}, rc, steps, s.metrics)
+}
+
+// sftLoop adapts an SFTTrainer to run.
+type sftLoop struct{ s *SFTTrainer }
+
+func (l sftLoop) stepsDone() int { return l.s.step }
+
+func (l sftLoop) step(ctx context.Context) (map[string]float64, ProgressStats, error) {
+	m, err := l.s.advance(ctx)
+	if err != nil {
+		return nil, ProgressStats{}, err
+	}
+	return m.Map(), m.ProgressStats(), nil
+}
+
+func (l sftLoop) saveCheckpoint(ctx context.Context, root CheckpointRoot, keep int) (string, error) {
+	return l.s.SaveCheckpoint(ctx, root, keep)
+}
+
+func (l sftLoop) resume(root CheckpointRoot) (bool, error) { return l.s.Resume(root) }
+
+// ValidationConfig is a validation of an RL policy on held-out prompts
+// (verl's data.val_files with actor_rollout_ref.rollout.val_kwargs).
+type ValidationConfig struct {
+	// Prompts are the validation prompts; at least one.
+	Prompts []Prompt
+	// N is the number of samples per prompt (val_kwargs.n), the n of
+	// mean@n and pass@k; 0 means 1.
+	N int
+	// Sampling is the sampling of validation rollouts (val_kwargs:
+	// temperature, top_p, top_k; its zero value is greedy). Its Seed is
+	// ignored: sample s of prompt i is seeded with Seed + i·N + s, so
+	// that every validation of a run draws the same random numbers and
+	// differences between steps come from the policy.
+	Sampling lm.SampleParams
+	Seed     uint64
+	// Eval configures the metrics (EvalConfig's zero value is verl's).
+	Eval EvalConfig
+}
+
+// Validate rolls out N samples of every validation prompt with the
+// trainer's engine, scores them with its reward (without the overlong
+// shaping, as verl's validation does) and returns verl's validation
+// metrics (agentrl.Evaluate: mean@n, pass@k, maj@k, best@k per data
+// source) with the tool calls per answer as an extra variable.
+func (t *Trainer) Validate(ctx context.Context, vc ValidationConfig) (EvalResult, error) {
+	if len(vc.Prompts) == 0 {
+		return EvalResult{}, fmt.Errorf("%w: ValidationConfig.Prompts is empty", ErrTrainerConfig)
+	}
+	if vc.N < 0 {
+		return EvalResult{}, fmt.Errorf("%w: ValidationConfig.N = %d, want ≥ 0", ErrTrainerConfig, vc.N)
+	}
+	n := max(vc.N, 1)
+	reqs := make([]rollout.Request, len(vc.Prompts))
+	for i, p := range vc.Prompts {
+		ps := vc.Sampling
+		ps.Seed = new(vc.Seed + uint64(i)*uint64(n))
+		reqs[i] = rollout.Request{ID: strconv.Itoa(i), Prompt: p.Tokens, Params: ps, N: n}
+	}
+	trajs, err := t.parts.Engine.Run(ctx, reqs)
+	if err != nil {
+		return EvalResult{}, err
+	}
+	inputs := make([]reward.Input, len(trajs))
+	for i := range trajs {
+		inputs[i] = vc.Prompts[trajs[i].Request].RewardInput(&trajs[i])
+	}
+	outs, err := reward.Batch(ctx, t.parts.Reward, inputs, t.cfg.Reward)
+	if err != nil {
+		return EvalResult{}, err
+	}
+	recs := make([]EvalRecord, len(trajs))
+	for i, tr := range trajs {
+		recs[i] = EvalRecord{
+			DataSource: vc.Prompts[tr.Request].DataSource, PromptID: tr.ID,
+			Score: outs[i].Score, Acc: outs[i].Acc, Pred: outs[i].Pred,
+			Extra: map[string]float64{"tool_calls": float64(len(tr.ToolCalls))},
+		}
+	}
+	return Evaluate(ctx, recs, vc.Eval)
+}
+
+// Validator returns a ValidateFunc running Validate with vc, for
+// RunConfig.Validate.
+func (t *Trainer) Validator(vc ValidationConfig) ValidateFunc {
+	return func(ctx context.Context, _ int) (map[string]float64, error) {
+		res, err := t.Validate(ctx, vc)
+		if err != nil {
+			return nil, err
+		}
+		return res.Map(), nil
+	}
+}
+
+// LossValidator returns a ValidateFunc reporting the mean loss per
+// trained token on held-out data as "val/loss", verl's SFT validation.
+func (s *SFTTrainer) LossValidator(data []SFTSample) ValidateFunc {
+	return func(ctx context.Context, _ int) (map[string]float64, error) {
+		if len(data) == 0 {
+			return nil, errors.New("no validation samples")
+		}
+		l, err := s.Loss(ctx, data)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]float64{"val/loss": l}, nil
+	}
+}
