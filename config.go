@@ -174,7 +174,7 @@ func (c TrainerConfig) ValidateWith(losses *loss.Registry, estimators *advantage
 	if c.Advantage == "" {
 		return bad("Advantage", "empty; want an estimator name such as %q", "grpo")
 	}
-	if _, ok := estimators.Lookup(c.Advantage); !ok {
+	if _, ok := estimators.Lookup(advantage.Estimator(c.Advantage)); !ok {
 		return bad("Advantage", "unknown estimator %q (known: %v)", c.Advantage, estimators.Names())
 	}
 	if c.Advantage == "gae" || c.Advantage == "remax" {

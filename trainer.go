@@ -413,7 +413,9 @@ func (t *Trainer) advantages(batch []*sample) error {
 		in.Groups[i] = s.group
 		in.Mask[i] = s.respMask()
 	}
-	out, err := t.estimators.Compute(t.cfg.Advantage, in, t.cfg.AdvantageConfig)
+	acfg := t.cfg.AdvantageConfig
+	acfg.Estimator = advantage.Estimator(t.cfg.Advantage)
+	out, err := t.estimators.Compute(acfg, in)
 	if err != nil {
 		return fmt.Errorf("agentrl: step %d: advantages: %w", t.step+1, err)
 	}
