@@ -51,13 +51,17 @@ const (
 // verl has the knob. Start from a preset (GRPOTCR, DAPO, DrGRPO) and
 // adjust; Validate says what is wrong, naming the field.
 type TrainerConfig struct {
-	// Advantage names the estimator (advantage.Compute's names: "grpo",
-	// "drgrpo", "rloo", ...); verl's algorithm.adv_estimator.
-	Advantage string
-	// AdvantageConfig holds the estimator's hyper-parameters.
-	AdvantageConfig advantage.Config
-	// Loss is the policy objective, aggregation, clipping, KL and entropy
-	// terms (verl's actor_rollout_ref.actor.* policy-loss knobs).
+	// Advantage names the estimator and holds its hyper-parameters
+	// (verl's algorithm.adv_estimator, norm_adv_by_std_in_grpo, gamma and
+	// lam). Advantage.Estimator is a built-in name (advantage.GRPO,
+	// advantage.DrGRPO, advantage.RLOO, ...) or one registered in
+	// TrainerParts.Estimators; empty means "grpo". gae and remax need
+	// critic values or greedy baselines, which the Trainer does not
+	// produce.
+	Advantage advantage.Config
+	// Loss names the policy objective (Loss.Mode) and holds its
+	// aggregation, clipping, KL and entropy terms (verl's
+	// actor_rollout_ref.actor.* policy-loss knobs).
 	Loss loss.Config
 
 	// PromptsPerStep is the number of prompts (groups) in one training
@@ -158,30 +162,30 @@ type TrainerConfig struct {
 
 // Validate reports the first unusable field, wrapping ErrTrainerConfig
 // (and the sub-package's own error where it decided). It resolves
-// Advantage and Loss.Mode among the built-in estimators and loss modes;
-// a configuration that names the user's own is checked with
+// Advantage.Estimator and Loss.Mode among the built-in estimators and
+// loss modes; a configuration that names the user's own is checked with
 // ValidateWith, as NewTrainer does with TrainerParts' registries.
 func (c TrainerConfig) Validate() error { return c.ValidateWith(nil, nil) }
 
 // ValidateWith is Validate with Loss.Mode resolved in losses and
-// Advantage in estimators; nil means the built-in modes
+// Advantage.Estimator in estimators; nil means the built-in modes
 // (loss.NewRegistry) and estimators (advantage.NewRegistry).
 func (c TrainerConfig) ValidateWith(losses *loss.Registry, estimators *advantage.Registry) error {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: TrainerConfig.%s: %s", ErrTrainerConfig, field, fmt.Sprintf(format, args...))
 	}
-	estimators = estimatorsOrBuiltin(estimators)
-	if c.Advantage == "" {
-		return bad("Advantage", "empty; want an estimator name such as %q", "grpo")
+	est := c.Advantage.Estimator
+	if est == "" {
+		est = advantage.GRPO
 	}
-	if _, ok := estimators.Lookup(advantage.Estimator(c.Advantage)); !ok {
-		return bad("Advantage", "unknown estimator %q (known: %v)", c.Advantage, estimators.Names())
+	if _, ok := estimators.Lookup(est); !ok {
+		return bad("Advantage.Estimator", "unknown estimator %q (known: %v)", est, estimators.Names())
 	}
-	if c.Advantage == "gae" || c.Advantage == "remax" {
-		return bad("Advantage", "%q needs critic values or greedy baselines, which Trainer does not produce", c.Advantage)
+	if est == advantage.GAE || est == advantage.ReMax {
+		return bad("Advantage.Estimator", "%q needs critic values or greedy baselines, which Trainer does not produce", est)
 	}
-	if err := c.AdvantageConfig.Validate(); err != nil {
-		return fmt.Errorf("%w: TrainerConfig.AdvantageConfig: %w", ErrTrainerConfig, err)
+	if err := c.Advantage.Validate(); err != nil {
+		return fmt.Errorf("%w: TrainerConfig.Advantage: %w", ErrTrainerConfig, err)
 	}
 	if err := validateLoss(c.Loss, losses); err != nil {
 		return fmt.Errorf("%w: TrainerConfig.Loss: %w", ErrTrainerConfig, err)
@@ -305,15 +309,6 @@ func (c TrainerConfig) overlong(budget int) (reward.OverlongConfig, error) {
 		return o, fmt.Errorf("MaxLen %d differs from the rollout engine's response budget %d (rollout.Config.MaxResponseTokens); leave MaxLen 0 to use the engine's", o.MaxLen, budget)
 	}
 	return o, o.Validate()
-}
-
-// estimatorsOrBuiltin returns r, or a registry of the built-in
-// estimators when r is nil.
-func estimatorsOrBuiltin(r *advantage.Registry) *advantage.Registry {
-	if r == nil {
-		return advantage.NewRegistry()
-	}
-	return r
 }
 
 // validateLoss checks cfg by the loss package's own rules, with the

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/advantage"
 	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/stretchr/testify/assert"
@@ -23,7 +24,7 @@ func TestPresetsValidate(t *testing.T) {
 // for the sources).
 func TestPresetValues(t *testing.T) {
 	g := agentrl.GRPOTCR()
-	assert.Equal(t, "grpo", g.Advantage)
+	assert.Equal(t, advantage.Config{Estimator: advantage.GRPO}, g.Advantage)
 	assert.Equal(t, loss.Config{Mode: loss.ModeVanilla, Agg: loss.AggTokenMean, ClipLow: 0.2, ClipHigh: 0.28, ClipC: 10}, g.Loss)
 	assert.False(t, g.DynamicSampling)
 	require.NotNil(t, g.Overlong)
@@ -41,9 +42,16 @@ func TestPresetValues(t *testing.T) {
 	assert.Zero(t, d.Loss.KLCoef)
 
 	r := agentrl.DrGRPO()
-	assert.Equal(t, "drgrpo", r.Advantage)
+	assert.Equal(t, advantage.Config{Estimator: advantage.DrGRPO}, r.Advantage)
 	assert.Equal(t, loss.AggSeqMeanTokenSumNorm, r.Loss.Agg)
 	assert.Nil(t, r.Overlong)
+}
+
+// An empty Advantage.Estimator is grpo, as advantage.Config{} is.
+func TestTrainerConfigEmptyEstimatorIsGRPO(t *testing.T) {
+	c := agentrl.GRPOTCR()
+	c.Advantage = advantage.Config{}
+	assert.NoError(t, c.Validate())
 }
 
 func TestTrainerConfigValidate(t *testing.T) {
@@ -52,10 +60,11 @@ func TestTrainerConfigValidate(t *testing.T) {
 		edit  func(*agentrl.TrainerConfig)
 		field string
 	}{
-		{"empty estimator", func(c *agentrl.TrainerConfig) { c.Advantage = "" }, "TrainerConfig.Advantage"},
-		{"unknown estimator", func(c *agentrl.TrainerConfig) { c.Advantage = "ppo2" }, "TrainerConfig.Advantage"},
-		{"gae needs a critic", func(c *agentrl.TrainerConfig) { c.Advantage = "gae" }, "TrainerConfig.Advantage"},
-		{"negative epsilon", func(c *agentrl.TrainerConfig) { c.AdvantageConfig.Epsilon = -1 }, "TrainerConfig.AdvantageConfig"},
+		{"unknown estimator", func(c *agentrl.TrainerConfig) { c.Advantage.Estimator = "ppo2" }, "TrainerConfig.Advantage.Estimator"},
+		{"gae needs a critic", func(c *agentrl.TrainerConfig) { c.Advantage.Estimator = advantage.GAE }, "TrainerConfig.Advantage.Estimator"},
+		{"remax needs baselines", func(c *agentrl.TrainerConfig) { c.Advantage.Estimator = advantage.ReMax }, "TrainerConfig.Advantage.Estimator"},
+		{"negative epsilon", func(c *agentrl.TrainerConfig) { c.Advantage.Epsilon = -1 }, "TrainerConfig.Advantage"},
+		{"gamma above 1", func(c *agentrl.TrainerConfig) { c.Advantage.Gamma = new(1.5) }, "TrainerConfig.Advantage"},
 		{"dual clip ≤ 1", func(c *agentrl.TrainerConfig) { c.Loss.ClipC = 0.5 }, "ClipC"},
 		{"unknown aggregation", func(c *agentrl.TrainerConfig) { c.Loss.Agg = "mean" }, "Agg"},
 		{"unknown loss mode", func(c *agentrl.TrainerConfig) { c.Loss.Mode = "ppo3" }, "TrainerConfig.Loss"},

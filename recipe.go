@@ -1,6 +1,7 @@
 package agentrl
 
 import (
+	"github.com/agentrl/agentrl/advantage"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/policy"
@@ -46,7 +47,7 @@ func GRPOTCR() TrainerConfig {
 	opt.LR = 4e-6
 	opt.WeightDecay = 0.1
 	return TrainerConfig{
-		Advantage: "grpo",
+		Advantage: advantage.Config{Estimator: advantage.GRPO},
 		Loss: loss.Config{
 			Mode:     loss.ModeVanilla,
 			Agg:      loss.AggTokenMean,
@@ -99,7 +100,7 @@ func DAPO() TrainerConfig {
 // batch follow GRPOTCR, without overlong shaping.
 func DrGRPO() TrainerConfig {
 	c := GRPOTCR()
-	c.Advantage = "drgrpo"
+	c.Advantage = advantage.Config{Estimator: advantage.DrGRPO}
 	c.Loss = loss.Config{
 		Mode:     loss.ModeVanilla,
 		Agg:      loss.AggSeqMeanTokenSumNorm,

@@ -89,9 +89,10 @@ type TrainerParts struct {
 	// as policy version = steps done. The Policy must then be a
 	// lm.Saver (*policy.Model is). Required when MaxStaleness > 0.
 	Sync WeightSync
-	// Estimators resolves TrainerConfig.Advantage: an advantage.Registry
-	// holding the program's own estimators (advantage.NewRegistry,
-	// then Register). nil means the built-in estimators.
+	// Estimators resolves TrainerConfig.Advantage.Estimator: an
+	// advantage.Registry holding the program's own estimators
+	// (advantage.NewRegistry, then Register). nil means the built-in
+	// estimators.
 	Estimators *advantage.Registry
 }
 
@@ -190,7 +191,7 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	}
 	return &Trainer{
 		cfg: cfg, parts: parts, reward: rf, sampler: sampler, opt: opt,
-		computer: loss.NewComputer(parts.Losses), estimators: estimatorsOrBuiltin(parts.Estimators),
+		computer: loss.NewComputer(parts.Losses), estimators: parts.Estimators,
 		samplerState: sampler.State(), published: -1,
 	}, nil
 }
@@ -413,9 +414,7 @@ func (t *Trainer) advantages(batch []*sample) error {
 		in.Groups[i] = s.group
 		in.Mask[i] = s.respMask()
 	}
-	acfg := t.cfg.AdvantageConfig
-	acfg.Estimator = advantage.Estimator(t.cfg.Advantage)
-	out, err := t.estimators.Compute(acfg, in)
+	out, err := t.estimators.Compute(t.cfg.Advantage, in)
 	if err != nil {
 		return fmt.Errorf("agentrl: step %d: advantages: %w", t.step+1, err)
 	}

@@ -57,7 +57,7 @@ type Variant struct {
 	// nil means the built-in modes. Pass it on as
 	// agentrl.TrainerParts.Losses.
 	Losses *loss.Registry
-	// Estimators resolves the edited Advantage the same way; nil means
+	// Estimators resolves the edited Advantage.Estimator the same way; nil means
 	// the built-in estimators. Pass it on as
 	// agentrl.TrainerParts.Estimators.
 	Estimators *advantage.Registry
@@ -84,9 +84,9 @@ func cloneConfig(c agentrl.TrainerConfig) agentrl.TrainerConfig {
 		o := *c.Overlong
 		c.Overlong = &o
 	}
-	c.AdvantageConfig.NormByStd = clonePtr(c.AdvantageConfig.NormByStd)
-	c.AdvantageConfig.Gamma = clonePtr(c.AdvantageConfig.Gamma)
-	c.AdvantageConfig.Lambda = clonePtr(c.AdvantageConfig.Lambda)
+	c.Advantage.NormByStd = clonePtr(c.Advantage.NormByStd)
+	c.Advantage.Gamma = clonePtr(c.Advantage.Gamma)
+	c.Advantage.Lambda = clonePtr(c.Advantage.Lambda)
 	c.Sampling.Seed = clonePtr(c.Sampling.Seed)
 	c.Sampling.StopTokenIDs = slices.Clone(c.Sampling.StopTokenIDs)
 	c.Sampling.Stop = slices.Clone(c.Sampling.Stop)

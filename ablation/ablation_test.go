@@ -63,8 +63,8 @@ func TestVariantApply(t *testing.T) {
 			Edit: func(c *agentrl.TrainerConfig) { c.Loss.Mode = "user-reinforce" }},
 			check: func(t *testing.T, c agentrl.TrainerConfig) { assert.Equal(t, loss.Mode("user-reinforce"), c.Loss.Mode) }},
 		{name: "user estimator resolved in its registry", v: Variant{Name: "est", Estimators: advantage.NewRegistry(),
-			Edit: func(c *agentrl.TrainerConfig) { c.Advantage = "rloo" }},
-			check: func(t *testing.T, c agentrl.TrainerConfig) { assert.Equal(t, "rloo", c.Advantage) }},
+			Edit: func(c *agentrl.TrainerConfig) { c.Advantage.Estimator = advantage.RLOO }},
+			check: func(t *testing.T, c agentrl.TrainerConfig) { assert.Equal(t, advantage.RLOO, c.Advantage.Estimator) }},
 		{name: "user loss without its registry", v: Variant{Name: "user",
 			Edit: func(c *agentrl.TrainerConfig) { c.Loss.Mode = "user-reinforce" }},
 			wantErr: `variant "user"`},
@@ -92,12 +92,12 @@ func TestVariantApplyDoesNotChangeBase(t *testing.T) {
 	norm := true
 	base.Sampling.Seed = &seed
 	base.Sampling.Stop = []string{"</answer>"}
-	base.AdvantageConfig.NormByStd = &norm
+	base.Advantage.NormByStd = &norm
 	v := Variant{Name: "edit-all", Edit: func(c *agentrl.TrainerConfig) {
 		c.Overlong.Buffer = 1
 		*c.Sampling.Seed = 8
 		c.Sampling.Stop[0] = "changed"
-		*c.AdvantageConfig.NormByStd = false
+		*c.Advantage.NormByStd = false
 	}}
 	c, err := v.Apply(base)
 	require.NoError(t, err)
