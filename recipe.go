@@ -81,9 +81,7 @@ func GRPOTCR() TrainerConfig {
 func DAPO() TrainerConfig {
 	c := GRPOTCR()
 	c.Loss.ClipC = loss.DefaultClipC
-	c.DynamicSampling = true
-	c.MaxGenBatches = 10
-	c.FilterMetric = FilterByAcc
+	c.DynamicSampling = &DynamicSamplingConfig{Metric: FilterByAcc, MaxGenBatches: 10}
 	c.Optimizer.LR = 1e-6
 	c.Optimizer.Schedule = policy.ConstantSchedule{WarmupSteps: 10}
 	return c

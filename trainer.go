@@ -367,11 +367,12 @@ func (t *Trainer) generate(ctx context.Context, done, genBatch int) ([]*sample, 
 // PromptsPerStep groups whose metric varies. It returns the batch, the
 // generation batches it took and the groups kept.
 func (t *Trainer) collect(ctx context.Context, done int) ([]*sample, int, int, error) {
-	if !t.cfg.DynamicSampling {
+	ds := t.cfg.DynamicSampling
+	if ds == nil {
 		b, err := t.generate(ctx, done, 0)
 		return b, 1, t.cfg.PromptsPerStep, err
 	}
-	f, err := dataset.NewGroupFilter[*sample](dataset.FilterConfig{BatchGroups: t.cfg.PromptsPerStep, MaxGenBatches: t.cfg.MaxGenBatches})
+	f, err := dataset.NewGroupFilter[*sample](dataset.FilterConfig{BatchGroups: t.cfg.PromptsPerStep, MaxGenBatches: ds.MaxGenBatches})
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("%w: %w", ErrTrainer, err)
 	}
@@ -384,7 +385,7 @@ func (t *Trainer) collect(ctx context.Context, done int) ([]*sample, int, int, e
 		metric := make([]float64, len(b))
 		for i, s := range b {
 			groups[i] = s.group
-			if t.cfg.filterMetric() == FilterByScore {
+			if ds.metric() == FilterByScore {
 				metric[i] = s.out.Score
 			} else if s.out.Acc {
 				metric[i] = 1

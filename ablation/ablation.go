@@ -80,10 +80,8 @@ func (v Variant) Apply(base agentrl.TrainerConfig) (agentrl.TrainerConfig, error
 
 // cloneConfig copies c, with fresh copies of what it points to.
 func cloneConfig(c agentrl.TrainerConfig) agentrl.TrainerConfig {
-	if c.Overlong != nil {
-		o := *c.Overlong
-		c.Overlong = &o
-	}
+	c.Overlong = clonePtr(c.Overlong)
+	c.DynamicSampling = clonePtr(c.DynamicSampling)
 	c.Advantage.NormByStd = clonePtr(c.Advantage.NormByStd)
 	c.Advantage.Gamma = clonePtr(c.Advantage.Gamma)
 	c.Advantage.Lambda = clonePtr(c.Advantage.Lambda)

@@ -93,11 +93,13 @@ func TestVariantApplyDoesNotChangeBase(t *testing.T) {
 	base.Sampling.Seed = &seed
 	base.Sampling.Stop = []string{"</answer>"}
 	base.Advantage.NormByStd = &norm
+	base.DynamicSampling = &agentrl.DynamicSamplingConfig{MaxGenBatches: 3}
 	v := Variant{Name: "edit-all", Edit: func(c *agentrl.TrainerConfig) {
 		c.Overlong.Buffer = 1
 		*c.Sampling.Seed = 8
 		c.Sampling.Stop[0] = "changed"
 		*c.Advantage.NormByStd = false
+		c.DynamicSampling.MaxGenBatches = 5
 	}}
 	c, err := v.Apply(base)
 	require.NoError(t, err)
@@ -106,6 +108,9 @@ func TestVariantApplyDoesNotChangeBase(t *testing.T) {
 	assert.Equal(t, uint64(7), seed)
 	assert.Equal(t, []string{"</answer>"}, base.Sampling.Stop)
 	assert.True(t, norm)
+	assert.Equal(t, 5, c.DynamicSampling.MaxGenBatches)
+	assert.Equal(t, 3, base.DynamicSampling.MaxGenBatches)
+
 }
 
 func okRun(_ context.Context, v Variant, seed uint64) (Result, error) {
