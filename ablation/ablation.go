@@ -82,6 +82,11 @@ func (v Variant) Apply(base agentrl.TrainerConfig) (agentrl.TrainerConfig, error
 func cloneConfig(c agentrl.TrainerConfig) agentrl.TrainerConfig {
 	c.Overlong = clonePtr(c.Overlong)
 	c.DynamicSampling = clonePtr(c.DynamicSampling)
+	if c.LoRA != nil {
+		l := *c.LoRA
+		l.TargetModules = slices.Clone(l.TargetModules)
+		c.LoRA = &l
+	}
 	c.Advantage.NormByStd = clonePtr(c.Advantage.NormByStd)
 	c.Advantage.Gamma = clonePtr(c.Advantage.Gamma)
 	c.Advantage.Lambda = clonePtr(c.Advantage.Lambda)

@@ -16,6 +16,7 @@ import (
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/advantage"
 	"github.com/agentrl/agentrl/loss"
+	"github.com/agentrl/agentrl/policy"
 )
 
 // userRegistry holds "user-reinforce", a user's objective: plain
@@ -94,12 +95,15 @@ func TestVariantApplyDoesNotChangeBase(t *testing.T) {
 	base.Sampling.Stop = []string{"</answer>"}
 	base.Advantage.NormByStd = &norm
 	base.DynamicSampling = &agentrl.DynamicSamplingConfig{MaxGenBatches: 3}
+	base.LoRA = &policy.LoRAConfig{Rank: 8, TargetModules: []string{policy.LoRAAllLinear}}
 	v := Variant{Name: "edit-all", Edit: func(c *agentrl.TrainerConfig) {
 		c.Overlong.Buffer = 1
 		*c.Sampling.Seed = 8
 		c.Sampling.Stop[0] = "changed"
 		*c.Advantage.NormByStd = false
 		c.DynamicSampling.MaxGenBatches = 5
+		c.LoRA.Rank = 4
+		c.LoRA.TargetModules[0] = "q_proj"
 	}}
 	c, err := v.Apply(base)
 	require.NoError(t, err)
@@ -110,7 +114,7 @@ func TestVariantApplyDoesNotChangeBase(t *testing.T) {
 	assert.True(t, norm)
 	assert.Equal(t, 5, c.DynamicSampling.MaxGenBatches)
 	assert.Equal(t, 3, base.DynamicSampling.MaxGenBatches)
-
+	assert.Equal(t, policy.LoRAConfig{Rank: 8, TargetModules: []string{policy.LoRAAllLinear}}, *base.LoRA)
 }
 
 func okRun(_ context.Context, v Variant, seed uint64) (Result, error) {
