@@ -38,7 +38,7 @@ const (
 // group dynamic sampling requires (verl's algorithm.filter_groups.metric).
 type FilterMetric string
 
-// Dynamic-sampling metrics of TrainerConfig.FilterMetric.
+// Dynamic-sampling metrics of DynamicSamplingConfig.Metric.
 const (
 	// FilterByAcc keeps groups whose reward.Output.Acc varies.
 	FilterByAcc FilterMetric = "acc"
@@ -46,18 +46,50 @@ const (
 	FilterByScore FilterMetric = "score"
 )
 
+// DynamicSamplingConfig configures dynamic sampling (DAPO §3.2; verl's
+// algorithm.filter_groups): generation batches are added to a step until
+// PromptsPerStep groups whose Metric varies are collected.
+type DynamicSamplingConfig struct {
+	// Metric is FilterByAcc (also when empty) or FilterByScore (verl's
+	// filter_groups.metric).
+	Metric FilterMetric
+	// MaxGenBatches bounds the generation batches per step, after which
+	// the step fails with dataset.ErrTooManyGenBatches; 0 means
+	// unbounded (verl's filter_groups.max_num_gen_batches).
+	MaxGenBatches int
+}
+
+// metric returns the metric, FilterByAcc when empty.
+func (d DynamicSamplingConfig) metric() FilterMetric {
+	if d.Metric == "" {
+		return FilterByAcc
+	}
+	return d.Metric
+}
+
 // TrainerConfig configures a Trainer: the RL algorithm, the batch
 // geometry and the optimiser. Names follow verl's ppo_trainer.yaml where
 // verl has the knob. Start from a preset (GRPOTCR, DAPO, DrGRPO) and
 // adjust; Validate says what is wrong, naming the field.
+//
+// The conventions are those of loss.Config and advantage.Config: a zero
+// field means its default (or, for a single coefficient or bound such as
+// MaxGradNorm and MaxStaleness, that the feature is off); an optional
+// feature with settings of its own is a pointer to its configuration,
+// nil meaning off (Overlong, DynamicSampling, LoRA); and the variants are
+// named inside their configurations (Loss.Mode, Advantage.Estimator).
 type TrainerConfig struct {
-	// Advantage names the estimator (advantage.Compute's names: "grpo",
-	// "drgrpo", "rloo", ...); verl's algorithm.adv_estimator.
-	Advantage string
-	// AdvantageConfig holds the estimator's hyper-parameters.
-	AdvantageConfig advantage.Config
-	// Loss is the policy objective, aggregation, clipping, KL and entropy
-	// terms (verl's actor_rollout_ref.actor.* policy-loss knobs).
+	// Advantage names the estimator and holds its hyper-parameters
+	// (verl's algorithm.adv_estimator, norm_adv_by_std_in_grpo, gamma and
+	// lam). Advantage.Estimator is a built-in name (advantage.GRPO,
+	// advantage.DrGRPO, advantage.RLOO, ...) or one registered in
+	// TrainerParts.Estimators; empty means "grpo". gae and remax need
+	// critic values or greedy baselines, which the Trainer does not
+	// produce.
+	Advantage advantage.Config
+	// Loss names the policy objective (Loss.Mode) and holds its
+	// aggregation, clipping, KL and entropy terms (verl's
+	// actor_rollout_ref.actor.* policy-loss knobs).
 	Loss loss.Config
 
 	// PromptsPerStep is the number of prompts (groups) in one training
@@ -114,14 +146,11 @@ type TrainerConfig struct {
 	// penalty zone the engine never lets a response reach never fires.
 	Overlong *reward.OverlongConfig
 
-	// DynamicSampling keeps generating batches until PromptsPerStep
-	// groups whose FilterMetric varies are collected (DAPO §3.2; verl's
-	// algorithm.filter_groups.enable). MaxGenBatches bounds the
-	// generation batches per step (0: unbounded); FilterMetric is
-	// FilterByAcc (also when empty) or FilterByScore.
-	DynamicSampling bool
-	MaxGenBatches   int
-	FilterMetric    FilterMetric
+	// DynamicSampling, when set, keeps generating batches until
+	// PromptsPerStep groups whose metric varies are collected (DAPO §3.2;
+	// verl's algorithm.filter_groups with enable: true). nil trains on
+	// one generation batch per step.
+	DynamicSampling *DynamicSamplingConfig
 
 	// Reward bounds the reward computation: parallelism and per-item
 	// deadline (reward.Batch).
@@ -158,30 +187,30 @@ type TrainerConfig struct {
 
 // Validate reports the first unusable field, wrapping ErrTrainerConfig
 // (and the sub-package's own error where it decided). It resolves
-// Advantage and Loss.Mode among the built-in estimators and loss modes;
-// a configuration that names the user's own is checked with
+// Advantage.Estimator and Loss.Mode among the built-in estimators and
+// loss modes; a configuration that names the user's own is checked with
 // ValidateWith, as NewTrainer does with TrainerParts' registries.
 func (c TrainerConfig) Validate() error { return c.ValidateWith(nil, nil) }
 
 // ValidateWith is Validate with Loss.Mode resolved in losses and
-// Advantage in estimators; nil means the built-in modes
+// Advantage.Estimator in estimators; nil means the built-in modes
 // (loss.NewRegistry) and estimators (advantage.NewRegistry).
 func (c TrainerConfig) ValidateWith(losses *loss.Registry, estimators *advantage.Registry) error {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: TrainerConfig.%s: %s", ErrTrainerConfig, field, fmt.Sprintf(format, args...))
 	}
-	estimators = estimatorsOrBuiltin(estimators)
-	if c.Advantage == "" {
-		return bad("Advantage", "empty; want an estimator name such as %q", "grpo")
+	est := c.Advantage.Estimator
+	if est == "" {
+		est = advantage.GRPO
 	}
-	if _, ok := estimators.Lookup(c.Advantage); !ok {
-		return bad("Advantage", "unknown estimator %q (known: %v)", c.Advantage, estimators.Names())
+	if _, ok := estimators.Lookup(est); !ok {
+		return bad("Advantage.Estimator", "unknown estimator %q (known: %v)", est, estimators.Names())
 	}
-	if c.Advantage == "gae" || c.Advantage == "remax" {
-		return bad("Advantage", "%q needs critic values or greedy baselines, which Trainer does not produce", c.Advantage)
+	if est == advantage.GAE || est == advantage.ReMax {
+		return bad("Advantage.Estimator", "%q needs critic values or greedy baselines, which Trainer does not produce", est)
 	}
-	if err := c.AdvantageConfig.Validate(); err != nil {
-		return fmt.Errorf("%w: TrainerConfig.AdvantageConfig: %w", ErrTrainerConfig, err)
+	if err := c.Advantage.Validate(); err != nil {
+		return fmt.Errorf("%w: TrainerConfig.Advantage: %w", ErrTrainerConfig, err)
 	}
 	if err := validateLoss(c.Loss, losses); err != nil {
 		return fmt.Errorf("%w: TrainerConfig.Loss: %w", ErrTrainerConfig, err)
@@ -202,8 +231,6 @@ func (c TrainerConfig) ValidateWith(losses *loss.Registry, estimators *advantage
 		return bad("MicroBatchSize", "%d, want ≥ 0", c.MicroBatchSize)
 	case c.PPOEpochs < 0:
 		return bad("PPOEpochs", "%d, want ≥ 0", c.PPOEpochs)
-	case c.MaxGenBatches < 0:
-		return bad("MaxGenBatches", "%d, want ≥ 0", c.MaxGenBatches)
 	case !finiteNonNeg(c.MaxGradNorm):
 		return bad("MaxGradNorm", "%v, want finite and ≥ 0", c.MaxGradNorm)
 	case c.Reward.Limit < 0:
@@ -233,10 +260,15 @@ func (c TrainerConfig) ValidateWith(losses *loss.Registry, estimators *advantage
 	default:
 		return bad("OldLogProbs", "%q, want %q or %q", c.OldLogProbs, OldLogProbsRecompute, OldLogProbsRollout)
 	}
-	switch c.FilterMetric {
-	case "", FilterByAcc, FilterByScore:
-	default:
-		return bad("FilterMetric", "%q, want %q or %q", c.FilterMetric, FilterByAcc, FilterByScore)
+	if ds := c.DynamicSampling; ds != nil {
+		switch ds.Metric {
+		case "", FilterByAcc, FilterByScore:
+		default:
+			return bad("DynamicSampling.Metric", "%q, want %q or %q", ds.Metric, FilterByAcc, FilterByScore)
+		}
+		if ds.MaxGenBatches < 0 {
+			return bad("DynamicSampling.MaxGenBatches", "%d, want ≥ 0", ds.MaxGenBatches)
+		}
 	}
 	if p := c.Sampling; p.Temperature < 0 || math.IsNaN(p.Temperature) || math.IsInf(p.Temperature, 0) {
 		return bad("Sampling.Temperature", "%v, want finite and ≥ 0", p.Temperature)
@@ -281,13 +313,6 @@ func (c TrainerConfig) epochs() int { return max(c.PPOEpochs, 1) }
 
 func (c TrainerConfig) syncEvery() int { return max(c.SyncEvery, 1) }
 
-func (c TrainerConfig) filterMetric() FilterMetric {
-	if c.FilterMetric == "" {
-		return FilterByAcc
-	}
-	return c.FilterMetric
-}
-
 func (c TrainerConfig) recompute() bool { return c.OldLogProbs != OldLogProbsRollout }
 
 // overlong returns the overlong configuration with MaxLen resolved
@@ -305,15 +330,6 @@ func (c TrainerConfig) overlong(budget int) (reward.OverlongConfig, error) {
 		return o, fmt.Errorf("MaxLen %d differs from the rollout engine's response budget %d (rollout.Config.MaxResponseTokens); leave MaxLen 0 to use the engine's", o.MaxLen, budget)
 	}
 	return o, o.Validate()
-}
-
-// estimatorsOrBuiltin returns r, or a registry of the built-in
-// estimators when r is nil.
-func estimatorsOrBuiltin(r *advantage.Registry) *advantage.Registry {
-	if r == nil {
-		return advantage.NewRegistry()
-	}
-	return r
 }
 
 // validateLoss checks cfg by the loss package's own rules, with the

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/advantage"
 	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/stretchr/testify/assert"
@@ -23,9 +24,10 @@ func TestPresetsValidate(t *testing.T) {
 // for the sources).
 func TestPresetValues(t *testing.T) {
 	g := agentrl.GRPOTCR()
-	assert.Equal(t, "grpo", g.Advantage)
+	assert.Equal(t, advantage.Config{Estimator: advantage.GRPO}, g.Advantage)
 	assert.Equal(t, loss.Config{Mode: loss.ModeVanilla, Agg: loss.AggTokenMean, ClipLow: 0.2, ClipHigh: 0.28, ClipC: 10}, g.Loss)
-	assert.False(t, g.DynamicSampling)
+	assert.Nil(t, g.DynamicSampling)
+	assert.Nil(t, g.LoRA)
 	require.NotNil(t, g.Overlong)
 	assert.Equal(t, reward.OverlongConfig{Buffer: 4096, Factor: 1}, *g.Overlong)
 	assert.Equal(t, 20480, agentrl.RecipeMaxResponseTokens)
@@ -35,15 +37,22 @@ func TestPresetValues(t *testing.T) {
 	assert.Equal(t, 0.2, d.Loss.ClipLow)
 	assert.Equal(t, 0.28, d.Loss.ClipHigh)
 	assert.Equal(t, loss.AggTokenMean, d.Loss.Agg)
-	assert.True(t, d.DynamicSampling)
-	assert.Equal(t, agentrl.FilterByAcc, d.FilterMetric)
+	require.NotNil(t, d.DynamicSampling)
+	assert.Equal(t, agentrl.DynamicSamplingConfig{Metric: agentrl.FilterByAcc, MaxGenBatches: 10}, *d.DynamicSampling)
 	assert.NotNil(t, d.Overlong)
 	assert.Zero(t, d.Loss.KLCoef)
 
 	r := agentrl.DrGRPO()
-	assert.Equal(t, "drgrpo", r.Advantage)
+	assert.Equal(t, advantage.Config{Estimator: advantage.DrGRPO}, r.Advantage)
 	assert.Equal(t, loss.AggSeqMeanTokenSumNorm, r.Loss.Agg)
 	assert.Nil(t, r.Overlong)
+}
+
+// An empty Advantage.Estimator is grpo, as advantage.Config{} is.
+func TestTrainerConfigEmptyEstimatorIsGRPO(t *testing.T) {
+	c := agentrl.GRPOTCR()
+	c.Advantage = advantage.Config{}
+	assert.NoError(t, c.Validate())
 }
 
 func TestTrainerConfigValidate(t *testing.T) {
@@ -52,10 +61,11 @@ func TestTrainerConfigValidate(t *testing.T) {
 		edit  func(*agentrl.TrainerConfig)
 		field string
 	}{
-		{"empty estimator", func(c *agentrl.TrainerConfig) { c.Advantage = "" }, "TrainerConfig.Advantage"},
-		{"unknown estimator", func(c *agentrl.TrainerConfig) { c.Advantage = "ppo2" }, "TrainerConfig.Advantage"},
-		{"gae needs a critic", func(c *agentrl.TrainerConfig) { c.Advantage = "gae" }, "TrainerConfig.Advantage"},
-		{"negative epsilon", func(c *agentrl.TrainerConfig) { c.AdvantageConfig.Epsilon = -1 }, "TrainerConfig.AdvantageConfig"},
+		{"unknown estimator", func(c *agentrl.TrainerConfig) { c.Advantage.Estimator = "ppo2" }, "TrainerConfig.Advantage.Estimator"},
+		{"gae needs a critic", func(c *agentrl.TrainerConfig) { c.Advantage.Estimator = advantage.GAE }, "TrainerConfig.Advantage.Estimator"},
+		{"remax needs baselines", func(c *agentrl.TrainerConfig) { c.Advantage.Estimator = advantage.ReMax }, "TrainerConfig.Advantage.Estimator"},
+		{"negative epsilon", func(c *agentrl.TrainerConfig) { c.Advantage.Epsilon = -1 }, "TrainerConfig.Advantage"},
+		{"gamma above 1", func(c *agentrl.TrainerConfig) { c.Advantage.Gamma = new(1.5) }, "TrainerConfig.Advantage"},
 		{"dual clip ≤ 1", func(c *agentrl.TrainerConfig) { c.Loss.ClipC = 0.5 }, "ClipC"},
 		{"unknown aggregation", func(c *agentrl.TrainerConfig) { c.Loss.Agg = "mean" }, "Agg"},
 		{"unknown loss mode", func(c *agentrl.TrainerConfig) { c.Loss.Mode = "ppo3" }, "TrainerConfig.Loss"},
@@ -66,10 +76,14 @@ func TestTrainerConfigValidate(t *testing.T) {
 		{"mini batch not a divisor", func(c *agentrl.TrainerConfig) { c.MiniBatchSize = 100 }, "TrainerConfig.MiniBatchSize"},
 		{"micro batch not a divisor", func(c *agentrl.TrainerConfig) { c.MicroBatchSize = 7 }, "TrainerConfig.MicroBatchSize"},
 		{"negative epochs", func(c *agentrl.TrainerConfig) { c.PPOEpochs = -1 }, "TrainerConfig.PPOEpochs"},
-		{"negative gen batches", func(c *agentrl.TrainerConfig) { c.MaxGenBatches = -1 }, "TrainerConfig.MaxGenBatches"},
+		{"negative gen batches", func(c *agentrl.TrainerConfig) {
+			c.DynamicSampling = &agentrl.DynamicSamplingConfig{MaxGenBatches: -1}
+		}, "TrainerConfig.DynamicSampling.MaxGenBatches"},
 		{"infinite grad clip", func(c *agentrl.TrainerConfig) { c.MaxGradNorm = math.Inf(1) }, "TrainerConfig.MaxGradNorm"},
 		{"bad old log-probs", func(c *agentrl.TrainerConfig) { c.OldLogProbs = "vllm" }, "TrainerConfig.OldLogProbs"},
-		{"bad filter metric", func(c *agentrl.TrainerConfig) { c.FilterMetric = "len" }, "TrainerConfig.FilterMetric"},
+		{"bad filter metric", func(c *agentrl.TrainerConfig) {
+			c.DynamicSampling = &agentrl.DynamicSamplingConfig{Metric: "len"}
+		}, "TrainerConfig.DynamicSampling.Metric"},
 		{"negative temperature", func(c *agentrl.TrainerConfig) { c.Sampling.Temperature = -1 }, "TrainerConfig.Sampling.Temperature"},
 		{"bad top-p", func(c *agentrl.TrainerConfig) { c.Sampling.TopP = 2 }, "TrainerConfig.Sampling"},
 		{"negative learning rate", func(c *agentrl.TrainerConfig) { c.Optimizer.LR = -1 }, "TrainerConfig.Optimizer.LR"},

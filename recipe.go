@@ -1,6 +1,7 @@
 package agentrl
 
 import (
+	"github.com/agentrl/agentrl/advantage"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/policy"
@@ -46,7 +47,7 @@ func GRPOTCR() TrainerConfig {
 	opt.LR = 4e-6
 	opt.WeightDecay = 0.1
 	return TrainerConfig{
-		Advantage: "grpo",
+		Advantage: advantage.Config{Estimator: advantage.GRPO},
 		Loss: loss.Config{
 			Mode:     loss.ModeVanilla,
 			Agg:      loss.AggTokenMean,
@@ -80,9 +81,7 @@ func GRPOTCR() TrainerConfig {
 func DAPO() TrainerConfig {
 	c := GRPOTCR()
 	c.Loss.ClipC = loss.DefaultClipC
-	c.DynamicSampling = true
-	c.MaxGenBatches = 10
-	c.FilterMetric = FilterByAcc
+	c.DynamicSampling = &DynamicSamplingConfig{Metric: FilterByAcc, MaxGenBatches: 10}
 	c.Optimizer.LR = 1e-6
 	c.Optimizer.Schedule = policy.ConstantSchedule{WarmupSteps: 10}
 	return c
@@ -99,7 +98,7 @@ func DAPO() TrainerConfig {
 // batch follow GRPOTCR, without overlong shaping.
 func DrGRPO() TrainerConfig {
 	c := GRPOTCR()
-	c.Advantage = "drgrpo"
+	c.Advantage = advantage.Config{Estimator: advantage.DrGRPO}
 	c.Loss = loss.Config{
 		Mode:     loss.ModeVanilla,
 		Agg:      loss.AggSeqMeanTokenSumNorm,

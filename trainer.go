@@ -89,9 +89,10 @@ type TrainerParts struct {
 	// as policy version = steps done. The Policy must then be a
 	// lm.Saver (*policy.Model is). Required when MaxStaleness > 0.
 	Sync WeightSync
-	// Estimators resolves TrainerConfig.Advantage: an advantage.Registry
-	// holding the program's own estimators (advantage.NewRegistry,
-	// then Register). nil means the built-in estimators.
+	// Estimators resolves TrainerConfig.Advantage.Estimator: an
+	// advantage.Registry holding the program's own estimators
+	// (advantage.NewRegistry, then Register). nil means the built-in
+	// estimators.
 	Estimators *advantage.Registry
 }
 
@@ -190,7 +191,7 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	}
 	return &Trainer{
 		cfg: cfg, parts: parts, reward: rf, sampler: sampler, opt: opt,
-		computer: loss.NewComputer(parts.Losses), estimators: estimatorsOrBuiltin(parts.Estimators),
+		computer: loss.NewComputer(parts.Losses), estimators: parts.Estimators,
 		samplerState: sampler.State(), published: -1,
 	}, nil
 }
@@ -375,11 +376,12 @@ func (t *Trainer) generate(ctx context.Context, done, genBatch int) ([]*sample, 
 // PromptsPerStep groups whose metric varies. It returns the batch, the
 // generation batches it took and the groups kept.
 func (t *Trainer) collect(ctx context.Context, done int) ([]*sample, int, int, error) {
-	if !t.cfg.DynamicSampling {
+	ds := t.cfg.DynamicSampling
+	if ds == nil {
 		b, err := t.generate(ctx, done, 0)
 		return b, 1, t.cfg.PromptsPerStep, err
 	}
-	f, err := dataset.NewGroupFilter[*sample](dataset.FilterConfig{BatchGroups: t.cfg.PromptsPerStep, MaxGenBatches: t.cfg.MaxGenBatches})
+	f, err := dataset.NewGroupFilter[*sample](dataset.FilterConfig{BatchGroups: t.cfg.PromptsPerStep, MaxGenBatches: ds.MaxGenBatches})
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("%w: %w", ErrTrainer, err)
 	}
@@ -392,7 +394,7 @@ func (t *Trainer) collect(ctx context.Context, done int) ([]*sample, int, int, e
 		metric := make([]float64, len(b))
 		for i, s := range b {
 			groups[i] = s.group
-			if t.cfg.filterMetric() == FilterByScore {
+			if ds.metric() == FilterByScore {
 				metric[i] = s.out.Score
 			} else if s.out.Acc {
 				metric[i] = 1
@@ -422,7 +424,7 @@ func (t *Trainer) advantages(batch []*sample) error {
 		in.Groups[i] = s.group
 		in.Mask[i] = s.respMask()
 	}
-	out, err := t.estimators.Compute(t.cfg.Advantage, in, t.cfg.AdvantageConfig)
+	out, err := t.estimators.Compute(t.cfg.Advantage, in)
 	if err != nil {
 		return fmt.Errorf("agentrl: step %d: advantages: %w", t.step+1, err)
 	}

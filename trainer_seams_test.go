@@ -113,10 +113,10 @@ func TestTrainerUserEstimator(t *testing.T) {
 	require.NoError(t, reg.Register("sign", sign))
 
 	cfg := banditConfig()
-	cfg.Advantage = "sign"
+	cfg.Advantage.Estimator = "sign"
 	err := cfg.Validate()
 	require.ErrorIs(t, err, agentrl.ErrTrainerConfig)
-	assert.ErrorContains(t, err, "TrainerConfig.Advantage")
+	assert.ErrorContains(t, err, "TrainerConfig.Advantage.Estimator")
 
 	tr, m := newBanditParts(t, cfg, agentrl.TrainerParts{Reward: banditReward, Estimators: reg}, 8)
 	before := m.prob(tokA, tokC)

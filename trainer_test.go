@@ -298,8 +298,7 @@ func TestLoadCheckpointMismatch(t *testing.T) {
 func TestDynamicSampling(t *testing.T) {
 	ctx := context.Background()
 	cfg := banditConfig()
-	cfg.DynamicSampling = true
-	cfg.MaxGenBatches = 2
+	cfg.DynamicSampling = &agentrl.DynamicSamplingConfig{MaxGenBatches: 2}
 	constant := func(context.Context, reward.Input) (reward.Output, error) {
 		return reward.Output{Score: 1, Acc: true}, nil
 	}

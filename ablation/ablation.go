@@ -57,7 +57,7 @@ type Variant struct {
 	// nil means the built-in modes. Pass it on as
 	// agentrl.TrainerParts.Losses.
 	Losses *loss.Registry
-	// Estimators resolves the edited Advantage the same way; nil means
+	// Estimators resolves the edited Advantage.Estimator the same way; nil means
 	// the built-in estimators. Pass it on as
 	// agentrl.TrainerParts.Estimators.
 	Estimators *advantage.Registry
@@ -80,13 +80,16 @@ func (v Variant) Apply(base agentrl.TrainerConfig) (agentrl.TrainerConfig, error
 
 // cloneConfig copies c, with fresh copies of what it points to.
 func cloneConfig(c agentrl.TrainerConfig) agentrl.TrainerConfig {
-	if c.Overlong != nil {
-		o := *c.Overlong
-		c.Overlong = &o
+	c.Overlong = clonePtr(c.Overlong)
+	c.DynamicSampling = clonePtr(c.DynamicSampling)
+	if c.LoRA != nil {
+		l := *c.LoRA
+		l.TargetModules = slices.Clone(l.TargetModules)
+		c.LoRA = &l
 	}
-	c.AdvantageConfig.NormByStd = clonePtr(c.AdvantageConfig.NormByStd)
-	c.AdvantageConfig.Gamma = clonePtr(c.AdvantageConfig.Gamma)
-	c.AdvantageConfig.Lambda = clonePtr(c.AdvantageConfig.Lambda)
+	c.Advantage.NormByStd = clonePtr(c.Advantage.NormByStd)
+	c.Advantage.Gamma = clonePtr(c.Advantage.Gamma)
+	c.Advantage.Lambda = clonePtr(c.Advantage.Lambda)
 	c.Sampling.Seed = clonePtr(c.Sampling.Seed)
 	c.Sampling.StopTokenIDs = slices.Clone(c.Sampling.StopTokenIDs)
 	c.Sampling.Stop = slices.Clone(c.Sampling.Stop)

@@ -16,6 +16,7 @@ import (
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/advantage"
 	"github.com/agentrl/agentrl/loss"
+	"github.com/agentrl/agentrl/policy"
 )
 
 // userRegistry holds "user-reinforce", a user's objective: plain
@@ -63,8 +64,8 @@ func TestVariantApply(t *testing.T) {
 			Edit: func(c *agentrl.TrainerConfig) { c.Loss.Mode = "user-reinforce" }},
 			check: func(t *testing.T, c agentrl.TrainerConfig) { assert.Equal(t, loss.Mode("user-reinforce"), c.Loss.Mode) }},
 		{name: "user estimator resolved in its registry", v: Variant{Name: "est", Estimators: advantage.NewRegistry(),
-			Edit: func(c *agentrl.TrainerConfig) { c.Advantage = "rloo" }},
-			check: func(t *testing.T, c agentrl.TrainerConfig) { assert.Equal(t, "rloo", c.Advantage) }},
+			Edit: func(c *agentrl.TrainerConfig) { c.Advantage.Estimator = advantage.RLOO }},
+			check: func(t *testing.T, c agentrl.TrainerConfig) { assert.Equal(t, advantage.RLOO, c.Advantage.Estimator) }},
 		{name: "user loss without its registry", v: Variant{Name: "user",
 			Edit: func(c *agentrl.TrainerConfig) { c.Loss.Mode = "user-reinforce" }},
 			wantErr: `variant "user"`},
@@ -92,12 +93,17 @@ func TestVariantApplyDoesNotChangeBase(t *testing.T) {
 	norm := true
 	base.Sampling.Seed = &seed
 	base.Sampling.Stop = []string{"</answer>"}
-	base.AdvantageConfig.NormByStd = &norm
+	base.Advantage.NormByStd = &norm
+	base.DynamicSampling = &agentrl.DynamicSamplingConfig{MaxGenBatches: 3}
+	base.LoRA = &policy.LoRAConfig{Rank: 8, TargetModules: []string{policy.LoRAAllLinear}}
 	v := Variant{Name: "edit-all", Edit: func(c *agentrl.TrainerConfig) {
 		c.Overlong.Buffer = 1
 		*c.Sampling.Seed = 8
 		c.Sampling.Stop[0] = "changed"
-		*c.AdvantageConfig.NormByStd = false
+		*c.Advantage.NormByStd = false
+		c.DynamicSampling.MaxGenBatches = 5
+		c.LoRA.Rank = 4
+		c.LoRA.TargetModules[0] = "q_proj"
 	}}
 	c, err := v.Apply(base)
 	require.NoError(t, err)
@@ -106,6 +112,9 @@ func TestVariantApplyDoesNotChangeBase(t *testing.T) {
 	assert.Equal(t, uint64(7), seed)
 	assert.Equal(t, []string{"</answer>"}, base.Sampling.Stop)
 	assert.True(t, norm)
+	assert.Equal(t, 5, c.DynamicSampling.MaxGenBatches)
+	assert.Equal(t, 3, base.DynamicSampling.MaxGenBatches)
+	assert.Equal(t, policy.LoRAConfig{Rank: 8, TargetModules: []string{policy.LoRAAllLinear}}, *base.LoRA)
 }
 
 func okRun(_ context.Context, v Variant, seed uint64) (Result, error) {

@@ -5,7 +5,12 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 )
+
+// Estimator names an advantage estimator: a built-in one below or one
+// registered in a Registry (verl's algorithm.adv_estimator).
+type Estimator string
 
 // Names of the built-in estimators, as verl spells them in
 // algorithm.adv_estimator (verl/trainer/ppo/core_algos.py, AdvantageEstimator).
@@ -15,37 +20,37 @@ const (
 	// GRPO: (r_i − mean_g)/(std_g + ε), unbiased std; r_i − mean_g when
 	// Config.NormByStd is false; a group of one has mean 0, std 1
 	// (compute_grpo_outcome_advantage).
-	GRPO = "grpo"
+	GRPO Estimator = "grpo"
 	// DrGRPO: r_i − mean_g, GRPO without the std (Liu et al. 2025,
 	// arXiv:2503.20783; verl's grpo with norm_adv_by_std_in_grpo=False).
-	DrGRPO = "drgrpo"
+	DrGRPO Estimator = "drgrpo"
 	// RLOO: r_i minus the mean of the other scores of its group
 	// (compute_rloo_outcome_advantage).
-	RLOO = "rloo"
+	RLOO Estimator = "rloo"
 	// ReinforcePlusPlus: the discounted return G_t over mask-1 tokens,
 	// carried undiscounted through tool-output tokens (verl PR #7300),
 	// whitened over the batch (compute_reinforce_plus_plus_outcome_advantage).
-	ReinforcePlusPlus = "reinforce_plus_plus"
+	ReinforcePlusPlus Estimator = "reinforce_plus_plus"
 	// ReinforcePlusPlusBaseline: r_i − mean_g, whitened over the mask-1
 	// tokens of the batch
 	// (compute_reinforce_plus_plus_baseline_outcome_advantage).
-	ReinforcePlusPlusBaseline = "reinforce_plus_plus_baseline"
+	ReinforcePlusPlusBaseline Estimator = "reinforce_plus_plus_baseline"
 	// GPG: (B/#{r ≠ 0})·(r_i − mean_g) (compute_gpg_outcome_advantage).
-	GPG = "gpg"
+	GPG Estimator = "gpg"
 	// OPO: r_i minus the length-weighted group mean
 	// (compute_opo_outcome_advantage).
-	OPO = "opo"
+	OPO Estimator = "opo"
 	// ReMax: the reward-to-go minus the greedy response's score,
 	// Input.BaselineScores (compute_remax_outcome_advantage).
-	ReMax = "remax"
+	ReMax Estimator = "remax"
 	// GRPOPassK: the best trajectory of each group gets r_max − r_second
 	// (over std_g + ε when Config.NormByStd), the others 0
 	// (compute_grpo_passk_outcome_advantage).
-	GRPOPassK = "grpo_passk"
+	GRPOPassK Estimator = "grpo_passk"
 	// GAE: generalized advantage estimation with the critic's
 	// Input.Values, skipping tool-output tokens, whitened over the batch;
 	// Returns are Â + V (compute_gae_advantage_return).
-	GAE = "gae"
+	GAE Estimator = "gae"
 )
 
 // Input is one batch of trajectories. Mask fixes the shape: len(Mask) is the
@@ -100,10 +105,21 @@ type Output struct {
 	Returns    [][]float32
 }
 
-// Config holds the estimators' hyper-parameters. The zero value is verl's
-// default configuration: std normalisation on, γ = 1, λ = 1, ε = 1e-6.
-// Set a pointer field with new, e.g. Config{Gamma: new(0.99)}.
+// Config names the estimator and holds its hyper-parameters. The zero
+// value is verl's adv_estimator=grpo with verl's defaults: std
+// normalisation on, γ = 1, λ = 1, ε = 1e-6.
+//
+// A zero field means its default. The fields whose zero is itself a
+// setting a user may want, different from the default (NormByStd false,
+// Gamma 0, Lambda 0), are pointers, nil meaning the default; set them with
+// new, e.g. Config{Gamma: new(0.99)}.
 type Config struct {
+	// Estimator names the estimator: a built-in constant (GRPO, RLOO,
+	// ...) or a name registered in the Registry that computes. Empty means
+	// GRPO. (verl's yaml defaults algorithm.adv_estimator to gae, which
+	// needs a critic; GRPO is the default of the recipes this module
+	// follows.)
+	Estimator Estimator
 	// NormByStd divides grpo and grpo_passk advantages by the group's
 	// standard deviation (verl: algorithm.norm_adv_by_std_in_grpo).
 	// nil means true.
@@ -154,7 +170,8 @@ func (c Config) epsilon() float64 {
 }
 
 // Validate reports a hyper-parameter outside its domain. Compute and
-// Registry.Compute call it before every estimator.
+// Registry.Compute call it before every estimator. It does not resolve
+// Estimator: only the Registry that computes knows its names.
 func (c Config) Validate() error {
 	if err := c.validate(); err != nil {
 		return fmt.Errorf("advantage: %w", err)
@@ -191,175 +208,182 @@ func (c Config) validate() error {
 	return nil
 }
 
-// Estimator computes advantages and returns for a batch. Registry.Compute
-// and Compute call Estimate only with an Input and a Config that passed
-// Validate, and check that the Output of a user's Estimator has the shape
-// of in.Mask and finite values (ErrInvalidOutput). An Estimator that needs
-// an optional field (Groups, Values, ...) checks for it and returns a
-// *FieldError wrapping ErrMissingInput. Estimate must not modify in.
-type Estimator interface {
-	Estimate(in Input, cfg Config) (Output, error)
-}
-
-// EstimatorFunc adapts a function to the Estimator interface.
+// EstimatorFunc computes advantages and returns for a batch: an
+// estimator's implementation, registered under its name with
+// Registry.Register. Registry.Compute calls it only with an Input and a
+// Config that passed Validate, with cfg.Estimator set to the name it
+// resolved, and checks that the Output has the shape of in.Mask and finite
+// values (ErrInvalidOutput). An EstimatorFunc that needs an optional field
+// (Groups, Values, ...) checks for it and returns a *FieldError wrapping
+// ErrMissingInput. It must not modify in.
 type EstimatorFunc func(in Input, cfg Config) (Output, error)
 
-// Estimate calls f.
-func (f EstimatorFunc) Estimate(in Input, cfg Config) (Output, error) { return f(in, cfg) }
-
-// builtin is the type of the package's own estimators. It is trusted to
-// return well-shaped, finite output (each one checks float32 overflow as it
-// writes), which spares a full pass over the output on the hot path.
-type builtin func(in Input, cfg Config) (Output, error)
-
-// Estimate calls f.
-func (f builtin) Estimate(in Input, cfg Config) (Output, error) { return f(in, cfg) }
-
 // builtinEstimator returns the built-in estimator called name. A switch, not
-// a package-level map, so that no package state can be mutated.
-func builtinEstimator(name string) (Estimator, bool) {
+// a package-level map, so that no package state can be mutated. The
+// built-ins are trusted to return well-shaped, finite output (each one
+// checks float32 overflow as it writes), which spares a full pass over the
+// output on the hot path.
+func builtinEstimator(name Estimator) (EstimatorFunc, bool) {
 	switch name {
 	case GRPO:
-		return builtin(grpo), true
+		return grpo, true
 	case DrGRPO:
-		return builtin(drgrpo), true
+		return drgrpo, true
 	case RLOO:
-		return builtin(rloo), true
+		return rloo, true
 	case ReinforcePlusPlus:
-		return builtin(reinforcePlusPlus), true
+		return reinforcePlusPlus, true
 	case ReinforcePlusPlusBaseline:
-		return builtin(reinforcePlusPlusBaseline), true
+		return reinforcePlusPlusBaseline, true
 	case GPG:
-		return builtin(gpg), true
+		return gpg, true
 	case OPO:
-		return builtin(opo), true
+		return opo, true
 	case ReMax:
-		return builtin(remax), true
+		return remax, true
 	case GRPOPassK:
-		return builtin(grpoPassK), true
+		return grpoPassK, true
 	case GAE:
-		return builtin(gae), true
+		return gae, true
 	}
 	return nil, false
 }
 
-// Names returns the names of the built-in estimators, sorted.
-func Names() []string {
-	return []string{
+// builtinNames returns the names of the built-in estimators, sorted, in a
+// fresh slice.
+func builtinNames() []Estimator {
+	return []Estimator{
 		DrGRPO, GAE, GPG, GRPO, GRPOPassK, OPO, ReinforcePlusPlus,
 		ReinforcePlusPlusBaseline, ReMax, RLOO,
 	}
 }
 
-// Compute runs the built-in estimator called name (see Names) on in, after
-// validating in and cfg. It keeps no state and is safe for concurrent use.
-// To add estimators of your own, use a Registry.
-func Compute(name string, in Input, cfg Config) (Output, error) {
-	e, ok := builtinEstimator(name)
-	if !ok {
-		return Output{}, fmt.Errorf("advantage: %w %q (built-in: %s)", ErrUnknownEstimator, name, strings.Join(Names(), ", "))
-	}
-	return run(name, e, in, cfg)
+// Compute runs the built-in estimator cfg.Estimator names (GRPO when it
+// is empty) on in, after validating cfg and in. It keeps no state and is
+// safe for concurrent use. To add estimators of your own, use a Registry.
+func Compute(cfg Config, in Input) (Output, error) {
+	var builtins *Registry
+	return builtins.Compute(cfg, in)
 }
 
-// Registry maps names to estimators: the built-in ones and any a program
-// adds, as loss.Registry does for objectives. Register everything before
-// sharing a Registry between goroutines; Compute and Lookup may then run
-// concurrently. The zero value, like a nil *Registry, holds the built-in
-// estimators and is ready to use; a nil *Registry cannot Register.
+// Registry maps estimator names to EstimatorFuncs: the built-in estimators
+// and any a program registers. loss.Registry has the same shape:
+//
+//   - The zero value and a nil *Registry hold the built-ins and are ready
+//     to use; NewRegistry is the same as new(Registry). A nil *Registry
+//     cannot Register.
+//   - Register adds an estimator under a new name; a name is never
+//     replaced, so that a typo cannot silently replace grpo.
+//   - Lookup resolves a name; Names lists every name, sorted.
+//   - A Registry is safe for concurrent use: Register may run while
+//     Compute runs.
 type Registry struct {
-	estimators map[string]Estimator // nil until the first Register: the built-ins only
+	mu    sync.RWMutex
+	added map[Estimator]EstimatorFunc // the program's estimators; the built-ins are builtinEstimator's
 }
 
-// NewRegistry returns a registry holding the built-in estimators (see
-// Names). Each call returns a fresh registry, so registering into one
-// never affects another.
-func NewRegistry() *Registry { return &Registry{} }
+// NewRegistry returns an empty registry: one that holds the built-in
+// estimators and nothing else.
+func NewRegistry() *Registry { return new(Registry) }
 
-// builtinMap returns a fresh map of the built-in estimators.
-func builtinMap() map[string]Estimator {
-	m := make(map[string]Estimator, 16)
-	for _, n := range Names() {
-		m[n], _ = builtinEstimator(n)
+// Register adds f under name. It fails if the registry is nil, name is
+// empty or f is nil (ErrInvalidValue), or name is taken
+// (ErrDuplicateName).
+func (r *Registry) Register(name Estimator, f EstimatorFunc) error {
+	switch {
+	case r == nil:
+		return fmt.Errorf("advantage: Register(%q): nil *Registry: %w", name, ErrInvalidValue)
+	case name == "":
+		return fmt.Errorf("advantage: Register(%q): empty name: %w", name, ErrInvalidValue)
+	case f == nil:
+		return fmt.Errorf("advantage: Register(%q): nil EstimatorFunc: %w", name, ErrInvalidValue)
 	}
-	return m
-}
-
-// Register adds e under name. The name must be non-empty and not yet taken
-// (ErrDuplicateName), so that a typo cannot silently replace grpo.
-func (r *Registry) Register(name string, e Estimator) error {
-	if r == nil {
-		return fmt.Errorf("advantage: %w: Register on a nil *Registry", ErrInvalidValue)
+	if _, ok := builtinEstimator(name); ok {
+		return fmt.Errorf("advantage: Register(%q): %w", name, ErrDuplicateName)
 	}
-	if name == "" {
-		return fmt.Errorf("advantage: %w", fieldErr("name", -1, -1, ErrInvalidValue, "estimator name is empty"))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.added[name]; ok {
+		return fmt.Errorf("advantage: Register(%q): %w", name, ErrDuplicateName)
 	}
-	if f, isFunc := e.(EstimatorFunc); e == nil || isFunc && f == nil {
-		return fmt.Errorf("advantage: %w", fieldErr("name", -1, -1, ErrInvalidValue, "estimator %q is nil", name))
+	if r.added == nil {
+		r.added = make(map[Estimator]EstimatorFunc)
 	}
-	if r.estimators == nil {
-		r.estimators = builtinMap()
-	}
-	if _, dup := r.estimators[name]; dup {
-		return fmt.Errorf("advantage: %w: %q", ErrDuplicateName, name)
-	}
-	r.estimators[name] = e
+	r.added[name] = f
 	return nil
 }
 
-// Lookup returns the estimator registered under name.
-func (r *Registry) Lookup(name string) (Estimator, bool) {
-	if r == nil || r.estimators == nil {
-		return builtinEstimator(name)
+// Lookup returns the estimator registered under name. The empty name is
+// not an estimator (Compute reads it as GRPO before looking it up).
+func (r *Registry) Lookup(name Estimator) (EstimatorFunc, bool) {
+	if f, ok := builtinEstimator(name); ok || r == nil {
+		return f, ok
 	}
-	e, ok := r.estimators[name]
-	return e, ok
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	f, ok := r.added[name]
+	return f, ok
 }
 
-// Names returns the registered names, sorted.
-func (r *Registry) Names() []string {
-	if r == nil || r.estimators == nil {
-		return Names()
-	}
-	names := make([]string, 0, len(r.estimators))
-	for n := range r.estimators {
-		names = append(names, n)
+// Names returns the registered names, the built-in ones included, sorted
+// in byte order.
+func (r *Registry) Names() []Estimator {
+	names := builtinNames()
+	if r != nil {
+		r.mu.RLock()
+		for n := range r.added {
+			names = append(names, n)
+		}
+		r.mu.RUnlock()
 	}
 	slices.Sort(names)
 	return names
 }
 
-// Compute runs the estimator registered under name on in.
-func (r *Registry) Compute(name string, in Input, cfg Config) (Output, error) {
-	e, ok := r.Lookup(name)
-	if !ok {
-		return Output{}, fmt.Errorf("advantage: %w %q (registered: %s)", ErrUnknownEstimator, name, strings.Join(r.Names(), ", "))
+// Compute runs the estimator cfg.Estimator names (GRPO when it is empty)
+// on in, after validating cfg and in, and checks the output of a
+// registered estimator.
+func (r *Registry) Compute(cfg Config, in Input) (Output, error) {
+	if cfg.Estimator == "" {
+		cfg.Estimator = GRPO
 	}
-	return run(name, e, in, cfg)
-}
-
-// run validates, estimates and checks the output. Its errors read
-// "advantage: <estimator>: <what and where>".
-func run(name string, e Estimator, in Input, cfg Config) (Output, error) {
-	out, err := runUnwrapped(e, in, cfg)
+	f, trusted := builtinEstimator(cfg.Estimator)
+	if !trusted {
+		var ok bool
+		if f, ok = r.Lookup(cfg.Estimator); !ok {
+			return Output{}, fmt.Errorf("advantage: Config.Estimator %q (registered: %s): %w", cfg.Estimator, nameList(r.Names()), ErrUnknownName)
+		}
+	}
+	out, err := run(f, trusted, in, cfg)
 	if err != nil {
-		return Output{}, fmt.Errorf("advantage: %s: %w", name, err)
+		return Output{}, fmt.Errorf("advantage: %s: %w", cfg.Estimator, err)
 	}
 	return out, nil
 }
 
-func runUnwrapped(e Estimator, in Input, cfg Config) (Output, error) {
+// nameList joins estimator names for error messages.
+func nameList(ns []Estimator) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = string(n)
+	}
+	return strings.Join(s, ", ")
+}
+
+// run validates, estimates and checks the output; trusted skips the check
+// for non-finite values, which the built-ins make as they write. Its
+// errors read "<what and where>"; Compute adds the package and estimator.
+func run(f EstimatorFunc, trusted bool, in Input, cfg Config) (Output, error) {
 	if err := cfg.validate(); err != nil {
 		return Output{}, err
 	}
 	if err := in.validate(); err != nil {
 		return Output{}, err
 	}
-	out, err := e.Estimate(in, cfg)
+	out, err := f(in, cfg)
 	if err != nil {
 		return Output{}, err
 	}
-	_, trusted := e.(builtin)
 	if err := checkOutput(in.Mask, out, !trusted); err != nil {
 		return Output{}, err
 	}

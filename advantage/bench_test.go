@@ -49,7 +49,7 @@ func benchBatch(b, t int) Input {
 func BenchmarkCompute(b *testing.B) {
 	const B, T = 512, 4096
 	full := benchBatch(B, T)
-	for _, name := range Names() {
+	for _, name := range NewRegistry().Names() {
 		// Pass only what the estimator reads, as a trainer would: GRPO
 		// runs have no critic, so no Values to validate.
 		in := full
@@ -59,10 +59,10 @@ func BenchmarkCompute(b *testing.B) {
 		if name != ReMax {
 			in.BaselineScores = nil
 		}
-		b.Run(name, func(b *testing.B) {
+		b.Run(string(name), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := Compute(name, in, Config{}); err != nil {
+				if _, err := Compute(Config{Estimator: name}, in); err != nil {
 					b.Fatal(err)
 				}
 			}

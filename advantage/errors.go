@@ -10,8 +10,9 @@ import (
 // them, so callers can branch with errors.Is; errors about a particular field
 // are also a *FieldError, which says where (errors.As).
 var (
-	// ErrUnknownEstimator: no estimator is registered under the name.
-	ErrUnknownEstimator = errors.New("unknown estimator")
+	// ErrUnknownName: Config.Estimator names no estimator of the
+	// registry.
+	ErrUnknownName = errors.New("unknown name")
 	// ErrEmptyBatch: the batch has no trajectories.
 	ErrEmptyBatch = errors.New("empty batch")
 	// ErrLengthMismatch: a per-trajectory slice or a per-token row does not
@@ -28,8 +29,8 @@ var (
 	// over fewer than two tokens, a pass@k group of one, an OPO group with
 	// no response tokens).
 	ErrDegenerate = errors.New("estimator undefined on this batch")
-	// ErrDuplicateName: Register was called twice with the same name.
-	ErrDuplicateName = errors.New("estimator name already registered")
+	// ErrDuplicateName: Register was given a name already registered.
+	ErrDuplicateName = errors.New("name already registered")
 	// ErrInvalidOutput: an Estimator returned rows whose shape differs from
 	// Mask, or non-finite values.
 	ErrInvalidOutput = errors.New("estimator returned invalid output")

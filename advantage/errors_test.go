@@ -25,7 +25,7 @@ func TestInputErrors(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
 	tests := []struct {
 		name      string
-		estimator string
+		estimator Estimator
 		edit      func(*Input)
 		sentinel  error
 		field     string
@@ -81,7 +81,7 @@ func TestInputErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in := fullBatch()
 			tc.edit(&in)
-			out, err := Compute(tc.estimator, in, Config{})
+			out, err := Compute(Config{Estimator: tc.estimator}, in)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, tc.sentinel)
 			var fe *FieldError
@@ -89,7 +89,7 @@ func TestInputErrors(t *testing.T) {
 			assert.Equal(t, tc.field, fe.Field)
 			assert.Equal(t, tc.row, fe.Row, "row")
 			assert.Equal(t, tc.col, fe.Col, "col")
-			assert.Contains(t, err.Error(), "advantage: "+tc.estimator+": "+tc.field)
+			assert.Contains(t, err.Error(), "advantage: "+string(tc.estimator)+": "+tc.field)
 			assert.Nil(t, out.Advantages)
 		})
 	}
@@ -112,7 +112,9 @@ func TestConfigErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Compute(GAE, fullBatch(), tc.cfg)
+			cfg := tc.cfg
+			cfg.Estimator = GAE
+			_, err := Compute(cfg, fullBatch())
 			require.ErrorIs(t, err, tc.sentinel)
 			var fe *FieldError
 			require.ErrorAs(t, err, &fe)
@@ -122,13 +124,13 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestUnknownEstimator(t *testing.T) {
-	_, err := Compute("ppo", fullBatch(), Config{})
-	require.ErrorIs(t, err, ErrUnknownEstimator)
+	_, err := Compute(Config{Estimator: "ppo"}, fullBatch())
+	require.ErrorIs(t, err, ErrUnknownName)
 	assert.Contains(t, err.Error(), `"ppo"`)
 	assert.Contains(t, err.Error(), "grpo") // lists the known names
 
-	_, err = NewRegistry().Compute("ppo", fullBatch(), Config{})
-	require.ErrorIs(t, err, ErrUnknownEstimator)
+	_, err = NewRegistry().Compute(Config{Estimator: "ppo"}, fullBatch())
+	require.ErrorIs(t, err, ErrUnknownName)
 	assert.Contains(t, err.Error(), "grpo") // lists the registered names
 }
 

@@ -65,7 +65,7 @@ func TestEstimatorsHandDerived(t *testing.T) {
 	gpgWant := spread([]float64{5.0 / 6, -5.0 / 6, -5.0 / 6, 5.0 / 6, 5})
 
 	tests := []struct {
-		name string
+		name Estimator
 		cfg  Config
 		want [][]float64
 	}{
@@ -79,8 +79,10 @@ func TestEstimatorsHandDerived(t *testing.T) {
 		{GPG, Config{}, gpgWant},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			out, err := Compute(tc.name, handBatch(), tc.cfg)
+		t.Run(string(tc.name), func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.Estimator = tc.name
+			out, err := Compute(cfg, handBatch())
 			require.NoError(t, err)
 			assertRowsClose(t, "Advantages", tc.want, out.Advantages)
 			// Outcome estimators return (scores, scores) in verl.
@@ -98,7 +100,7 @@ func TestOPOLengthWeightedBaseline(t *testing.T) {
 	want := [][]float64{
 		{3.0 / 7, 3.0 / 7, 3.0 / 7}, {-4.0 / 7}, {-4.0 / 7, -4.0 / 7}, {0, 3.0 / 7}, {3, 3, 3},
 	}
-	out, err := Compute(OPO, in, Config{})
+	out, err := Compute(Config{Estimator: OPO}, in)
 	require.NoError(t, err)
 	assertRowsClose(t, "Advantages", want, out.Advantages)
 	assertRowsClose(t, "Returns", want, out.Returns)
@@ -123,7 +125,9 @@ func TestGRPOPassK(t *testing.T) {
 		{Config{}, 0.4 / (s + 1e-6)},
 		{Config{NormByStd: new(false)}, 0.4},
 	} {
-		out, err := Compute(GRPOPassK, in, tc.cfg)
+		cfg := tc.cfg
+		cfg.Estimator = GRPOPassK
+		out, err := Compute(cfg, in)
 		require.NoError(t, err)
 		want := [][]float64{{0}, {tc.a, 0, tc.a}, {0}, {0, 0}, {0}}
 		assertRowsClose(t, "Advantages", want, out.Advantages)
@@ -149,7 +153,7 @@ func TestReinforcePlusPlusMultiTurn(t *testing.T) {
 	}
 	inv := 1 / math.Sqrt(0.1484375+1e-8)
 	z := func(g float64) float64 { return (g - 0.3125) * inv }
-	out, err := Compute(ReinforcePlusPlus, in, Config{Gamma: new(0.5)})
+	out, err := Compute(Config{Estimator: ReinforcePlusPlus, Gamma: new(0.5)}, in)
 	require.NoError(t, err)
 	assertRowsClose(t, "Advantages", [][]float64{
 		{z(.125), z(.25), 0, 0, z(.5), z(1)}, {z(0), z(0)},
@@ -159,7 +163,7 @@ func TestReinforcePlusPlusMultiTurn(t *testing.T) {
 	// γ = 1 (the default): every token of row 0 has return 1, row 1 has 0;
 	// μ = 4/6, deviations 1/3 (×4) and −2/3 (×2): Σd² = 4/9 + 8/9 = 4/3,
 	// variance (4/3)/5 = 4/15.
-	out, err = Compute(ReinforcePlusPlus, in, Config{})
+	out, err = Compute(Config{Estimator: ReinforcePlusPlus}, in)
 	require.NoError(t, err)
 	inv1 := 1 / math.Sqrt(4.0/15+1e-8)
 	hi, lo := (1.0/3)*inv1, (-2.0/3)*inv1
@@ -178,7 +182,7 @@ func TestReMax(t *testing.T) {
 		TokenRewards:   [][]float32{{0.1, 0, 7, 0}, {0, 0}},
 		BaselineScores: []float64{0.5, 0.5},
 	}
-	out, err := Compute(ReMax, in, Config{})
+	out, err := Compute(Config{Estimator: ReMax}, in)
 	require.NoError(t, err)
 	assertRowsClose(t, "Advantages", [][]float64{{1.6, 1.5, 0, 1.5}, {-0.5, -0.5}}, out.Advantages)
 	assertRowsClose(t, "Returns", [][]float64{{2.1, 2, 2, 2}, {0, 0}}, out.Returns)
@@ -202,7 +206,7 @@ func TestGAE(t *testing.T) {
 	}
 	inv := 1 / math.Sqrt(0.37516875/3+1e-8)
 	z := func(a float64) float64 { return (a - 0.25375) * inv }
-	out, err := Compute(GAE, in, Config{Gamma: new(0.9), Lambda: new(0.8)})
+	out, err := Compute(Config{Estimator: GAE, Gamma: new(0.9), Lambda: new(0.8)}, in)
 	require.NoError(t, err)
 	assertRowsClose(t, "Advantages", [][]float64{{z(.265), 0, z(.75)}, {z(0), z(0)}}, out.Advantages)
 	assertRowsClose(t, "Returns", [][]float64{{.765, 9.75, 1}, {0, 0}}, out.Returns)
@@ -218,7 +222,7 @@ func TestGAEMonteCarloLimit(t *testing.T) {
 		TokenRewards: [][]float32{{0.5, 0, 2}},
 		Values:       [][]float32{{0.3, -1.25, 4}},
 	}
-	out, err := Compute(GAE, in, Config{})
+	out, err := Compute(Config{Estimator: GAE}, in)
 	require.NoError(t, err)
 	assertRowsClose(t, "Returns", [][]float64{{3.5, 3, 3}}, out.Returns)
 }
@@ -232,8 +236,8 @@ func TestAdvantagesZeroWhereMaskZero(t *testing.T) {
 		Values:         [][]float32{{1, 2, 3, 4}, {5, 6, 7}, {8, 9, 1}, {2, 3, 4, 5}, {6, 7}, {8, 9, 1, 2}},
 		BaselineScores: []float64{.5, .5, .5, 1, 1, 1},
 	}
-	for _, name := range Names() {
-		out, err := Compute(name, in, Config{Gamma: new(0.95), Lambda: new(0.9)})
+	for _, name := range NewRegistry().Names() {
+		out, err := Compute(Config{Estimator: name, Gamma: new(0.95), Lambda: new(0.9)}, in)
 		require.NoError(t, err, name)
 		for i, row := range in.Mask {
 			for tok, m := range row {
@@ -250,13 +254,13 @@ func TestZeroLengthRows(t *testing.T) {
 	// scores (1, 0) → mean .5, std sqrt(.5); the empty row gets an empty
 	// output row, the other A = −.5/(sqrt(.5)+1e-6) on its one token.
 	in := Input{Scores: []float64{1, 0}, Groups: []string{"g", "g"}, Mask: [][]float32{{}, {1}}}
-	out, err := Compute(GRPO, in, Config{})
+	out, err := Compute(Config{Estimator: GRPO}, in)
 	require.NoError(t, err)
 	assertRowsClose(t, "Advantages", [][]float64{{}, {-0.5 / (math.Sqrt(0.5) + 1e-6)}}, out.Advantages)
 }
 
 func TestOutputRowsDoNotAlias(t *testing.T) {
-	out, err := Compute(GRPO, handBatch(), Config{})
+	out, err := Compute(Config{Estimator: GRPO}, handBatch())
 	require.NoError(t, err)
 	// Appending to one row must not overwrite the next (capped capacity),
 	// and Advantages and Returns must not share memory.
@@ -275,11 +279,11 @@ func TestComputeLeavesInputUnchanged(t *testing.T) {
 	before.Scores = []float64{1, 0.25, -2}
 	before.TokenRewards[1][2] = 0.5
 	before.Values[0] = []float32{0.3, -0.7}
-	for _, name := range Names() {
+	for _, name := range NewRegistry().Names() {
 		if name == GRPOPassK {
 			in.Groups[2], before.Groups[2] = "a", "a" // pass@k needs groups of two or more
 		}
-		_, err := Compute(name, in, Config{})
+		_, err := Compute(Config{Estimator: name}, in)
 		require.NoError(t, err, name)
 		require.Equal(t, before, in, name)
 	}
@@ -296,13 +300,13 @@ func TestComputeLeavesInputUnchanged(t *testing.T) {
 func TestHugeScoresKeepTheirStd(t *testing.T) {
 	in := Input{Scores: []float64{1e200, -1e200}, Groups: []string{"a", "a"}, Mask: [][]float32{{1}, {1}}}
 	h := 1 / math.Sqrt2
-	for name, want := range map[string][][]float64{
+	for name, want := range map[Estimator][][]float64{
 		GRPO:                      {{h}, {-h}},
 		GRPOPassK:                 {{math.Sqrt2}, {0}},
 		ReinforcePlusPlusBaseline: {{h}, {-h}},
 	} {
-		out, err := Compute(name, in, Config{})
+		out, err := Compute(Config{Estimator: name}, in)
 		require.NoError(t, err, name)
-		assertRowsClose(t, name, want, out.Advantages)
+		assertRowsClose(t, string(name), want, out.Advantages)
 	}
 }

@@ -14,7 +14,7 @@ func ExampleCompute() {
 		Groups: []string{"q1", "q1", "q2", "q2"},
 		Mask:   [][]float32{{1, 1}, {1, 0, 1}, {1}, {1, 1}},
 	}
-	out, err := advantage.Compute(advantage.GRPO, in, advantage.Config{})
+	out, err := advantage.Compute(advantage.Config{Estimator: advantage.GRPO}, in)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -38,8 +38,8 @@ func ExampleCompute_gae() {
 		Mask:   [][]float32{{1, 1, 1}, {1, 1}},
 		Values: [][]float32{{0.2, 0.4, 0.7}, {0.1, 0.3}},
 	}
-	cfg := advantage.Config{Gamma: new(0.99), Lambda: new(0.95)}
-	out, err := advantage.Compute(advantage.GAE, in, cfg)
+	cfg := advantage.Config{Estimator: advantage.GAE, Gamma: new(0.99), Lambda: new(0.95)}
+	out, err := advantage.Compute(cfg, in)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -54,7 +54,7 @@ func ExampleCompute_gae() {
 // A missing input is reported with the field it concerns.
 func ExampleCompute_error() {
 	in := advantage.Input{Scores: []float64{1, 0}, Mask: [][]float32{{1}, {1}}}
-	_, err := advantage.Compute(advantage.GRPO, in, advantage.Config{})
+	_, err := advantage.Compute(advantage.Config{Estimator: advantage.GRPO}, in)
 	fmt.Println(err)
 	// Output:
 	// advantage: grpo: Groups: missing input: this estimator compares trajectories of the same prompt
@@ -64,7 +64,7 @@ func ExampleCompute_error() {
 func ExampleRegistry_Register() {
 	reg := advantage.NewRegistry()
 	// "sign" gives +1 to trajectories that scored above 0.5, −1 otherwise.
-	err := reg.Register("sign", advantage.EstimatorFunc(func(in advantage.Input, _ advantage.Config) (advantage.Output, error) {
+	err := reg.Register("sign", func(in advantage.Input, _ advantage.Config) (advantage.Output, error) {
 		out := advantage.Output{
 			Advantages: make([][]float32, len(in.Mask)),
 			Returns:    make([][]float32, len(in.Mask)),
@@ -82,15 +82,15 @@ func ExampleRegistry_Register() {
 			}
 		}
 		return out, nil
-	}))
+	})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	out, err := reg.Compute("sign", advantage.Input{
+	out, err := reg.Compute(advantage.Config{Estimator: "sign"}, advantage.Input{
 		Scores: []float64{0.9, 0.1},
 		Mask:   [][]float32{{1, 0, 1}, {1}},
-	}, advantage.Config{})
+	})
 	if err != nil {
 		fmt.Println(err)
 		return

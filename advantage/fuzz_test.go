@@ -36,9 +36,9 @@ func (r *byteReader) value() float64 {
 
 // fuzzInput builds a batch from the fuzz bytes; a few header bits decide
 // which optional fields are set.
-func fuzzInput(data []byte) (Input, Config, string) {
+func fuzzInput(data []byte) (Input, Config) {
 	r := &byteReader{b: data}
-	names := Names()
+	names := NewRegistry().Names()
 	name := names[int(r.next())%len(names)]
 	flags := r.next()
 	b := int(r.next() % 9) // 0 exercises the empty batch
@@ -96,7 +96,7 @@ func fuzzInput(data []byte) (Input, Config, string) {
 	if flags&16 != 0 {
 		in.BaselineScores = perTraj()
 	}
-	var cfg Config
+	cfg := Config{Estimator: name}
 	if flags&32 != 0 {
 		cfg.NormByStd = new(false)
 	}
@@ -104,7 +104,7 @@ func fuzzInput(data []byte) (Input, Config, string) {
 		cfg.Gamma = new(float64(r.next()) / 200) // sometimes > 1
 		cfg.Lambda = new(float64(r.next()) / 255)
 	}
-	return in, cfg, name
+	return in, cfg
 }
 
 var sentinels = []error{
@@ -120,8 +120,9 @@ func FuzzCompute(f *testing.F) {
 	f.Add([]byte{9, 0x1b, 2, 5, 0, 0, 200, 0, 0, 3, 0, 0, 0, 130, 120, 250})
 	f.Add([]byte{7, 0x0b, 3, 0, 1, 0, 2, 0, 99, 252, 128, 1, 2})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		in, cfg, name := fuzzInput(data)
-		out, err := Compute(name, in, cfg)
+		in, cfg := fuzzInput(data)
+		name := cfg.Estimator
+		out, err := Compute(cfg, in)
 		if err != nil {
 			for _, s := range sentinels {
 				if errors.Is(err, s) {

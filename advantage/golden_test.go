@@ -55,20 +55,21 @@ func TestGoldenAgainstVerlReference(t *testing.T) {
 			require.True(t, ok, "batch %q", c.Batch)
 			in := Input(gi)
 			cfg := Config{
+				Estimator: Estimator(c.Estimator),
 				NormByStd: new(c.Config.NormByStd),
 				Gamma:     new(c.Config.Gamma),
 				Lambda:    new(c.Config.Lambda),
 				Epsilon:   c.Config.Epsilon,
 			}
-			out, err := Compute(c.Estimator, in, cfg)
+			out, err := Compute(cfg, in)
 			require.NoError(t, err)
 			assertRowsClose(t, "Advantages", c.Advantages, out.Advantages)
 			assertRowsClose(t, "Returns", c.Returns, out.Returns)
 			covered[c.Estimator] = true
 		})
 	}
-	for _, n := range Names() {
-		assert.True(t, covered[n], "no golden case for %s", n)
+	for _, n := range NewRegistry().Names() {
+		assert.True(t, covered[string(n)], "no golden case for %s", n)
 	}
 }
 

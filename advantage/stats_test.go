@@ -84,8 +84,8 @@ func TestScaledStdBeyondRange(t *testing.T) {
 // formula, r·n/(n−1) − mean·n/(n−1), overflows in the products.
 func TestGroupMeanNoOverflow(t *testing.T) {
 	in := Input{Scores: []float64{1.5e308, 1.5e308}, Groups: []string{"a", "a"}, Mask: [][]float32{{1}, {1}}}
-	for _, name := range []string{GRPO, DrGRPO, GPG, OPO} {
-		out, err := Compute(name, in, Config{})
+	for _, name := range []Estimator{GRPO, DrGRPO, GPG, OPO} {
+		out, err := Compute(Config{Estimator: name}, in)
 		require.NoError(t, err, name)
 		assert.Equal(t, [][]float32{{0}, {0}}, out.Advantages, name)
 	}

@@ -6,16 +6,30 @@ import (
 	"gorgonia.org/gorgonia"
 )
 
-// builtins returns the built-in variants keyed by mode name.
-func builtins() map[Mode]Variant {
-	return map[Mode]Variant{
-		ModeVanilla: {Build: buildVanilla, Metrics: metricsVanilla},
-		ModeGSPO:    {Build: buildGSPO, Metrics: metricsGSPO},
-		ModeCISPO:   {Build: buildCISPO, Metrics: metricsCISPO},
-		ModeGPG:     {Build: buildGPG, Metrics: metricsPlain},
-		ModeSAPO:    {Build: buildSAPO, Metrics: metricsPlain},
-		ModeGeoMean: {Build: buildGeoMean, Metrics: metricsGeoMean},
+// builtinVariant returns the built-in variant called name. A switch, not
+// a package-level map, so that no package state can be mutated.
+func builtinVariant(name Mode) (Variant, bool) {
+	switch name {
+	case ModeVanilla:
+		return Variant{Build: buildVanilla, Metrics: metricsVanilla}, true
+	case ModeGSPO:
+		return Variant{Build: buildGSPO, Metrics: metricsGSPO}, true
+	case ModeCISPO:
+		return Variant{Build: buildCISPO, Metrics: metricsCISPO}, true
+	case ModeGPG:
+		return Variant{Build: buildGPG, Metrics: metricsPlain}, true
+	case ModeSAPO:
+		return Variant{Build: buildSAPO, Metrics: metricsPlain}, true
+	case ModeGeoMean:
+		return Variant{Build: buildGeoMean, Metrics: metricsGeoMean}, true
 	}
+	return Variant{}, false
+}
+
+// builtinModes returns the names of the built-in modes, sorted, in a
+// fresh slice.
+func builtinModes() []Mode {
+	return []Mode{ModeCISPO, ModeGeoMean, ModeGPG, ModeGSPO, ModeSAPO, ModeVanilla}
 }
 
 // buildVanilla is PPO-clip with decoupled bounds and dual-clip, after

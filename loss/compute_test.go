@@ -325,7 +325,7 @@ func TestRegistry(t *testing.T) {
 		pt, err = gorgonia.Neg(pt)
 		return loss.Term{PerToken: pt}, err
 	}
-	assert.ErrorIs(t, reg.Register("vanilla", loss.Variant{Build: gpg}), loss.ErrConfig)
+	assert.ErrorIs(t, reg.Register("vanilla", loss.Variant{Build: gpg}), loss.ErrDuplicateName)
 	assert.ErrorIs(t, reg.Register("", loss.Variant{Build: gpg}), loss.ErrConfig)
 	assert.ErrorIs(t, reg.Register("nil", loss.Variant{}), loss.ErrConfig)
 	require.NoError(t, reg.Register("my-gpg", loss.Variant{Build: gpg}))
@@ -479,7 +479,7 @@ func TestZeroValuesAndNilReceivers(t *testing.T) {
 	assert.True(t, ok)
 	require.NoError(t, zero.Register("mine", gpg))
 	assert.Equal(t, []loss.Mode{"cispo", "geo_mean", "gpg", "gspo", "mine", "sapo", "vanilla"}, zero.Names())
-	assert.ErrorIs(t, zero.Register("vanilla", gpg), loss.ErrConfig)
+	assert.ErrorIs(t, zero.Register("vanilla", gpg), loss.ErrDuplicateName)
 
 	var nilReg *loss.Registry
 	_, ok = nilReg.Lookup(loss.ModeGSPO)

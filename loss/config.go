@@ -64,7 +64,8 @@ const (
 // data errors, the position.
 var (
 	// ErrConfig: a Config value is out of its domain, a Register call is
-	// invalid, or a variant's expression could not be built or run.
+	// invalid (nil registry, empty name, nil Build), or a variant's
+	// expression could not be built or run.
 	ErrConfig = errors.New("invalid loss config")
 	// ErrShape: a Batch tensor is not a [B,T] float32 tensor of the
 	// batch's shape in host memory, or a variant returned a wrong shape.
@@ -81,6 +82,8 @@ var (
 	ErrMaskValue = errors.New("mask value is neither 0 nor 1")
 	// ErrUnknownName: Mode, Agg or KLType names nothing known.
 	ErrUnknownName = errors.New("unknown name")
+	// ErrDuplicateName: Register was given a name already registered.
+	ErrDuplicateName = errors.New("name already registered")
 )
 
 // Config selects the objective and its terms. Zero values select verl's

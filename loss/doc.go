@@ -17,8 +17,22 @@
 // Compute builds a float64 graph for the batch's shape, differentiates it
 // and evaluates it. A Computer caches compiled graphs per (Config, shape)
 // and is the way to call the package repeatedly. A Registry maps mode names
-// to Variants; NewRegistry holds the built-ins and Register adds user
+// to Variants; its zero value holds the built-ins and Register adds user
 // objectives, which then run through the same Compute path.
+//
+// loss and advantage follow one set of conventions: a name is a typed
+// string (Mode here, advantage.Estimator there) with a constant for every
+// built-in, spelled as verl spells it; the name is a field of the Config
+// (Config.Mode, advantage.Config.Estimator), so that one value describes
+// the computation; a zero field means verl's default, so Config{} is
+// verl's default configuration (a field whose zero would be a meaningful
+// setting different from its default is a pointer, nil meaning the
+// default, as advantage.Config.Gamma is; loss has none); a Registry's
+// zero value (and a nil *Registry) holds the built-ins, Register adds a
+// name but never replaces one, Names is sorted, and a Registry is safe
+// for concurrent use; and Compute(cfg, batch) runs the built-ins. Here a
+// Computer over the Registry computes, as it caches compiled graphs;
+// advantage has nothing to cache, and its Registry computes itself.
 //
 // The elementwise operations that gorgonia v0.9.18 lacks and the losses
 // need — Min, Max, Clamp, Where and StopGradient — are gorgonia Ops with

@@ -83,75 +83,75 @@ func (d *Data) MaskedMean(x []float64) float64 {
 	return s / (n + 1e-8)
 }
 
-// Registry maps mode names to Variants. NewRegistry returns one holding the
-// built-in modes; Register adds user variants. A Registry is safe for
-// concurrent use. The zero value is ready to use and, like a nil
-// *Registry, resolves the built-in modes; a nil *Registry cannot Register.
+// Registry maps mode names to Variants: the built-in modes and any a
+// program registers. advantage.Registry has the same shape:
+//
+//   - The zero value and a nil *Registry hold the built-ins and are ready
+//     to use; NewRegistry is the same as new(Registry). A nil *Registry
+//     cannot Register.
+//   - Register adds a variant under a new name; a name is never replaced,
+//     so a built-in cannot be shadowed and a compiled graph cached under a
+//     name always belongs to the variant registered there.
+//   - Lookup resolves a name; Names lists every name, sorted.
+//   - A Registry is safe for concurrent use: Register may run while
+//     Computers look modes up.
 type Registry struct {
-	mu       sync.RWMutex
-	variants map[Mode]Variant // nil until the first Register: the built-ins only
+	mu    sync.RWMutex
+	added map[Mode]Variant // the program's variants; the built-ins are builtinVariant's
 }
 
-// NewRegistry returns a registry holding the built-in modes: vanilla, gspo,
-// cispo, gpg, sapo and geo_mean.
-func NewRegistry() *Registry {
-	return &Registry{variants: builtins()}
-}
+// NewRegistry returns an empty registry: one that holds the built-in modes
+// (vanilla, gspo, cispo, gpg, sapo and geo_mean) and nothing else.
+func NewRegistry() *Registry { return new(Registry) }
 
-// Register adds v under name. It fails if name is empty or taken, or if
-// v.Build is nil; names cannot be re-registered, so a compiled graph cached
-// under a name always belongs to the variant registered there.
+// Register adds v under name. It fails if the registry is nil, name is
+// empty or v.Build is nil (ErrConfig), or name is taken (ErrDuplicateName).
 func (r *Registry) Register(name Mode, v Variant) error {
-	if r == nil {
-		return fmt.Errorf("loss: Register(%q) on a nil *Registry: %w", name, ErrConfig)
+	switch {
+	case r == nil:
+		return fmt.Errorf("loss: Register(%q): nil *Registry: %w", name, ErrConfig)
+	case name == "":
+		return fmt.Errorf("loss: Register(%q): empty name: %w", name, ErrConfig)
+	case v.Build == nil:
+		return fmt.Errorf("loss: Register(%q): nil Variant.Build: %w", name, ErrConfig)
 	}
-	if name == "" {
-		return fmt.Errorf("loss: Register: empty name: %w", ErrConfig)
-	}
-	if v.Build == nil {
-		return fmt.Errorf("loss: Register(%q): Variant.Build is nil: %w", name, ErrConfig)
+	if _, ok := builtinVariant(name); ok {
+		return fmt.Errorf("loss: Register(%q): %w", name, ErrDuplicateName)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.variants == nil {
-		r.variants = builtins()
+	if _, ok := r.added[name]; ok {
+		return fmt.Errorf("loss: Register(%q): %w", name, ErrDuplicateName)
 	}
-	if _, ok := r.variants[name]; ok {
-		return fmt.Errorf("loss: Register(%q): name already registered: %w", name, ErrConfig)
+	if r.added == nil {
+		r.added = make(map[Mode]Variant)
 	}
-	r.variants[name] = v
+	r.added[name] = v
 	return nil
 }
 
-// Lookup returns the variant registered under name.
+// Lookup returns the variant registered under name. The empty name is
+// not a mode (Compute reads it as "vanilla" before looking it up).
 func (r *Registry) Lookup(name Mode) (Variant, bool) {
-	if r == nil {
-		v, ok := builtins()[name]
+	if v, ok := builtinVariant(name); ok || r == nil {
 		return v, ok
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	vs := r.variants
-	if vs == nil {
-		vs = builtins()
-	}
-	v, ok := vs[name]
+	v, ok := r.added[name]
 	return v, ok
 }
 
-// Names returns the registered names in sorted order.
+// Names returns the registered names, the built-in ones included, sorted
+// in byte order.
 func (r *Registry) Names() []Mode {
-	vs := builtins()
+	names := builtinModes()
 	if r != nil {
 		r.mu.RLock()
-		defer r.mu.RUnlock()
-		if r.variants != nil {
-			vs = r.variants
+		for n := range r.added {
+			names = append(names, n)
 		}
-	}
-	names := make([]Mode, 0, len(vs))
-	for n := range vs {
-		names = append(names, n)
+		r.mu.RUnlock()
 	}
 	slices.Sort(names)
 	return names

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/advantage"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/policy"
@@ -54,7 +55,7 @@ func TestRLConfig(t *testing.T) {
 			assert.Equal(t, tc.o.Seed, c.Seed)
 			// GRPO-TCR's objective, untouched.
 			assert.Equal(t, loss.Config{Mode: loss.ModeVanilla, Agg: loss.AggTokenMean, ClipLow: 0.2, ClipHigh: 0.28, ClipC: 10}, c.Loss)
-			assert.Equal(t, "grpo", c.Advantage)
+			assert.Equal(t, advantage.GRPO, c.Advantage.Estimator)
 		})
 	}
 }
