@@ -291,10 +291,10 @@ func (t *Trainer) Validate(ctx context.Context, vc ValidationConfig) (EvalResult
 	}
 	n := max(vc.N, 1)
 	reqs := make([]rollout.Request, len(vc.Prompts))
-	for i, p := range vc.Prompts {
+	for i := range vc.Prompts {
 		ps := vc.Sampling
 		ps.Seed = new(vc.Seed + uint64(i)*uint64(n))
-		reqs[i] = rollout.Request{ID: strconv.Itoa(i), Prompt: p.Tokens, Params: ps, N: n}
+		reqs[i] = vc.Prompts[i].request(strconv.Itoa(i), ps, n)
 	}
 	trajs, err := t.parts.Engine.Run(ctx, reqs)
 	if err != nil {

@@ -57,6 +57,11 @@ func (p *Prompt) RewardInput(tr *rollout.Trajectory) reward.Input {
 	}
 }
 
+// request is the rollout request of n samples of p with params.
+func (p *Prompt) request(id string, params lm.SampleParams, n int) rollout.Request {
+	return rollout.Request{ID: id, Prompt: p.Tokens, PromptText: p.Text, Messages: p.Messages, Tools: p.Tools, Params: params, N: n}
+}
+
 // TrainerParts are the components a Trainer wires together.
 type TrainerParts struct {
 	// Policy is the model being trained; required.
@@ -335,10 +340,7 @@ func (t *Trainer) generate(ctx context.Context, done, genBatch int) ([]*sample, 
 		params.Seed = new(requestSeed(t.cfg.Seed, done, genBatch, i))
 		params.Logprobs = true
 		groups[i] = fmt.Sprintf("s%d/g%d/p%d", done, genBatch, j)
-		reqs[i] = rollout.Request{
-			ID: groups[i], Prompt: p.Tokens, PromptText: p.Text, Messages: p.Messages,
-			Tools: p.Tools, Params: params, N: t.cfg.SamplesPerPrompt,
-		}
+		reqs[i] = p.request(groups[i], params, t.cfg.SamplesPerPrompt)
 	}
 	trajs, err := t.parts.Engine.Run(ctx, reqs)
 	if err != nil {

@@ -54,27 +54,43 @@ func ExampleTrainer() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	before := model.prob(0, 2)
-	for range 5 {
-		if _, err := tr.Step(ctx); err != nil {
-			log.Fatal(err)
-		}
-	}
-	fmt.Printf("p(c|a): %.2f before, higher after 5 steps: %v\n", before, model.prob(0, 2) > before)
-
 	root, err := os.MkdirTemp("", "agentrl-example")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(root)
-	dir, err := tr.SaveCheckpoint(ctx, agentrl.CheckpointRoot{Dir: root}, 3)
+	// Validation on held-out prompts: 16 samples each, avg@16 = mean@16
+	// of the accuracy, before training and after the last step.
+	val := agentrl.ValidationConfig{Prompts: []agentrl.Prompt{{ID: "v", Text: "a", DataSource: "bandit"}}, N: 16,
+		Sampling: lm.SampleParams{Temperature: 1, MaxNewTokens: 1}}
+	var acc []float64
+	err = tr.Run(ctx, agentrl.RunConfig{
+		Steps: 5,
+		Validate: func(ctx context.Context, step int) (map[string]float64, error) {
+			res, err := tr.Validate(ctx, val)
+			if err != nil {
+				return nil, err
+			}
+			v, _ := res.Value("bandit", agentrl.EvalVarAcc, "mean@16")
+			acc = append(acc, v)
+			return res.Map(), nil
+		},
+		ValBeforeTrain: true,
+		Checkpoints:    agentrl.CheckpointRoot{Dir: root}, SaveEvery: 2, Keep: 3,
+		OnCheckpoint: func(step int, dir string) error {
+			fmt.Println("checkpoint:", filepath.Base(dir))
+			return nil
+		},
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("checkpoint:", filepath.Base(dir))
+	fmt.Printf("avg@16 higher after 5 steps: %v\n", acc[1] > acc[0])
 	// Output:
-	// p(c|a): 0.25 before, higher after 5 steps: true
+	// checkpoint: step-2
+	// checkpoint: step-4
 	// checkpoint: step-5
+	// avg@16 higher after 5 steps: true
 }
 
 // A program's own objective, trained end to end: register it on a
