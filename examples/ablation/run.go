@@ -352,7 +352,7 @@ func (r *runner) run(ctx context.Context, v ablation.Variant, seed uint64) (abla
 	defer log.Close()
 	prompts := arith.Prompts(arith.GenerateProblems(seed+1, r.o.prompts*r.o.rlSteps, "rl"), r.spec)
 	tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{
-		Policy: model, Engine: engine, Reward: trainReward, Prompts: prompts, Losses: v.Losses, Estimators: v.Estimators,
+		Policy: model, Engine: engine, Reward: trainReward, Prompts: prompts, Losses: v.Losses, Estimators: v.Estimators, Metrics: log,
 	})
 	if err != nil {
 		return ablation.Result{}, err
@@ -364,55 +364,35 @@ func (r *runner) run(ctx context.Context, v ablation.Variant, seed uint64) (abla
 		return ablation.Result{}, err
 	}
 	res := ablation.Result{Curve: []ablation.Point{{Step: 0, Values: r.evalValues(before)}}}
-	var prog *agentrl.Progress
-	if r.o.parallel == 1 {
-		if prog, err = agentrl.NewProgress(agentrl.ProgressConfig{Total: r.o.rlSteps, Out: r.stderr,
-			Description: fmt.Sprintf("%s/%d", v.Name, seed), Interval: 30 * time.Second}); err != nil {
-			return ablation.Result{}, err
-		}
-	}
-	var last map[string]float64
 	var steps []map[string]float64
-	for tr.StepsDone() < r.o.rlSteps {
-		m, err := tr.Step(ctx)
-		if err != nil {
-			return ablation.Result{}, fmt.Errorf("rl step %d: %w", tr.StepsDone()+1, err)
-		}
-		last = m.Map()
-		steps = append(steps, last)
-		if m.Step < r.o.rlSteps {
-			if err := log.Log(m.Step, last); err != nil {
-				return ablation.Result{}, err
+	var after arith.Eval
+	rc := agentrl.RunConfig{
+		Steps: r.o.rlSteps,
+		// The held-out evaluation after the last step joins its row, as
+		// in the main job.
+		Validate: func(ctx context.Context, _ int) (map[string]float64, error) {
+			var err error
+			if after, err = arith.Evaluate(ctx, engine, rf, r.heldOut, r.spec, r.params(t), r.o.n); err != nil {
+				return nil, fmt.Errorf("evaluating the RL policy: %w", err)
 			}
-		}
-		pt := ablation.Point{Step: m.Step, Values: map[string]float64{}}
-		for _, k := range curveKeys() {
-			if v, ok := last[k]; ok {
-				pt.Values[k] = v
+			return after.Metrics, nil
+		},
+		OnStep: func(_ context.Context, step int, row map[string]float64) error {
+			steps = append(steps, row)
+			pt := ablation.Point{Step: step, Values: map[string]float64{}}
+			for _, k := range curveKeys() {
+				if v, ok := row[k]; ok {
+					pt.Values[k] = v
+				}
 			}
-		}
-		res.Curve = append(res.Curve, pt)
-		if prog != nil {
-			if err := prog.Update(m.ProgressStats()); err != nil {
-				return ablation.Result{}, err
-			}
-		}
+			res.Curve = append(res.Curve, pt)
+			return nil
+		},
 	}
-	if prog != nil {
-		if err := prog.Finish(); err != nil {
-			return ablation.Result{}, err
-		}
+	if r.o.parallel == 1 {
+		rc.Progress = &agentrl.ProgressConfig{Out: r.stderr, Description: fmt.Sprintf("%s/%d", v.Name, seed), Interval: 30 * time.Second}
 	}
-	after, err := arith.Evaluate(ctx, engine, rf, r.heldOut, r.spec, r.params(t), r.o.n)
-	if err != nil {
-		return ablation.Result{}, fmt.Errorf("evaluating the RL policy: %w", err)
-	}
-	// The last step's line carries the final evaluation too, as in the
-	// main job.
-	for k, v := range after.Metrics {
-		last[k] = v
-	}
-	if err := log.Log(r.o.rlSteps, last); err != nil {
+	if err := tr.Run(ctx, rc); err != nil {
 		return ablation.Result{}, err
 	}
 	lastPt := res.Curve[len(res.Curve)-1].Values

@@ -240,7 +240,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 			tcfg.LoRA.BaseModel = filepath.Join(dir, "sft-model")
 		}
 	}
-	parts := agentrl.TrainerParts{Policy: model, Engine: engine, Reward: rf, Prompts: prompts}
+	parts := agentrl.TrainerParts{Policy: model, Engine: engine, Reward: rf, Prompts: prompts, Metrics: log}
 	if o.fleet > 0 || o.fleetServers != "" {
 		// The servers start from the policy RL starts from; the trainer
 		// publishes its weights to them after every step and samples up
@@ -270,7 +270,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	}
 	after := before
 	if o.rlSteps > 0 {
-		after, err = runRL(ctx, o, tr, log, engine, rf, heldOut, spec, params, stderr)
+		after, err = runRL(ctx, o, tr, engine, rf, heldOut, spec, params, stderr)
 		if err != nil {
 			return err
 		}
@@ -378,21 +378,11 @@ func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.
 	}
 	fmt.Fprintf(stderr, "sft: %d trajectories (%.0f%% answer without the tool), %d updates of %d\n",
 		len(data), 100*o.noToolFrac, o.sftSteps, o.sftBatch)
-	prog, err := agentrl.NewProgress(agentrl.ProgressConfig{Total: o.sftSteps, Out: stderr, Description: "sft", Interval: 10 * time.Second})
-	if err != nil {
-		return err
-	}
-	for tr.StepsDone() < o.sftSteps {
-		m, err := tr.Step(ctx)
-		if err != nil {
-			return fmt.Errorf("sft step %d: %w", tr.StepsDone()+1, err)
-		}
-		if err := prog.Update(m.ProgressStats()); err != nil {
-			return err
-		}
-	}
-	if err := prog.Finish(); err != nil {
-		return err
+	if err := tr.Run(ctx, agentrl.RunConfig{
+		Steps:    o.sftSteps,
+		Progress: &agentrl.ProgressConfig{Out: stderr, Description: "sft", Interval: 10 * time.Second},
+	}); err != nil {
+		return fmt.Errorf("sft: %w", err)
 	}
 	loss, err := tr.Loss(ctx, data[:min(len(data), 256)])
 	if err != nil {
@@ -411,42 +401,23 @@ func rlConfig(o options) agentrl.TrainerConfig {
 	})
 }
 
-func runRL(ctx context.Context, o options, tr *agentrl.Trainer, log *agentrl.MetricsLogger, engine *rollout.Engine,
+func runRL(ctx context.Context, o options, tr *agentrl.Trainer, engine *rollout.Engine,
 	rf reward.Func, heldOut []problem, spec toolSpec, params lm.SampleParams, stderr io.Writer) (arith.Eval, error) {
-	steps := o.rlSteps
-	prog, err := agentrl.NewProgress(agentrl.ProgressConfig{Total: steps, Out: stderr, Description: "grpo-tcr", Interval: 10 * time.Second})
-	if err != nil {
-		return arith.Eval{}, err
-	}
-	var last map[string]float64
-	for tr.StepsDone() < steps {
-		m, err := tr.Step(ctx)
-		if err != nil {
-			return arith.Eval{}, fmt.Errorf("rl step %d: %w", tr.StepsDone()+1, err)
-		}
-		last = m.Map()
-		if m.Step < steps {
-			if err := log.Log(m.Step, last); err != nil {
-				return arith.Eval{}, err
+	var after arith.Eval
+	err := tr.Run(ctx, agentrl.RunConfig{
+		Steps:    o.rlSteps,
+		Progress: &agentrl.ProgressConfig{Out: stderr, Description: "grpo-tcr", Interval: 10 * time.Second},
+		// The held-out evaluation after the last step joins its row.
+		Validate: func(ctx context.Context, _ int) (map[string]float64, error) {
+			fmt.Fprintf(stderr, "evaluating the RL policy on %d held-out problems × %d samples\n", len(heldOut), o.n)
+			var err error
+			if after, err = evaluate(ctx, engine, rf, heldOut, spec, params, o.n); err != nil {
+				return nil, fmt.Errorf("evaluating the RL policy: %w", err)
 			}
-		}
-		if err := prog.Update(m.ProgressStats()); err != nil {
-			return arith.Eval{}, err
-		}
-	}
-	if err := prog.Finish(); err != nil {
-		return arith.Eval{}, err
-	}
-	fmt.Fprintf(stderr, "evaluating the RL policy on %d held-out problems × %d samples\n", len(heldOut), o.n)
-	after, err := evaluate(ctx, engine, rf, heldOut, spec, params, o.n)
-	if err != nil {
-		return arith.Eval{}, fmt.Errorf("evaluating the RL policy: %w", err)
-	}
-	// The last step's line carries the final evaluation too.
-	for k, v := range after.Metrics {
-		last[k] = v
-	}
-	return after, log.Log(steps, last)
+			return after.Metrics, nil
+		},
+	})
+	return after, err
 }
 
 func newEngine(s lm.Sampler, tok rollout.Tokenizer, tl tool.Tool, o options) (*rollout.Engine, error) {

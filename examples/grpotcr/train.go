@@ -5,18 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
-	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool"
 )
@@ -113,24 +110,8 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		cfg.Overlong.Buffer = o.overlongBuffer
 	}
 	cfg.Seed = o.seed
-	tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{Policy: model, Engine: engine, Reward: rf, Prompts: trainPrompts})
-	if err != nil {
-		return err
-	}
-
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
-	}
-	if o.resume {
-		ok, err := tr.Resume(root)
-		if err != nil {
-			return fmt.Errorf("-resume: %w", err)
-		}
-		if ok {
-			fmt.Fprintf(stdout, "resumed from step %d\n", tr.StepsDone())
-		} else {
-			fmt.Fprintf(stdout, "no checkpoint under %s: starting at step 0\n", root.Dir)
-		}
 	}
 	logPath := filepath.Join(o.out, metricsFile)
 	mlog, err := agentrl.OpenMetricsLog(logPath, agentrl.MetricsLogOptions{})
@@ -138,63 +119,45 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer mlog.Close()
-
-	val := func(step int) (map[string]float64, error) {
-		res, err := validate(ctx, engine, rf, valPrompts, o.valN,
-			lm.SampleParams{Temperature: o.valTemperature, TopP: o.valTopP, TopK: -1}, o.seed)
-		if err != nil {
-			return nil, fmt.Errorf("validation at step %d: %w", step, err)
-		}
-		printValidation(stdout, step, res)
-		return res.Map(), nil
-	}
-	start := tr.StepsDone()
-	if start >= o.steps {
-		fmt.Fprintf(stdout, "already at step %d of %d\n", start, o.steps)
-	}
-	if len(valPrompts) > 0 && o.valBeforeTrain && start == 0 {
-		row, err := val(0)
-		if err != nil {
-			return err
-		}
-		if err := mlog.Log(0, row); err != nil {
-			return err
-		}
-	}
-	prog, err := agentrl.NewProgress(agentrl.ProgressConfig{Total: o.steps, StartStep: min(start, o.steps), Out: stderr, Description: "grpo-tcr"})
+	tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{Policy: model, Engine: engine, Reward: rf, Prompts: trainPrompts, Metrics: mlog})
 	if err != nil {
 		return err
 	}
-	for tr.StepsDone() < o.steps {
-		st, err := tr.Step(ctx)
-		if err != nil {
-			return err
-		}
-		step, last := st.Step, st.Step == o.steps
-		row := st.Map()
-		if len(valPrompts) > 0 && (last || o.valEvery > 0 && step%o.valEvery == 0) {
-			vrow, err := val(step)
-			if err != nil {
-				return err
-			}
-			maps.Copy(row, vrow)
-		}
-		if err := mlog.Log(step, row); err != nil {
-			return err
-		}
-		if err := prog.Update(st.ProgressStats()); err != nil {
-			return err
-		}
-		if last || o.saveEvery > 0 && step%o.saveEvery == 0 {
-			dir, err := tr.SaveCheckpoint(ctx, root, o.keep)
-			if err != nil {
-				return fmt.Errorf("checkpoint at step %d: %w", step, err)
-			}
+	start := 0
+	rc := agentrl.RunConfig{
+		Steps: o.steps, ValEvery: o.valEvery, ValBeforeTrain: o.valBeforeTrain,
+		Checkpoints: root, SaveEvery: o.saveEvery, Keep: o.keep, Resume: o.resume,
+		Progress: &agentrl.ProgressConfig{Out: stderr, Description: "grpo-tcr"},
+		OnResume: func(step int) error {
+			start = step
+			fmt.Fprintf(stdout, "resumed from step %d\n", step)
+			return nil
+		},
+		OnCheckpoint: func(step int, dir string) error {
 			fmt.Fprintf(stdout, "step %d: checkpoint %s\n", step, dir)
+			return nil
+		},
+	}
+	if len(valPrompts) > 0 {
+		vc := agentrl.ValidationConfig{Prompts: valPrompts, N: o.valN, Seed: o.seed,
+			Sampling: lm.SampleParams{Temperature: o.valTemperature, TopP: o.valTopP, TopK: -1}}
+		rc.Validate = func(ctx context.Context, step int) (map[string]float64, error) {
+			res, err := tr.Validate(ctx, vc)
+			if err != nil {
+				return nil, err
+			}
+			printValidation(stdout, step, res)
+			return res.Map(), nil
 		}
 	}
-	if err := prog.Finish(); err != nil {
+	if steps, err := root.Steps(); o.resume && (err != nil || len(steps) == 0) {
+		fmt.Fprintf(stdout, "no checkpoint under %s: starting at step 0\n", root.Dir)
+	}
+	if err := tr.Run(ctx, rc); err != nil {
 		return err
+	}
+	if start >= o.steps {
+		fmt.Fprintf(stdout, "already at step %d of %d\n", start, o.steps)
 	}
 	if err := mlog.Close(); err != nil {
 		return err
@@ -214,40 +177,6 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "trained policy: %s\n", final)
 	return nil
-}
-
-// validate rolls out n samples of every prompt, scores them and returns
-// verl's validation metrics. Sample s of prompt i is seeded with
-// seed + i·n + s, so that every validation of a run draws the same
-// random numbers and differences between steps come from the policy.
-func validate(ctx context.Context, engine *rollout.Engine, rf reward.Func, prompts []agentrl.Prompt, n int, params lm.SampleParams, seed uint64) (agentrl.EvalResult, error) {
-	reqs := make([]rollout.Request, len(prompts))
-	for i, p := range prompts {
-		ps := params
-		ps.Seed = new(seed + uint64(i)*uint64(n))
-		reqs[i] = rollout.Request{ID: strconv.Itoa(i), Prompt: p.Tokens, Params: ps, N: n}
-	}
-	trajs, err := engine.Run(ctx, reqs)
-	if err != nil {
-		return agentrl.EvalResult{}, err
-	}
-	inputs := make([]reward.Input, len(trajs))
-	for i := range trajs {
-		inputs[i] = prompts[trajs[i].Request].RewardInput(&trajs[i])
-	}
-	outs, err := reward.Batch(ctx, rf, inputs, reward.BatchOptions{})
-	if err != nil {
-		return agentrl.EvalResult{}, err
-	}
-	recs := make([]agentrl.EvalRecord, len(trajs))
-	for i, t := range trajs {
-		recs[i] = agentrl.EvalRecord{
-			DataSource: prompts[t.Request].DataSource, PromptID: t.ID,
-			Score: outs[i].Score, Acc: outs[i].Acc, Pred: outs[i].Pred,
-			Extra: map[string]float64{"tool_calls": float64(len(t.ToolCalls))},
-		}
-	}
-	return agentrl.Evaluate(ctx, recs, agentrl.DefaultEvalConfig())
 }
 
 // printValidation writes one line per data source: the accuracy's mean@n
