@@ -531,8 +531,8 @@ func (s *Server) render(p *plan, out outcome) (*completionResponse, error) {
 		Model:   s.name,
 		Choices: make([]choice, len(p.reqs)),
 	}
-	if s.lim.engine != EngineVLLM {
-		resp.Metadata = &metadata{WeightVersion: out.eng.version}
+	if v := s.reported(out.eng); v != nil {
+		resp.Metadata = &metadata{WeightVersion: *v}
 	}
 	if out.eng.name != "" {
 		resp.Model = out.eng.name // vLLM names the adapter that answered

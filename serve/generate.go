@@ -473,10 +473,11 @@ type generateMeta struct {
 	ID           string `json:"id"`
 	FinishReason any    `json:"finish_reason"`
 	PromptTokens int    `json:"prompt_tokens"`
-	// WeightVersion names the weights that generated every token.
-	WeightVersion    string `json:"weight_version"`
-	CompletionTokens int    `json:"completion_tokens"`
-	CachedTokens     int    `json:"cached_tokens"`
+	// WeightVersion names the weights that generated every token (null
+	// with EngineVLLM).
+	WeightVersion    *string `json:"weight_version"`
+	CompletionTokens int     `json:"completion_tokens"`
+	CachedTokens     int     `json:"cached_tokens"`
 	// OutputTokenLogprobs, with return_logprob, holds [logprob, token id,
 	// text or null] per generated token.
 	OutputTokenLogprobs *[][3]any `json:"output_token_logprobs,omitempty"`
@@ -542,7 +543,7 @@ func (s *Server) renderGenerate(i int, p *generatePlan, out outcome, elapsed tim
 	o := generateOutput{
 		OutputIDs: append([]int{}, g.Tokens...),
 		MetaInfo: generateMeta{
-			ID: p.rids[i], PromptTokens: len(req.Prompt), WeightVersion: out.eng.version,
+			ID: p.rids[i], PromptTokens: len(req.Prompt), WeightVersion: s.reported(out.eng),
 			CompletionTokens: len(g.Tokens), CachedTokens: g.CachedTokens, E2ELatency: elapsed.Seconds(),
 		},
 	}

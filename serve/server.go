@@ -31,9 +31,11 @@ const (
 	// whose max_tokens is absent or null generates at most 16 tokens
 	// (vllm/entrypoints/openai/completion/protocol.py: CompletionRequest's
 	// max_tokens defaults to 16, and its normalize_null_max_tokens
-	// validator turns an explicit null into that default), and
-	// completions carry no "metadata" (vLLM's CompletionResponse reports
-	// no weight version).
+	// validator turns an explicit null into that default), and no weight
+	// version is reported, as vLLM reports none: completions carry no
+	// "metadata", and /generate's meta_info, /model_info and
+	// /get_weight_version (SGLang's, which vLLM lacks) give
+	// weight_version null.
 	EngineVLLM Engine = "vllm"
 	// EngineSGLang follows SGLang's server: the weights start at version
 	// "default" (--weight-version, python/sglang/srt/server_args.py); an
@@ -320,7 +322,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h(w, r)
 }
 
-// WeightVersion returns the version of the weights being served.
+// reported is the weight version the server tells clients for eng's
+// weights: nil with EngineVLLM, as vLLM reports none.
+func (s *Server) reported(eng *engine) *string {
+	if s.lim.engine == EngineVLLM {
+		return nil
+	}
+	v := eng.version
+	return &v
+}
+
+// WeightVersion returns the version of the weights being served (also
+// with EngineVLLM, which tells clients none).
 func (s *Server) WeightVersion() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
