@@ -43,9 +43,14 @@
 // with, Config.Version, under their own name for it: SGLang's is
 // "default" unless started with --weight-version (server_args.py). The
 // fleet reads that name from the servers (GET /model_info, or
-// /get_weight_version on older SGLang) before its first Generate, and
-// expects it until the first Publish; servers that disagree,
+// /get_weight_version on older SGLang) before its first Generate, or in
+// Check, and expects it until the first Publish; servers that disagree,
 // or name a number other than Config.Version, fail with ErrVersion.
+//
+// Check, called before training or evaluation, makes sure without
+// changing anything that every server answers, serves the expected model
+// and takes the fleet's updates (see Fleet.Check), so that a
+// misconfigured fleet fails at once rather than at the first Publish.
 //
 // # LoRA adapters
 //

@@ -119,6 +119,7 @@ func TestFleetOnServe(t *testing.T) {
 				Sampler: openai.Config{API: tc.api, LogprobsMode: openai.ProcessedLogprobs},
 			})
 			require.NoError(t, err)
+			require.NoError(t, f.Check(ctx))
 			got, err := f.Generate(ctx, reqs)
 			require.NoError(t, err)
 			for i := range got {

@@ -71,7 +71,7 @@ func parseVersion(path string, data []byte) (string, error) {
 // readInitial reads, once, the name the servers give the weights they
 // started with, unless a Publish already set the version or adapters
 // pin it (see Config.Version): a server that cannot be asked is left
-// out, unless none can.
+// out, unless none can. Check reads it too.
 func (f *Fleet) readInitial(ctx context.Context) error {
 	if f.read.Load() || f.published.Load() || f.cfg.Adapter != "" {
 		return nil
