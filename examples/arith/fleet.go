@@ -176,8 +176,9 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 
 // openFleet returns the fleet the RL rollouts sample from: -fleet N
 // servers started here over modelDir (the policy RL starts from), or the
-// servers -fleet-servers names, which must read -fleet-dir. stop ends
-// what was started.
+// servers -fleet-servers names, which must read -fleet-dir; either way
+// checked (fleet.Fleet.Check) before it is returned. stop ends what was
+// started.
 func openFleet(ctx context.Context, o options, modelDir, runDir string, stderr io.Writer) (f *fleet.Fleet, stop func(), err error) {
 	var servers []fleet.Server
 	stop = func() {}
@@ -216,6 +217,9 @@ func openFleet(ctx context.Context, o options, modelDir, runDir string, stderr i
 		fc.Adapter = "arith-lora"
 	}
 	f, err = fleet.New(fc)
+	if err == nil {
+		err = f.Check(ctx)
+	}
 	if err != nil {
 		stop()
 		return nil, nil, fmt.Errorf("-fleet: %w", err)
