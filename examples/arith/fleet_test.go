@@ -18,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentrl/agentrl/fleet"
 )
 
 // serveEnv makes the test binary a fleet server over the folder it names
@@ -27,7 +29,7 @@ const serveEnv = "ARITH_TEST_SERVE_MODEL"
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(serveEnv); dir != "" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-		err := serveMode(ctx, dir, os.Stdout, os.Stderr)
+		err := serveMode(ctx, dir, fleet.SGLang, os.Stdout, os.Stderr) // -fleet-kind's default
 		stop()
 		if err != nil {
 			os.Stderr.WriteString(err.Error() + "\n")

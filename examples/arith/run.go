@@ -158,7 +158,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // runOptions runs the program with parsed flags.
 func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if o.serve != "" {
-		return serveMode(ctx, o.serve, stdout, stderr)
+		return serveMode(ctx, o.serve, fleet.Kind(o.fleetKind), stdout, stderr)
 	}
 	start := time.Now()
 	tok, err := newTokenizer()
