@@ -31,11 +31,12 @@ var ErrCheck = errors.New("fleet: server check failed")
 //     nothing; with Config.Adapter it has POST /v1/unload_lora_adapter
 //     (VLLM_ALLOW_RUNTIME_LORA_UPDATING=True), asked without a name. An
 //     SGLang server always has its update routes;
-//   - the weight versions the servers report (GET /model_info, else
-//     /get_weight_version) agree, and, before the first Publish, name
-//     Config.Version where they are numbers (SGLang's "default", the
-//     weights it started with, is taken as Config.Version). Check then
-//     expects that name until the first Publish, as Generate would.
+//   - for full weights (no Config.Adapter), the weight versions the
+//     servers report (GET /model_info, else /get_weight_version) agree,
+//     and, before the first Publish, name Config.Version where they are
+//     numbers (SGLang's "default", the weights it started with, is taken
+//     as Config.Version). Check then expects that name until the first
+//     Publish, as Generate would.
 //
 // A route is missing when the server answers FastAPI's 404 {"detail":
 // "Not Found"}. All failures are reported, joined, each wrapping ErrCheck
@@ -57,6 +58,10 @@ func (f *Fleet) Check(ctx context.Context) error {
 	_ = g.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
+	}
+	if f.cfg.Adapter != "" {
+		// The base weights never change: their version is not checked.
+		return nil
 	}
 	return f.agree(labels, make([]bool, len(labels)))
 }

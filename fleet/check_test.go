@@ -85,6 +85,9 @@ func TestCheck(t *testing.T) {
 		{name: "another numbered version", kind: fleet.SGLang,
 			mod:  func(c *fleet.Config) { c.Version = 3 },
 			errs: []string{`"0", but Config.Version is 3`}},
+		{name: "another numbered version, adapters", kind: fleet.SGLang,
+			mod:  func(c *fleet.Config) { c.Version = 3; c.Adapter = "pol" },
+			errs: nil}, // the base weights' version is not checked
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			hs := engineServers(t, 1, 1, c.engine, c.wrap)
