@@ -109,8 +109,9 @@
 //     generates at most 16 tokens, as vLLM's CompletionRequest does
 //     (vllm/entrypoints/openai/completion/protocol.py, the max_tokens
 //     default and normalize_null_max_tokens), finishing with "length"
-//     and no error; and completions carry no "metadata", as vLLM reports
-//     no weight version.
+//     and no error; and no weight version is reported, as vLLM reports
+//     none: completions carry no "metadata", and /generate's meta_info,
+//     /model_info and /get_weight_version give weight_version null.
 //   - EngineSGLang: the weights start at version "default" (SGLang's
 //     --weight-version, server_args.py); /update_weights_from_disk
 //     without weight_version keeps the version; and /generate refuses an
