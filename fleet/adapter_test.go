@@ -104,7 +104,7 @@ func TestFleetPublishesAdapter(t *testing.T) {
 		{"mixed", [2]fleet.Kind{fleet.SGLang, fleet.VLLMModelConfig}, openai.APICompletions},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hs := servers(t, 2, 1, nil)
+			hs := kindServers(t, tc.kinds[0], tc.kinds[1])
 			dir := t.TempDir()
 			f, err := fleet.New(fleet.Config{
 				Servers: []fleet.Server{{URL: hs[0].URL, Kind: tc.kinds[0]}, {URL: hs[1].URL, Kind: tc.kinds[1]}},

@@ -8,26 +8,49 @@
 // the servers can read, atomically (a server never sees a partial
 // checkpoint), and has every server load it through its own API:
 //
-//   - SGLang: POST /pause_generation {"mode": "in_place"}, then
-//     POST /update_weights_from_disk {"model_path", "weight_version",
-//     "flush_cache": true}, then POST /continue_generation
-//     (python/sglang/srt/entrypoints/http_server.py).
-//   - vLLM, with VLLM_SERVER_DEV_MODE=1: POST /pause?mode=wait, then
-//     POST /collective_rpc {"method": "reload_weights", "kwargs":
-//     {"weights_path"}}, then POST /resume (vllm/entrypoints/serve/dev);
-//     releases whose reload_weights takes no arguments get
-//     {"method": "update_config", "args": [{"model_config": {"model"}}]}
-//     first (Kind VLLMModelConfig).
+//   - SGLang: POST /update_weights_from_disk {"model_path",
+//     "weight_version", "flush_cache": true, "abort_all_requests": false}
+//     alone (python/sglang/srt/entrypoints/http_server.py; the body is
+//     UpdateWeightFromDiskReqInput in managers/io_struct.py). Its
+//     tokenizer manager takes the model-update writer lock, which waits
+//     for the requests of every client to end and holds new ones, so the
+//     scheduler's cache flush finds nothing running. No
+//     /pause_generation first: with generation paused the update skips
+//     that lock, and another client's request paused in place fails the
+//     flush's assertion and kills the scheduler.
+//   - vLLM, with VLLM_SERVER_DEV_MODE=1: POST
+//     /pause?mode=wait&wait_for_inflight_requests=true (releases before
+//     "mode" read only the flag, and abort the requests in flight
+//     without it; current ones take it as mode=wait), then POST
+//     /collective_rpc {"method": "reload_weights", "kwargs":
+//     {"weights_path"}}, then POST /resume
+//     (vllm/entrypoints/serve/dev/rlhf/api_router.py and
+//     dev/rpc/api_router.py); releases whose reload_weights takes no
+//     arguments get {"method": "update_config", "args":
+//     [{"model_config": {"model"}}]} first (Kind VLLMModelConfig).
 //
 // No turn ever mixes two weight versions: Publish waits for the turns in
 // flight through the Fleet to end and holds new ones until every server
-// has answered, and the servers' pause makes the same promise for
-// requests from elsewhere. Every generation carries the version that
+// has answered, and the servers' lock or pause makes the same promise
+// for requests from elsewhere. Every generation carries the version that
 // produced it (lm.Generation.WeightVersion); a server that reports
 // another version than the one published (SGLang and package serve
 // report theirs) is passed over, and when none is current the call fails
 // naming the server (openai.ErrWeightVersion). A server that fails to
 // take an update makes Publish fail with an error that names it.
+//
+// Before the first Publish the servers hold the weights they were started
+// with, Config.Version, under their own name for it: SGLang's is
+// "default" unless started with --weight-version (server_args.py). The
+// fleet reads that name from the servers (GET /model_info, or
+// /get_weight_version on older SGLang) before its first Generate, or in
+// Check, and expects it until the first Publish; servers that disagree,
+// or name a number other than Config.Version, fail with ErrVersion.
+//
+// Check, called before training or evaluation, makes sure without
+// changing anything that every server answers, serves the expected model
+// and takes the fleet's updates (see Fleet.Check), so that a
+// misconfigured fleet fails at once rather than at the first Publish.
 //
 // # LoRA adapters
 //

@@ -29,11 +29,13 @@ import (
 type Kind string
 
 const (
-	// SGLang: /update_weights_from_disk with /pause_generation and
-	// /continue_generation. The zero Kind means SGLang.
+	// SGLang: /update_weights_from_disk alone, whose lock holds the
+	// requests of every client while the weights change. The zero Kind
+	// means SGLang.
 	SGLang Kind = "sglang"
 	// VLLM: the dev-mode /collective_rpc reload_weights with a
-	// weights_path, between /pause and /resume (VLLM_SERVER_DEV_MODE=1).
+	// weights_path, between /pause (waiting for the requests in flight)
+	// and /resume (VLLM_SERVER_DEV_MODE=1).
 	VLLM Kind = "vllm"
 	// VLLMModelConfig: vLLM releases whose reload_weights takes no
 	// arguments: /collective_rpc update_config with the new model path,
@@ -88,7 +90,13 @@ type Config struct {
 	Sampler openai.Config
 	// Version is the weight version the servers hold when New is called
 	// (the checkpoint they were started from); the trainer's policy
-	// version counts optimizer steps, so 0 for a fresh run.
+	// version counts optimizer steps, so 0 for a fresh run. Servers
+	// report their own name for it: SGLang says "default" unless started
+	// with --weight-version, package serve "0" (or "default" playing
+	// SGLang), vLLM nothing. Until the first Publish the fleet expects the
+	// name the servers report, which it reads from them (GET /model_info,
+	// else /get_weight_version) in Check or before the first Generate;
+	// the servers must agree, and a number must be Version.
 	Version int
 	// Adapter, when set, makes Publish publish the policy's LoRA adapter
 	// instead of full weights: the servers keep their base weights and
@@ -113,6 +121,16 @@ type Fleet struct {
 	// adapter is the name of the adapter sampled ("" for the base
 	// model); it changes under gate.
 	adapter atomic.Pointer[string]
+
+	// published is set once a Publish moved the version: from then on
+	// every server must report it. Before, the servers must report
+	// initial, the name they give the weights they started with.
+	published atomic.Bool
+	initial   atomic.Pointer[string] // "" until read, or when none reports one
+	// reading serialises the reads of the initial version; read is set
+	// once one succeeded.
+	reading sync.Mutex
+	read    atomic.Bool
 
 	// publishing serialises Publish calls; it guards what follows.
 	publishing sync.Mutex
@@ -160,6 +178,7 @@ func New(cfg Config) (*Fleet, error) {
 	}
 	f.version.Store(int64(cfg.Version))
 	f.adapter.Store(new(string))
+	f.initial.Store(new(string))
 	f.held = make([]string, len(f.cfg.Servers))
 	if cfg.Adapter != "" {
 		// The base weights never change, so the version the servers
@@ -168,7 +187,7 @@ func New(cfg Config) (*Fleet, error) {
 		sc.WeightVersion = nil
 		sc.Adapter = f.Adapter
 	} else {
-		sc.WeightVersion = func() string { return strconv.FormatInt(f.version.Load(), 10) }
+		sc.WeightVersion = f.expectedVersion
 	}
 	s, err := openai.New(sc)
 	if err != nil {
@@ -180,6 +199,17 @@ func New(cfg Config) (*Fleet, error) {
 
 // Version is the weight version the servers hold.
 func (f *Fleet) Version() int { return int(f.version.Load()) }
+
+// expectedVersion is the weight version every answer must report: the
+// published version, or before the first Publish the name the servers
+// give the weights they started with ("" checks nothing: none gives one,
+// or it was not read yet).
+func (f *Fleet) expectedVersion() string {
+	if f.published.Load() {
+		return strconv.FormatInt(f.version.Load(), 10)
+	}
+	return *f.initial.Load()
+}
 
 // Adapter is the name of the LoRA adapter sampled: AdapterName(Version)
 // once an adapter has been published, "" for the base model.
@@ -202,6 +232,9 @@ func (f *Fleet) Servers() []Server { return slices.Clone(f.cfg.Servers) }
 func (f *Fleet) Generate(ctx context.Context, reqs []lm.GenerateRequest) ([]lm.Generation, error) {
 	f.gate.RLock()
 	defer f.gate.RUnlock()
+	if err := f.readInitial(ctx); err != nil {
+		return nil, err
+	}
 	v := strconv.FormatInt(f.version.Load(), 10)
 	gens, err := f.sampler.Generate(ctx, reqs)
 	for i := range gens {
@@ -257,6 +290,7 @@ func (f *Fleet) Publish(ctx context.Context, version int, w lm.Saver) error {
 	_ = g.Wait()
 	if slices.Contains(took, true) {
 		f.version.Store(int64(version))
+		f.published.Store(true)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -316,13 +350,38 @@ func (f *Fleet) prune() error {
 	return nil
 }
 
-// update has server s load the checkpoint in dir. The server is resumed
-// whatever happened to the load, so that a failed update does not leave
-// it paused.
+// vllmPause is vLLM's pause that lets the requests in flight finish:
+// mode=wait for current releases, and wait_for_inflight_requests=true for
+// those before mode, which read only that flag and otherwise abort the
+// requests in flight; current ones take it as mode=wait too
+// (vllm/entrypoints/serve/dev/rlhf/api_router.py, pause_generation, and
+// vllm/v1/engine/async_llm.py, AsyncLLM.pause_generation). clear_cache
+// keeps its default, true: the prefix cache of the old weights goes.
+const vllmPause = "/pause?mode=wait&wait_for_inflight_requests=true"
+
+// update has server s load the checkpoint in dir. A vLLM server is
+// resumed whatever happened to the load, so that a failed update does
+// not leave it paused.
+//
+// SGLang is sent /update_weights_from_disk alone, with flush_cache true
+// and abort_all_requests false: without a pause its tokenizer manager
+// takes the model-update writer lock, which waits for the generate
+// requests of every client to end and holds new ones (a writer-preferring
+// lock, python/sglang/srt/aio_rwlock.py), so that nothing runs when the
+// scheduler flushes the cache after loading. A /pause_generation before
+// it would be unsafe when the fleet is not the server's only client: the
+// update then skips the lock (tokenizer_manager.py,
+// update_weights_from_disk, is_pause), and requests paused in place
+// ("in_place") stay in the running batch, or go back to the waiting
+// queue ("retract"), so the scheduler's flush_cache fails its assertion
+// "Cache flush failed after updating weights"
+// (scheduler_update_weights_mixin.py, flush_cache_after_weight_update)
+// and the scheduler dies. flush_cache itself is needed: the cached
+// prefixes hold keys and values of the old weights.
 func (f *Fleet) update(ctx context.Context, s Server, dir, version string) (err error) {
 	switch s.Kind {
 	case VLLM, VLLMModelConfig:
-		if err := f.post(ctx, s.URL, "/pause?mode=wait", nil, nil); err != nil {
+		if err := f.post(ctx, s.URL, vllmPause, nil, nil); err != nil {
 			return err
 		}
 		defer func() { err = errors.Join(err, f.post(ctx, s.URL, "/resume", nil, nil)) }()
@@ -335,15 +394,11 @@ func (f *Fleet) update(ctx context.Context, s Server, dir, version string) (err 
 		}
 		return f.post(ctx, s.URL, "/collective_rpc", rpcRequest{Method: "reload_weights", Kwargs: map[string]any{"weights_path": dir}}, nil)
 	default:
-		if err := f.post(ctx, s.URL, "/pause_generation", map[string]any{"mode": "in_place"}, nil); err != nil {
-			return err
-		}
-		defer func() { err = errors.Join(err, f.post(ctx, s.URL, "/continue_generation", map[string]any{}, nil)) }()
 		var res struct {
 			Success *bool  `json:"success"`
 			Message string `json:"message"`
 		}
-		req := map[string]any{"model_path": dir, "weight_version": version, "flush_cache": true}
+		req := map[string]any{"model_path": dir, "weight_version": version, "flush_cache": true, "abort_all_requests": false}
 		if err := f.post(ctx, s.URL, "/update_weights_from_disk", req, &res); err != nil {
 			return err
 		}
@@ -362,7 +417,7 @@ type rpcRequest struct {
 }
 
 // maxControlBody bounds a control answer that is read.
-const maxControlBody = 1 << 20
+const maxControlBody = 4 << 20
 
 // post sends body (nil: none) to base+path and decodes a JSON answer
 // into out when out is not nil. A status other than 2xx is an error
@@ -387,19 +442,24 @@ func (f *Fleet) post(ctx context.Context, base, path string, body, out any) erro
 // answer's status and body; the error is for a request that got no
 // answer.
 func (f *Fleet) call(ctx context.Context, base, path string, body any) (int, []byte, error) {
+	return f.do(ctx, http.MethodPost, base, path, body)
+}
+
+// do is call with a method.
+func (f *Fleet) do(ctx context.Context, method, base, path string, body any) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
 	defer cancel()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return 0, nil, fmt.Errorf("POST %s: %w", path, err)
+			return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(base, "/")+path, rd)
 	if err != nil {
-		return 0, nil, fmt.Errorf("POST %s: %w", path, err)
+		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -409,12 +469,12 @@ func (f *Fleet) call(ctx context.Context, base, path string, body any) (int, []b
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("POST %s: %w", path, err)
+		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxControlBody))
 	if err != nil {
-		return 0, nil, fmt.Errorf("POST %s: reading the answer: %w", path, err)
+		return 0, nil, fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
 	}
 	return resp.StatusCode, data, nil
 }

@@ -105,8 +105,11 @@ func newFleet(t *testing.T, servers ...fleet.Server) (*fleet.Fleet, string) {
 }
 
 // TestPublishRequests pins the requests of each server kind against the
-// servers' real APIs (SGLang's UpdateWeightFromDiskReqInput and
-// pause/continue, vLLM's dev-mode /pause, /collective_rpc and /resume).
+// servers' real APIs: SGLang's UpdateWeightFromDiskReqInput alone
+// (io_struct.py; no pause, see TestSGLangUpdateWithOtherClients), vLLM's
+// dev-mode /pause — mode=wait for current releases, and
+// wait_for_inflight_requests=true for older ones that read only it —
+// /collective_rpc and /resume.
 func TestPublishRequests(t *testing.T) {
 	for _, tc := range []struct {
 		kind fleet.Kind
@@ -114,21 +117,19 @@ func TestPublishRequests(t *testing.T) {
 	}{
 		{"", func(dir string) []call { // the zero Kind is SGLang
 			return []call{
-				{Path: "/pause_generation", Body: map[string]any{"mode": "in_place"}},
-				{Path: "/update_weights_from_disk", Body: map[string]any{"model_path": dir, "weight_version": "3", "flush_cache": true}},
-				{Path: "/continue_generation", Body: map[string]any{}},
+				{Path: "/update_weights_from_disk", Body: map[string]any{"model_path": dir, "weight_version": "3", "flush_cache": true, "abort_all_requests": false}},
 			}
 		}},
 		{fleet.VLLM, func(dir string) []call {
 			return []call{
-				{Path: "/pause", Query: "mode=wait"},
+				{Path: "/pause", Query: "mode=wait&wait_for_inflight_requests=true"},
 				{Path: "/collective_rpc", Body: map[string]any{"method": "reload_weights", "kwargs": map[string]any{"weights_path": dir}}},
 				{Path: "/resume"},
 			}
 		}},
 		{fleet.VLLMModelConfig, func(dir string) []call {
 			return []call{
-				{Path: "/pause", Query: "mode=wait"},
+				{Path: "/pause", Query: "mode=wait&wait_for_inflight_requests=true"},
 				{Path: "/collective_rpc", Body: map[string]any{"method": "update_config", "args": []any{map[string]any{"model_config": map[string]any{"model": dir}}}}},
 				{Path: "/collective_rpc", Body: map[string]any{"method": "reload_weights"}},
 				{Path: "/resume"},
@@ -153,9 +154,9 @@ func TestPublishRequests(t *testing.T) {
 }
 
 // TestPublishFailures: a server that refuses, dies mid-update or hangs
-// makes Publish fail naming it; it is resumed all the same; the fleet
-// moves to the new version when another server took it, and stays when
-// none did.
+// makes Publish fail naming it, and is sent nothing else (SGLang's
+// update pauses nothing, so nothing is left paused); the fleet moves to
+// the new version when another server took it, and stays when none did.
 func TestPublishFailures(t *testing.T) {
 	refuse := func(w http.ResponseWriter, _ *http.Request, c call) bool {
 		if c.Path != "/update_weights_from_disk" {
@@ -213,14 +214,38 @@ func TestPublishFailures(t *testing.T) {
 			assert.ErrorContains(t, err, tc.msg)
 			assert.NotContains(t, err.Error(), gs.URL)
 			assert.Equal(t, 1, f.Version(), "the good server took version 1")
-			last := bad.seen()[len(bad.seen())-1]
-			assert.Equal(t, "/continue_generation", last.Path, "resumed after the failure")
+			require.Len(t, bad.seen(), 1)
+			assert.Equal(t, "/update_weights_from_disk", bad.seen()[0].Path)
 
 			alone, _ := newFleet(t, fleet.Server{URL: bs.URL})
 			require.ErrorIs(t, alone.Publish(context.Background(), 1, weights{}), fleet.ErrUpdate)
 			assert.Equal(t, 0, alone.Version(), "no server took version 1")
 		})
 	}
+}
+
+// TestPublishResumesVLLM: a vLLM server whose reload fails is resumed
+// all the same, so that a failed update does not leave it paused.
+func TestPublishResumesVLLM(t *testing.T) {
+	rec := &recorder{answer: func(w http.ResponseWriter, _ *http.Request, c call) bool {
+		if c.Path != "/collective_rpc" {
+			return false
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprint(w, `{"detail":"weights do not fit"}`)
+		return true
+	}}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	f, _ := newFleet(t, fleet.Server{URL: srv.URL, Kind: fleet.VLLM})
+	err := f.Publish(context.Background(), 1, weights{})
+	require.ErrorIs(t, err, fleet.ErrUpdate)
+	assert.ErrorContains(t, err, "weights do not fit")
+	var paths []string
+	for _, c := range rec.seen() {
+		paths = append(paths, c.Path)
+	}
+	assert.Equal(t, []string{"/pause", "/collective_rpc", "/resume"}, paths)
 }
 
 // TestPublishCheckpointFiles: a checkpoint that cannot be written is an
@@ -271,4 +296,109 @@ func TestNewErrors(t *testing.T) {
 		require.ErrorIs(t, err, fleet.ErrConfig, tc.name)
 		assert.ErrorContains(t, err, tc.msg, tc.name)
 	}
+}
+
+// sglangScheduler plays what SGLang does with a weight update while
+// another client's request runs, after its source: a generate request
+// holds the tokenizer manager's model-update reader lock until it ends;
+// /update_weights_from_disk takes the writer lock, which waits for the
+// readers — unless generation is paused, when it takes none
+// (tokenizer_manager.py, update_weights_from_disk); after loading, the
+// scheduler flushes the cache with flush_cache true, and a flush with
+// requests in the running batch or the waiting queue fails the assertion
+// "Cache flush failed after updating weights", which kills the scheduler
+// (scheduler_update_weights_mixin.py). /pause_generation "in_place"
+// keeps the running requests in the batch, "retract" moves them to the
+// waiting queue, "abort" ends them.
+type sglangScheduler struct {
+	mu      sync.Mutex
+	running int // the other client's requests in the scheduler
+	paused  bool
+	dead    bool
+	done    chan struct{} // closed when the other client's request ends
+	log     []string
+}
+
+func (s *sglangScheduler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body map[string]any
+	_ = json.NewDecoder(r.Body).Decode(&body)
+	s.mu.Lock()
+	s.log = append(s.log, r.URL.Path)
+	if s.dead {
+		s.mu.Unlock()
+		http.Error(w, "scheduler died", http.StatusServiceUnavailable)
+		return
+	}
+	switch r.URL.Path {
+	case "/pause_generation":
+		s.paused = true
+		if body["mode"] == "abort" {
+			s.running = 0
+		}
+		s.mu.Unlock()
+		fmt.Fprint(w, `{"message":"Generation paused successfully.","status":"ok"}`)
+	case "/continue_generation":
+		s.paused = false
+		s.mu.Unlock()
+		fmt.Fprint(w, `{"message":"Generation continued successfully.","status":"ok"}`)
+	case "/update_weights_from_disk":
+		if !s.paused {
+			// The writer lock waits for the running request to end.
+			s.mu.Unlock()
+			select {
+			case <-s.done:
+			case <-r.Context().Done():
+				return
+			}
+			s.mu.Lock()
+		}
+		if body["flush_cache"] != false && s.running > 0 {
+			s.dead = true
+			s.mu.Unlock()
+			http.Error(w, "AssertionError: Cache flush failed after updating weights", http.StatusInternalServerError)
+			return
+		}
+		s.log = append(s.log, "loaded")
+		s.mu.Unlock()
+		fmt.Fprint(w, `{"success":true,"message":"Succeeded to update model weights.","num_paused_requests":0}`)
+	default:
+		s.mu.Unlock()
+		http.NotFound(w, r)
+	}
+}
+
+// end ends the other client's request.
+func (s *sglangScheduler) end() {
+	s.mu.Lock()
+	s.running = 0
+	s.log = append(s.log, "other client's request ended")
+	s.mu.Unlock()
+	close(s.done)
+}
+
+// TestSGLangUpdateWithOtherClients: the fleet is not the SGLang server's
+// only client. Publish must wait for the other client's request to end
+// and then update, the scheduler alive; it must not pause generation in
+// place first, which with that request in the batch makes the update's
+// cache flush kill the scheduler.
+func TestSGLangUpdateWithOtherClients(t *testing.T) {
+	sched := &sglangScheduler{running: 1, done: make(chan struct{})}
+	srv := httptest.NewServer(sched)
+	defer srv.Close()
+	f, err := fleet.New(fleet.Config{Servers: []fleet.Server{{URL: srv.URL, Kind: fleet.SGLang}}, Dir: t.TempDir(), Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	published := make(chan error, 1)
+	go func() { published <- f.Publish(context.Background(), 1, weights{tag: "one"}) }()
+	select {
+	case err := <-published:
+		t.Fatalf("Publish returned while another client's request ran: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	sched.end()
+	require.NoError(t, <-published)
+	sched.mu.Lock()
+	defer sched.mu.Unlock()
+	assert.False(t, sched.dead)
+	assert.Equal(t, []string{"/update_weights_from_disk", "other client's request ended", "loaded"}, sched.log)
+	assert.Equal(t, 1, f.Version())
 }

@@ -38,9 +38,31 @@ func tinyModel(t *testing.T, seed uint64) *policy.Model {
 // with seed; wrap, when set, wraps each handler.
 func servers(t *testing.T, n int, seed uint64, wrap func(i int, h http.Handler) http.Handler) []*httptest.Server {
 	t.Helper()
+	return engineServers(t, n, seed, "", wrap)
+}
+
+// kindServers starts one package serve server per kind over the model
+// drawn with seed 1, each playing its kind's engine with the engine's
+// defaults (serve.EngineSGLang, serve.EngineVLLM).
+func kindServers(t *testing.T, kinds ...fleet.Kind) []*httptest.Server {
+	t.Helper()
+	var out []*httptest.Server
+	for _, k := range kinds {
+		engine := serve.EngineSGLang
+		if k == fleet.VLLM || k == fleet.VLLMModelConfig {
+			engine = serve.EngineVLLM
+		}
+		out = append(out, engineServers(t, 1, 1, engine, nil)...)
+	}
+	return out
+}
+
+// engineServers is servers playing engine (serve.Config.Engine).
+func engineServers(t *testing.T, n int, seed uint64, engine serve.Engine, wrap func(i int, h http.Handler) http.Handler) []*httptest.Server {
+	t.Helper()
 	var out []*httptest.Server
 	for i := range n {
-		srv, err := serve.New(serve.Config{Model: tinyModel(t, seed), LogprobsMode: openai.ProcessedLogprobs})
+		srv, err := serve.New(serve.Config{Model: tinyModel(t, seed), LogprobsMode: openai.ProcessedLogprobs, Engine: engine})
 		require.NoError(t, err)
 		var h http.Handler = srv
 		if wrap != nil {
@@ -62,10 +84,12 @@ func greedyReqs(n int) []lm.GenerateRequest {
 }
 
 // TestFleetOnServe trains nothing but does what a trainer does with a
-// fleet of two package serve servers: sample, publish new weights, and
-// sample again — through vLLM's /v1/completions (one server updated as
-// SGLang, one as vLLM) and through SGLang's /generate, as real SGLang
-// servers are sampled. Before the update the generations are the old
+// fleet of two package serve servers, each playing its engine with the
+// engine's defaults (SGLang's weight version "default" at start, vLLM's
+// 16-token default bound and no version): Check, sample, publish new
+// weights, and sample again — through vLLM's /v1/completions (one server
+// updated as SGLang, one as vLLM) and through SGLang's /generate, as real
+// SGLang servers are sampled. Before the update the generations are the old
 // model's; after it, on every server, exactly the new model's (greedy,
 // so comparable token for token with the model's own Generate), each
 // tagged with the version that made it.
@@ -88,13 +112,14 @@ func TestFleetOnServe(t *testing.T) {
 		{"sglang generate", [2]fleet.Kind{fleet.SGLang, fleet.SGLang}, openai.APISGLangGenerate},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hs := servers(t, 2, 1, nil)
+			hs := kindServers(t, tc.kinds[0], tc.kinds[1])
 			f, err := fleet.New(fleet.Config{
 				Servers: []fleet.Server{{URL: hs[0].URL, Kind: tc.kinds[0]}, {URL: hs[1].URL, Kind: tc.kinds[1]}},
 				Dir:     t.TempDir(),
 				Sampler: openai.Config{API: tc.api, LogprobsMode: openai.ProcessedLogprobs},
 			})
 			require.NoError(t, err)
+			require.NoError(t, f.Check(ctx))
 			got, err := f.Generate(ctx, reqs)
 			require.NoError(t, err)
 			for i := range got {
@@ -122,7 +147,7 @@ func TestFleetOnServe(t *testing.T) {
 // what the model of the version it reports produces, never a mix.
 func TestFleetTurnsNeverMixVersions(t *testing.T) {
 	ctx := context.Background()
-	hs := servers(t, 2, 1, nil)
+	hs := kindServers(t, fleet.SGLang, fleet.VLLM)
 	f, err := fleet.New(fleet.Config{Servers: []fleet.Server{{URL: hs[0].URL}, {URL: hs[1].URL, Kind: fleet.VLLM}}, Dir: t.TempDir()})
 	require.NoError(t, err)
 	models := map[string]*policy.Model{"0": tinyModel(t, 1), "1": tinyModel(t, 2), "2": tinyModel(t, 3), "3": tinyModel(t, 4)}
@@ -186,9 +211,11 @@ func publishWhileSampling(t *testing.T, f *fleet.Fleet, reqs []lm.GenerateReques
 
 // TestFleetServerDiesOrLags: a server that is gone when the update comes
 // (it died) is named by Publish's error, while the other takes the
-// version; a server that reports an older version (it was restarted from
-// an old checkpoint) is passed over by sampling, and when it is the only
-// one the error names it.
+// version; a server that missed an update and still reports the older
+// version is passed over by sampling, and when it is the only one the
+// error names it; a server that reports another version than
+// Config.Version from the start (a run resumed against servers started
+// from another checkpoint) fails the first Generate at once.
 func TestFleetServerDiesOrLags(t *testing.T) {
 	ctx := context.Background()
 	hs := servers(t, 2, 1, nil)
@@ -205,15 +232,46 @@ func TestFleetServerDiesOrLags(t *testing.T) {
 	require.NoError(t, err, "the live server answers")
 	assert.Equal(t, "1", got[0].WeightVersion)
 
-	// A server still at version 0 while the fleet is at 1.
-	lag := servers(t, 1, 1, nil)
-	g, err := fleet.New(fleet.Config{Servers: []fleet.Server{{URL: lag[0].URL}}, Dir: t.TempDir(), Version: 1,
-		Sampler: openai.Config{MaxRetries: 1, BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond}})
+	// A server that refused version 1 stays at 0: sampling passes over
+	// it while the other serves, and names it when it is alone.
+	refuse := func(i int, h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if i == 1 && r.URL.Path == "/update_weights_from_disk" {
+				w.WriteHeader(http.StatusBadRequest)
+				fmt.Fprint(w, `{"success":false,"message":"Failed to update weights: out of memory."}`)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	two := servers(t, 2, 1, refuse)
+	next := tinyModel(t, 2)
+	wantNew, err := next.Generate(ctx, greedyReqs(4))
 	require.NoError(t, err)
+	g, err := fleet.New(fleet.Config{Servers: []fleet.Server{{URL: two[0].URL}, {URL: two[1].URL}}, Dir: t.TempDir(),
+		Sampler: openai.Config{MaxRetries: 2, BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond}})
+	require.NoError(t, err)
+	require.ErrorIs(t, g.Publish(ctx, 1, next), fleet.ErrUpdate)
+	for range 3 {
+		got, err := g.Generate(ctx, greedyReqs(4))
+		require.NoError(t, err)
+		for i := range got {
+			assert.Equal(t, wantNew[i].Tokens, got[i].Tokens, "only the server that took version 1 answers")
+		}
+	}
+	two[0].Close()
 	_, err = g.Generate(ctx, greedyReqs(1))
 	require.ErrorIs(t, err, openai.ErrWeightVersion)
-	assert.ErrorContains(t, err, lag[0].URL)
+	assert.ErrorContains(t, err, two[1].URL)
 	assert.ErrorContains(t, err, `weight_version "0", want "1"`)
+
+	// A server at version 0 for a fleet told it starts at 1.
+	lag := servers(t, 1, 1, nil)
+	l, err := fleet.New(fleet.Config{Servers: []fleet.Server{{URL: lag[0].URL}}, Dir: t.TempDir(), Version: 1})
+	require.NoError(t, err)
+	_, err = l.Generate(ctx, greedyReqs(1))
+	require.ErrorIs(t, err, fleet.ErrVersion)
+	assert.ErrorContains(t, err, lag[0].URL+` "0", but Config.Version is 1`)
 }
 
 // TestFleetSlowServer: a server whose update takes longer than Timeout
@@ -243,4 +301,35 @@ func TestFleetSlowServer(t *testing.T) {
 	got, err := f.Generate(context.Background(), greedyReqs(1))
 	require.NoError(t, err)
 	assert.Equal(t, "0", got[0].WeightVersion)
+}
+
+// TestFleetSamplesSGLangFromTheStart reproduces issue 22's second bug:
+// SGLang starts at weight_version "default" (--weight-version), and the
+// fleet, expecting "0" for Config.Version 0, refused every answer with
+// ErrWeightVersion until the first Publish set a number. Against package
+// serve playing SGLang the fleet must sample from the start, through
+// /generate and /v1/completions, and after a Publish expect the number
+// it published.
+func TestFleetSamplesSGLangFromTheStart(t *testing.T) {
+	ctx := context.Background()
+	reqs := greedyReqs(4)
+	for _, api := range []openai.API{openai.APISGLangGenerate, openai.APICompletions} {
+		t.Run(string(api), func(t *testing.T) {
+			hs := engineServers(t, 2, 1, serve.EngineSGLang, nil)
+			f, err := fleet.New(fleet.Config{
+				Servers: []fleet.Server{{URL: hs[0].URL, Kind: fleet.SGLang}, {URL: hs[1].URL, Kind: fleet.SGLang}},
+				Dir:     t.TempDir(),
+				Sampler: openai.Config{API: api, LogprobsMode: openai.ProcessedLogprobs, MaxRetries: 1, BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond},
+			})
+			require.NoError(t, err)
+			got, err := f.Generate(ctx, reqs)
+			require.NoError(t, err, "the servers hold what they started with, which SGLang calls \"default\"")
+			assert.Equal(t, "0", got[0].WeightVersion, "stamped with the fleet's version")
+
+			require.NoError(t, f.Publish(ctx, 1, tinyModel(t, 2)))
+			got, err = f.Generate(ctx, reqs)
+			require.NoError(t, err)
+			assert.Equal(t, "1", got[0].WeightVersion)
+		})
+	}
 }

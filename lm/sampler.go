@@ -29,7 +29,8 @@ type SampleParams struct {
 	// 0 disables it.
 	MinP float64
 	// MaxNewTokens bounds the number of generated tokens; 0 means no bound
-	// but the model's context.
+	// but the model's context (policy/openai sends a server the room its
+	// context leaves after the prompt, as no engine takes "unbounded").
 	MaxNewTokens int
 	// StopTokenIDs end generation when sampled, in addition to the model's
 	// end-of-sequence tokens; the stop token is kept as the last token.

@@ -23,7 +23,10 @@ import (
 // server that answers /v1/completions as vLLM does: the turn is chosen by
 // how many tool responses the prompt holds, and a turn stops on the
 // </tool_call> stop string with that token kept. The prompts the server
-// received must be the trajectory so far, token for token.
+// received must be the trajectory so far, token for token. The engine
+// bounds the trajectories by turns only, so each turn is sent the room
+// the context leaves (GET /v1/models' max_model_len, 4096, less the
+// prompt so far).
 func TestRemoteSamplerEndToEnd(t *testing.T) {
 	turns := []string{
 		"<tool_call>\n{\"name\": \"echo\", \"arguments\": {\"n\": 1}}\n</tool_call>",
@@ -33,12 +36,21 @@ func TestRemoteSamplerEndToEnd(t *testing.T) {
 	var mu sync.Mutex
 	var prompts [][]int
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/models" {
+			fmt.Fprint(w, `{"object":"list","data":[{"id":"m","object":"model","max_model_len":4096}]}`)
+			return
+		}
 		var body struct {
-			Prompt []int    `json:"prompt"`
-			Stop   []string `json:"stop"`
+			Prompt    []int    `json:"prompt"`
+			Stop      []string `json:"stop"`
+			MaxTokens int      `json:"max_tokens"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if body.MaxTokens != 4096-len(body.Prompt) {
+			http.Error(w, fmt.Sprintf("max_tokens %d for a prompt of %d", body.MaxTokens, len(body.Prompt)), http.StatusBadRequest)
 			return
 		}
 		mu.Lock()

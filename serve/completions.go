@@ -326,7 +326,8 @@ func checkPrompt(i int, ids []int, maxTokens int, lim limits) *apiError {
 // sampleParams maps and checks the sampling fields with vLLM's defaults
 // and messages (vllm/sampling_params.py, SamplingParams._verify_args).
 // Absent fields take the neutral values: temperature 1, top_p 1, top_k
-// and min_p off, no token bound but the context; vLLM would take
+// and min_p off, no token bound but the context (16 tokens with
+// EngineVLLM, for an absent or null max_tokens alike); vLLM would take
 // generation_config.json's instead under --generation-config auto.
 func (r *completionRequest) sampleParams(lim limits) (lm.SampleParams, *apiError) {
 	p := lm.SampleParams{Temperature: 1, TopP: 1}
@@ -354,11 +355,15 @@ func (r *completionRequest) sampleParams(lim limits) (lm.SampleParams, *apiError
 	if !(p.MinP >= 0 && p.MinP <= 1) {
 		return p, badRequest("min_p", "min_p must be in [0, 1], got %g.", p.MinP)
 	}
-	if r.MaxTokens != nil {
+	switch {
+	case r.MaxTokens != nil:
 		if *r.MaxTokens < 1 {
 			return p, badRequest("max_tokens", "max_tokens must be at least 1, got %d.", *r.MaxTokens)
 		}
 		p.MaxNewTokens = *r.MaxTokens
+	case lim.engine == EngineVLLM:
+		// Absent or null alike (normalize_null_max_tokens).
+		p.MaxNewTokens = vllmDefaultMaxTokens
 	}
 	if r.Logprobs != nil {
 		switch n := *r.Logprobs; {
@@ -421,7 +426,8 @@ type completionResponse struct {
 	SystemFingerprint *string          `json:"system_fingerprint"`
 	ServiceTier       *string          `json:"service_tier"`
 	KVTransferParams  *json.RawMessage `json:"kv_transfer_params"`
-	Metadata          metadata         `json:"metadata"`
+	// Metadata is SGLang's; vLLM's answer has none (EngineVLLM).
+	Metadata *metadata `json:"metadata,omitempty"`
 }
 
 // choice is vLLM's CompletionResponseChoice.
@@ -519,12 +525,14 @@ func generationError(err error, r *http.Request) *apiError {
 // render builds the response body.
 func (s *Server) render(p *plan, out outcome) (*completionResponse, error) {
 	resp := &completionResponse{
-		ID:       "cmpl-" + randomHex(),
-		Object:   "text_completion",
-		Created:  time.Now().Unix(),
-		Model:    s.name,
-		Choices:  make([]choice, len(p.reqs)),
-		Metadata: metadata{WeightVersion: out.eng.version},
+		ID:      "cmpl-" + randomHex(),
+		Object:  "text_completion",
+		Created: time.Now().Unix(),
+		Model:   s.name,
+		Choices: make([]choice, len(p.reqs)),
+	}
+	if v := s.reported(out.eng); v != nil {
+		resp.Metadata = &metadata{WeightVersion: *v}
 	}
 	if out.eng.name != "" {
 		resp.Model = out.eng.name // vLLM names the adapter that answered

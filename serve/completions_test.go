@@ -398,6 +398,7 @@ func TestNewConfig(t *testing.T) {
 		{"no model", Config{}, "Model is required"},
 		{"bad logprobs mode", Config{Model: m, LogprobsMode: "raw_logits"}, `LogprobsMode "raw_logits"`},
 		{"negative sessions", Config{Model: m, MaxSessions: -1}, "MaxSessions -1 is negative"},
+		{"unknown engine", Config{Model: m, Engine: "tgi"}, `Engine "tgi"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := New(c.cfg)

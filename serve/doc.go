@@ -55,7 +55,7 @@
 //
 //	POST /collective_rpc            {"method": "reload_weights", "kwargs": {"weights_path": dir}}
 //	                                {"method": "update_config", "args": [{"model_config": {"model": dir}}]}, then {"method": "reload_weights"}
-//	POST /pause?mode=abort|wait|keep&clear_cache=true
+//	POST /pause?mode=abort|wait|keep&wait_for_inflight_requests=true&clear_cache=true
 //	POST /resume
 //	POST /reset_prefix_cache
 //
@@ -98,6 +98,33 @@
 // adapter's generations, like the base model's, never mix two weight
 // versions; their weight_version is the base weights'. Adapter loads,
 // unloads and reloads run one at a time.
+//
+// # Engine defaults
+//
+// Config.Engine makes the server play one engine where vLLM's or
+// SGLang's defaults differ from this server's own, so that a client
+// tested against it meets what the real engine would do:
+//
+//   - EngineVLLM: a completion whose max_tokens is absent or null
+//     generates at most 16 tokens, as vLLM's CompletionRequest does
+//     (vllm/entrypoints/openai/completion/protocol.py, the max_tokens
+//     default and normalize_null_max_tokens), finishing with "length"
+//     and no error; and no weight version is reported, as vLLM reports
+//     none: completions carry no "metadata", and /generate's meta_info,
+//     /model_info and /get_weight_version give weight_version null.
+//   - EngineSGLang: the weights start at version "default" (SGLang's
+//     --weight-version, server_args.py); /update_weights_from_disk
+//     without weight_version keeps the version; and /generate refuses an
+//     explicit max_new_tokens that with the prompt reaches the context
+//     (TokenizerManager._validate_one_request).
+//
+// Without it, a completion without max_tokens generates up to the
+// context, every answer names its weight version, the weights start at
+// "0" and a reload without a version takes the next integer. Either
+// way both APIs are served, and unknown request members are ignored
+// where the engines ignore them (vLLM's completion requests, SGLang's
+// request bodies), while SGLang's sampling_params refuse an unknown key
+// as SGLang's SamplingParams(**params) does.
 //
 // # Weight versions
 //

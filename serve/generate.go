@@ -99,7 +99,9 @@ type generatePlan struct {
 // for a batch) or, with a tokenizer, text (a string or a list of
 // strings); one sampling_params object applies to every prompt.
 // max_new_tokens is capped by the context, as SGLang's scheduler does
-// (scheduler.py, init_req_max_new_tokens).
+// (scheduler.py, init_req_max_new_tokens); with EngineSGLang an explicit
+// one that reaches the context with the prompt is refused, as SGLang's
+// tokenizer manager does.
 func decodeGenerate(body []byte, lim limits) (*generatePlan, *apiError) {
 	var req generateRequest
 	if err := unmarshalObject(body, &req); err != nil {
@@ -112,7 +114,7 @@ func decodeGenerate(body []byte, lim limits) (*generatePlan, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	sp, maxNew, noStopTrim, aerr := parseSGLangSampling(req.SamplingParams, lim)
+	sp, aerr := parseSGLangSampling(req.SamplingParams, lim)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -125,7 +127,7 @@ func decodeGenerate(body []byte, lim limits) (*generatePlan, *apiError) {
 		return nil, aerr
 	}
 	p := &generatePlan{
-		rids: rids, single: single, noStopTrim: noStopTrim, adapter: adapter,
+		rids: rids, single: single, noStopTrim: sp.noStopTrim, adapter: adapter,
 		logprobs:    req.ReturnLogprob != nil && *req.ReturnLogprob,
 		logprobText: req.ReturnTextInLogprobs != nil && *req.ReturnTextInLogprobs,
 		reqs:        make([]lm.GenerateRequest, len(prompts)),
@@ -134,12 +136,18 @@ func decodeGenerate(body []byte, lim limits) (*generatePlan, *apiError) {
 		if err := checkPrompt(i, pr, 0, lim); err != nil {
 			return nil, err
 		}
-		params := sp
+		if lim.engine == EngineSGLang && sp.explicitMax && len(pr)+sp.maxNew >= lim.maxLen {
+			// TokenizerManager._validate_one_request: SGLang refuses
+			// what the scheduler would otherwise cut.
+			return nil, badRequest("max_new_tokens", "Requested token count exceeds the model's maximum context length of %d tokens. You requested a total of %d tokens: %d tokens from the input messages and %d tokens for the completion. Please reduce the number of tokens in the input messages or the completion to fit within the limit.",
+				lim.maxLen, len(pr)+sp.maxNew, len(pr), sp.maxNew)
+		}
+		params := sp.p
 		params.Logprobs = p.logprobs
 		room := lim.maxLen - len(pr)
 		params.MaxNewTokens = room
-		if maxNew > 0 {
-			params.MaxNewTokens = min(maxNew, room)
+		if sp.maxNew > 0 {
+			params.MaxNewTokens = min(sp.maxNew, room)
 		}
 		p.reqs[i] = lm.GenerateRequest{Prompt: pr, Params: params}
 	}
@@ -303,28 +311,45 @@ func parseRIDs(raw json.RawMessage, n int, single bool) ([]string, *apiError) {
 	return rids, nil
 }
 
+// sglangParams are a request's sampling_params, read.
+type sglangParams struct {
+	p lm.SampleParams
+	// maxNew is the bound on new tokens, 0 for none but the context;
+	// explicitMax tells a number the request gave from the default.
+	maxNew      int
+	explicitMax bool
+	noStopTrim  bool
+}
+
 // parseSGLangSampling maps sampling_params onto policy parameters with
 // SGLang's defaults (temperature 1, top_p 1, top_k and min_p off, 128 new
 // tokens) and SGLang's messages (sampling_params.py,
-// SamplingParams.verify). maxNew is 0 for no bound but the context.
-func parseSGLangSampling(raw json.RawMessage, lim limits) (p lm.SampleParams, maxNew int, noStopTrim bool, aerr *apiError) {
+// SamplingParams.verify).
+func parseSGLangSampling(raw json.RawMessage, lim limits) (sglangParams, *apiError) {
+	sp, maxNew, explicit, noStopTrim, aerr := parseSGLangSamplingFields(raw, lim)
+	return sglangParams{p: sp, maxNew: maxNew, explicitMax: explicit, noStopTrim: noStopTrim}, aerr
+}
+
+// parseSGLangSamplingFields is parseSGLangSampling's work; maxNew is 0
+// for no bound but the context.
+func parseSGLangSamplingFields(raw json.RawMessage, lim limits) (p lm.SampleParams, maxNew int, explicit, noStopTrim bool, aerr *apiError) {
 	var sp sglangSampling
 	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
 	case raw[0] == '[':
-		return p, 0, false, badRequest("sampling_params", "a list of sampling_params (one per prompt) is not supported by this server: send one object for all")
+		return p, 0, false, false, badRequest("sampling_params", "a list of sampling_params (one per prompt) is not supported by this server: send one object for all")
 	case raw[0] != '{':
-		return p, 0, false, badRequest("sampling_params", "sampling_params must be an object")
+		return p, 0, false, false, badRequest("sampling_params", "sampling_params must be an object")
 	default:
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&sp); err != nil {
-			return p, 0, false, badRequest("sampling_params", "sampling_params: %v", samplingError(err))
+			return p, 0, false, false, badRequest("sampling_params", "sampling_params: %v", samplingError(err))
 		}
 	}
 	if err := sp.unsupported(); err != nil {
-		return p, 0, false, err
+		return p, 0, false, false, err
 	}
 	p = lm.SampleParams{Temperature: 1, TopP: 1, TopK: -1}
 	if sp.Temperature != nil {
@@ -341,32 +366,37 @@ func parseSGLangSampling(raw json.RawMessage, lim limits) (p lm.SampleParams, ma
 	}
 	switch {
 	case p.Temperature < 0:
-		return p, 0, false, badRequest("temperature", "temperature must be a non-negative finite number, got %g.", p.Temperature)
+		return p, 0, false, false, badRequest("temperature", "temperature must be a non-negative finite number, got %g.", p.Temperature)
 	case !(p.TopP > 0 && p.TopP <= 1):
-		return p, 0, false, badRequest("top_p", "top_p must be in (0, 1], got %g.", p.TopP)
+		return p, 0, false, false, badRequest("top_p", "top_p must be in (0, 1], got %g.", p.TopP)
 	case !(p.MinP >= 0 && p.MinP <= 1):
-		return p, 0, false, badRequest("min_p", "min_p must be in [0, 1], got %g.", p.MinP)
+		return p, 0, false, false, badRequest("min_p", "min_p must be in [0, 1], got %g.", p.MinP)
 	case p.TopK < 1 && p.TopK != -1:
-		return p, 0, false, badRequest("top_k", "top_k must be -1 (disable) or at least 1, got %d.", p.TopK)
+		return p, 0, false, false, badRequest("top_k", "top_k must be -1 (disable) or at least 1, got %d.", p.TopK)
 	}
 	maxNew = sglangDefaultMaxNewTokens
-	if m := bytes.TrimSpace(sp.MaxNewTokens); len(m) > 0 {
-		if string(m) == "null" {
-			maxNew = 0
-		} else if err := json.Unmarshal(m, &maxNew); err != nil {
-			return p, 0, false, badRequest("max_new_tokens", "sampling_params.max_new_tokens: want an integer in range or null, got %.40s", m)
-		} else if maxNew < 0 {
-			return p, 0, false, badRequest("max_new_tokens", "max_new_tokens must be at least 0, got %d.", maxNew)
-		} else if maxNew == 0 {
-			return p, 0, false, badRequest("max_new_tokens", "max_new_tokens 0 (prefill only) is not supported by this server")
+	switch m := bytes.TrimSpace(sp.MaxNewTokens); {
+	case len(m) == 0:
+	case string(m) == "null":
+		maxNew = 0
+	default:
+		explicit = true
+		if err := json.Unmarshal(m, &maxNew); err != nil {
+			return p, 0, false, false, badRequest("max_new_tokens", "sampling_params.max_new_tokens: want an integer in range or null, got %.40s", m)
+		}
+		if maxNew < 0 {
+			return p, 0, false, false, badRequest("max_new_tokens", "max_new_tokens must be at least 0, got %d.", maxNew)
+		}
+		if maxNew == 0 {
+			return p, 0, false, false, badRequest("max_new_tokens", "max_new_tokens 0 (prefill only) is not supported by this server")
 		}
 	}
 	stops, err := parseStop(sp.Stop)
 	if err != nil {
-		return p, 0, false, err
+		return p, 0, false, false, err
 	}
 	if len(stops) > 0 && lim.decode == nil {
-		return p, 0, false, badRequest("stop", "stop strings need a tokenizer, and this server has none: use stop_token_ids")
+		return p, 0, false, false, badRequest("stop", "stop strings need a tokenizer, and this server has none: use stop_token_ids")
 	}
 	p.Stop = stops
 	p.StopTokenIDs = sp.StopTokenIDs
@@ -375,9 +405,9 @@ func parseSGLangSampling(raw json.RawMessage, lim limits) (p lm.SampleParams, ma
 		p.Seed = &s
 	}
 	if err := lm.CheckSampleParams(p); err != nil {
-		return p, 0, false, badRequest("", "%v", err)
+		return p, 0, false, false, badRequest("", "%v", err)
 	}
-	return p, maxNew, sp.NoStopTrim != nil && *sp.NoStopTrim, nil
+	return p, maxNew, explicit, sp.NoStopTrim != nil && *sp.NoStopTrim, nil
 }
 
 // samplingError rewrites a sampling_params decoding error to name the
@@ -443,10 +473,11 @@ type generateMeta struct {
 	ID           string `json:"id"`
 	FinishReason any    `json:"finish_reason"`
 	PromptTokens int    `json:"prompt_tokens"`
-	// WeightVersion names the weights that generated every token.
-	WeightVersion    string `json:"weight_version"`
-	CompletionTokens int    `json:"completion_tokens"`
-	CachedTokens     int    `json:"cached_tokens"`
+	// WeightVersion names the weights that generated every token (null
+	// with EngineVLLM).
+	WeightVersion    *string `json:"weight_version"`
+	CompletionTokens int     `json:"completion_tokens"`
+	CachedTokens     int     `json:"cached_tokens"`
 	// OutputTokenLogprobs, with return_logprob, holds [logprob, token id,
 	// text or null] per generated token.
 	OutputTokenLogprobs *[][3]any `json:"output_token_logprobs,omitempty"`
@@ -512,7 +543,7 @@ func (s *Server) renderGenerate(i int, p *generatePlan, out outcome, elapsed tim
 	o := generateOutput{
 		OutputIDs: append([]int{}, g.Tokens...),
 		MetaInfo: generateMeta{
-			ID: p.rids[i], PromptTokens: len(req.Prompt), WeightVersion: out.eng.version,
+			ID: p.rids[i], PromptTokens: len(req.Prompt), WeightVersion: s.reported(out.eng),
 			CompletionTokens: len(g.Tokens), CachedTokens: g.CachedTokens, E2ELatency: elapsed.Seconds(),
 		},
 	}

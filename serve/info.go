@@ -87,7 +87,7 @@ type modelInfo struct {
 	TokenizerPath           *string  `json:"tokenizer_path"`
 	IsGeneration            bool     `json:"is_generation"`
 	PreferredSamplingParams *string  `json:"preferred_sampling_params"`
-	WeightVersion           string   `json:"weight_version"`
+	WeightVersion           *string  `json:"weight_version"`
 	HasImageUnderstanding   bool     `json:"has_image_understanding"`
 	HasAudioUnderstanding   bool     `json:"has_audio_understanding"`
 	ModelType               string   `json:"model_type"`
@@ -101,7 +101,7 @@ func (s *Server) handleModelInfo(w http.ResponseWriter, _ *http.Request) {
 	eng, _ := s.snapshot()
 	cfg := eng.model.Config()
 	info := modelInfo{
-		IsGeneration: true, WeightVersion: eng.version,
+		IsGeneration: true, WeightVersion: s.reported(eng),
 		ModelType: cfg.ModelType, Architectures: []string{cfg.Architecture()},
 	}
 	if eng.path != "" {
@@ -114,9 +114,11 @@ func (s *Server) handleModelInfo(w http.ResponseWriter, _ *http.Request) {
 }
 
 // handleWeightVersion serves GET /get_weight_version:
-// {"weight_version": "<v>"}, as SGLang until late 2025.
+// {"weight_version": "<v>"}, as SGLang until late 2025 (null with
+// EngineVLLM).
 func (s *Server) handleWeightVersion(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"weight_version": s.WeightVersion()})
+	eng, _ := s.snapshot()
+	writeJSON(w, http.StatusOK, map[string]*string{"weight_version": s.reported(eng)})
 }
 
 // handleIsPaused serves vLLM's GET /is_paused: {"is_paused": bool}.

@@ -22,6 +22,34 @@ const DefaultName = "agentrl"
 // ErrConfig is wrapped by New's error for an invalid Config.
 var ErrConfig = errors.New("serve: invalid configuration")
 
+// Engine names an inference engine whose defaults a Server follows
+// where they differ from this server's own (Config.Engine).
+type Engine string
+
+const (
+	// EngineVLLM follows vLLM's OpenAI-compatible server: a completion
+	// whose max_tokens is absent or null generates at most 16 tokens
+	// (vllm/entrypoints/openai/completion/protocol.py: CompletionRequest's
+	// max_tokens defaults to 16, and its normalize_null_max_tokens
+	// validator turns an explicit null into that default), and no weight
+	// version is reported, as vLLM reports none: completions carry no
+	// "metadata", and /generate's meta_info, /model_info and
+	// /get_weight_version (SGLang's, which vLLM lacks) give
+	// weight_version null.
+	EngineVLLM Engine = "vllm"
+	// EngineSGLang follows SGLang's server: the weights start at version
+	// "default" (--weight-version, python/sglang/srt/server_args.py); an
+	// /update_weights_from_disk without weight_version keeps the version
+	// (the tokenizer manager sets it only when one is given); and a
+	// /generate whose explicit max_new_tokens with the prompt reaches the
+	// context length is refused (TokenizerManager._validate_one_request:
+	// prompt + max_new_tokens ≥ context_len).
+	EngineSGLang Engine = "sglang"
+)
+
+// vllmDefaultMaxTokens is vLLM's CompletionRequest.max_tokens default.
+const vllmDefaultMaxTokens = 16
+
 // ErrClosed is returned for work asked of a closed Server; over HTTP it
 // is a 503.
 var ErrClosed = errors.New("serve: server closed")
@@ -70,8 +98,18 @@ type Config struct {
 	// lm.Generation.RawLogProbs, openai.ProcessedLogprobs
 	// ("processed_logprobs") returns Generation.LogProbs.
 	LogprobsMode openai.LogprobsMode
-	// WeightVersion names the initial weights; empty means "0".
+	// WeightVersion names the initial weights; empty means "0", or
+	// "default" with EngineSGLang, as SGLang starts.
 	WeightVersion string
+	// Engine makes the server play vLLM (EngineVLLM) or SGLang
+	// (EngineSGLang) where their defaults differ from this server's own,
+	// so that a client tested against it meets the engine's behaviour: see
+	// the constants for what each changes. Both APIs are served either
+	// way. Empty keeps this server's own defaults: a completion without
+	// max_tokens generates up to the context, every completion carries
+	// metadata.weight_version, the weights start at version "0", and a
+	// reload without a version takes the next integer.
+	Engine Engine
 	// MaxSessions is how many finished sequences the server keeps in the
 	// model's session caches so that a later prompt extending one
 	// prefills only its new tokens (vLLM's automatic prefix caching, in
@@ -104,6 +142,7 @@ type engine struct {
 // limits are what planning a request needs to know about the served
 // model; a reload never changes them (sameArchitecture).
 type limits struct {
+	engine        Engine
 	vocab, maxLen int
 	encode        func(string) []int
 	decode        func([]int) string
@@ -164,11 +203,19 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxSessions < 0 {
 		return nil, fmt.Errorf("%w: MaxSessions %d is negative", ErrConfig, cfg.MaxSessions)
 	}
+	switch cfg.Engine {
+	case "", EngineVLLM, EngineSGLang:
+	default:
+		return nil, fmt.Errorf("%w: Engine %q, want %q, %q or empty", ErrConfig, cfg.Engine, EngineVLLM, EngineSGLang)
+	}
 	if cfg.Name == "" {
 		cfg.Name = DefaultName
 	}
 	if cfg.WeightVersion == "" {
 		cfg.WeightVersion = "0"
+		if cfg.Engine == EngineSGLang {
+			cfg.WeightVersion = "default"
+		}
 	}
 	if cfg.Load == nil {
 		var opts []policy.ModelOption
@@ -185,7 +232,7 @@ func New(cfg Config) (*Server, error) {
 		name:        cfg.Name,
 		mode:        cfg.LogprobsMode,
 		load:        cfg.Load,
-		lim:         limits{vocab: mc.VocabSize, maxLen: mc.MaxPositionEmbeddings, encode: cfg.Encode, decode: cfg.Decode},
+		lim:         limits{engine: cfg.Engine, vocab: mc.VocabSize, maxLen: mc.MaxPositionEmbeddings, encode: cfg.Encode, decode: cfg.Decode},
 		maxSessions: cfg.MaxSessions,
 		created:     time.Now().Unix(),
 		reloading:   make(chan struct{}, 1),
@@ -275,7 +322,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h(w, r)
 }
 
-// WeightVersion returns the version of the weights being served.
+// reported is the weight version the server tells clients for eng's
+// weights: nil with EngineVLLM, as vLLM reports none.
+func (s *Server) reported(eng *engine) *string {
+	if s.lim.engine == EngineVLLM {
+		return nil
+	}
+	v := eng.version
+	return &v
+}
+
+// WeightVersion returns the version of the weights being served (also
+// with EngineVLLM, which tells clients none).
 func (s *Server) WeightVersion() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -504,9 +562,10 @@ func (s *Server) isPaused() bool {
 
 // reloadOptions are a reload's settings beyond the folder.
 type reloadOptions struct {
-	version   string // "" means the next integer
-	abort     bool   // abort the generations in flight instead of waiting
-	keepPause bool   // leave generation paused afterwards
+	version     string // "" means the next integer, unless keepVersion
+	keepVersion bool   // "" version keeps the current one (SGLang's way)
+	abort       bool   // abort the generations in flight instead of waiting
+	keepPause   bool   // leave generation paused afterwards
 }
 
 // errLoad marks a checkpoint that failed to load or does not fit.
@@ -603,6 +662,8 @@ func (s *Server) reload(ctx context.Context, dir string, o reloadOptions) (versi
 	version = o.version
 	if v, err := strconv.Atoi(version); err == nil {
 		s.lastInt = v
+	} else if version == "" && o.keepVersion {
+		version = s.eng.version
 	} else if version == "" {
 		s.lastInt++
 		version = strconv.Itoa(s.lastInt)

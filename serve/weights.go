@@ -51,7 +51,7 @@ type updateResult struct {
 // handleUpdateWeightsFromDisk serves SGLang's POST
 // /update_weights_from_disk: the checkpoint in model_path replaces the
 // served weights, with weight_version as the new version (else the next
-// integer; SGLang would keep the old version). abort_all_requests aborts
+// integer; with EngineSGLang the version stays, as SGLang's does). abort_all_requests aborts
 // the completions in flight instead of waiting for them; keep_pause
 // leaves generation paused afterwards, until /continue_generation. The
 // prefix cache always starts empty on new weights, whatever flush_cache
@@ -80,7 +80,7 @@ func (s *Server) handleUpdateWeightsFromDisk(w http.ResponseWriter, r *http.Requ
 		fail(http.StatusBadRequest, err.Error())
 		return
 	}
-	o := reloadOptions{abort: req.AbortAllRequests, keepPause: req.KeepPause}
+	o := reloadOptions{abort: req.AbortAllRequests, keepPause: req.KeepPause, keepVersion: s.lim.engine == EngineSGLang}
 	if req.WeightVersion != nil {
 		o.version = *req.WeightVersion
 	}
@@ -290,7 +290,9 @@ func (s *Server) rpcUpdateConfig(args []json.RawMessage, kwargs map[string]json.
 // "abort"), "wait" (they finish) or "keep" (served as "wait": a
 // continuous batch cannot be frozen here, so they finish before the
 // pause takes hold rather than after /resume); the deprecated
-// wait_for_inflight_requests=true means "wait" when mode is absent;
+// wait_for_inflight_requests=true means "wait" whatever mode says, as in
+// vLLM (vllm/v1/engine/async_llm.py, AsyncLLM.pause_generation), and
+// releases before mode read only it;
 // clear_cache (default true) drops the prefix cache, except for "keep".
 // New completions wait until /resume. It answers {"status": "paused"}
 // once nothing runs, or 400 {"error": msg} for a bad parameter.
@@ -309,11 +311,7 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	}
 	mode := pauseAbort
 	switch m := q.Get("mode"); m {
-	case "":
-		if waitInflight {
-			mode = pauseWait
-		}
-	case "abort":
+	case "", "abort":
 	case "wait":
 		mode = pauseWait
 	case "keep":
@@ -321,6 +319,11 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	default:
 		bad("Invalid mode %q: must be one of 'abort', 'wait', 'keep'", m)
 		return
+	}
+	if waitInflight {
+		// Whatever mode says (AsyncLLM.pause_generation), as releases
+		// that read only this flag do.
+		mode = pauseWait
 	}
 	if err := s.pause(r.Context(), mode, clearCache); err != nil {
 		writeStatusError(w, pauseError(err))

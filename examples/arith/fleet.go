@@ -24,9 +24,11 @@ import (
 
 // serveMode runs this program as one server of a local fleet: the model
 // in dir behind package serve's vLLM/SGLang API on a free loopback port,
-// announced as the first line of stdout ("serving http://…"), until ctx
-// ends (SIGTERM from the parent).
-func serveMode(ctx context.Context, dir string, stdout, stderr io.Writer) error {
+// playing the defaults of kind's engine (SGLang's starting version
+// "default", vLLM's token bound and no versions), announced as the first
+// line of stdout ("serving http://…"), until ctx ends (SIGTERM from the
+// parent).
+func serveMode(ctx context.Context, dir string, kind fleet.Kind, stdout, stderr io.Writer) error {
 	tok, err := newTokenizer() // the stop strings of the rollouts need it
 	if err != nil {
 		return err
@@ -35,9 +37,13 @@ func serveMode(ctx context.Context, dir string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	engine := serve.EngineSGLang
+	if kind == fleet.VLLM || kind == fleet.VLLMModelConfig {
+		engine = serve.EngineVLLM
+	}
 	srv, err := serve.New(serve.Config{
 		Model: m, ModelPath: dir, Name: "arith", Encode: tok.Encode, Decode: tok.Decode,
-		LogprobsMode: openai.ProcessedLogprobs, MaxSessions: 512,
+		LogprobsMode: openai.ProcessedLogprobs, MaxSessions: 512, Engine: engine,
 	})
 	if err != nil {
 		m.Close()
@@ -75,15 +81,15 @@ type localFleet struct {
 }
 
 // startServers starts n servers over the checkpoint in modelDir (copies
-// of this program in serve mode, unless command says otherwise) and
-// waits for each to announce its address.
-func startServers(ctx context.Context, n int, modelDir string, command func(string) *exec.Cmd, stderr io.Writer) (*localFleet, error) {
+// of this program in serve mode, playing kind's engine, unless command
+// says otherwise) and waits for each to announce its address.
+func startServers(ctx context.Context, n int, modelDir string, kind fleet.Kind, command func(string) *exec.Cmd, stderr io.Writer) (*localFleet, error) {
 	if command == nil {
 		exe, err := os.Executable()
 		if err != nil {
 			return nil, fmt.Errorf("-fleet: %w", err)
 		}
-		command = func(dir string) *exec.Cmd { return exec.Command(exe, "-serve", dir) }
+		command = func(dir string) *exec.Cmd { return exec.Command(exe, "-serve", dir, "-fleet-kind", string(kind)) }
 	}
 	lf := &localFleet{}
 	for i := range n {
@@ -176,8 +182,9 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 
 // openFleet returns the fleet the RL rollouts sample from: -fleet N
 // servers started here over modelDir (the policy RL starts from), or the
-// servers -fleet-servers names, which must read -fleet-dir. stop ends
-// what was started.
+// servers -fleet-servers names, which must read -fleet-dir; either way
+// checked (fleet.Fleet.Check) before it is returned. stop ends what was
+// started.
 func openFleet(ctx context.Context, o options, modelDir, runDir string, stderr io.Writer) (f *fleet.Fleet, stop func(), err error) {
 	var servers []fleet.Server
 	stop = func() {}
@@ -187,7 +194,7 @@ func openFleet(ctx context.Context, o options, modelDir, runDir string, stderr i
 			servers = append(servers, fleet.Server{URL: strings.TrimSpace(u), Kind: fleet.Kind(o.fleetKind)})
 		}
 	} else {
-		lf, err := startServers(ctx, o.fleet, modelDir, o.serverCommand, stderr)
+		lf, err := startServers(ctx, o.fleet, modelDir, fleet.Kind(o.fleetKind), o.serverCommand, stderr)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -216,6 +223,9 @@ func openFleet(ctx context.Context, o options, modelDir, runDir string, stderr i
 		fc.Adapter = "arith-lora"
 	}
 	f, err = fleet.New(fc)
+	if err == nil {
+		err = f.Check(ctx)
+	}
 	if err != nil {
 		stop()
 		return nil, nil, fmt.Errorf("-fleet: %w", err)

@@ -5,6 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -15,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentrl/agentrl/fleet"
 )
 
 // serveEnv makes the test binary a fleet server over the folder it names
@@ -24,7 +29,7 @@ const serveEnv = "ARITH_TEST_SERVE_MODEL"
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(serveEnv); dir != "" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-		err := serveMode(ctx, dir, os.Stdout, os.Stderr)
+		err := serveMode(ctx, dir, fleet.SGLang, os.Stdout, os.Stderr) // -fleet-kind's default
 		stop()
 		if err != nil {
 			os.Stderr.WriteString(err.Error() + "\n")
@@ -106,6 +111,44 @@ func TestRunFleetLoRA(t *testing.T) {
 		assert.NoError(t, err, v)
 		_, err = os.Stat(filepath.Join(v, "model.safetensors"))
 		assert.True(t, os.IsNotExist(err), "%s holds no full weights", v)
+	}
+}
+
+// TestRunFleetServersFailFast: servers given with -fleet-servers that
+// cannot serve the fleet stop the program before any training or
+// evaluation, naming the server and what it lacks: one that does not
+// answer, and a vLLM server started without VLLM_SERVER_DEV_MODE=1 (its
+// weight-update routes answer FastAPI's 404).
+func TestRunFleetServersFailFast(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	noDevMode := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/models" {
+			fmt.Fprint(w, `{"object":"list","data":[{"id":"arith","max_model_len":512}]}`)
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"detail":"Not Found"}`)
+	}))
+	defer noDevMode.Close()
+	for _, c := range []struct{ url, kind, msg string }{
+		{dead.URL, "sglang", "does not answer"},
+		{noDevMode.URL, "vllm", "VLLM_SERVER_DEV_MODE=1"},
+	} {
+		t.Run(c.kind, func(t *testing.T) {
+			dir := t.TempDir()
+			var stdout, stderr bytes.Buffer
+			o, err := parseFlags(tinyArgs(dir, "-tool", "calculator", "-fleet-servers", c.url, "-fleet-kind", c.kind, "-fleet-dir", t.TempDir()), &stderr)
+			require.NoError(t, err)
+			err = runOptions(context.Background(), o, &stdout, &stderr)
+			require.Error(t, err)
+			assert.ErrorContains(t, err, c.url)
+			assert.ErrorContains(t, err, c.msg)
+			_, statErr := os.Stat(filepath.Join(dir, "sft-model"))
+			assert.True(t, os.IsNotExist(statErr), "no SFT ran")
+			assert.NotContains(t, stderr.String(), "evaluating")
+		})
 	}
 }
 

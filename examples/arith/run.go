@@ -158,7 +158,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // runOptions runs the program with parsed flags.
 func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if o.serve != "" {
-		return serveMode(ctx, o.serve, stdout, stderr)
+		return serveMode(ctx, o.serve, fleet.Kind(o.fleetKind), stdout, stderr)
 	}
 	start := time.Now()
 	tok, err := newTokenizer()
@@ -182,6 +182,16 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("run folder: %w", err)
+	}
+
+	var fl *fleet.Fleet // the inference fleet, if any
+	if o.fleetServers != "" {
+		// Running servers are checked before any training or evaluation.
+		var stop func()
+		if fl, stop, err = openFleet(ctx, o, "", dir, stderr); err != nil {
+			return err
+		}
+		defer stop()
 	}
 
 	model, err := openModel(o, tok)
@@ -219,6 +229,19 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	heldOut := generateProblems(o.seed+1000, o.evalProblems, "eval")
 	params := lm.SampleParams{Temperature: o.temperature, TopP: 1, TopK: -1, MaxNewTokens: o.maxResponse}
 
+	if o.fleet > 0 {
+		// The servers start from the policy RL starts from, and are
+		// checked before the evaluation.
+		startDir := o.init
+		if startDir == "" {
+			startDir = filepath.Join(dir, "sft-model")
+		}
+		var stop func()
+		if fl, stop, err = openFleet(ctx, o, startDir, dir, stderr); err != nil {
+			return err
+		}
+		defer stop()
+	}
 	fmt.Fprintf(stderr, "evaluating the SFT policy on %d held-out problems × %d samples\n", len(heldOut), o.n)
 	before, err := evaluate(ctx, engine, rf, heldOut, spec, params, o.n)
 	if err != nil {
@@ -241,23 +264,13 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		}
 	}
 	parts := agentrl.TrainerParts{Policy: model, Engine: engine, Reward: rf, Prompts: prompts, Metrics: log}
-	if o.fleet > 0 || o.fleetServers != "" {
-		// The servers start from the policy RL starts from; the trainer
-		// publishes its weights to them after every step and samples up
-		// to -fleet-staleness steps ahead.
-		startDir := o.init
-		if startDir == "" {
-			startDir = filepath.Join(dir, "sft-model")
-		}
-		f, stop, err := openFleet(ctx, o, startDir, dir, stderr)
-		if err != nil {
+	if fl != nil {
+		// The trainer publishes its weights to the servers after every
+		// step and samples up to -fleet-staleness steps ahead.
+		if parts.Engine, err = newEngine(fl, tok, tl, o); err != nil {
 			return err
 		}
-		defer stop()
-		if parts.Engine, err = newEngine(f, tok, tl, o); err != nil {
-			return err
-		}
-		parts.Sync = f
+		parts.Sync = fl
 		tcfg.MaxStaleness, tcfg.SyncEvery = o.fleetStaleness, 1
 	}
 	tr, err := agentrl.NewTrainer(tcfg, parts)

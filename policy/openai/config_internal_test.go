@@ -40,14 +40,14 @@ func TestConfigZero(t *testing.T) {
 // URL a user writes.
 func TestEndpointURLs(t *testing.T) {
 	cases := []struct {
-		base, completions, generate string
+		base, completions, generate, models string
 	}{
-		{"http://h:30000", "http://h:30000/v1/completions", "http://h:30000/generate"},
-		{"http://h:30000/", "http://h:30000/v1/completions", "http://h:30000/generate"},
-		{" http://h:8000/v1/ ", "http://h:8000/v1/completions", "http://h:8000/generate"},
-		{"https://gw/sglang", "https://gw/sglang/v1/completions", "https://gw/sglang/generate"},
-		{"http://h/generate", "http://h/generate/v1/completions", "http://h/generate"},
-		{"http://h/v1/completions", "http://h/v1/completions", "http://h/v1/completions/generate"},
+		{"http://h:30000", "http://h:30000/v1/completions", "http://h:30000/generate", "http://h:30000/v1/models"},
+		{"http://h:30000/", "http://h:30000/v1/completions", "http://h:30000/generate", "http://h:30000/v1/models"},
+		{" http://h:8000/v1/ ", "http://h:8000/v1/completions", "http://h:8000/generate", "http://h:8000/v1/models"},
+		{"https://gw/sglang", "https://gw/sglang/v1/completions", "https://gw/sglang/generate", "https://gw/sglang/v1/models"},
+		{"http://h/generate", "http://h/generate/v1/completions", "http://h/generate", "http://h/v1/models"},
+		{"http://h/v1/completions", "http://h/v1/completions", "http://h/v1/completions/generate", "http://h/v1/models"},
 	}
 	for _, c := range cases {
 		got, err := completionsURL(c.base)
@@ -56,9 +56,14 @@ func TestEndpointURLs(t *testing.T) {
 		got, err = generateURL(c.base)
 		require.NoError(t, err, c.base)
 		assert.Equal(t, c.generate, got, c.base)
+		got, err = ModelsURL(c.base)
+		require.NoError(t, err, c.base)
+		assert.Equal(t, c.models, got, c.base)
 	}
 	for _, bad := range []string{"h:30000", "ftp://h", "http://", "http://h:port"} {
 		_, err := generateURL(bad)
+		assert.Error(t, err, bad)
+		_, err = ModelsURL(bad)
 		assert.Error(t, err, bad)
 	}
 }

@@ -115,17 +115,19 @@ func TestNewCompletionRequest(t *testing.T) {
 	seed := uint64(1<<64 - 1)
 	r := newCompletionRequest("qwen", []int{1, 2, 3}, lm.SampleParams{
 		Temperature: 1e-6, Seed: &seed, Stop: []string{"</tool_call>", ""}, StopTokenIDs: []int{151645},
-	})
+	}, 93)
 	got, err := json.Marshal(r)
 	require.NoError(t, err)
 	// Greedy below 1e-5 becomes 0; disabled top-p and top-k become vLLM's
-	// 1 and -1; no token bound is max_tokens null (vLLM's default is 16);
-	// the seed keeps its 64 bits as an int64; empty stop strings go.
-	assert.JSONEq(t, `{"model":"qwen","prompt":[1,2,3],"n":1,"max_tokens":null,"temperature":0,"top_p":1,"top_k":-1,"min_p":0,
+	// 1 and -1; max_tokens is the bound the Sampler worked out (for
+	// MaxNewTokens 0, the room the context leaves), never null, which vLLM
+	// reads as 16; the seed keeps its 64 bits as an int64; empty stop
+	// strings go.
+	assert.JSONEq(t, `{"model":"qwen","prompt":[1,2,3],"n":1,"max_tokens":93,"temperature":0,"top_p":1,"top_k":-1,"min_p":0,
 		"seed":-1,"stop":["</tool_call>"],"stop_token_ids":[151645],"logprobs":1,"return_tokens_as_token_ids":true,"return_token_ids":true,
 		"include_stop_str_in_output":true,"skip_special_tokens":false,"spaces_between_special_tokens":false,"stream":false}`, string(got))
 
-	r = newCompletionRequest("", []int{7}, lm.SampleParams{Temperature: 0.6, TopP: 0.95, TopK: 20, MinP: 0.05, MaxNewTokens: 512})
+	r = newCompletionRequest("", []int{7}, lm.SampleParams{Temperature: 0.6, TopP: 0.95, TopK: 20, MinP: 0.05, MaxNewTokens: 512}, 512)
 	got, err = json.Marshal(r)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"prompt":[7],"n":1,"max_tokens":512,"temperature":0.6,"top_p":0.95,"top_k":20,"min_p":0.05,"logprobs":1,

@@ -20,6 +20,16 @@
 // the temperature but not truncated (ScaledLogprobs), which this package
 // files as LogProbs or RawLogProbs only where they are those values.
 //
+// Every request carries a concrete bound on its new tokens (max_tokens,
+// max_new_tokens), never null or absent: vLLM reads a missing or null
+// max_tokens as 16 tokens and answers after 16 with finish_reason
+// "length" and no error (vllm/entrypoints/openai/completion/protocol.py,
+// CompletionRequest.normalize_null_max_tokens), and SGLang's default is
+// 128. A request with MaxNewTokens 0 ("up to the context") gets the room
+// the server's context leaves after the prompt, from Config.MaxModelLen
+// or the max_model_len of the server's GET /v1/models; a server that
+// reports no length cannot take it (ErrUnbounded).
+//
 // Config.Adapter names a LoRA adapter to sample from, read once per
 // request so that it can change at run time (package fleet switches it
 // when it publishes a new adapter): it goes out as "model" to

@@ -22,10 +22,12 @@ var ErrBadResponse = errors.New("openai: malformed completion response")
 // extra sampling parameters (vllm/entrypoints/openai/protocol.py,
 // CompletionRequest).
 type completionRequest struct {
-	Model       string   `json:"model,omitempty"`
-	Prompt      []int    `json:"prompt"`
-	N           int      `json:"n"`
-	MaxTokens   *int     `json:"max_tokens"` // null: up to the context limit (vLLM's default is 16)
+	Model  string `json:"model,omitempty"`
+	Prompt []int  `json:"prompt"`
+	N      int    `json:"n"`
+	// MaxTokens is always a number: vLLM reads an absent or null
+	// max_tokens as its default of 16 (normalize_null_max_tokens).
+	MaxTokens   int      `json:"max_tokens"`
 	Temperature float64  `json:"temperature"`
 	TopP        float64  `json:"top_p"`
 	TopK        int      `json:"top_k"`
@@ -317,10 +319,11 @@ func fmtPtr(v *float64) string {
 	return strconv.FormatFloat(*v, 'g', -1, 64)
 }
 
-// newCompletionRequest maps policy parameters onto vLLM's.
-func newCompletionRequest(model string, prompt []int, p lm.SampleParams) completionRequest {
+// newCompletionRequest maps policy parameters onto vLLM's, with
+// maxTokens (the Sampler's bound for the server, never 0) as max_tokens.
+func newCompletionRequest(model string, prompt []int, p lm.SampleParams, maxTokens int) completionRequest {
 	r := completionRequest{
-		Model: model, Prompt: prompt, N: 1,
+		Model: model, Prompt: prompt, N: 1, MaxTokens: maxTokens,
 		Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, MinP: p.MinP,
 		StopTokens: p.StopTokenIDs,
 		// logprobs 1 rather than 0: every server returns the sampled
@@ -342,10 +345,6 @@ func newCompletionRequest(model string, prompt []int, p lm.SampleParams) complet
 	}
 	if p.TopK == 0 {
 		r.TopK = -1
-	}
-	if p.MaxNewTokens > 0 {
-		n := p.MaxNewTokens
-		r.MaxTokens = &n
 	}
 	if p.Seed != nil {
 		s := int64(*p.Seed) // vLLM accepts the int64 range; the bits are kept

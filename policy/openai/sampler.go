@@ -26,6 +26,17 @@ var ErrConfig = errors.New("openai: invalid configuration")
 // other weights than Config.WeightVersion says the servers hold.
 var ErrWeightVersion = errors.New("openai: server serves another weight version")
 
+// ErrUnbounded is wrapped by the error for a request with no bound on its
+// new tokens (lm.SampleParams.MaxNewTokens 0: up to the context) sent to
+// a server whose context length is unknown: neither Config.MaxModelLen
+// nor the server's GET /v1/models gives it. Such a request is never sent:
+// vLLM would read a missing or null max_tokens as 16 tokens.
+var ErrUnbounded = errors.New("openai: no bound on the new tokens and the server's context length is unknown")
+
+// ErrContextLength is wrapped by the error for a prompt that leaves no
+// room for a new token in the server's context.
+var ErrContextLength = errors.New("openai: prompt leaves no room in the server's context")
+
 // HTTPError is a non-200 answer. 5xx and 429 answers are retried, other
 // statuses are not.
 type HTTPError struct {
@@ -123,6 +134,24 @@ type Config struct {
 	// RawLogprobs or ProcessedLogprobs, per its own Config.LogprobsMode,
 	// through either API.
 	LogprobsMode LogprobsMode
+	// MaxModelLen is the servers' context length in tokens, as they
+	// report it (vLLM's --max-model-len, SGLang's context length). Every
+	// request is sent with a concrete token bound — vLLM turns a missing
+	// or null max_tokens into 16 (vllm/entrypoints/openai/completion/
+	// protocol.py, CompletionRequest.normalize_null_max_tokens) — so a
+	// request whose MaxNewTokens is 0 ("up to the context") needs the
+	// context length: it gets max_tokens (max_new_tokens) = MaxModelLen −
+	// prompt length, one less for SGLang, which refuses prompt +
+	// max_new_tokens ≥ its context length (TokenizerManager.
+	// _validate_one_request). 0 means each server's own: the
+	// max_model_len of GET /v1/models (the card of Model, or the first
+	// that gives one; vLLM's and SGLang's both report it), read the first
+	// time a request needs it and kept. A server that reports none cannot
+	// take such requests (ErrUnbounded). Where the length is known, a
+	// MaxNewTokens beyond the room left is cut to it, so that generation
+	// ends at the context as a local model's does rather than being
+	// refused; a prompt that leaves no room fails with ErrContextLength.
+	MaxModelLen int
 	// WeightVersion, when set, is called before each attempt and returns
 	// the weight version every server must be serving. A response that
 	// reports another version (SGLang's and package serve's
@@ -151,9 +180,16 @@ type Sampler struct {
 
 type backend struct {
 	url      string
+	models   string // GET /v1/models, where the context length is read
 	inflight atomic.Int64
+	// probing holds a token while the context length is read.
+	probing  chan struct{}
 	mu       sync.Mutex
 	downTill time.Time
+	// ctxLen is the server's context length (0: it reports none) once
+	// ctxKnown; under mu.
+	ctxLen   int
+	ctxKnown bool
 }
 
 // New checks cfg and returns a Sampler.
@@ -161,7 +197,7 @@ func New(cfg Config) (*Sampler, error) {
 	if len(cfg.BaseURLs) == 0 {
 		return nil, fmt.Errorf("%w: no BaseURLs", ErrConfig)
 	}
-	if cfg.RequestTimeout < 0 || cfg.BackoffBase < 0 || cfg.BackoffMax < 0 || cfg.Cooldown < 0 || cfg.MaxConcurrency < 0 {
+	if cfg.RequestTimeout < 0 || cfg.BackoffBase < 0 || cfg.BackoffMax < 0 || cfg.Cooldown < 0 || cfg.MaxConcurrency < 0 || cfg.MaxModelLen < 0 {
 		return nil, fmt.Errorf("%w: negative duration or limit", ErrConfig)
 	}
 	s := &Sampler{cfg: cfg, client: cfg.Client}
@@ -186,7 +222,11 @@ func New(cfg Config) (*Sampler, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: BaseURLs[%d]: %v", ErrConfig, i, err)
 		}
-		s.backends = append(s.backends, &backend{url: u})
+		m, err := ModelsURL(base)
+		if err != nil {
+			return nil, fmt.Errorf("%w: BaseURLs[%d]: %v", ErrConfig, i, err)
+		}
+		s.backends = append(s.backends, &backend{url: u, models: m, probing: make(chan struct{}, 1)})
 	}
 	if s.client == nil {
 		s.client = &http.Client{}
@@ -228,6 +268,20 @@ func completionsURL(base string) (string, error) {
 		default:
 			return p + "/v1/completions"
 		}
+	})
+}
+
+// ModelsURL is the GET /v1/models of a server given by a base URL as
+// Config.BaseURLs takes them: "http://h:8000", "http://h:8000/v1",
+// "http://h:8000/v1/completions" and "http://h:30000/generate" all give
+// "http://h:8000/v1/models" (h:30000 for the last). vLLM and SGLang list
+// their served model there, with its context length (max_model_len).
+func ModelsURL(base string) (string, error) {
+	return endpointURL(base, func(p string) string {
+		p = strings.TrimSuffix(p, "/completions")
+		p = strings.TrimSuffix(p, "/generate")
+		p = strings.TrimSuffix(p, "/v1")
+		return p + "/v1/models"
 	})
 }
 
@@ -289,22 +343,27 @@ func (s *Sampler) generate(ctx context.Context, r *lm.GenerateRequest) (lm.Gener
 	if s.cfg.Adapter != nil {
 		adapter = s.cfg.Adapter()
 	}
-	var req any
-	switch s.cfg.API {
-	case APISGLangGenerate:
-		g := newGenerateRequest(r.Prompt, r.Params)
-		g.LoraPath = adapter
-		req = g
-	default:
-		model := s.cfg.Model
-		if adapter != "" {
-			model = adapter
+	// encode is the request's body with maxTokens, which depends on the
+	// server's context length.
+	encode := func(maxTokens int) ([]byte, error) {
+		var req any
+		switch s.cfg.API {
+		case APISGLangGenerate:
+			g := newGenerateRequest(r.Prompt, r.Params, maxTokens)
+			g.LoraPath = adapter
+			req = g
+		default:
+			model := s.cfg.Model
+			if adapter != "" {
+				model = adapter
+			}
+			req = newCompletionRequest(model, r.Prompt, r.Params, maxTokens)
 		}
-		req = newCompletionRequest(model, r.Prompt, r.Params)
-	}
-	body, err := json.Marshal(req)
-	if err != nil {
-		return lm.Generation{}, fmt.Errorf("encode request: %w", err)
+		body, err := json.Marshal(req)
+		if err != nil {
+			return nil, fmt.Errorf("encode request: %w", err)
+		}
+		return body, nil
 	}
 	tried := make(map[*backend]bool, len(s.backends))
 	var last error
@@ -318,7 +377,7 @@ func (s *Sampler) generate(ctx context.Context, r *lm.GenerateRequest) (lm.Gener
 			}
 		}
 		tried[b] = true
-		gen, err := s.attempt(ctx, b, body, r.Params, adapter)
+		gen, err := s.attempt(ctx, b, r, encode, adapter)
 		if err == nil {
 			b.setDown(time.Time{})
 			return gen, nil
@@ -409,7 +468,17 @@ func sleep(ctx context.Context, d time.Duration) error {
 // tokens than any context.
 const maxBody = 64 << 20
 
-func (s *Sampler) attempt(ctx context.Context, b *backend, body []byte, p lm.SampleParams, adapter string) (lm.Generation, error) {
+// attempt sends request r, encoded for b's context, to server b.
+func (s *Sampler) attempt(ctx context.Context, b *backend, r *lm.GenerateRequest, encode func(maxTokens int) ([]byte, error), adapter string) (lm.Generation, error) {
+	p := r.Params
+	maxTokens, err := s.maxTokens(ctx, b, len(r.Prompt), p.MaxNewTokens)
+	if err != nil {
+		return lm.Generation{}, err
+	}
+	body, err := encode(maxTokens)
+	if err != nil {
+		return lm.Generation{}, err
+	}
 	select {
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -489,10 +558,115 @@ func (s *Sampler) attempt(ctx context.Context, b *backend, body []byte, p lm.Sam
 		// checkpoint) must not contribute tokens: another may be current.
 		return lm.Generation{}, retryable{fmt.Errorf("%w: POST %s: weight_version %q, want %q", ErrWeightVersion, b.url, g.WeightVersion, want)}
 	}
-	if p.MaxNewTokens > 0 && len(g.Tokens) > p.MaxNewTokens {
-		return lm.Generation{}, fmt.Errorf("%w: POST %s: %d tokens for max_tokens %d", ErrBadResponse, b.url, len(g.Tokens), p.MaxNewTokens)
+	if len(g.Tokens) > maxTokens {
+		return lm.Generation{}, fmt.Errorf("%w: POST %s: %d tokens for max_tokens %d", ErrBadResponse, b.url, len(g.Tokens), maxTokens)
 	}
 	return g, nil
+}
+
+// maxTokens is the bound on new tokens sent to server b for a prompt of
+// promptLen tokens: want (lm.SampleParams.MaxNewTokens), cut to the room
+// the server's context leaves where its length is known, or that room
+// for want 0. It is never 0: a request the server would read as
+// unbounded — or, for vLLM, as bounded at 16 — is not sent.
+func (s *Sampler) maxTokens(ctx context.Context, b *backend, promptLen, want int) (int, error) {
+	limit, err := s.contextLen(ctx, b, want == 0)
+	if err != nil {
+		return 0, err
+	}
+	if limit == 0 {
+		if want == 0 {
+			return 0, fmt.Errorf("%w: %s lists no max_model_len at GET %s: set lm.SampleParams.MaxNewTokens (a rollout engine's response budget does) or Config.MaxModelLen", ErrUnbounded, b.url, b.models)
+		}
+		return want, nil
+	}
+	room := limit - promptLen
+	if s.cfg.API == APISGLangGenerate {
+		room-- // SGLang refuses prompt + max_new_tokens ≥ context_len
+	}
+	if room < 1 {
+		return 0, fmt.Errorf("%w: POST %s: a prompt of %d tokens in a context of %d", ErrContextLength, b.url, promptLen, limit)
+	}
+	if want == 0 || want > room {
+		return room, nil
+	}
+	return want, nil
+}
+
+// contextLen is server b's context length: Config.MaxModelLen, or what
+// b's GET /v1/models reported, read now when need is set and it was not
+// read before; 0 when unknown. An answer, with or without a length, is
+// kept; a server that could not be asked (a connection error, a 5xx) is
+// asked again next time, and the error is retried like a failed attempt.
+func (s *Sampler) contextLen(ctx context.Context, b *backend, need bool) (int, error) {
+	if s.cfg.MaxModelLen > 0 {
+		return s.cfg.MaxModelLen, nil
+	}
+	if n, known := b.context(); known || !need {
+		return n, nil
+	}
+	select {
+	case b.probing <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	defer func() { <-b.probing }()
+	if n, known := b.context(); known {
+		return n, nil // read while this request waited
+	}
+	n, err := s.readContextLen(ctx, b)
+	if err != nil {
+		return 0, err
+	}
+	b.mu.Lock()
+	b.ctxLen, b.ctxKnown = n, true
+	b.mu.Unlock()
+	return n, nil
+}
+
+func (b *backend) context() (int, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ctxLen, b.ctxKnown
+}
+
+// maxModelsBody bounds a /v1/models answer.
+const maxModelsBody = 4 << 20
+
+// readContextLen asks server b's GET /v1/models for its context length:
+// 0 when it answers without one (or without the route); an error,
+// retryable, when it cannot be asked.
+func (s *Sampler) readContextLen(ctx context.Context, b *backend) (int, error) {
+	actx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodGet, b.models, nil)
+	if err != nil {
+		return 0, fmt.Errorf("openai: %w", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if s.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+s.cfg.APIKey)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return 0, retryable{fmt.Errorf("openai: GET %s: %w", b.models, err)}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxModelsBody))
+	if err != nil {
+		return 0, retryable{fmt.Errorf("openai: GET %s: reading the answer: %w", b.models, err)}
+	}
+	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
+		return 0, retryable{&HTTPError{URL: b.models, StatusCode: resp.StatusCode, Body: truncate(string(data), 512)}}
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, nil
+	}
+	list, err := ParseModels(data)
+	if err != nil {
+		return 0, nil
+	}
+	return list.MaxModelLen(s.cfg.Model), nil
 }
 
 // adapterMissing reports whether a refusal says that the adapter a

@@ -77,7 +77,9 @@ func newSampler(t *testing.T, urls []string, mod func(*openai.Config)) *openai.S
 	return s
 }
 
-var req = lm.GenerateRequest{Prompt: []int{1, 2}, Params: lm.SampleParams{Temperature: 1, Logprobs: true, Stop: []string{"</tool_call>"}}}
+// req has a token bound: the fakes list no context length, and a request
+// without one is refused before it is sent (TestUnboundedRequests).
+var req = lm.GenerateRequest{Prompt: []int{1, 2}, Params: lm.SampleParams{Temperature: 1, MaxNewTokens: 16, Logprobs: true, Stop: []string{"</tool_call>"}}}
 
 // want is what fakeVLLM answers to req.
 var want = lm.Generation{
@@ -339,6 +341,7 @@ func TestConfigAndRequestErrors(t *testing.T) {
 		{BaseURLs: []string{"ftp://x"}},
 		{BaseURLs: []string{"http://x"}, LogprobsMode: "logits"},
 		{BaseURLs: []string{"http://x"}, RequestTimeout: -1},
+		{BaseURLs: []string{"http://x"}, MaxModelLen: -1},
 	} {
 		_, err := openai.New(cfg)
 		assert.ErrorIs(t, err, openai.ErrConfig, "%+v", cfg)
@@ -399,4 +402,97 @@ func TestWeightVersion(t *testing.T) {
 	gens, err := plain.Generate(context.Background(), []lm.GenerateRequest{req})
 	require.NoError(t, err)
 	assert.Equal(t, "3", gens[0].WeightVersion)
+}
+
+// modelsServer answers GET /v1/models with status and body, counting the
+// requests, and passes every other request to next.
+type modelsServer struct {
+	status int
+	body   string
+	gets   atomic.Int64
+	next   http.Handler
+}
+
+func (m *modelsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/models" {
+		m.next.ServeHTTP(w, r)
+		return
+	}
+	m.gets.Add(1)
+	w.WriteHeader(m.status)
+	fmt.Fprint(w, m.body)
+}
+
+// TestUnboundedRequests: a request without a token bound is sent with the
+// room the server's context leaves, read once from GET /v1/models
+// (fakeVLLM echoes the prompt, so the bound shows only in the request:
+// max_model_len 100 − 2 prompt tokens = 98); a server that lists no
+// length gets no such request at all (ErrUnbounded, nothing posted), and
+// one whose list fails (a 500) is asked again next time.
+func TestUnboundedRequests(t *testing.T) {
+	unbounded := lm.GenerateRequest{Prompt: []int{1, 2}}
+	for _, c := range []struct {
+		name     string
+		status   int
+		body     string
+		maxToken float64 // the max_tokens sent; 0: no completion is sent
+		err      error
+		gets     int64 // GET /v1/models after two requests
+	}{
+		{"length listed", http.StatusOK, `{"data":[{"id":"m","max_model_len":100}]}`, 98, nil, 1},
+		{"no length", http.StatusOK, `{"data":[{"id":"m"}]}`, 0, openai.ErrUnbounded, 1},
+		{"no route", http.StatusNotFound, `{"detail":"Not Found"}`, 0, openai.ErrUnbounded, 1},
+		{"not a list", http.StatusOK, `<html>`, 0, openai.ErrUnbounded, 1},
+		// Each Generate tries twice (MaxRetries 1), and nothing is kept.
+		{"server error", http.StatusInternalServerError, `{"error":"boom"}`, 0, nil, 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := &fakeVLLM{}
+			ms := &modelsServer{status: c.status, body: c.body, next: f}
+			srv := httptest.NewServer(ms)
+			defer srv.Close()
+			s := newSampler(t, []string{srv.URL}, func(cfg *openai.Config) { cfg.MaxRetries = 1 })
+			for range 2 {
+				_, err := s.Generate(context.Background(), []lm.GenerateRequest{unbounded})
+				switch {
+				case c.maxToken > 0:
+					require.NoError(t, err)
+				case c.err != nil:
+					require.ErrorIs(t, err, c.err)
+					assert.ErrorContains(t, err, "lists no max_model_len at GET "+srv.URL+"/v1/models")
+				default:
+					var he *openai.HTTPError
+					require.ErrorAs(t, err, &he)
+					assert.Equal(t, http.StatusInternalServerError, he.StatusCode)
+				}
+			}
+			assert.Equal(t, c.gets, ms.gets.Load())
+			if c.maxToken == 0 {
+				assert.Empty(t, f.bodies, "no request without a bound is sent")
+				return
+			}
+			require.Len(t, f.bodies, 2)
+			for _, b := range f.bodies {
+				assert.Equal(t, c.maxToken, b["max_tokens"])
+			}
+			// A bounded request is sent as it is, cut to the room: 98.
+			_, err := s.Generate(context.Background(), []lm.GenerateRequest{{Prompt: []int{1, 2}, Params: lm.SampleParams{MaxNewTokens: 500}}})
+			require.NoError(t, err)
+			assert.Equal(t, 98.0, f.bodies[2]["max_tokens"])
+		})
+	}
+}
+
+// TestBoundedRequestsNeedNoList: with MaxNewTokens set, no context length
+// is asked for, and the bound is sent as it is.
+func TestBoundedRequestsNeedNoList(t *testing.T) {
+	f := &fakeVLLM{}
+	ms := &modelsServer{status: http.StatusOK, body: `{"data":[{"id":"m","max_model_len":4}]}`, next: f}
+	srv := httptest.NewServer(ms)
+	defer srv.Close()
+	s := newSampler(t, []string{srv.URL}, nil)
+	_, err := s.Generate(context.Background(), []lm.GenerateRequest{req})
+	require.NoError(t, err)
+	assert.Zero(t, ms.gets.Load())
+	assert.Equal(t, 16.0, f.bodies[0]["max_tokens"])
 }

@@ -40,10 +40,9 @@ type generateRequest struct {
 // generateSampling is SGLang's sampling_params
 // (python/sglang/srt/sampling/sampling_params.py, SamplingParams).
 type generateSampling struct {
-	// MaxNewTokens is always sent: null is "up to the context" (the
-	// scheduler's 1 << 30, capped by the context length), while an absent
-	// field is SGLang's default of 128.
-	MaxNewTokens *int     `json:"max_new_tokens"`
+	// MaxNewTokens is always a number (an absent field is SGLang's
+	// default of 128): the Sampler's bound for the server.
+	MaxNewTokens int      `json:"max_new_tokens"`
 	Temperature  float64  `json:"temperature"`
 	TopP         float64  `json:"top_p"`
 	TopK         int      `json:"top_k"` // -1 disables; SGLang refuses 0
@@ -65,12 +64,13 @@ type generateSampling struct {
 // lm.GreedyTemperature is temperature 0 (SGLang's own threshold,
 // _SAMPLING_EPS, is 1e-6), disabled top-p is 1 and disabled top-k -1,
 // empty stop strings are dropped and the 64 bits of the seed are kept as
-// an int64.
-func newGenerateRequest(prompt []int, p lm.SampleParams) generateRequest {
+// an int64; maxTokens (never 0) is max_new_tokens.
+func newGenerateRequest(prompt []int, p lm.SampleParams, maxTokens int) generateRequest {
 	r := generateRequest{
 		InputIDs: prompt, ReturnLogprob: true, LogprobStartLen: -1,
 		SamplingParams: generateSampling{
-			Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, MinP: p.MinP,
+			MaxNewTokens: maxTokens,
+			Temperature:  p.Temperature, TopP: p.TopP, TopK: p.TopK, MinP: p.MinP,
 			StopTokenIDs: p.StopTokenIDs, NoStopTrim: true,
 		},
 	}
@@ -88,10 +88,6 @@ func newGenerateRequest(prompt []int, p lm.SampleParams) generateRequest {
 	}
 	if p.TopK == 0 {
 		sp.TopK = -1
-	}
-	if p.MaxNewTokens > 0 {
-		n := p.MaxNewTokens
-		sp.MaxNewTokens = &n
 	}
 	if p.Seed != nil {
 		s := int64(*p.Seed)

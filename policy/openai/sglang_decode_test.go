@@ -178,19 +178,20 @@ func TestNewGenerateRequest(t *testing.T) {
 	seed := uint64(1<<64 - 1)
 	r := newGenerateRequest([]int{1, 2, 3}, lm.SampleParams{
 		Temperature: 1e-6, Seed: &seed, Stop: []string{"</tool_call>", ""}, StopTokenIDs: []int{151645}, Logprobs: true,
-	})
+	}, 92)
 	got, err := json.Marshal(r)
 	require.NoError(t, err)
 	// Greedy below 1e-5 becomes 0; disabled top-p and top-k become
-	// SGLang's 1 and -1 (it refuses top_k 0); no token bound is
-	// max_new_tokens null (an absent field would be SGLang's 128); the
-	// seed keeps its 64 bits as an int64 (2^64-1 reads -1); empty stop
-	// strings go; log-probs are asked for output tokens only (-1).
-	assert.JSONEq(t, `{"input_ids":[1,2,3],"sampling_params":{"max_new_tokens":null,"temperature":0,"top_p":1,"top_k":-1,"min_p":0,
+	// SGLang's 1 and -1 (it refuses top_k 0); max_new_tokens is the bound
+	// the Sampler worked out, always a number (an absent field would be
+	// SGLang's 128); the seed keeps its 64 bits as an int64 (2^64-1 reads
+	// -1); empty stop strings go; log-probs are asked for output tokens
+	// only (-1).
+	assert.JSONEq(t, `{"input_ids":[1,2,3],"sampling_params":{"max_new_tokens":92,"temperature":0,"top_p":1,"top_k":-1,"min_p":0,
 		"stop":["</tool_call>"],"stop_token_ids":[151645],"sampling_seed":-1,"skip_special_tokens":false,"spaces_between_special_tokens":false,
 		"no_stop_trim":true},"return_logprob":true,"logprob_start_len":-1,"top_logprobs_num":0,"stream":false}`, string(got))
 
-	r = newGenerateRequest([]int{7}, lm.SampleParams{Temperature: 0.6, TopP: 0.95, TopK: 20, MinP: 0.05, MaxNewTokens: 512})
+	r = newGenerateRequest([]int{7}, lm.SampleParams{Temperature: 0.6, TopP: 0.95, TopK: 20, MinP: 0.05, MaxNewTokens: 512}, 512)
 	got, err = json.Marshal(r)
 	require.NoError(t, err)
 	// Without a seed no sampling_seed is sent (SGLang releases without

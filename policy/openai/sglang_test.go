@@ -53,7 +53,7 @@ func sglangOK(v string) string {
 		`"weight_version":"` + v + `","completion_tokens":2,"cached_tokens":1,"output_token_logprobs":[[-0.5,7,null],[-0.25,8,null]]}}`
 }
 
-var sgReq = lm.GenerateRequest{Prompt: []int{1, 2}, Params: lm.SampleParams{Temperature: 1, Logprobs: true, StopTokenIDs: []int{8}}}
+var sgReq = lm.GenerateRequest{Prompt: []int{1, 2}, Params: lm.SampleParams{Temperature: 1, MaxNewTokens: 16, Logprobs: true, StopTokenIDs: []int{8}}}
 
 func TestSGLangGenerate(t *testing.T) {
 	f := &fakeSGLang{answer: func(int64) string { return sglangOK("default") }}
