@@ -43,5 +43,5 @@
 // retried on another server with exponential backoff and jitter, other
 // 4xx answers are not.
 //
-// openai may import policy and policy/tokenizer only.
+// Of agentrl, openai imports only lm (the interfaces).
 package openai
