@@ -1,9 +1,9 @@
-//go:build cuda && cgo
+//go:build agentrl_cuda && cgo
 
 package gpu
 
 // The cgo shim: the CUDA driver API and cuBLAS, both opened with dlopen at
-// run time so that a binary built with the cuda tag starts on any machine
+// run time so that a binary built with the agentrl_cuda tag starts on any machine
 // and reports a missing driver or library as an error. The headers give
 // the types and enum values only; every call goes through a function
 // pointer looked up with dlsym by its versioned name (cuMemAlloc_v2 …, as

@@ -5,9 +5,13 @@
 //
 // # Build
 //
-// The CUDA code sits behind the build tag cuda (and needs cgo). Without the
-// tag the package still builds, in pure Go, and New returns ErrNotCompiled,
-// so programs can try the GPU and fall back to internal/cpu. With the tag
+// The CUDA code sits behind the build tag agentrl_cuda (and needs cgo).
+// The tag is the project's own: gorgonia, which every trainer imports
+// through package loss, has //go:build cuda files that need cuDNN and
+// switch its engine to CUDA, so the plain tag cuda must not be used.
+// Without the tag the package still builds, in pure Go, and New returns
+// ErrNotCompiled, so programs can try the GPU and fall back to the CPU.
+// With the tag
 // the package compiles against the CUDA headers (Debian's nvidia-cuda-dev;
 // elsewhere set CGO_CFLAGS=-I/usr/local/cuda/include) and links nothing
 // from CUDA: the driver (libcuda.so.1) and cuBLAS (libcublas.so.13, .12,

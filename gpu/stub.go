@@ -1,4 +1,4 @@
-//go:build !cuda || !cgo
+//go:build !agentrl_cuda || !cgo
 
 package gpu
 
@@ -8,7 +8,7 @@ import (
 	"github.com/agentrl/agentrl/policy/backend"
 )
 
-// Backend is the CUDA backend. In this build (without the cuda tag or
+// Backend is the CUDA backend. In this build (without the agentrl_cuda tag or
 // without cgo) it cannot be created: New returns ErrNotCompiled, and every
 // method of a zero Backend returns ErrNotCompiled.
 type Backend struct{}
