@@ -464,6 +464,12 @@ func (be *Backend) teardown() error {
 // attention kernels.
 func (be *Backend) Name() string { return be.name }
 
+// TensorCoreAttention reports whether attention with head dim headDim
+// (training and prefill; split-K decoding always runs in float32) runs on
+// the bf16 tensor-core kernels under this Backend's options (see
+// WithAttention).
+func (be *Backend) TensorCoreAttention(headDim int) bool { return be.cfg.tensorCoreAttention(headDim) }
+
 // Stats returns the caching allocator's counters as of the last call.
 func (be *Backend) Stats() CacheStats { return *be.stats.Load() }
 

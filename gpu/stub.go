@@ -29,6 +29,9 @@ func (*Backend) Name() string { return "gpu(not compiled in)" }
 // Close returns ErrNotCompiled.
 func (*Backend) Close() error { return ErrNotCompiled }
 
+// TensorCoreAttention reports false: no attention runs in this build.
+func (*Backend) TensorCoreAttention(int) bool { return false }
+
 // Stats returns zero statistics.
 func (*Backend) Stats() CacheStats { return CacheStats{} }
 

@@ -29,4 +29,5 @@ func TestNewWithoutCUDATag(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotCompiled)
 	require.ErrorIs(t, z.Close(), ErrNotCompiled)
 	require.Equal(t, "gpu(not compiled in)", z.Name())
+	require.False(t, z.TensorCoreAttention(128))
 }
