@@ -1,9 +1,9 @@
-//go:build cuda && cgo
+//go:build agentrl_cuda && cgo
 
 package gpu
 
 // The cgo shim: the CUDA driver API and cuBLAS, both opened with dlopen at
-// run time so that a binary built with the cuda tag starts on any machine
+// run time so that a binary built with the agentrl_cuda tag starts on any machine
 // and reports a missing driver or library as an error. The headers give
 // the types and enum values only; every call goes through a function
 // pointer looked up with dlsym by its versioned name (cuMemAlloc_v2 …, as
@@ -463,6 +463,12 @@ func (be *Backend) teardown() error {
 // Name identifies the device, driver, GEMM library, precision and the
 // attention kernels.
 func (be *Backend) Name() string { return be.name }
+
+// TensorCoreAttention reports whether attention with head dim headDim
+// (training and prefill; split-K decoding always runs in float32) runs on
+// the bf16 tensor-core kernels under this Backend's options (see
+// WithAttention).
+func (be *Backend) TensorCoreAttention(headDim int) bool { return be.cfg.tensorCoreAttention(headDim) }
 
 // Stats returns the caching allocator's counters as of the last call.
 func (be *Backend) Stats() CacheStats { return *be.stats.Load() }

@@ -1,4 +1,4 @@
-//go:build cuda && cgo
+//go:build agentrl_cuda && cgo
 
 package gpu
 

@@ -1,4 +1,4 @@
-//go:build cuda && cgo
+//go:build agentrl_cuda && cgo
 
 package gpu
 
@@ -58,7 +58,9 @@ func TestNoDriverIsAnError(t *testing.T) {
 }
 
 func TestConformanceFP32(t *testing.T) {
-	backendtest.Run(t, newOrSkip(t, WithPrecision(FP32)), backendtest.DefaultTolerance())
+	be := newOrSkip(t, WithPrecision(FP32))
+	require.False(t, be.TensorCoreAttention(8), "FP32 keeps float32 attention")
+	backendtest.Run(t, be, backendtest.DefaultTolerance())
 }
 
 // The fallback GEMM kernel (no cuBLAS) in FP32 meets the same tolerance.
@@ -77,13 +79,13 @@ func bf16Tolerance() backendtest.Tolerance { return backendtest.Tolerance{Abs: 1
 // spans go to split-K decoding in float32).
 func TestConformanceBF16(t *testing.T) {
 	be := newOrSkip(t, WithPrecision(BF16))
-	require.True(t, be.cfg.tensorCoreAttention(8), "attention must run on tensor cores here")
+	require.True(t, be.TensorCoreAttention(8), "attention must run on tensor cores here")
 	backendtest.Run(t, be, bf16Tolerance())
 }
 
 func TestConformanceBF16NoCuBLAS(t *testing.T) {
 	be := newOrSkip(t, WithPrecision(BF16), WithCuBLAS())
-	require.True(t, be.cfg.tensorCoreAttention(8), "attention must run on tensor cores here")
+	require.True(t, be.TensorCoreAttention(8), "attention must run on tensor cores here")
 	backendtest.Run(t, be, bf16Tolerance())
 }
 

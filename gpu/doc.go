@@ -5,9 +5,14 @@
 //
 // # Build
 //
-// The CUDA code sits behind the build tag cuda (and needs cgo). Without the
-// tag the package still builds, in pure Go, and New returns ErrNotCompiled,
-// so programs can try the GPU and fall back to internal/cpu. With the tag
+// The CUDA code sits behind the build tag agentrl_cuda (and needs cgo).
+// The tag is the project's own: gorgonia, which every trainer imports
+// through package loss, has //go:build cuda files that need cuDNN and
+// switch its engine to CUDA, so the plain tag cuda must not be used.
+// Without the tag the package still builds, in pure Go, and New returns
+// ErrNotCompiled, so programs can try the GPU and fall back to the CPU
+// (package device does both behind the -device flag, and
+// device.NewCPU is the CPU backend). With the tag
 // the package compiles against the CUDA headers (Debian's nvidia-cuda-dev;
 // elsewhere set CGO_CFLAGS=-I/usr/local/cuda/include) and links nothing
 // from CUDA: the driver (libcuda.so.1) and cuBLAS (libcublas.so.13, .12,
@@ -69,6 +74,7 @@
 // buffers.
 //
 // gpu may import policy/backend and the standard library; it must not import
-// package policy, internal/cpu or gorgonia.org/cu (its tests import policy
-// and internal/cpu as references: AdamW bit for bit, kernels side by side).
+// package policy, internal/cpu, device or gorgonia.org/cu (its tests import
+// policy and internal/cpu as references: AdamW bit for bit, kernels side by
+// side; its examples import device).
 package gpu

@@ -8,8 +8,8 @@ import (
 // Errors of New and of the backend's own calls; kernel argument errors
 // wrap the sentinels of policy/backend, as on the CPU.
 var (
-	// ErrNotCompiled: the binary was built without the cuda tag (or cgo).
-	ErrNotCompiled = errors.New("gpu: CUDA support not compiled in (build with -tags cuda and cgo)")
+	// ErrNotCompiled: the binary was built without the agentrl_cuda tag (or cgo).
+	ErrNotCompiled = errors.New("gpu: CUDA support not compiled in (build with -tags agentrl_cuda and cgo)")
 	// ErrNoDriver: libcuda.so.1 could not be loaded or initialized.
 	ErrNoDriver = errors.New("gpu: CUDA driver not available")
 	// ErrNoDevice: no CUDA device with the requested ordinal, or one below

@@ -1,4 +1,4 @@
-//go:build !cuda || !cgo
+//go:build !agentrl_cuda || !cgo
 
 package gpu
 
@@ -8,7 +8,7 @@ import (
 	"github.com/agentrl/agentrl/policy/backend"
 )
 
-// Backend is the CUDA backend. In this build (without the cuda tag or
+// Backend is the CUDA backend. In this build (without the agentrl_cuda tag or
 // without cgo) it cannot be created: New returns ErrNotCompiled, and every
 // method of a zero Backend returns ErrNotCompiled.
 type Backend struct{}
@@ -28,6 +28,9 @@ func (*Backend) Name() string { return "gpu(not compiled in)" }
 
 // Close returns ErrNotCompiled.
 func (*Backend) Close() error { return ErrNotCompiled }
+
+// TensorCoreAttention reports false: no attention runs in this build.
+func (*Backend) TensorCoreAttention(int) bool { return false }
 
 // Stats returns zero statistics.
 func (*Backend) Stats() CacheStats { return CacheStats{} }

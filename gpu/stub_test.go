@@ -1,4 +1,4 @@
-//go:build !cuda || !cgo
+//go:build !agentrl_cuda || !cgo
 
 package gpu
 
@@ -11,7 +11,7 @@ import (
 	"github.com/agentrl/agentrl/policy/backend"
 )
 
-// Without the cuda tag, New reports that CUDA is not compiled in, and a
+// Without the agentrl_cuda tag, New reports that CUDA is not compiled in, and a
 // zero Backend fails every call with the same error instead of panicking.
 func TestNewWithoutCUDATag(t *testing.T) {
 	be, err := New(context.Background())
@@ -29,4 +29,5 @@ func TestNewWithoutCUDATag(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotCompiled)
 	require.ErrorIs(t, z.Close(), ErrNotCompiled)
 	require.Equal(t, "gpu(not compiled in)", z.Name())
+	require.False(t, z.TensorCoreAttention(128))
 }

@@ -60,8 +60,9 @@ type modelOptions struct {
 	seed        uint64
 }
 
-// WithBackend runs the model on be instead of the default CPU backend (the
-// gpu package passes its CUDA backend).
+// WithBackend runs the model on be instead of the default CPU backend:
+// package device opens the one a program's -device flag chooses (the
+// CPU, or a CUDA GPU through package gpu).
 func WithBackend(be backend.Backend) ModelOption { return func(o *modelOptions) { o.be = be } }
 
 // WithMaxSessions bounds how many sessions' KV caches the sampler keeps

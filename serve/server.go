@@ -82,7 +82,9 @@ type Config struct {
 	// 404, as from vLLM. Empty means DefaultName.
 	Name string
 	// Load reads a checkpoint folder for a weight reload; nil means
-	// policy.Load with WithDecoder(Decode) when Decode is set and
+	// policy.Load onto Model's backend (WithBackend(Model.Backend()), so
+	// that reloaded weights stay on the device the server runs on), with
+	// WithDecoder(Decode) when Decode is set and
 	// WithMaxSessions(MaxSessions) when MaxSessions is positive.
 	Load func(dir string) (*policy.Model, error)
 	// Encode, when set, lets prompts be text (a string or a list of
@@ -218,7 +220,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	if cfg.Load == nil {
-		var opts []policy.ModelOption
+		opts := []policy.ModelOption{policy.WithBackend(cfg.Model.Backend())}
 		if cfg.Decode != nil {
 			opts = append(opts, policy.WithDecoder(cfg.Decode))
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
@@ -99,6 +100,24 @@ func TestReloadVersions(t *testing.T) {
 		require.Equal(t, http.StatusOK, status, "%s", body)
 		assert.Equal(t, c.want, s.WeightVersion())
 	}
+}
+
+// TestDefaultLoadKeepsTheBackend: without Config.Load, a reload puts the
+// new weights on the backend of the model served at start (a GPU's, when
+// the program chose one), not on policy's default CPU backend, and the
+// reloaded model serves the new checkpoint.
+func TestDefaultLoadKeepsTheBackend(t *testing.T) {
+	a, b, _, gb := twoCheckpoints(t, testPrompt)
+	be := device.NewCPU(1) // an instance of its own, told apart from the default by identity
+	s, ts := startServer(t, a, Config{Model: loadModel(t, a, policy.WithBackend(be))})
+	m, err := s.load(b)
+	require.NoError(t, err)
+	assert.Same(t, be, m.Backend())
+	require.NoError(t, m.Close())
+
+	status, body := post(t, ts.URL+"/update_weights_from_disk", fmt.Sprintf(`{"model_path": %q}`, b))
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	assert.Equal(t, gb, complete(t, ts.URL, greedyBody(testPrompt, 6)).Choices[0].TokenIDs)
 }
 
 // TestFailedReload: a checkpoint that does not load or does not fit

@@ -37,6 +37,12 @@
 //	go run ./examples/ablation -init runs/main/sft-model  # the default grid, 3 seeds
 //	go run ./examples/ablation -init runs/main/sft-model -variants grpo-tcr,user-spo -seeds 1,2
 //
+// -device and -precision choose where the models train and are
+// evaluated (package device; the same as examples/arith's): auto, the
+// default, is CUDA device 0 when the program was built with -tags
+// agentrl_cuda and the machine has a GPU, the CPU otherwise, said on
+// stderr and in summary.json. The runs of the grid share the device.
+//
 // Runs go one at a time by default: each already keeps the machine's
 // cores busy with its matrix products, so on a small machine more at once
 // (-parallel) only share the cores.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/examples/internal/arith"
+	"github.com/agentrl/agentrl/examples/internal/setup/setuptest"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/policy"
@@ -69,6 +70,7 @@ func runArgs(ctx context.Context, args []string) (stdout, stderr string, err err
 // summary is the part of summary.json the tests read.
 type summary struct {
 	Seeds    []uint64 `json:"seeds"`
+	Device   string   `json:"device"`
 	Variants []struct {
 		Name, Setting string
 	} `json:"variants"`
@@ -115,6 +117,7 @@ func TestGridEndToEnd(t *testing.T) {
 	}
 	assert.Contains(t, stdout, "budget 64 tokens, ≤ 3 tool calls: avg@4")
 	assert.Contains(t, stderr, "done user-spo seed 2 (4/4)")
+	assert.Equal(t, 1, strings.Count(stderr, "device: "), "one device for the grid")
 
 	for _, f := range []string{"curves.png", "tool-calls.png"} {
 		fh, err := os.Open(filepath.Join(first, f))
@@ -135,6 +138,7 @@ func TestGridEndToEnd(t *testing.T) {
 	}
 
 	s := readSummary(t, first)
+	assert.Contains(t, stderr, "device: "+s.Device, "summary.json names the device the run printed")
 	assert.Equal(t, []uint64{1, 2}, s.Seeds)
 	require.Len(t, s.Variants, 2)
 	assert.Equal(t, "user-spo", s.Variants[1].Name)
@@ -310,6 +314,9 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-init", init, "-rl-lr", "0"}, "-rl-lr 0"},
 		{[]string{"-init", init, "-temperature", "-1"}, "-temperature -1"},
 		{[]string{"-init", init, "extra"}, "unexpected arguments"},
+		{[]string{"-init", init, "-device", "cuda:"}, "N in cuda:N must be a device number"},
+		{[]string{"-init", init, "-precision", "int8"}, "want auto, fp32, tf32 or bf16"},
+		{[]string{"-init", init, "-device", "cpu", "-precision", "tf32"}, "-precision tf32 with -device cpu"},
 	} {
 		_, err := parseFlags(tc.args, &bytes.Buffer{})
 		require.Error(t, err, "%v", tc.args)
@@ -347,6 +354,16 @@ func TestRunErrors(t *testing.T) {
 	_, _, err := runArgs(ctx, tinyArgs(filepath.Join(t.TempDir(), "missing"), t.TempDir()))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "-init")
+
+	if gerr := setuptest.CUDAError(t); gerr != nil {
+		out := t.TempDir()
+		_, _, err := runArgs(ctx, tinyArgs(init, out, "-device", "cuda"))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "device cuda:0: ")
+		assert.Contains(t, err.Error(), gerr.Error())
+		ents, _ := os.ReadDir(out)
+		assert.Empty(t, ents, "nothing written")
+	}
 }
 
 func TestList(t *testing.T) {

@@ -18,8 +18,11 @@ import (
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/ablation"
+	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/examples/internal/arith"
+	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/lm"
+	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
@@ -43,6 +46,8 @@ type options struct {
 	parallel int
 	toolName string
 	smooth   int
+
+	device device.Config // where every run's model trains and is evaluated
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -68,6 +73,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.parallel, "parallel", 1, "runs at once (each run already uses every core)")
 	fs.StringVar(&o.toolName, "tool", "auto", `tool: "code_interpreter" (python sandbox), "calculator", or "auto" (the interpreter when python3 exists)`)
 	fs.IntVar(&o.smooth, "smooth", 10, "steps of the moving average of curves.png (1: none)")
+	o.device.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -105,6 +111,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-rl-lr %v: want finite and > 0", o.rlLR)
 	case !(o.temperature >= 0) || math.IsInf(o.temperature, 0):
 		return o, fmt.Errorf("-temperature %v: want finite and ≥ 0", o.temperature)
+	}
+	if err := o.device.Validate(); err != nil {
+		return o, err
 	}
 	return o, nil
 }
@@ -156,6 +165,7 @@ type runner struct {
 	heldOut []arith.Problem
 	tasks   map[string]task        // by variant name
 	sft     map[setting]arith.Eval // the SFT policy's evaluation
+	dev     *device.Device         // every model's device, shared by the runs
 	stderr  io.Writer
 	mu      sync.Mutex // serialises stderr
 }
@@ -218,6 +228,14 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return fmt.Errorf("run folder: %w", err)
 	}
+	mc, err := policy.ReadConfig(o.init)
+	if err != nil {
+		return fmt.Errorf("-init: %w", err)
+	}
+	if r.dev, err = setup.OpenDevice(ctx, o.device, mc, stderr); err != nil {
+		return err
+	}
+	defer r.dev.Close()
 	if err := r.evaluateSFT(ctx, entries); err != nil {
 		return err
 	}
@@ -286,7 +304,7 @@ func (r *runner) params(t task) lm.SampleParams {
 // evaluateSFT evaluates the -init policy once for each setting the
 // variants use: the step-0 point of their runs.
 func (r *runner) evaluateSFT(ctx context.Context, entries []entry) error {
-	model, err := arith.LoadModel(r.o.init, r.tok, r.o.seeds[0])
+	model, err := arith.LoadModel(r.o.init, r.tok, r.o.seeds[0], policy.WithBackend(r.dev.Backend()))
 	if err != nil {
 		return fmt.Errorf("-init: %w", err)
 	}
@@ -322,7 +340,7 @@ func (r *runner) run(ctx context.Context, v ablation.Variant, seed uint64) (abla
 	if err != nil {
 		return ablation.Result{}, err
 	}
-	model, err := arith.LoadModel(r.o.init, r.tok, seed)
+	model, err := arith.LoadModel(r.o.init, r.tok, seed, policy.WithBackend(r.dev.Backend()))
 	if err != nil {
 		return ablation.Result{}, fmt.Errorf("-init: %w", err)
 	}
@@ -523,6 +541,7 @@ func (r *runner) summaryJSON(results []ablation.Result, entries []entry, tables 
 		"init": r.o.init, "seeds": r.o.seeds, "rl_steps": r.o.rlSteps, "prompts": r.o.prompts, "n": r.o.n,
 		"mini_batch": r.o.miniBatch, "rl_lr": r.o.rlLR, "temperature": r.o.temperature, "max_response": r.o.maxResponse,
 		"tight_response": r.o.tightResponse, "eval": r.o.evalProblems, "eval_seed": r.o.evalSeed, "tool": r.tool.Name(),
+		"device":   r.dev.String(),
 		"variants": vs, "sft": sft, "tables": tables, "runs": runs, "seconds": d.Seconds(),
 	}
 }

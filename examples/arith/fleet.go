@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentrl/agentrl/device"
+	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/fleet"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
@@ -23,20 +25,23 @@ import (
 )
 
 // serveMode runs this program as one server of a local fleet: the model
-// in dir behind package serve's vLLM/SGLang API on a free loopback port,
-// playing the defaults of kind's engine (SGLang's starting version
-// "default", vLLM's token bound and no versions), announced as the first
-// line of stdout ("serving http://…"), until ctx ends (SIGTERM from the
-// parent).
-func serveMode(ctx context.Context, dir string, kind fleet.Kind, stdout, stderr io.Writer) error {
+// in dir, on the device dc chooses, behind package serve's vLLM/SGLang
+// API on a free loopback port, playing the defaults of kind's engine
+// (SGLang's starting version "default", vLLM's token bound and no
+// versions), announced as the first line of stdout ("serving http://…"),
+// until ctx ends (SIGTERM from the parent).
+func serveMode(ctx context.Context, dir string, kind fleet.Kind, dc device.Config, stdout, stderr io.Writer) error {
 	tok, err := newTokenizer() // the stop strings of the rollouts need it
 	if err != nil {
 		return err
 	}
-	m, err := policy.Load(dir, policy.WithDecoder(tok.Decode), policy.WithMaxSessions(512))
+	m, dev, err := setup.LoadOnDevice(ctx, dc, dir, stderr, policy.WithDecoder(tok.Decode), policy.WithMaxSessions(512))
 	if err != nil {
 		return err
 	}
+	// The server closes the model (and the models of its reloads, which
+	// load onto the same backend); the device goes after it.
+	defer dev.Close()
 	engine := serve.EngineSGLang
 	if kind == fleet.VLLM || kind == fleet.VLLMModelConfig {
 		engine = serve.EngineVLLM
@@ -80,20 +85,23 @@ type localFleet struct {
 	urls []string
 }
 
-// startServers starts n servers over the checkpoint in modelDir (copies
-// of this program in serve mode, playing kind's engine, unless command
-// says otherwise) and waits for each to announce its address.
-func startServers(ctx context.Context, n int, modelDir string, kind fleet.Kind, command func(string) *exec.Cmd, stderr io.Writer) (*localFleet, error) {
+// startServers starts n servers over the checkpoint in modelDir on the
+// device dc names (copies of this program in serve mode, playing kind's
+// engine, with dc's flags, unless command says otherwise) and waits for
+// each to announce its address.
+func startServers(ctx context.Context, n int, modelDir string, kind fleet.Kind, dc device.Config, command func(string, device.Config) *exec.Cmd, stderr io.Writer) (*localFleet, error) {
 	if command == nil {
 		exe, err := os.Executable()
 		if err != nil {
 			return nil, fmt.Errorf("-fleet: %w", err)
 		}
-		command = func(dir string) *exec.Cmd { return exec.Command(exe, "-serve", dir, "-fleet-kind", string(kind)) }
+		command = func(dir string, dc device.Config) *exec.Cmd {
+			return exec.Command(exe, append([]string{"-serve", dir, "-fleet-kind", string(kind)}, dc.Args()...)...)
+		}
 	}
 	lf := &localFleet{}
 	for i := range n {
-		cmd := command(modelDir)
+		cmd := command(modelDir, dc)
 		cmd.Stderr = &prefixWriter{w: stderr, prefix: fmt.Sprintf("[server %d] ", i)}
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -181,11 +189,11 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 }
 
 // openFleet returns the fleet the RL rollouts sample from: -fleet N
-// servers started here over modelDir (the policy RL starts from), or the
-// servers -fleet-servers names, which must read -fleet-dir; either way
-// checked (fleet.Fleet.Check) before it is returned. stop ends what was
-// started.
-func openFleet(ctx context.Context, o options, modelDir, runDir string, stderr io.Writer) (f *fleet.Fleet, stop func(), err error) {
+// servers started here over modelDir (the policy RL starts from) on the
+// device dc names (the trainer's), or the servers -fleet-servers names,
+// which must read -fleet-dir; either way checked (fleet.Fleet.Check)
+// before it is returned. stop ends what was started.
+func openFleet(ctx context.Context, o options, dc device.Config, modelDir, runDir string, stderr io.Writer) (f *fleet.Fleet, stop func(), err error) {
 	var servers []fleet.Server
 	stop = func() {}
 	dir := o.fleetDir
@@ -194,7 +202,7 @@ func openFleet(ctx context.Context, o options, modelDir, runDir string, stderr i
 			servers = append(servers, fleet.Server{URL: strings.TrimSpace(u), Kind: fleet.Kind(o.fleetKind)})
 		}
 	} else {
-		lf, err := startServers(ctx, o.fleet, modelDir, fleet.Kind(o.fleetKind), o.serverCommand, stderr)
+		lf, err := startServers(ctx, o.fleet, modelDir, fleet.Kind(o.fleetKind), dc, o.serverCommand, stderr)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,17 +21,26 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/fleet"
 )
 
 // serveEnv makes the test binary a fleet server over the folder it names
-// (the os/exec helper-process idiom), as -serve makes the program one.
-const serveEnv = "ARITH_TEST_SERVE_MODEL"
+// (the os/exec helper-process idiom), as -serve makes the program one;
+// deviceEnv holds the device flags the program would pass.
+const (
+	serveEnv  = "ARITH_TEST_SERVE_MODEL"
+	deviceEnv = "ARITH_TEST_SERVE_DEVICE"
+)
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(serveEnv); dir != "" {
+		var dc device.Config
+		fs := flag.NewFlagSet("serve", flag.ExitOnError)
+		dc.RegisterFlags(fs)
+		_ = fs.Parse(strings.Fields(os.Getenv(deviceEnv)))
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-		err := serveMode(ctx, dir, fleet.SGLang, os.Stdout, os.Stderr) // -fleet-kind's default
+		err := serveMode(ctx, dir, fleet.SGLang, dc, os.Stdout, os.Stderr) // -fleet-kind's default
 		stop()
 		if err != nil {
 			os.Stderr.WriteString(err.Error() + "\n")
@@ -40,9 +51,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func testServerCommand(dir string) *exec.Cmd {
+func testServerCommand(dir string, dc device.Config) *exec.Cmd {
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), serveEnv+"="+dir)
+	cmd.Env = append(os.Environ(), serveEnv+"="+dir, deviceEnv+"="+strings.Join(dc.Args(), " "))
 	return cmd
 }
 
@@ -60,6 +71,9 @@ func TestRunFleet(t *testing.T) {
 	o.serverCommand = testServerCommand
 	require.NoError(t, runOptions(ctx, o, &stdout, &stderr), stderr.String())
 	assert.Contains(t, stderr.String(), "fleet: 2 local servers")
+	for _, s := range []string{"[server 0] device: ", "[server 1] device: "} {
+		assert.Contains(t, stderr.String(), s, "the servers open the trainer's device")
+	}
 
 	f, err := os.Open(filepath.Join(dir, "metrics.jsonl"))
 	require.NoError(t, err)

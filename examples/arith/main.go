@@ -30,6 +30,16 @@
 //	go run ./examples/arith -rl-steps 200 -n 16 -hidden 192  # larger
 //	go run ./examples/arith -init runs/arith-X/sft-model     # RL only, from a saved SFT policy
 //	go run ./examples/arith -remote http://host:8000 -tokenizer tokenizer.json
+//	go run -tags agentrl_cuda ./examples/arith -device cuda  # on a GPU
+//
+// -device chooses where the model trains, generates and is evaluated
+// (package device): auto, the default, is CUDA device 0 when the program
+// was built with -tags agentrl_cuda (cgo and the CUDA headers; see the
+// README's GPU section) and the machine has a GPU, the CPU otherwise;
+// cpu, cuda and cuda:N ask for one. The program prints its choice, and
+// why it fell back to the CPU, on stderr; -fleet's servers run on the
+// same device. -precision sets the GPU's matrix products: auto is fp32
+// for models narrower than 1024, as this program's are, bf16 from there.
 //
 // Without python3 the calculator tool replaces the code interpreter (the
 // program says so), and the trajectories follow the calculator's schema.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/examples/internal/arith"
+	"github.com/agentrl/agentrl/examples/internal/setup/setuptest"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool"
@@ -71,6 +72,7 @@ func TestRunEndToEnd(t *testing.T) {
 			if toolName == "calculator" {
 				assert.Contains(t, stdout.String(), "tool: calculator")
 			}
+			assert.Contains(t, stderr.String(), "device: ")
 		})
 	}
 }
@@ -161,11 +163,39 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"-max-response", "8"},
 		{"extra"},
 		{"-tool", "abacus"},
+		{"-device", "tpu"},
+		{"-precision", "fp64"},
+		{"-device", "cpu", "-precision", "bf16"},
 	} {
 		var stderr bytes.Buffer
 		err := run(context.Background(), args, &bytes.Buffer{}, &stderr)
 		assert.Error(t, err, "%v", args)
 	}
+}
+
+// TestDeviceFlag: -device cpu trains on the CPU and says so; -device
+// cuda where this binary or machine has no GPU fails before training,
+// with the reason.
+func TestDeviceFlag(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	require.NoError(t, run(ctx, tinyArgs(t.TempDir(), "-tool", "calculator", "-rl-steps", "0", "-device", "cpu"), &stdout, &stderr), stderr.String())
+	assert.Contains(t, stderr.String(), "device: cpu: cpu(")
+	assert.NotContains(t, stderr.String(), "auto chose")
+
+	gerr := setuptest.CUDAError(t)
+	if gerr == nil {
+		t.Skip("a GPU opens here")
+	}
+	dir := t.TempDir()
+	stderr.Reset()
+	err := run(ctx, tinyArgs(dir, "-tool", "calculator", "-device", "cuda"), &stdout, &stderr)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "device cuda:0: ")
+	assert.Contains(t, err.Error(), gerr.Error())
+	_, serr := os.Stat(filepath.Join(dir, "sft_metrics.jsonl"))
+	assert.ErrorIs(t, serr, os.ErrNotExist, "nothing trained")
 }
 
 // The generator's expressions, evaluated by the exact calculator (an

@@ -16,10 +16,13 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/examples/internal/arith"
+	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/fleet"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/backend"
 	"github.com/agentrl/agentrl/policy/openai"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/reward"
@@ -65,9 +68,11 @@ type options struct {
 	fleetDir                string
 	serve                   string // run as a fleet server over this model folder
 	// serverCommand, when set, is the command of one fleet server over
-	// a model folder (tests run their own binary); nil runs this program
-	// with -serve.
-	serverCommand func(modelDir string) *exec.Cmd
+	// a model folder on a device (tests run their own binary); nil runs
+	// this program with -serve and the device's flags.
+	serverCommand func(modelDir string, dc device.Config) *exec.Cmd
+
+	device device.Config // where the model trains (and a fleet's servers run)
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -109,7 +114,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.fleetKind, "fleet-kind", "sglang", `weight-update API of the fleet's servers: "sglang", "vllm" or "vllm-model-config" (this program's servers speak all of them)`)
 	fs.StringVar(&o.fleetDir, "fleet-dir", "", "folder the weights are published to, readable by every server (default <run folder>/fleet; required with -fleet-servers)")
 	fs.StringVar(&o.serve, "serve", "", "run as an inference server of a fleet over this model folder (used by -fleet)")
+	o.device.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if err := o.device.Validate(); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
@@ -158,7 +167,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // runOptions runs the program with parsed flags.
 func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if o.serve != "" {
-		return serveMode(ctx, o.serve, fleet.Kind(o.fleetKind), stdout, stderr)
+		return serveMode(ctx, o.serve, fleet.Kind(o.fleetKind), o.device, stdout, stderr)
 	}
 	start := time.Now()
 	tok, err := newTokenizer()
@@ -186,15 +195,25 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 
 	var fl *fleet.Fleet // the inference fleet, if any
 	if o.fleetServers != "" {
-		// Running servers are checked before any training or evaluation.
+		// Running servers are checked before any training or evaluation;
+		// they run where they run (the device flags are this process's).
 		var stop func()
-		if fl, stop, err = openFleet(ctx, o, "", dir, stderr); err != nil {
+		if fl, stop, err = openFleet(ctx, o, o.device, "", dir, stderr); err != nil {
 			return err
 		}
 		defer stop()
 	}
 
-	model, err := openModel(o, tok)
+	mc, err := modelConfigFor(o, tok)
+	if err != nil {
+		return err
+	}
+	dev, err := setup.OpenDevice(ctx, o.device, mc, stderr)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	model, err := openModel(o, tok, dev.Backend())
 	if err != nil {
 		return err
 	}
@@ -237,7 +256,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 			startDir = filepath.Join(dir, "sft-model")
 		}
 		var stop func()
-		if fl, stop, err = openFleet(ctx, o, startDir, dir, stderr); err != nil {
+		if fl, stop, err = openFleet(ctx, o, dev.Config(), startDir, dir, stderr); err != nil {
 			return err
 		}
 		defer stop()
@@ -310,10 +329,23 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	return writeJSONLine(stdout, o.n, []namedEval{{"sft", before}, {"rl", after}}, time.Since(start))
 }
 
+// modelConfigFor is the configuration of the model openModel opens: the
+// flags' size, or that of the saved model -init names.
+func modelConfigFor(o options, tok *tokenizer.Bytes) (policy.Config, error) {
+	if o.init == "" {
+		return modelConfig(o, tok)
+	}
+	cfg, err := policy.ReadConfig(o.init)
+	if err != nil {
+		return policy.Config{}, fmt.Errorf("-init: %w", err)
+	}
+	return cfg, nil
+}
+
 // openModel is a fresh model of the flags' size, or the saved one that
-// -init names.
-func openModel(o options, tok *tokenizer.Bytes) (*policy.Model, error) {
-	opts := []policy.ModelOption{policy.WithDecoder(tok.Decode), policy.WithSamplerSeed(o.seed)}
+// -init names, on be.
+func openModel(o options, tok *tokenizer.Bytes, be backend.Backend) (*policy.Model, error) {
+	opts := []policy.ModelOption{policy.WithDecoder(tok.Decode), policy.WithSamplerSeed(o.seed), policy.WithBackend(be)}
 	if o.init != "" {
 		m, err := policy.Load(o.init, opts...)
 		if err != nil {

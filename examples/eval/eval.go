@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
@@ -34,9 +35,12 @@ func evaluate(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	var model *policy.Model
 	if o.sampler == "local" {
-		if model, err = policy.Load(o.model, policy.WithDecoder(tok.Decode), policy.WithSamplerSeed(o.seed)); err != nil {
+		var dev *device.Device
+		model, dev, err = setup.LoadOnDevice(ctx, o.device, o.model, stderr, policy.WithDecoder(tok.Decode), policy.WithSamplerSeed(o.seed))
+		if err != nil {
 			return fmt.Errorf("model: %w", err)
 		}
+		defer dev.Close()
 		defer model.Close()
 		if err := setup.CheckVocab(tok, model); err != nil {
 			return fmt.Errorf("model %s: %w", o.model, err)

@@ -17,7 +17,12 @@
 //
 // -model is a Hugging Face checkpoint folder (config.json, safetensors,
 // tokenizer.json, tokenizer_config.json). With -sampler local the model is
-// loaded and generates on this machine's CPU; with -sampler URL[,URL...]
+// loaded and generates on the -device (package device): auto, the
+// default, is CUDA device 0 when this program was built with -tags
+// agentrl_cuda and the machine has a GPU, the CPU otherwise (the choice,
+// and why it fell back, are printed on stderr); cpu, cuda and cuda:N ask
+// for one, and -precision sets the GPU's matrix products (auto: bf16
+// from hidden size 1024, fp32 below). With -sampler URL[,URL...]
 // the OpenAI-compatible servers (vLLM, SGLang, through package
 // policy/openai) generate and only the tokenizer and chat template are read
 // from -model, which must be the checkpoint the servers serve.
@@ -55,6 +60,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/examples/internal/setup"
 )
 
@@ -74,6 +80,7 @@ type options struct {
 	seed                        uint64
 	sandboxWorkers, concurrency int
 	toolTimeout                 time.Duration
+	device                      device.Config // where the local model runs
 }
 
 // errUsage marks errors that exit with status 2.
@@ -107,6 +114,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.sandboxWorkers, "sandbox-workers", 0, "code executions at once; 0: the number of CPUs (local) or 16 (SandboxFusion)")
 	fs.IntVar(&o.concurrency, "concurrency", 256, "responses in flight at once")
 	fs.DurationVar(&o.toolTimeout, "tool-timeout", 10*time.Second, "wall-clock limit of one code execution")
+	o.device.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -153,6 +161,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 	}
 	if err := setup.CheckEndpoints(o.sampler, o.sandbox); err != nil {
+		return bad("%v", err)
+	}
+	if err := o.device.Validate(); err != nil {
 		return bad("%v", err)
 	}
 	return o, nil

@@ -154,6 +154,24 @@ func TestEvalLocal(t *testing.T) {
 		assert.Zero(t, r.Sources[0].Metrics[name], name)
 	}
 	assert.Equal(t, -1.0, r.Sources[0].Metrics["reward"])
+	assert.Contains(t, stderr, "device: ")
+	if setuptest.CUDAError(t) != nil {
+		assert.Contains(t, stderr, "device: cpu: cpu(", "auto falls back to the CPU and says so")
+		assert.Contains(t, stderr, "auto chose the CPU: ")
+	}
+}
+
+// TestDeviceCUDAUnavailable: -device cuda where this binary or machine
+// has no GPU fails with status 1 and says why, before any rollout.
+func TestDeviceCUDAUnavailable(t *testing.T) {
+	gerr := setuptest.CUDAError(t)
+	if gerr == nil {
+		t.Skip("a GPU opens here")
+	}
+	code, _, stderr := runMain(t, "-model", tinyCheckpoint(t), "-data", "testdata/eval.jsonl", "-device", "cuda")
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "eval: model: device cuda:0: ")
+	assert.Contains(t, stderr, gerr.Error())
 }
 
 // TestUsage checks that bad flags and paths exit with status 2 and bad
@@ -180,6 +198,9 @@ func TestUsage(t *testing.T) {
 		{"bad sampler", []string{"-model", model, "-data", "testdata/eval.jsonl", "-sampler", "ftp://x"}, 2, `"ftp://x" is neither "local" nor an http(s) URL`},
 		{"two sandboxes", []string{"-model", model, "-data", "testdata/eval.jsonl", "-sandbox", "http://a,http://b"}, 2, "want one SandboxFusion URL"},
 		{"extra args", []string{"-model", model, "-data", "testdata/eval.jsonl", "more"}, 2, "unexpected arguments"},
+		{"bad device", []string{"-model", model, "-data", "testdata/eval.jsonl", "-device", "gpu"}, 2, `invalid value "gpu" for flag -device: device: invalid choice: device "gpu": want auto, cpu, cuda or cuda:N`},
+		{"bad precision", []string{"-model", model, "-data", "testdata/eval.jsonl", "-precision", "fp16"}, 2, "want auto, fp32, tf32 or bf16"},
+		{"bf16 on the cpu", []string{"-model", model, "-data", "testdata/eval.jsonl", "-device", "cpu", "-precision", "bf16"}, 2, "-precision bf16 with -device cpu: the CPU backend computes in fp32 only"},
 		{"malformed data", []string{"-model", model, "-data", bad, "-sandbox-workers", "1"}, 1, "bad.jsonl:1"},
 	}
 	for _, c := range cases {

@@ -53,8 +53,16 @@
 // (Open-AgentRL: 1.0 and 0.6), scored by the same reward and summarised
 // by agentrl.Evaluate (mean@n, pass@k, maj@k, best@k per data source).
 //
+// Device: -device chooses where the policy trains and, with -sampler
+// local, generates (package device): auto (the default) runs it on CUDA
+// device 0 when this program was built with -tags agentrl_cuda and the
+// machine has a GPU, and on the CPU otherwise; cpu, cuda and cuda:N ask
+// for one. -precision sets the GPU's matrix products: auto is bf16 for
+// models from hidden size 1024 (every Qwen3), fp32 below. The program
+// prints its choice, and why it fell back to the CPU, on stderr.
+//
 // Sampling: -sampler local generates with the policy being trained, on
-// this machine's CPU. -sampler URL[,URL...] sends generation to
+// the -device. -sampler URL[,URL...] sends generation to
 // OpenAI-compatible servers (vLLM, SGLang) through package policy/openai,
 // and training still runs here on the local copy of the weights. The
 // trainer does not send its updated weights to the servers: they keep
@@ -78,6 +86,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/examples/internal/setup"
 )
 
@@ -103,6 +112,7 @@ type options struct {
 	seed                     uint64
 	sandboxWorkers           int
 	toolTimeout              time.Duration
+	device                   device.Config
 }
 
 // errUsage marks errors that exit with status 2.
@@ -149,6 +159,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of prompt order, rollouts and mini-batches")
 	fs.IntVar(&o.sandboxWorkers, "sandbox-workers", 0, "code executions at once; 0: the number of CPUs (local) or 16 (SandboxFusion)")
 	fs.DurationVar(&o.toolTimeout, "tool-timeout", 10*time.Second, "wall-clock limit of one code execution")
+	o.device.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -220,6 +231,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return bad("-train and -val must name files")
 	}
 	if err := setup.CheckEndpoints(o.sampler, o.sandbox); err != nil {
+		return bad("%v", err)
+	}
+	if err := o.device.Validate(); err != nil {
 		return bad("%v", err)
 	}
 	return o, nil

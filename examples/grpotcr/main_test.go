@@ -164,6 +164,9 @@ func TestUsage(t *testing.T) {
 		{"bad sampler", with("-sampler", "gpu0:8000"), 2, `"gpu0:8000" is neither "local" nor an http(s) URL`},
 		{"bad sandbox", with("-sandbox", "remote"), 2, `-sandbox: "remote" is neither`},
 		{"extra args", with("train.parquet"), 2, "unexpected arguments"},
+		{"bad device", with("-device", "cuda:x"), 2, `device "cuda:x": N in cuda:N must be a device number`},
+		{"bad precision", with("-precision", "FP32"), 2, "want auto, fp32, tf32 or bf16"},
+		{"tf32 on the cpu", with("-device", "cpu", "-precision", "tf32"), 2, "-precision tf32 with -device cpu"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -199,4 +202,13 @@ func TestRuntimeErrors(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errb.String(), "interrupted")
 	assert.Contains(t, errb.String(), "context canceled")
+
+	// -device cuda where this binary or machine has no GPU: status 1 and
+	// the reason, before anything trains.
+	if gerr := setuptest.CUDAError(t); gerr != nil {
+		code, _, stderr = runMain(t, "-model", model, "-train", "testdata/train.jsonl", "-device", "cuda:1", "-out", filepath.Join(dir, "d"))
+		assert.Equal(t, 1, code)
+		assert.Contains(t, stderr, "grpotcr: model: device cuda:1: ")
+		assert.Contains(t, stderr, gerr.Error())
+	}
 }

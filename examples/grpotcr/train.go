@@ -38,10 +38,11 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("tokenizer: %w", err)
 	}
-	model, err := policy.Load(o.model, policy.WithDecoder(tok.Decode), policy.WithSamplerSeed(o.seed))
+	model, dev, err := setup.LoadOnDevice(ctx, o.device, o.model, stderr, policy.WithDecoder(tok.Decode), policy.WithSamplerSeed(o.seed))
 	if err != nil {
 		return fmt.Errorf("model: %w", err)
 	}
+	defer dev.Close()
 	defer model.Close()
 	if err := setup.CheckVocab(tok, model); err != nil {
 		return fmt.Errorf("model %s: %w", o.model, err)

@@ -11,8 +11,14 @@
 // package policy loads; when it holds tokenizer.json, the tokenizer fills
 // the "text" fields, decodes logprobs.tokens, matches stop strings and
 // takes text prompts, otherwise prompts are token ids only. The model
-// generates on this machine's CPU with continuous batching: concurrent
-// requests share the decoding steps.
+// generates with continuous batching (concurrent requests share the
+// decoding steps) on the -device (package device): auto, the default, is
+// CUDA device 0 when this program was built with -tags agentrl_cuda and
+// the machine has a GPU, the CPU otherwise (the choice, and why it fell
+// back, are printed on stderr); cpu, cuda and cuda:N ask for one.
+// -precision sets the GPU's matrix products (auto: bf16 from hidden size
+// 1024, fp32 below). Reloaded weights and adapters' copies of the model
+// stay on that device.
 //
 // Point a policy/openai Sampler (or any vLLM client) at it:
 //
@@ -83,6 +89,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
@@ -101,6 +108,7 @@ type options struct {
 	seed              uint64
 	shutdownTimeout   time.Duration
 	loraModules       []loraModule
+	device            device.Config
 }
 
 // loraModule is one -lora-modules NAME=DIR.
@@ -143,6 +151,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.loraModules = append(o.loraModules, m)
 		return nil
 	})
+	o.device.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -169,6 +178,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if _, _, err := net.SplitHostPort(o.addr); err != nil {
 		return bad("-addr: %v", err)
+	}
+	if err := o.device.Validate(); err != nil {
+		return bad("%v", err)
 	}
 	if err := setup.CheckDir(o.model, policy.ConfigFileName); err != nil {
 		return bad("-model: %v", err)
@@ -206,7 +218,17 @@ func serveModel(ctx context.Context, o options, stdout, stderr io.Writer) error 
 			return fmt.Errorf("loading the tokenizer: %w", err)
 		}
 	}
-	opts := []policy.ModelOption{policy.WithSamplerSeed(o.seed)}
+	mc, err := policy.ReadConfig(o.model)
+	if err != nil {
+		return fmt.Errorf("loading the model: %w", err)
+	}
+	dev, err := setup.OpenDevice(ctx, o.device, mc, stderr)
+	if err != nil {
+		return err
+	}
+	// The device outlives the server, which closes its models.
+	defer dev.Close()
+	opts := []policy.ModelOption{policy.WithSamplerSeed(o.seed), policy.WithBackend(dev.Backend())}
 	if tok != nil {
 		opts = append(opts, policy.WithDecoder(tok.Decode))
 	}

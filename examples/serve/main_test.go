@@ -301,6 +301,9 @@ func TestFlags(t *testing.T) {
 		{"bad address", []string{"-model", dir, "-addr", "localhost"}, "-addr:"},
 		{"empty version", []string{"-model", dir, "-weight-version", ""}, "-weight-version"},
 		{"unknown flag", []string{"-port", "8000"}, "flag provided but not defined"},
+		{"bad device", []string{"-model", ckpt, "-device", "cuda:-1"}, `device "cuda:-1": N in cuda:N must be a device number`},
+		{"bad precision", []string{"-model", ckpt, "-precision", "half"}, "want auto, fp32, tf32 or bf16"},
+		{"bf16 on the cpu", []string{"-model", ckpt, "-device", "cpu", "-precision", "bf16"}, "-precision bf16 with -device cpu"},
 		{"lora module without a folder", []string{"-model", dir, "-lora-modules", "a"}, `"a": want NAME=DIR`},
 		{"lora module without a name", []string{"-model", dir, "-lora-modules", "=x"}, `"=x": want NAME=DIR`},
 		{"lora module folder missing", []string{"-model", ckpt, "-lora-modules", "a=" + dir + "/nope"}, "-lora-modules a:"},
@@ -318,4 +321,20 @@ func TestFlags(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	assert.Equal(t, 0, run(context.Background(), []string{"-h"}, &stdout, &stderr))
 	assert.Contains(t, stderr.String(), "usage: serve -model DIR")
+	assert.Contains(t, stderr.String(), "-device value")
+}
+
+// TestDeviceCUDAUnavailable: -device cuda where this binary or machine
+// has no GPU exits with status 1 and says why, before serving.
+func TestDeviceCUDAUnavailable(t *testing.T) {
+	gerr := setuptest.CUDAError(t)
+	if gerr == nil {
+		t.Skip("a GPU opens here")
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-model", setuptest.TinyCheckpoint(t, qwen3Testdata), "-addr", "127.0.0.1:0", "-device", "cuda"}, &stdout, &stderr)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr.String(), "serve: device cuda:0: ")
+	assert.Contains(t, stderr.String(), gerr.Error())
+	assert.Empty(t, stdout.String(), "nothing served")
 }

@@ -4,7 +4,7 @@
 # The test binary is built beforehand on any Linux machine with Go and the
 # CUDA headers (it links nothing from CUDA; it needs glibc ≥ 2.34):
 #
-#   go test -c -tags cuda -o gpu/gpu.test ./gpu
+#   go test -c -tags agentrl_cuda -o gpu/gpu.test ./gpu
 #
 # and copied into gpu/ on the GPU machine (it is git-ignored, *.test). Then,
 # from the repository root on the GPU machine:
@@ -24,7 +24,7 @@ mkdir -p "$out"
 if [ ! -x ./gpu.test ]; then
 	if command -v go >/dev/null 2>&1; then
 		echo "gpu.test missing: building it" >&2
-		(cd .. && go test -c -tags cuda -o gpu/gpu.test ./gpu) || exit 1
+		(cd .. && go test -c -tags agentrl_cuda -o gpu/gpu.test ./gpu) || exit 1
 	else
 		echo "gpu.test missing and no Go toolchain: build it elsewhere (see the header)" >&2
 		exit 1

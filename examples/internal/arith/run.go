@@ -113,10 +113,11 @@ func Prompts(probs []Problem, s ToolSpec) []agentrl.Prompt {
 }
 
 // LoadModel loads a model saved by examples/arith (a run's sft-model or
-// model folder) with the task's decoder and sampler seed, and checks
-// that its vocabulary is the byte tokenizer's.
-func LoadModel(dir string, tok *tokenizer.Bytes, seed uint64) (*policy.Model, error) {
-	m, err := policy.Load(dir, policy.WithDecoder(tok.Decode), policy.WithSamplerSeed(seed))
+// model folder) with the task's decoder and sampler seed and opts (the
+// device's policy.WithBackend), and checks that its vocabulary is the
+// byte tokenizer's.
+func LoadModel(dir string, tok *tokenizer.Bytes, seed uint64, opts ...policy.ModelOption) (*policy.Model, error) {
+	m, err := policy.Load(dir, append([]policy.ModelOption{policy.WithDecoder(tok.Decode), policy.WithSamplerSeed(seed)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}

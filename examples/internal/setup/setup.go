@@ -1,7 +1,8 @@
 // Package setup holds the flag glue that the example programs share: the
-// sampler (local model or OpenAI-compatible servers), the code tools (local
-// sandbox or SandboxFusion), the reward (reward.OpenAgentRL), the verl
-// prompts (agentrl.LoadPrompts), the checks of command-line paths and
+// device the local model runs on (-device, -precision: package device),
+// the sampler (local model or OpenAI-compatible servers), the code tools
+// (local sandbox or SandboxFusion), the reward (reward.OpenAgentRL), the
+// verl prompts (agentrl.LoadPrompts), the checks of command-line paths and
 // URLs, and the programs' exit-status handling (Run, Main).
 //
 // It is internal to examples: programs outside examples/ build the same
@@ -11,6 +12,7 @@ package setup
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
@@ -29,6 +32,39 @@ import (
 // NoThinkPrompt opens an assistant turn of Qwen3 with thinking disabled:
 // its chat template writes an empty think block after the header.
 const NoThinkPrompt = "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+
+// OpenDevice opens the device the -device and -precision flags chose
+// (device.Open) for a model of configuration mc, and says on stderr what
+// it chose and, after a fallback to the CPU, why. Close it after the
+// models on it.
+func OpenDevice(ctx context.Context, dc device.Config, mc policy.Config, stderr io.Writer) (*device.Device, error) {
+	d, err := device.Open(ctx, dc, mc)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "device: %s\n", d)
+	return d, nil
+}
+
+// LoadOnDevice reads the configuration of the checkpoint in dir, opens
+// the device dc chooses for it (OpenDevice) and loads the model onto it
+// with opts. Close the model, then the device.
+func LoadOnDevice(ctx context.Context, dc device.Config, dir string, stderr io.Writer, opts ...policy.ModelOption) (*policy.Model, *device.Device, error) {
+	mc, err := policy.ReadConfig(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := OpenDevice(ctx, dc, mc, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := policy.Load(dir, append(append([]policy.ModelOption(nil), opts...), policy.WithBackend(d.Backend()))...)
+	if err != nil {
+		_ = d.Close()
+		return nil, nil, err
+	}
+	return m, d, nil
+}
 
 // NewSampler returns the sampler of the rollouts: the local model, or the
 // OpenAI-compatible servers listed in spec (comma-separated base URLs).

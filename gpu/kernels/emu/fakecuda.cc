@@ -1,5 +1,5 @@
 // fakecuda.cc builds a stand-in for libcuda.so.1 and libcublas.so.13 on a
-// machine without a GPU, so that the cuda-tagged Go test binary runs end to
+// machine without a GPU, so that the agentrl_cuda-tagged Go test binary runs end to
 // end: device memory is host memory, streams are synchronous, modules ignore
 // the PTX and look kernels up in the emulated kernels.cu (emu.h), and the
 // cuBLAS GemmEx calls are a naive column-major product (float32 or bfloat16

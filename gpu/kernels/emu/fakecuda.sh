@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # fakecuda.sh builds fake libcuda.so.1 / libcublas.so.13 from fakecuda.cc
-# (the kernels emulated on the CPU) and runs the cuda-tagged test binary
+# (the kernels emulated on the CPU) and runs the agentrl_cuda-tagged test binary
 # against them: the whole Go side of the backend, end to end, without a GPU.
-# Usage, from the repository root: bash gpu/kernels/emu/fakecuda.sh [-test.run regexp]
-# Slow (every CUDA thread is an OS thread); needs g++ ≥ 11 and the CUDA headers.
+# Usage, from the repository root:
+#   bash gpu/kernels/emu/fakecuda.sh [./PACKAGE] [-test.run regexp ...]
+# PACKAGE (default ./gpu) is the package whose tagged tests run, in its own
+# folder, e.g. ./device or . (the trainer's TestTrainerStepOnCUDA).
+# Slow (every CUDA thread is an OS thread); needs g++ ≥ 11 and the CUDA
+# headers (where they are not in /usr/include: CPATH=<toolkit>/include).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 emu="$root/gpu/kernels/emu"
@@ -15,6 +19,11 @@ sed -e 's|^#include <cuda_bf16.h>||' \
 python3 "$emu/gen_wrappers.py" "$root/gpu/kernels/kernels.cu" >"$tmp/wrappers.inc"
 g++ -std=c++20 -O2 -ffp-contract=off -fno-strict-aliasing -fPIC -shared -pthread -I"$emu" -I"$tmp" -o "$tmp/libcuda.so.1" "$emu/fakecuda.cc"
 cp "$tmp/libcuda.so.1" "$tmp/libcublas.so.13"
-(cd "$root" && go test -c -tags cuda -o "$tmp/gpu.test" ./gpu)
-cd "$root/gpu"
-LD_LIBRARY_PATH="$tmp" AGENTRL_REQUIRE_GPU=1 "$tmp/gpu.test" -test.count=1 "$@"
+pkg=./gpu
+if [[ $# -gt 0 && ( $1 == . || $1 == ./* ) ]]; then
+	pkg=$1
+	shift
+fi
+(cd "$root" && go test -c -tags agentrl_cuda -o "$tmp/pkg.test" "$pkg")
+cd "$root/$pkg"
+LD_LIBRARY_PATH="$tmp" AGENTRL_REQUIRE_GPU=1 "$tmp/pkg.test" -test.count=1 "$@"

@@ -5,6 +5,7 @@
 package setuptest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentrl/agentrl/gpu"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
@@ -151,4 +153,18 @@ func (f *FakeVLLM) Counts() (calls, afterTool int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls, f.afterTool
+}
+
+// CUDAError is the error a -device cuda run gets in this test binary on
+// this machine — gpu.ErrNotCompiled without the agentrl_cuda tag,
+// gpu.ErrNoDriver or gpu.ErrNoDevice without a GPU — or nil where a GPU
+// opens (the tests of that error then skip).
+func CUDAError(t testing.TB) error {
+	t.Helper()
+	g, err := gpu.New(context.Background())
+	if err != nil {
+		return err
+	}
+	require.NoError(t, g.Close())
+	return nil
 }
