@@ -199,6 +199,36 @@ func run(ctx context.Context, tr loop, rc RunConfig, steps int, metrics *Metrics
 	return nil
 }
 
+// stepMetrics is what both trainers' steps report.
+type stepMetrics interface {
+	Map() map[string]float64
+	ProgressStats() ProgressStats
+}
+
+// trainerLoop adapts a trainer's methods to loop.
+type trainerLoop[M stepMetrics] struct {
+	done    func() int
+	advance func(context.Context) (M, error)
+	save    func(context.Context, CheckpointRoot, int) (string, error)
+	load    func(CheckpointRoot) (bool, error)
+}
+
+func (l trainerLoop[M]) stepsDone() int { return l.done() }
+
+func (l trainerLoop[M]) step(ctx context.Context) (map[string]float64, ProgressStats, error) {
+	m, err := l.advance(ctx)
+	if err != nil {
+		return nil, ProgressStats{}, err
+	}
+	return m.Map(), m.ProgressStats(), nil
+}
+
+func (l trainerLoop[M]) saveCheckpoint(ctx context.Context, root CheckpointRoot, keep int) (string, error) {
+	return l.save(ctx, root, keep)
+}
+
+func (l trainerLoop[M]) resume(root CheckpointRoot) (bool, error) { return l.load(root) }
+
 // Run trains until StepsDone reaches rc.Steps: each Step, then the
 // validation, the metrics row (logged to TrainerParts.Metrics with the
 // validation's metrics), the progress display and the checkpoints that
@@ -206,27 +236,9 @@ func run(ctx context.Context, tr loop, rc RunConfig, steps int, metrics *Metrics
 // ends between two steps. Step logs its own row; under Run the row is
 // logged once, with the validation.
 func (t *Trainer) Run(ctx context.Context, rc RunConfig) error {
-	return run(ctx, trainerLoop{t}, rc, rc.Steps, t.parts.Metrics)
+	l := trainerLoop[StepMetrics]{done: t.StepsDone, advance: t.advance, save: t.SaveCheckpoint, load: t.Resume}
+	return run(ctx, l, rc, rc.Steps, t.parts.Metrics)
 }
-
-// trainerLoop adapts a Trainer to run.
-type trainerLoop struct{ t *Trainer }
-
-func (l trainerLoop) stepsDone() int { return l.t.step }
-
-func (l trainerLoop) step(ctx context.Context) (map[string]float64, ProgressStats, error) {
-	m, err := l.t.advance(ctx)
-	if err != nil {
-		return nil, ProgressStats{}, err
-	}
-	return m.Map(), m.ProgressStats(), nil
-}
-
-func (l trainerLoop) saveCheckpoint(ctx context.Context, root CheckpointRoot, keep int) (string, error) {
-	return l.t.SaveCheckpoint(ctx, root, keep)
-}
-
-func (l trainerLoop) resume(root CheckpointRoot) (bool, error) { return l.t.Resume(root) }
 
 // Run trains until StepsDone reaches rc.Steps (0: the steps of
 // SFTConfig.Epochs), with the validation, metrics, progress and
@@ -236,27 +248,9 @@ func (s *SFTTrainer) Run(ctx context.Context, rc RunConfig) error {
 	if steps == 0 {
 		steps = s.totalSteps()
 	}
-	return run(ctx, sftLoop{s}, rc, steps, s.metrics)
+	l := trainerLoop[SFTMetrics]{done: s.StepsDone, advance: s.advance, save: s.SaveCheckpoint, load: s.Resume}
+	return run(ctx, l, rc, steps, s.metrics)
 }
-
-// sftLoop adapts an SFTTrainer to run.
-type sftLoop struct{ s *SFTTrainer }
-
-func (l sftLoop) stepsDone() int { return l.s.step }
-
-func (l sftLoop) step(ctx context.Context) (map[string]float64, ProgressStats, error) {
-	m, err := l.s.advance(ctx)
-	if err != nil {
-		return nil, ProgressStats{}, err
-	}
-	return m.Map(), m.ProgressStats(), nil
-}
-
-func (l sftLoop) saveCheckpoint(ctx context.Context, root CheckpointRoot, keep int) (string, error) {
-	return l.s.SaveCheckpoint(ctx, root, keep)
-}
-
-func (l sftLoop) resume(root CheckpointRoot) (bool, error) { return l.s.Resume(root) }
 
 // ValidationConfig is a validation of an RL policy on held-out prompts
 // (verl's data.val_files with actor_rollout_ref.rollout.val_kwargs).
