@@ -105,7 +105,8 @@ type SFTParts struct {
 	// one rank of a data-parallel job, as TrainerParts.DataParallel does
 	// for RL: every rank draws the same batch and trains on its
 	// contiguous share of it (BatchSize must be a multiple of the ranks;
-	// MicroBatchSize counts sequences per pass on one rank); the loss is
+	// MicroBatchSize counts sequences per pass on one rank, at most its
+	// share); the loss is
 	// still normalised by the whole batch's trained tokens, the
 	// gradients are summed across the ranks before the update, and rank
 	// 0 alone logs and writes checkpoints. One update then equals one
@@ -240,7 +241,7 @@ func NewSFTTrainer(cfg SFTConfig, parts SFTParts) (*SFTTrainer, error) {
 		switch {
 		case cfg.BatchSize%w != 0:
 			return nil, fmt.Errorf("%w: SFTConfig.BatchSize %d is not a multiple of the %d ranks", ErrTrainerConfig, cfg.BatchSize, w)
-		case cfg.MicroBatchSize > local || cfg.MicroBatchSize > 0 && local%cfg.MicroBatchSize != 0:
+		case cfg.MicroBatchSize > 0 && local%min(cfg.MicroBatchSize, local) != 0:
 			return nil, fmt.Errorf("%w: SFTConfig.MicroBatchSize %d does not divide the %d sequences each of the %d ranks trains per update", ErrTrainerConfig, cfg.MicroBatchSize, local, w)
 		}
 	}
@@ -268,10 +269,11 @@ func (s *SFTTrainer) StepsDone() int { return s.step }
 
 // microBatch is the number of sequences of one pass on this rank.
 func (s *SFTTrainer) microBatch() int {
+	local := s.cfg.BatchSize / s.dp.world()
 	if s.cfg.MicroBatchSize == 0 {
-		return s.cfg.BatchSize / s.dp.world()
+		return local
 	}
-	return s.cfg.MicroBatchSize
+	return min(s.cfg.MicroBatchSize, local)
 }
 
 // Step makes one update on the next batch and returns its metrics.

@@ -105,7 +105,8 @@ type TrainerParts struct {
 	// shared among the ranks in whole groups, so that group-relative
 	// advantages are those of one process; each rank rolls out, scores
 	// and trains on its groups with TrainerConfig.MicroBatchSize
-	// trajectories per pass; the gradients are summed across the ranks
+	// trajectories per pass (at most its share of a mini-batch); the
+	// gradients are summed across the ranks
 	// before every update; metrics are reduced (StepMetrics.Map's
 	// dist/… keys say how); rank 0 alone logs metrics, writes
 	// checkpoints and publishes weights. Every rank must be given the

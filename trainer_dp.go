@@ -35,19 +35,21 @@ func (c TrainerConfig) checkDataParallel(w int) error {
 		return bad("DynamicSampling", "with MaxStaleness %d: a data-parallel trainer's ranks agree on the generation batches of each step, which rollouts made ahead of training cannot", c.MaxStaleness)
 	}
 	local := m / w
-	if micro := c.MicroBatchSize; micro > local || micro > 0 && local%micro != 0 {
+	if micro := min(c.MicroBatchSize, local); micro > 0 && local%micro != 0 {
 		return bad("MicroBatchSize", "%d does not divide the %d trajectories each of the %d ranks trains per mini-batch (MiniBatchSize %d / ranks)", micro, local, w, m)
 	}
 	return nil
 }
 
 // localMicro is the number of trajectories of one forward/backward pass
-// on this rank: MicroBatchSize, or this rank's share of a mini-batch.
+// on this rank: MicroBatchSize, at most this rank's share of a
+// mini-batch (which is also what 0 means).
 func (t *Trainer) localMicro() int {
+	local := t.cfg.miniBatch() / t.dp.world()
 	if t.cfg.MicroBatchSize > 0 {
-		return t.cfg.MicroBatchSize
+		return min(t.cfg.MicroBatchSize, local)
 	}
-	return t.cfg.miniBatch() / t.dp.world()
+	return local
 }
 
 // shard returns the positions, in a generation batch of n prompts, of

@@ -228,7 +228,9 @@ func TestDataParallelConfig(t *testing.T) {
 		{"prompts not a multiple of the ranks", func(c *agentrl.TrainerConfig) { c.PromptsPerStep = 3 }, "PromptsPerStep: 3 is not a multiple of the 2 ranks"},
 		{"mini-batch of one group", func(c *agentrl.TrainerConfig) { c.MiniBatchSize = 4 }, "MiniBatchSize: 4 trajectories: with 2 ranks each mini-batch must hold a multiple of 2 whole groups of 4"},
 		{"mini-batch cutting a group", func(c *agentrl.TrainerConfig) { c.MiniBatchSize = 2 }, "MiniBatchSize: 2 trajectories"},
-		{"micro-batch above a rank's share", func(c *agentrl.TrainerConfig) { c.MiniBatchSize, c.MicroBatchSize = 8, 8 }, "MicroBatchSize: 8 does not divide the 4 trajectories each of the 2 ranks trains"},
+		{"micro-batch not dividing a rank's share", func(c *agentrl.TrainerConfig) {
+			c.PromptsPerStep, c.SamplesPerPrompt, c.MiniBatchSize, c.MicroBatchSize = 4, 6, 12, 4
+		}, "MicroBatchSize: 4 does not divide the 6 trajectories each of the 2 ranks trains"},
 		{"dynamic sampling ahead of training", func(c *agentrl.TrainerConfig) {
 			c.DynamicSampling, c.MaxStaleness = &agentrl.DynamicSamplingConfig{}, 1
 		}, "DynamicSampling: with MaxStaleness 1"},
@@ -248,8 +250,10 @@ func TestDataParallelConfig(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
-	// The same configuration with one rank is fine.
+	// The same configuration with one rank is fine, and a micro-batch
+	// above a rank's share of a mini-batch is that share.
 	_, _ = newDPTrainer(t, "tabular", dpConfig(4, 0), agentrl.DataParallel{Comm: fakeComm{size: 1}}, nil)
+	_, _ = newDPTrainer(t, "tabular", dpConfig(8, 8), agentrl.DataParallel{Comm: fakeComm{size: 2}}, nil)
 }
 
 // fakeComm is a communicator whose collectives fail: enough for the
