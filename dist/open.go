@@ -58,7 +58,8 @@ type Options struct {
 }
 
 // Open joins the job this process belongs to. Alone (no launcher
-// variables, or a world of one) it returns Local(o.Backend). Otherwise
+// variables, or a world of one) it returns Local(o.Backend), unless
+// o.Engine names an engine, which then runs with one rank. Otherwise
 // it opens the engine — NCCL for a CUDA backend, MPI for a CPU one — and
 // the watchdog's connection to rank 0, and checks that the engine sees
 // the same rank and size as the launcher. Every rank of the job must
@@ -80,7 +81,7 @@ func Open(ctx context.Context, o Options) (Comm, error) {
 		}
 		env = &e
 	}
-	if env.Size <= 1 {
+	if env.Size <= 1 && o.Engine == EngineAuto {
 		return Local(o.Backend), nil
 	}
 	timeout, err := o.timeout()
@@ -235,10 +236,12 @@ func openNCCLComm(ctx context.Context, env Env, g *gpu.Backend, timeout time.Dur
 	}
 	var (
 		mon  *monitor
-		blob []byte
-		boot engine // MPI, when it carried the id; closed with the comm
+		blob = id[:] // one rank: its own id
+		boot engine  // MPI, when it carried the id; closed with the comm
 	)
-	if (env.Launcher == OpenMPI || env.Launcher == PMI) && mpiCompiled {
+	switch {
+	case env.Size <= 1: // nothing to exchange
+	case (env.Launcher == OpenMPI || env.Launcher == PMI) && mpiCompiled:
 		eng, err := openMPI(ctx)
 		if err != nil {
 			return nil, err
@@ -248,7 +251,7 @@ func openNCCLComm(ctx context.Context, env Env, g *gpu.Backend, timeout time.Dur
 			return nil, err
 		}
 		boot = eng
-	} else {
+	default:
 		addr, err := env.RendezvousAddr(os.Getenv(RendezvousPortVar))
 		if err != nil {
 			if env.Launcher == OpenMPI || env.Launcher == PMI {
@@ -262,9 +265,7 @@ func openNCCLComm(ctx context.Context, env Env, g *gpu.Backend, timeout time.Dur
 			if err != nil {
 				return nil, fmt.Errorf("dist: rendezvous at %s: %w", addr, err)
 			}
-			mon, err = serveMonitor(ctx, ln, env.Size, 0, id[:], timeout)
-			blob = id[:]
-			if err != nil {
+			if mon, err = serveMonitor(ctx, ln, env.Size, 0, id[:], timeout); err != nil {
 				return nil, err
 			}
 		} else if mon, blob, err = joinMonitor(ctx, addr, env.Rank, env.Size, 0, timeout); err != nil {
@@ -272,13 +273,17 @@ func openNCCLComm(ctx context.Context, env Env, g *gpu.Backend, timeout time.Dur
 		}
 	}
 	if len(blob) != len(id) {
-		_ = mon.close(false)
+		if mon != nil {
+			_ = mon.close(false)
+		}
 		return nil, fmt.Errorf("dist: the NCCL id from rank 0 has %d bytes, want %d", len(blob), len(id))
 	}
 	copy(id[:], blob)
 	nc, err := g.NewNCCL(ctx, id, env.Rank, env.Size)
 	if err != nil {
-		_ = mon.close(false)
+		if mon != nil {
+			_ = mon.close(false)
+		}
 		if boot != nil {
 			_ = boot.close(false)
 		}
