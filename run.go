@@ -302,6 +302,10 @@ func (t *Trainer) Validate(ctx context.Context, vc ValidationConfig) (EvalResult
 	if vc.N < 0 {
 		return EvalResult{}, fmt.Errorf("%w: ValidationConfig.N = %d, want ≥ 0", ErrTrainerConfig, vc.N)
 	}
+	// A validation before the first step validates rank 0's weights too.
+	if err := t.dp.start(ctx, t.opt, t.fingerprint()); err != nil {
+		return EvalResult{}, fmt.Errorf("agentrl: validation: data parallel: %w", err)
+	}
 	n := max(vc.N, 1)
 	// In a data-parallel job each rank rolls out its share of the
 	// prompts (seeded by their place in the whole list) and the ranks

@@ -59,7 +59,7 @@ type dpModel interface {
 // Qwen3 of trainer_model_test.go, whose training state lives on its
 // backend, policy.DeviceAdamW; "tabular": AdamW over host Params), with
 // the data-parallel settings d.
-func newDPTrainer(t *testing.T, kind string, cfg agentrl.TrainerConfig, d agentrl.DataParallel, mlog *agentrl.MetricsLogger) (*agentrl.Trainer, func() []lm.Param) {
+func newDPTrainer(t *testing.T, kind string, cfg agentrl.TrainerConfig, d agentrl.DataParallel, mlog *agentrl.MetricsLogger, opts ...policy.ModelOption) (*agentrl.Trainer, func() []lm.Param) {
 	t.Helper()
 	var m dpModel
 	var params func() []lm.Param
@@ -69,7 +69,7 @@ func newDPTrainer(t *testing.T, kind string, cfg agentrl.TrainerConfig, d agentr
 			ModelType: policy.ModelQwen3, VocabSize: 4, HiddenSize: 16, IntermediateSize: 32,
 			NumHiddenLayers: 1, NumAttentionHeads: 2, NumKeyValueHeads: 1, HeadDim: 8,
 			MaxPositionEmbeddings: 32, RMSNormEps: 1e-6, RopeTheta: 10000, TieWordEmbeddings: true,
-		}, 3, policy.WithDecoder(alphaTokenizer{banditAlphabet}.Decode))
+		}, 3, append([]policy.ModelOption{policy.WithDecoder(alphaTokenizer{banditAlphabet}.Decode)}, opts...)...)
 		require.NoError(t, err)
 		t.Cleanup(func() { pm.Close() })
 		m = pm
@@ -100,6 +100,15 @@ func dpConfig(mini, micro int) agentrl.TrainerConfig {
 	c.MiniBatchSize, c.MicroBatchSize = mini, micro
 	c.Optimizer.LR, c.Optimizer.Eps = 0.02, 1e-2 // see TestDataParallelMatchesOneProcess
 	return c
+}
+
+// flat concatenates parameters.
+func flat(ps []lm.Param) []float32 {
+	var out []float32
+	for _, p := range ps {
+		out = append(out, p.Data...)
+	}
+	return out
 }
 
 func maxAbsDiff(a, b []float32) float64 {

@@ -56,15 +56,6 @@ func needMPI(t *testing.T) dist.Comm {
 	return mpiComm
 }
 
-// flat concatenates parameters.
-func flat(ps []lm.Param) []float32 {
-	var out []float32
-	for _, p := range ps {
-		out = append(out, p.Data...)
-	}
-	return out
-}
-
 // TestDataParallelMPI: under mpirun, a data-parallel step over a batch
 // split among the ranks — the tiny transformer on the CPU backend, its
 // gradients summed by MPI — gives the same weights on every rank, bit
