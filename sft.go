@@ -424,6 +424,10 @@ func (s *SFTTrainer) Loss(ctx context.Context, data []SFTSample) (float64, error
 	if tokens == 0 {
 		return 0, fmt.Errorf("%w: no samples to evaluate", ErrTrainer)
 	}
+	// A validation before the first step scores rank 0's weights too.
+	if err := s.dp.start(ctx, s.opt, s.fingerprint()); err != nil {
+		return 0, fmt.Errorf("agentrl: SFT loss: data parallel: %w", err)
+	}
 	// In a data-parallel job each rank scores its share of data.
 	var nll float64
 	lo, hi := s.dp.block(len(data))

@@ -425,7 +425,7 @@ func (t *Trainer) collect(ctx context.Context, done int) ([]*sample, int, int, e
 	ds := t.cfg.DynamicSampling
 	if ds == nil {
 		b, err := t.generate(ctx, done, 0)
-		return b, 1, t.cfg.PromptsPerStep, err
+		return b, 1, t.cfg.PromptsPerStep / t.dp.world(), err // this rank's groups
 	}
 	f, err := dataset.NewGroupFilter[*sample](dataset.FilterConfig{BatchGroups: t.cfg.PromptsPerStep / t.dp.world(), MaxGenBatches: ds.MaxGenBatches})
 	if err != nil {

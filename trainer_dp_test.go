@@ -186,6 +186,8 @@ func TestDataParallelMatchesOneProcess(t *testing.T) {
 				w, g0, g1 := want[s], got[0][s], got[1][s]
 				assert.Equal(t, g0.Map(), g1.Map(), "step %d: every rank reports the job's metrics", s+1)
 				assert.Equal(t, w.Trajectories, g0.Trajectories)
+				assert.Equal(t, w.KeptGroups, g0.KeptGroups)
+				assert.Equal(t, w.GenBatches, g0.GenBatches)
 				assert.Equal(t, w.Updates, g0.Updates)
 				assert.InDelta(t, w.RewardMean, g0.RewardMean, 1e-12, "step %d: the same responses", s+1)
 				assert.InDelta(t, w.RewardStd, g0.RewardStd, 1e-12)

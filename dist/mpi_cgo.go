@@ -149,6 +149,10 @@ type mpiEngine struct {
 	owned  C.int  // this engine initialised MPI and finalises it
 	cancel *C.int // C memory: the flag the wait loop polls
 	dead   bool   // a collective was abandoned: MPI is not called again
+	// pins hold the buffers of an abandoned collective pinned for good:
+	// MPI may still write into them, and an unreachable Pinner that
+	// still pins would panic.
+	pins []*runtime.Pinner
 }
 
 // openMPI initialises MPI (MPI_Init_thread, unless the program did) and
@@ -205,10 +209,12 @@ func (e *mpiEngine) run(ctx context.Context, c coll) error {
 	default:
 		return fmt.Errorf("%w: MPI moves host memory only", ErrArg)
 	}
-	var pin runtime.Pinner
+	pin := new(runtime.Pinner)
 	defer func() {
-		if !e.dead {
-			pin.Unpin() // an abandoned collective's buffers stay pinned
+		if e.dead {
+			e.pins = append(e.pins, pin) // an abandoned collective's buffers stay pinned
+		} else {
+			pin.Unpin()
 		}
 	}()
 	ptr := func(b Buf) unsafe.Pointer {
