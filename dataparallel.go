@@ -52,9 +52,10 @@ type dp struct {
 	dev  backend.Buffer // device bucket (NCCL)
 	be   backend.Backend
 
-	// Per step: the seconds and bytes of the gradient all-reduces.
-	seconds float64
-	bytes   int64
+	// Per step: the seconds waiting for the slowest rank before the
+	// gradient all-reduces, the seconds and bytes of the all-reduces.
+	wait, seconds float64
+	bytes         int64
 }
 
 // newDP checks d and returns nil when it trains alone.
@@ -188,8 +189,17 @@ type gradReducer interface {
 // syncGrads sums the ranks' gradients in buckets of d.bucket elements:
 // on the backend's memory when the communicator runs there (NCCL), in a
 // host bucket otherwise (MPI).
+//
+// A barrier first separates the wait for the slowest rank (its rollouts
+// or its backward took longer) from the all-reduce itself, so that the
+// metrics tell load imbalance from communication.
 func (d *dp) syncGrads(ctx context.Context, opt policy.Optimizer) error {
+	arrived := time.Now()
+	if err := d.comm.Barrier(ctx); err != nil {
+		return err
+	}
 	start := time.Now()
+	d.wait += start.Sub(arrived).Seconds()
 	defer func() { d.seconds += time.Since(start).Seconds() }()
 	if r, ok := opt.(gradReducer); ok {
 		return r.ReduceGrads(func(be backend.Backend, grads []backend.Buffer) error {
@@ -320,12 +330,12 @@ func (d *dp) close() error {
 	return err
 }
 
-// takeCounters returns and resets the step's all-reduce seconds and
-// bytes.
-func (d *dp) takeCounters() (float64, int64) {
-	s, b := d.seconds, d.bytes
-	d.seconds, d.bytes = 0, 0
-	return s, b
+// takeCounters returns and resets the step's seconds waiting for the
+// slowest rank, seconds all-reducing and bytes all-reduced.
+func (d *dp) takeCounters() (wait, seconds float64, bytes int64) {
+	wait, seconds, bytes = d.wait, d.seconds, d.bytes
+	d.wait, d.seconds, d.bytes = 0, 0, 0
+	return
 }
 
 // reduce all-reduces v with op in place.

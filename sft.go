@@ -162,12 +162,14 @@ type SFTMetrics struct {
 	TokensPerSec, Seconds float64
 	// WorldSize is the number of data-parallel ranks (1 alone); with
 	// several, Loss, Tokens and SeqTokens are the whole batch's, Seconds
-	// the slowest rank's, AllReduceSeconds the slowest rank's time in
-	// the gradient all-reduce and AllReduceBytes what each rank
+	// the slowest rank's, AllReduceWaitSeconds the longest wait for the
+	// slowest rank before the gradient all-reduce, AllReduceSeconds the
+	// slowest rank's time in it and AllReduceBytes what each rank
 	// all-reduced.
-	WorldSize        int
-	AllReduceSeconds float64
-	AllReduceBytes   int64
+	WorldSize            int
+	AllReduceWaitSeconds float64
+	AllReduceSeconds     float64
+	AllReduceBytes       int64
 }
 
 // Map returns the metrics under verl's SFT names (train/loss, train/lr).
@@ -191,6 +193,7 @@ func (m SFTMetrics) Map() map[string]float64 {
 		out["dist/world_size"] = float64(m.WorldSize)
 		out["dist/grad_allreduce_bytes"] = float64(m.AllReduceBytes)
 		out["timing_s/grad_allreduce"] = m.AllReduceSeconds
+		out["timing_s/grad_wait"] = m.AllReduceWaitSeconds
 	}
 	return out
 }
@@ -347,12 +350,12 @@ func (s *SFTTrainer) advance(ctx context.Context) (SFTMetrics, error) {
 	m.Seconds = time.Since(start).Seconds()
 	if s.dp != nil {
 		var bytes int64
-		m.AllReduceSeconds, bytes = s.dp.takeCounters()
-		v := []float64{m.Seconds, m.AllReduceSeconds}
+		m.AllReduceWaitSeconds, m.AllReduceSeconds, bytes = s.dp.takeCounters()
+		v := []float64{m.Seconds, m.AllReduceSeconds, m.AllReduceWaitSeconds}
 		if err := s.dp.reduce(ctx, v, dist.Max); err != nil {
 			return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
 		}
-		m.Seconds, m.AllReduceSeconds, m.AllReduceBytes = v[0], v[1], bytes
+		m.Seconds, m.AllReduceSeconds, m.AllReduceWaitSeconds, m.AllReduceBytes = v[0], v[1], v[2], bytes
 	}
 	if m.Seconds > 0 {
 		m.TokensPerSec = float64(m.SeqTokens) / m.Seconds

@@ -194,9 +194,9 @@ func (t *Trainer) reduceMetrics(ctx context.Context, m *StepMetrics, batch []*sa
 	for _, k := range keys {
 		sums = append(sums, m.LossMetrics[k])
 	}
-	allreduce, bytes := d.takeCounters()
+	wait, allreduce, bytes := d.takeCounters()
 	maxes := []float64{m.ResponseLenMax, float64(m.GenBatches), m.RolloutSeconds, m.TrainSeconds, m.StepSeconds, m.WallSeconds,
-		m.SyncSeconds, m.OverlapSeconds, float64(m.StalenessMax), allreduce, float64(len(keys)), -float64(len(keys))}
+		m.SyncSeconds, m.OverlapSeconds, float64(m.StalenessMax), allreduce, float64(len(keys)), -float64(len(keys)), wait}
 	if err := d.reduce(ctx, sums, dist.Sum); err != nil {
 		return err
 	}
@@ -237,7 +237,7 @@ func (t *Trainer) reduceMetrics(ctx context.Context, m *StepMetrics, batch []*sa
 	m.ResponseLenMax, m.GenBatches = maxes[0], int(maxes[1])
 	m.RolloutSeconds, m.TrainSeconds, m.StepSeconds, m.WallSeconds = maxes[2], maxes[3], maxes[4], maxes[5]
 	m.SyncSeconds, m.OverlapSeconds, m.StalenessMax = maxes[6], maxes[7], int(maxes[8])
-	m.AllReduceSeconds, m.AllReduceBytes = maxes[9], bytes
+	m.AllReduceSeconds, m.AllReduceBytes, m.AllReduceWaitSeconds = maxes[9], bytes, maxes[12]
 	m.RolloutTokensPerSec, m.TrainTokensPerSec = 0, 0
 	if m.RolloutSeconds > 0 {
 		m.RolloutTokensPerSec = float64(m.generatedTokens) / m.RolloutSeconds

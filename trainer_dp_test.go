@@ -226,6 +226,7 @@ func TestDataParallelRankZeroLogs(t *testing.T) {
 	assert.Equal(t, 2.0, rows[0].Values["dist/world_size"])
 	assert.Equal(t, 16.0, rows[0].Values["train/trajectories"], "the job's 4 × 4 trajectories")
 	assert.Contains(t, rows[0].Values, "timing_s/grad_allreduce")
+	assert.Contains(t, rows[0].Values, "timing_s/grad_wait")
 	assert.Zero(t, logs[1].Len(), "rank 1 writes nothing")
 }
 

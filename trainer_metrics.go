@@ -84,12 +84,16 @@ type StepMetrics struct {
 	// micro-batches, which are as many on every rank), GradNorm and LR
 	// as they are (the same on every rank, after the all-reduce), the
 	// times the slowest rank's, and the throughputs the job's tokens over
-	// those times. AllReduceSeconds is the slowest rank's time in the
-	// gradient all-reduces of the step, AllReduceBytes the bytes each
-	// rank all-reduced (4 per trained parameter per update).
-	WorldSize        int
-	AllReduceSeconds float64
-	AllReduceBytes   int64
+	// those times. AllReduceWaitSeconds is the longest any rank waited,
+	// before the step's gradient all-reduces, for the slowest rank to
+	// finish its backward (load imbalance); AllReduceSeconds the slowest
+	// rank's time in the all-reduces themselves (communication), and
+	// AllReduceBytes the bytes each rank all-reduced (4 per trained
+	// parameter per update).
+	WorldSize            int
+	AllReduceWaitSeconds float64
+	AllReduceSeconds     float64
+	AllReduceBytes       int64
 
 	generatedTokens int
 	trainedTokens   int
@@ -147,6 +151,7 @@ func (m StepMetrics) Map() map[string]float64 {
 		out["dist/world_size"] = float64(m.WorldSize)
 		out["dist/grad_allreduce_bytes"] = float64(m.AllReduceBytes)
 		out["timing_s/grad_allreduce"] = m.AllReduceSeconds
+		out["timing_s/grad_wait"] = m.AllReduceWaitSeconds
 	}
 	return out
 }

@@ -142,7 +142,7 @@ func indexByte(b []byte, c byte) int {
 
 // TestDataParallelMPIOverhead measures, when AGENTRL_DIST_BENCH is set,
 // a step of an examples/arith-sized model (a Qwen3 of hidden 128, 2
-// layers, over 256 byte tokens: 0.46M parameters) with 8 prompts × 8
+// layers, over 256 byte tokens: 426,752 parameters) with 8 prompts × 8
 // samples of 16 tokens, alone on this rank and as one rank of the job,
 // each rank with the same CPU workers (GOMAXPROCS; run mpirun with
 // -x GOMAXPROCS=… to share the cores), and prints the step's time, the
@@ -176,14 +176,15 @@ func TestDataParallelMPIOverhead(t *testing.T) {
 		require.NoError(t, err)
 		return tr
 	}
-	measure := func(tr *agentrl.Trainer) (step, train, allreduce float64, bytes int64) {
-		const warm, n = 1, 4
+	measure := func(tr *agentrl.Trainer) (step, train, wait, allreduce float64, bytes int64) {
+		const warm, n = 1, 5
 		for i := range warm + n {
 			m, err := tr.Step(ctx)
 			require.NoError(t, err)
 			if i >= warm {
 				step += m.StepSeconds / n
 				train += m.TrainSeconds / n
+				wait += m.AllReduceWaitSeconds / n
 				allreduce += m.AllReduceSeconds / n
 				bytes = m.AllReduceBytes
 			}
@@ -192,13 +193,13 @@ func TestDataParallelMPIOverhead(t *testing.T) {
 	}
 	var s1, t1 float64
 	if comm.Rank() == 0 {
-		s1, t1, _, _ = measure(build(agentrl.DataParallel{}))
+		s1, t1, _, _, _ = measure(build(agentrl.DataParallel{}))
 	}
 	require.NoError(t, comm.Barrier(ctx))
-	s2, t2, ar, bytes := measure(build(agentrl.DataParallel{Comm: comm}))
+	s2, t2, wait, ar, bytes := measure(build(agentrl.DataParallel{Comm: comm}))
 	if comm.Rank() == 0 {
 		t.Logf("one process, 64 trajectories: step %.3f s (update %.3f s)", s1, t1)
-		t.Logf("%d ranks, 64/%d trajectories each: step %.3f s (update %.3f s), gradient all-reduce %.4f s = %.2f%% of the step, %d bytes per rank per step (%.2f GB/s algorithm bandwidth)",
-			comm.Size(), comm.Size(), s2, t2, ar, 100*ar/s2, bytes, float64(bytes)/ar/1e9)
+		t.Logf("%d ranks, 64/%d trajectories each: step %.3f s (update %.3f s); waiting for the slowest rank %.4f s; gradient all-reduce %.5f s = %.3f%% of the step, %d bytes per rank per step (%.2f GB/s algorithm bandwidth)",
+			comm.Size(), comm.Size(), s2, t2, wait, ar, 100*ar/s2, bytes, float64(bytes)/ar/1e9)
 	}
 }
