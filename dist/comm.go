@@ -37,6 +37,7 @@ const (
 	Min
 )
 
+// String names the reduction: "sum", "max", "min".
 func (o Op) String() string {
 	switch o {
 	case Sum:
@@ -176,6 +177,8 @@ type RankError struct {
 	Err error
 }
 
+// Error says which collective failed on which rank, and names the
+// ranks that did not arrive or are gone.
 func (e *RankError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "dist: %s #%d on rank %d: ", e.Op, e.Seq, e.Rank)
@@ -282,6 +285,7 @@ func newComm(e engine, mon *monitor, timeout time.Duration) Comm {
 	return c
 }
 
+// Rank and Size are the engine's.
 func (c *comm) Rank() int { return c.eng.rank() }
 func (c *comm) Size() int { return c.eng.size() }
 

@@ -34,6 +34,9 @@
 //     MPICH's are integers) and a program under mpirun runs with that
 //     MPI's library anyway. The default build has no MPI: Open fails with
 //     ErrNotCompiled for a job of several CPU processes.
+//     MPI's processes are started by an MPI launcher (mpirun, mpiexec, srun
+//     --mpi=pmix): torchrun cannot start them, so a CPU job runs under
+//     mpirun; Open checks that MPI sees the launcher's rank and size.
 //
 // Both are behind Comm; there is no collective implementation of this
 // package's own. (NewGroup's ranks are goroutines of one process, for

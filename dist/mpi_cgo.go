@@ -129,6 +129,7 @@ type MPIError struct {
 	Msg  string
 }
 
+// Error gives the code and MPI's description.
 func (e *MPIError) Error() string { return fmt.Sprintf("dist: MPI error %d: %s", e.Code, e.Msg) }
 
 func mpiCheck(code C.int) error {

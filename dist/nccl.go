@@ -30,9 +30,40 @@ func (e *ncclEngine) close(abandoned bool) error {
 	return err
 }
 
-var ncclOps = map[Op]gpu.CollOp{Sum: gpu.Sum, Max: gpu.Max, Min: gpu.Min}
+// ncclOp is op's NCCL reduction.
+func ncclOp(op Op) gpu.CollOp {
+	switch op {
+	case Max:
+		return gpu.Max
+	case Min:
+		return gpu.Min
+	}
+	return gpu.Sum
+}
 
-var ncclKinds = map[kind]gpu.CollKind{kAllReduce: gpu.AllReduce, kReduceScatter: gpu.ReduceScatter, kAllGather: gpu.AllGather, kBroadcast: gpu.Broadcast}
+// ncclKind is k's NCCL collective (a barrier is run as an all-reduce).
+func ncclKind(k kind) gpu.CollKind {
+	switch k {
+	case kReduceScatter:
+		return gpu.ReduceScatter
+	case kAllGather:
+		return gpu.AllGather
+	case kBroadcast:
+		return gpu.Broadcast
+	}
+	return gpu.AllReduce
+}
+
+// ncclType is the NCCL element type of a host buffer.
+func ncclType(d dtype) gpu.CollType {
+	switch d {
+	case f64:
+		return gpu.Float64
+	case u8:
+		return gpu.Uint8
+	}
+	return gpu.Float32
+}
 
 func (e *ncclEngine) run(ctx context.Context, c coll) error {
 	if c.kind == kBarrier {
@@ -40,7 +71,7 @@ func (e *ncclEngine) run(ctx context.Context, c coll) error {
 		one := Float32s{0}
 		c = coll{kind: kAllReduce, recv: one, op: Sum}
 	}
-	gc := gpu.Collective{Kind: ncclKinds[c.kind], Op: ncclOps[c.op], Root: c.root}
+	gc := gpu.Collective{Kind: ncclKind(c.kind), Op: ncclOp(c.op), Root: c.root}
 	if d, ok := c.recv.(Device); ok {
 		gc.Recv, gc.RecvOff, gc.Type, gc.Count = d.Buffer, d.Off, gpu.Float32, d.N
 		if s, ok := c.send.(Device); ok {
@@ -61,7 +92,7 @@ func (e *ncclEngine) staged(ctx context.Context, c coll, gc gpu.Collective) erro
 	if c.send != nil {
 		send = words(c.send)
 	}
-	gc.Type = map[dtype]gpu.CollType{f32: gpu.Float32, f64: gpu.Float64, u8: gpu.Uint8}[c.recv.dtype()]
+	gc.Type = ncclType(c.recv.dtype())
 	gc.Count = c.recv.Len()
 	if c.kind == kAllGather {
 		gc.Count = c.send.Len()

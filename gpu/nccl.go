@@ -23,6 +23,7 @@ type NCCLError struct {
 	Msg  string
 }
 
+// Error gives the call, its ncclResult_t and NCCL's description.
 func (e *NCCLError) Error() string {
 	return fmt.Sprintf("gpu: %s failed: ncclResult_t %d (%s)", e.Call, e.Code, e.Msg)
 }
@@ -36,15 +37,12 @@ func (e *NCCLError) Unwrap() error { return ErrNCCL }
 // it travels through the launcher's rendezvous (package dist).
 type NCCLID [128]byte
 
-// ncclLibraries are the names NewNCCLID and Backend.NewNCCL try, in
+// NCCLLibraries returns the names NewNCCLID and Backend.NewNCCL try, in
 // order, with the dynamic loader: NCCL is opened at run time like cuBLAS,
-// so a binary built with the agentrl_cuda tag starts without it.
-var ncclLibraries = [...]string{"libnccl.so.2", "libnccl.so"}
-
-// NCCLLibraries returns the library names NCCL is looked up under, in
-// order: install NCCL (NVIDIA's libnccl2 package, or pip's nvidia-nccl
-// wheel's lib folder on LD_LIBRARY_PATH) so that one of them loads.
-func NCCLLibraries() []string { return append([]string(nil), ncclLibraries[:]...) }
+// so a binary built with the agentrl_cuda tag starts without it. Install
+// NCCL (NVIDIA's libnccl2 package, or pip's nvidia-nccl-cu12 wheel's lib
+// folder on LD_LIBRARY_PATH) so that one of them loads.
+func NCCLLibraries() []string { return []string{"libnccl.so.2", "libnccl.so"} }
 
 // CollKind is an NCCL collective.
 type CollKind int
@@ -57,6 +55,7 @@ const (
 	Broadcast
 )
 
+// String is the NCCL function's name.
 func (k CollKind) String() string {
 	switch k {
 	case AllReduce:

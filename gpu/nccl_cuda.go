@@ -129,7 +129,7 @@ type ncclLib struct {
 // openNCCL dlopens the first loadable NCCL.
 func openNCCL() (*ncclLib, error) {
 	var tried []string
-	for _, name := range ncclLibraries {
+	for _, name := range NCCLLibraries() {
 		n := (*C.nccl_t)(C.calloc(1, C.sizeof_nccl_t))
 		cname := C.CString(name)
 		var missing *C.char
