@@ -106,10 +106,9 @@ type TrainerParts struct {
 	// advantages are those of one process; each rank rolls out, scores
 	// and trains on its groups with TrainerConfig.MicroBatchSize
 	// trajectories per pass (at most its share of a mini-batch); the
-	// gradients are summed across the ranks
-	// before every update; metrics are reduced (StepMetrics.Map's
-	// dist/… keys say how); rank 0 alone logs metrics, writes
-	// checkpoints and publishes weights. Every rank must be given the
+	// gradients are summed across the ranks before every update;
+	// metrics are reduced (StepMetrics.WorldSize says how); rank 0
+	// alone logs metrics, writes checkpoints and publishes weights. Every rank must be given the
 	// same configuration, prompts and starting weights (the first step
 	// checks the configuration and gives every rank rank 0's weights).
 	// PromptsPerStep must be a multiple of the number of ranks and,
