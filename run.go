@@ -235,9 +235,18 @@ func (l trainerLoop[M]) resume(root CheckpointRoot) (bool, error) { return l.loa
 // rc asks for — verl's RayPPOTrainer.fit. It returns ctx's error when ctx
 // ends between two steps. Step logs its own row; under Run the row is
 // logged once, with the validation.
+//
+// In a data-parallel job every rank runs Run with the same rc: rank 0
+// logs the rows, draws the progress and writes the checkpoints; every
+// rank validates (Trainer.Validate shares the prompts among them) and
+// calls the hooks.
 func (t *Trainer) Run(ctx context.Context, rc RunConfig) error {
+	metrics := t.parts.Metrics
+	if !t.dp.leader() {
+		metrics, rc.Progress = nil, nil
+	}
 	l := trainerLoop[StepMetrics]{done: t.StepsDone, advance: t.advance, save: t.SaveCheckpoint, load: t.Resume}
-	return run(ctx, l, rc, rc.Steps, t.parts.Metrics)
+	return run(ctx, l, rc, rc.Steps, metrics)
 }
 
 // Run trains until StepsDone reaches rc.Steps (0: the steps of
@@ -248,8 +257,12 @@ func (s *SFTTrainer) Run(ctx context.Context, rc RunConfig) error {
 	if steps == 0 {
 		steps = s.totalSteps()
 	}
+	metrics := s.metrics
+	if !s.dp.leader() {
+		metrics, rc.Progress = nil, nil
+	}
 	l := trainerLoop[SFTMetrics]{done: s.StepsDone, advance: s.advance, save: s.SaveCheckpoint, load: s.Resume}
-	return run(ctx, l, rc, steps, s.metrics)
+	return run(ctx, l, rc, steps, metrics)
 }
 
 // ValidationConfig is a validation of an RL policy on held-out prompts
@@ -283,34 +296,60 @@ func (t *Trainer) Validate(ctx context.Context, vc ValidationConfig) (EvalResult
 	if vc.N < 0 {
 		return EvalResult{}, fmt.Errorf("%w: ValidationConfig.N = %d, want ≥ 0", ErrTrainerConfig, vc.N)
 	}
+	// A validation before the first step validates rank 0's weights too.
+	if err := t.dp.start(ctx, t.opt, t.fingerprint()); err != nil {
+		return EvalResult{}, fmt.Errorf("agentrl: validation: data parallel: %w", err)
+	}
 	n := max(vc.N, 1)
-	reqs := make([]rollout.Request, len(vc.Prompts))
-	for i := range vc.Prompts {
+	// In a data-parallel job each rank rolls out its share of the
+	// prompts (seeded by their place in the whole list) and the ranks
+	// gather the records, in one process's order.
+	lo, hi := t.dp.block(len(vc.Prompts))
+	reqs := make([]rollout.Request, 0, hi-lo)
+	for i := lo; i < hi; i++ {
 		ps := vc.Sampling
 		ps.Seed = new(vc.Seed + uint64(i)*uint64(n))
-		reqs[i] = vc.Prompts[i].request(strconv.Itoa(i), ps, n)
+		reqs = append(reqs, vc.Prompts[i].request(strconv.Itoa(i), ps, n))
+	}
+	recs, err := t.validationRecords(ctx, vc, reqs, lo)
+	if t.dp != nil {
+		if err = t.dp.agree(ctx, err, "validation"); err == nil {
+			recs, err = t.dp.gatherRecords(ctx, recs)
+		}
+	}
+	if err != nil {
+		return EvalResult{}, err
+	}
+	return Evaluate(ctx, recs, vc.Eval)
+}
+
+// validationRecords rolls out and scores reqs, the requests of
+// vc.Prompts[lo:].
+func (t *Trainer) validationRecords(ctx context.Context, vc ValidationConfig, reqs []rollout.Request, lo int) ([]EvalRecord, error) {
+	if len(reqs) == 0 {
+		return nil, nil
 	}
 	trajs, err := t.parts.Engine.Run(ctx, reqs)
 	if err != nil {
-		return EvalResult{}, err
+		return nil, err
 	}
 	inputs := make([]reward.Input, len(trajs))
 	for i := range trajs {
-		inputs[i] = vc.Prompts[trajs[i].Request].RewardInput(&trajs[i])
+		inputs[i] = vc.Prompts[lo+trajs[i].Request].RewardInput(&trajs[i])
 	}
 	outs, err := reward.Batch(ctx, t.parts.Reward, inputs, t.cfg.Reward)
 	if err != nil {
-		return EvalResult{}, err
+		return nil, err
 	}
 	recs := make([]EvalRecord, len(trajs))
 	for i, tr := range trajs {
 		recs[i] = EvalRecord{
-			DataSource: vc.Prompts[tr.Request].DataSource, PromptID: tr.ID,
+			DataSource: vc.Prompts[lo+tr.Request].DataSource, PromptID: tr.ID,
 			Score: outs[i].Score, Acc: outs[i].Acc, Pred: outs[i].Pred,
 			Extra: map[string]float64{"tool_calls": float64(len(tr.ToolCalls))},
 		}
 	}
-	return Evaluate(ctx, recs, vc.Eval)
+	return recs, nil
 }
 
 // Validator returns a ValidateFunc running Validate with vc, for

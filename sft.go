@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl/dataset"
+	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 )
@@ -100,6 +101,17 @@ type SFTParts struct {
 	Data []SFTSample
 	// Metrics, when set, receives every step's SFTMetrics.Map().
 	Metrics *MetricsLogger
+	// DataParallel, when its Comm has several ranks, makes this trainer
+	// one rank of a data-parallel job, as TrainerParts.DataParallel does
+	// for RL: every rank draws the same batch and trains on its
+	// contiguous share of it (BatchSize must be a multiple of the ranks;
+	// MicroBatchSize counts sequences per pass on one rank, at most its
+	// share); the loss is
+	// still normalised by the whole batch's trained tokens, the
+	// gradients are summed across the ranks before the update, and rank
+	// 0 alone logs and writes checkpoints. One update then equals one
+	// process's on the whole batch, up to float32 rounding.
+	DataParallel DataParallel
 }
 
 // Validate reports the first unusable field, wrapping ErrTrainerConfig.
@@ -148,6 +160,16 @@ type SFTMetrics struct {
 	Skipped      bool
 	// TokensPerSec is SeqTokens over the step's wall-clock Seconds.
 	TokensPerSec, Seconds float64
+	// WorldSize is the number of data-parallel ranks (1 alone); with
+	// several, Loss, Tokens and SeqTokens are the whole batch's, Seconds
+	// the slowest rank's, AllReduceWaitSeconds the longest wait for the
+	// slowest rank before the gradient all-reduce, AllReduceSeconds the
+	// slowest rank's time in it and AllReduceBytes what each rank
+	// all-reduced.
+	WorldSize            int
+	AllReduceWaitSeconds float64
+	AllReduceSeconds     float64
+	AllReduceBytes       int64
 }
 
 // Map returns the metrics under verl's SFT names (train/loss, train/lr).
@@ -156,7 +178,7 @@ func (m SFTMetrics) Map() map[string]float64 {
 	if m.Skipped {
 		skipped = 1
 	}
-	return map[string]float64{
+	out := map[string]float64{
 		"train/loss":            m.Loss,
 		"train/lr":              m.LR,
 		"train/grad_norm":       m.GradNorm,
@@ -167,6 +189,13 @@ func (m SFTMetrics) Map() map[string]float64 {
 		"timing_s/step":         m.Seconds,
 		"train/sequence_tokens": float64(m.SeqTokens),
 	}
+	if m.WorldSize > 1 {
+		out["dist/world_size"] = float64(m.WorldSize)
+		out["dist/grad_allreduce_bytes"] = float64(m.AllReduceBytes)
+		out["timing_s/grad_allreduce"] = m.AllReduceSeconds
+		out["timing_s/grad_wait"] = m.AllReduceWaitSeconds
+	}
+	return out
 }
 
 // SFTTrainer fine-tunes a policy on fixed sequences with the masked
@@ -183,6 +212,9 @@ type SFTTrainer struct {
 	sampler *dataset.Sampler
 	opt     policy.Optimizer
 	step    int
+	dp      *dp // nil alone
+	// allowResize is SFTParts.DataParallel.AllowWorldSizeChange.
+	allowResize bool
 }
 
 // NewSFTTrainer checks cfg and parts (naming the first bad sample) and
@@ -203,6 +235,19 @@ func NewSFTTrainer(cfg SFTConfig, parts SFTParts) (*SFTTrainer, error) {
 			return nil, fmt.Errorf("%w: SFT sample %d: %w", ErrTrainer, i, err)
 		}
 	}
+	d, err := newDP(parts.DataParallel, "SFTParts.DataParallel")
+	if err != nil {
+		return nil, err
+	}
+	if w := d.world(); w > 1 {
+		local := cfg.BatchSize / w
+		switch {
+		case cfg.BatchSize%w != 0:
+			return nil, fmt.Errorf("%w: SFTConfig.BatchSize %d is not a multiple of the %d ranks", ErrTrainerConfig, cfg.BatchSize, w)
+		case cfg.MicroBatchSize > 0 && local%min(cfg.MicroBatchSize, local) != 0:
+			return nil, fmt.Errorf("%w: SFTConfig.MicroBatchSize %d does not divide the %d sequences each of the %d ranks trains per update", ErrTrainerConfig, cfg.MicroBatchSize, local, w)
+		}
+	}
 	sampler, err := dataset.NewSampler(len(data), dataset.SamplerConfig{BatchSize: cfg.BatchSize, Seed: cfg.Seed, Shuffle: true, DropLast: true})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTrainer, err)
@@ -215,7 +260,7 @@ func NewSFTTrainer(cfg SFTConfig, parts SFTParts) (*SFTTrainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &SFTTrainer{model: model, data: data, metrics: parts.Metrics, cfg: cfg, sampler: sampler, opt: opt}, nil
+	return &SFTTrainer{model: model, data: data, metrics: parts.Metrics, cfg: cfg, sampler: sampler, opt: opt, dp: d, allowResize: parts.DataParallel.AllowWorldSizeChange}, nil
 }
 
 // StepsPerEpoch is the number of updates in one pass over the data (the
@@ -225,11 +270,13 @@ func (s *SFTTrainer) StepsPerEpoch() int { return len(s.data) / s.cfg.BatchSize 
 // StepsDone is the number of updates made.
 func (s *SFTTrainer) StepsDone() int { return s.step }
 
+// microBatch is the number of sequences of one pass on this rank.
 func (s *SFTTrainer) microBatch() int {
+	local := s.cfg.BatchSize / s.dp.world()
 	if s.cfg.MicroBatchSize == 0 {
-		return s.cfg.BatchSize
+		return local
 	}
-	return s.cfg.MicroBatchSize
+	return min(s.cfg.MicroBatchSize, local)
 }
 
 // Step makes one update on the next batch and returns its metrics.
@@ -238,7 +285,7 @@ func (s *SFTTrainer) Step(ctx context.Context) (SFTMetrics, error) {
 	if err != nil {
 		return m, err
 	}
-	if s.metrics != nil {
+	if s.metrics != nil && s.dp.leader() {
 		if err := s.metrics.Log(m.Step, m.Map()); err != nil {
 			return m, fmt.Errorf("agentrl: SFT step %d: metrics log: %w", m.Step, err)
 		}
@@ -249,7 +296,10 @@ func (s *SFTTrainer) Step(ctx context.Context) (SFTMetrics, error) {
 // advance is Step without the metrics log.
 func (s *SFTTrainer) advance(ctx context.Context) (SFTMetrics, error) {
 	start := time.Now()
-	m := SFTMetrics{Step: s.step + 1, Epoch: s.sampler.State().Epoch}
+	m := SFTMetrics{Step: s.step + 1, Epoch: s.sampler.State().Epoch, WorldSize: s.dp.world()}
+	if err := s.dp.start(ctx, s.opt, s.fingerprint()); err != nil {
+		return m, fmt.Errorf("agentrl: SFT step %d: data parallel: %w", m.Step, err)
+	}
 	batch, err := dataset.Gather(s.data, s.sampler.Next())
 	if err != nil {
 		return m, fmt.Errorf("%w: %w", ErrTrainer, err)
@@ -261,13 +311,24 @@ func (s *SFTTrainer) advance(ctx context.Context) (SFTMetrics, error) {
 	if err := s.opt.ZeroGrad(); err != nil {
 		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
 	}
-	inv := 1 / float64(m.Tokens)
-	for _, c := range chunks(len(batch), s.microBatch()) {
-		nll, err := s.micro(ctx, batch[c[0]:c[1]], inv, true)
+	inv := 1 / float64(m.Tokens) // the whole batch's tokens, on every rank
+	lo, hi := s.dp.block(len(batch))
+	for _, c := range chunks(hi-lo, s.microBatch()) {
+		nll, err := s.micro(ctx, batch[lo+c[0]:lo+c[1]], inv, true)
 		if err != nil {
 			return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
 		}
 		m.Loss += nll
+	}
+	if s.dp != nil {
+		if err := s.dp.syncGrads(ctx, s.opt); err != nil {
+			return m, fmt.Errorf("agentrl: SFT step %d: gradient all-reduce: %w", m.Step, err)
+		}
+		v := []float64{m.Loss}
+		if err := s.dp.reduce(ctx, v, dist.Sum); err != nil {
+			return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
+		}
+		m.Loss = v[0]
 	}
 	m.Loss *= inv
 	m.GradNorm, err = clipOrMeasure(s.opt, s.cfg.MaxGradNorm)
@@ -287,6 +348,15 @@ func (s *SFTTrainer) advance(ctx context.Context) (SFTMetrics, error) {
 	}
 	s.step++
 	m.Seconds = time.Since(start).Seconds()
+	if s.dp != nil {
+		var bytes int64
+		m.AllReduceWaitSeconds, m.AllReduceSeconds, bytes = s.dp.takeCounters()
+		v := []float64{m.Seconds, m.AllReduceSeconds, m.AllReduceWaitSeconds}
+		if err := s.dp.reduce(ctx, v, dist.Max); err != nil {
+			return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
+		}
+		m.Seconds, m.AllReduceSeconds, m.AllReduceWaitSeconds, m.AllReduceBytes = v[0], v[1], v[2], bytes
+	}
 	if m.Seconds > 0 {
 		m.TokensPerSec = float64(m.SeqTokens) / m.Seconds
 	}
@@ -357,13 +427,26 @@ func (s *SFTTrainer) Loss(ctx context.Context, data []SFTSample) (float64, error
 	if tokens == 0 {
 		return 0, fmt.Errorf("%w: no samples to evaluate", ErrTrainer)
 	}
+	// A validation before the first step scores rank 0's weights too.
+	if err := s.dp.start(ctx, s.opt, s.fingerprint()); err != nil {
+		return 0, fmt.Errorf("agentrl: SFT loss: data parallel: %w", err)
+	}
+	// In a data-parallel job each rank scores its share of data.
 	var nll float64
-	for _, c := range chunks(len(data), s.microBatch()) {
-		v, err := s.micro(ctx, data[c[0]:c[1]], 0, false)
+	lo, hi := s.dp.block(len(data))
+	for _, c := range chunks(hi-lo, s.microBatch()) {
+		v, err := s.micro(ctx, data[lo+c[0]:lo+c[1]], 0, false)
 		if err != nil {
 			return 0, fmt.Errorf("agentrl: SFT loss: %w", err)
 		}
 		nll += v
+	}
+	if s.dp != nil {
+		v := []float64{nll}
+		if err := s.dp.reduce(ctx, v, dist.Sum); err != nil {
+			return 0, fmt.Errorf("agentrl: SFT loss: %w", err)
+		}
+		nll = v[0]
 	}
 	return nll / float64(tokens), nil
 }
@@ -392,3 +475,21 @@ func (s *SFTTrainer) Train(ctx context.Context, onStep func(SFTMetrics) error) e
 
 // totalSteps is the number of updates of cfg.Epochs epochs.
 func (s *SFTTrainer) totalSteps() int { return max(s.cfg.Epochs, 1) * s.StepsPerEpoch() }
+
+// fingerprint is what every rank's SFT configuration must agree on.
+func (s *SFTTrainer) fingerprint() []namedValue {
+	return []namedValue{
+		{"SFTConfig.Seed (low 32 bits)", float64(uint32(s.cfg.Seed))},
+		{"SFTConfig.Seed (high 32 bits)", float64(s.cfg.Seed >> 32)},
+		{"the number of SFT samples", float64(len(s.data))},
+		{"SFTConfig.BatchSize", float64(s.cfg.BatchSize)},
+		{"the micro-batch size", float64(s.microBatch())},
+		{"the steps done", float64(s.step)},
+		{"the optimizer's steps", float64(s.opt.Steps())},
+	}
+}
+
+// Close releases what data-parallel training holds on the backend (the
+// gradient bucket of NCCL); alone it does nothing. The trainer may be
+// stepped again after it.
+func (s *SFTTrainer) Close() error { return s.dp.close() }

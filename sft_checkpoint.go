@@ -27,6 +27,9 @@ type SFTState struct {
 	// OptimizerSteps is the optimizer's update count, checked against its
 	// state file.
 	OptimizerSteps int64 `json:"optimizer_steps"`
+	// WorldSize is the number of data-parallel ranks that wrote it, as
+	// TrainerState.WorldSize.
+	WorldSize int `json:"world_size,omitempty"`
 }
 
 // SaveTo writes the SFT trainer's checkpoint into dir, in the layout of
@@ -35,7 +38,7 @@ type SFTState struct {
 func (s *SFTTrainer) SaveTo(dir string) error {
 	return saveTraining(dir, s.opt, s.model, SFTState{
 		Format: SFTStateFormat, Step: s.step, Seed: s.cfg.Seed, Samples: len(s.data),
-		Sampler: s.sampler.State(), OptimizerSteps: s.opt.Steps(),
+		Sampler: s.sampler.State(), OptimizerSteps: s.opt.Steps(), WorldSize: s.dp.recordedWorld(),
 	})
 }
 
@@ -43,7 +46,7 @@ func (s *SFTTrainer) SaveTo(dir string) error {
 // root/step-N, points root/latest at it and keeps the newest keep (keep
 // < 1 keeps all), as Trainer.SaveCheckpoint does.
 func (s *SFTTrainer) SaveCheckpoint(ctx context.Context, root CheckpointRoot, keep int) (string, error) {
-	return saveCheckpoint(ctx, root, s.step, keep, s.SaveTo)
+	return saveCheckpointDP(ctx, s.dp, root, s.step, keep, s.SaveTo)
 }
 
 // LoadFrom restores a checkpoint written by SaveTo. It must come from a
@@ -64,6 +67,9 @@ func (s *SFTTrainer) LoadFrom(dir string) error {
 		return fmt.Errorf("%w: %s: seed %d, but SFTConfig.Seed is %d", ErrCheckpoint, CheckpointStateFile, st.Seed, s.cfg.Seed)
 	case st.Samples != len(s.data):
 		return fmt.Errorf("%w: %s: %d samples, but the trainer has %d", ErrCheckpoint, CheckpointStateFile, st.Samples, len(s.data))
+	}
+	if err := checkWorldSize(st.WorldSize, s.dp.world(), s.allowResize); err != nil {
+		return err
 	}
 	if err := loadTraining(dir, s.opt, st.OptimizerSteps); err != nil {
 		return err

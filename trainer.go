@@ -99,6 +99,26 @@ type TrainerParts struct {
 	// (advantage.NewRegistry, then Register). nil means the built-in
 	// estimators.
 	Estimators *advantage.Registry
+	// DataParallel, when its Comm has several ranks, makes this trainer
+	// one rank of a data-parallel job (see DataParallel and the
+	// README's "Several GPUs and machines"): each step's prompts are
+	// shared among the ranks in whole groups, so that group-relative
+	// advantages are those of one process; each rank rolls out, scores
+	// and trains on its groups with TrainerConfig.MicroBatchSize
+	// trajectories per pass (at most its share of a mini-batch); the
+	// gradients are summed across the ranks before every update;
+	// metrics are reduced (StepMetrics.WorldSize says how); rank 0
+	// alone logs metrics, writes checkpoints and publishes weights. Every rank must be given the
+	// same configuration, prompts and starting weights (the first step
+	// checks the configuration and gives every rank rank 0's weights).
+	// PromptsPerStep must be a multiple of the number of ranks and,
+	// without dynamic sampling, each mini-batch must hold a multiple of
+	// SamplesPerPrompt × ranks trajectories; then a step with one rank
+	// per process equals one process's step over the whole batch, up to
+	// the float32 rounding of the gradient sum's order (with
+	// ShuffleMiniBatches or DynamicSampling, each rank shuffles or
+	// filters its own groups, which one process would mix).
+	DataParallel DataParallel
 }
 
 // Trainer runs reinforcement-learning steps: rollout, rewards, advantages,
@@ -128,6 +148,8 @@ type Trainer struct {
 	// overlap metric; lastEnd is when the previous step ended.
 	trained [][2]time.Time
 	lastEnd time.Time
+	// dp is the data-parallel state; nil alone.
+	dp *dp
 }
 
 // NewTrainer validates cfg against parts (names in its registries, the
@@ -170,6 +192,13 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 			return nil, fmt.Errorf("%w: TrainerParts.Prompts[%d] (%q) has %d prompt forms; want exactly one of Tokens, Text, Messages", ErrTrainer, i, p.ID, forms)
 		}
 	}
+	d, err := newDP(parts.DataParallel, "TrainerParts.DataParallel")
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.checkDataParallel(d.world()); err != nil {
+		return nil, err
+	}
 	rf := parts.Reward
 	if cfg.Overlong != nil {
 		oc, err := cfg.overlong(parts.Engine.MaxResponseTokens())
@@ -197,7 +226,7 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	return &Trainer{
 		cfg: cfg, parts: parts, reward: rf, sampler: sampler, opt: opt,
 		computer: loss.NewComputer(parts.Losses), estimators: parts.Estimators,
-		samplerState: sampler.State(), published: -1,
+		samplerState: sampler.State(), published: -1, dp: d,
 	}, nil
 }
 
@@ -237,7 +266,7 @@ func (t *Trainer) Step(ctx context.Context) (StepMetrics, error) {
 	if err != nil {
 		return m, err
 	}
-	if t.parts.Metrics != nil {
+	if t.parts.Metrics != nil && t.dp.leader() {
 		if err := t.parts.Metrics.Log(m.Step, m.Map()); err != nil {
 			return m, fmt.Errorf("agentrl: step %d: metrics log: %w", m.Step, err)
 		}
@@ -248,7 +277,10 @@ func (t *Trainer) Step(ctx context.Context) (StepMetrics, error) {
 // advance is Step without the metrics log.
 func (t *Trainer) advance(ctx context.Context) (StepMetrics, error) {
 	start := time.Now()
-	m := StepMetrics{Step: t.step + 1, PolicyVersion: t.step}
+	m := StepMetrics{Step: t.step + 1, PolicyVersion: t.step, WorldSize: t.dp.world()}
+	if err := t.dp.start(ctx, t.opt, t.fingerprint()); err != nil {
+		return m, fmt.Errorf("agentrl: step %d: data parallel: %w", m.Step, err)
+	}
 
 	// A run's first step, and the first after a resume, make sure the
 	// samplers hold the policy being trained.
@@ -311,6 +343,11 @@ func (t *Trainer) advance(ctx context.Context) (StepMetrics, error) {
 		m.WallSeconds = now.Sub(t.lastEnd).Seconds()
 	}
 	t.lastEnd = now
+	if t.dp != nil {
+		if err := t.reduceMetrics(ctx, &m, batch); err != nil {
+			return m, fmt.Errorf("agentrl: step %d: reducing the metrics: %w", m.Step, err)
+		}
+	}
 	return m, nil
 }
 
@@ -331,13 +368,19 @@ func requestSeed(seed uint64, step, genBatch, pos int) uint64 {
 // generate rolls out and scores one generation batch of the step after
 // done completed steps.
 func (t *Trainer) generate(ctx context.Context, done, genBatch int) ([]*sample, error) {
-	idx := t.sampler.Next()
-	reqs := make([]rollout.Request, len(idx))
-	groups := make([]string, len(idx))
-	for i, j := range idx {
+	all := t.sampler.Next()
+	// This rank's groups, at their positions in the generation batch
+	// (which seed them): all of them alone.
+	pos := t.shard(len(all))
+	idx := make([]int, len(pos))
+	reqs := make([]rollout.Request, len(pos))
+	groups := make([]string, len(pos))
+	for i, at := range pos {
+		j := all[at]
+		idx[i] = j
 		p := &t.parts.Prompts[j]
 		params := t.cfg.Sampling
-		params.Seed = new(requestSeed(t.cfg.Seed, done, genBatch, i))
+		params.Seed = new(requestSeed(t.cfg.Seed, done, genBatch, at))
 		params.Logprobs = true
 		groups[i] = fmt.Sprintf("s%d/g%d/p%d", done, genBatch, j)
 		reqs[i] = p.request(groups[i], params, t.cfg.SamplesPerPrompt)
@@ -381,11 +424,14 @@ func (t *Trainer) collect(ctx context.Context, done int) ([]*sample, int, int, e
 	ds := t.cfg.DynamicSampling
 	if ds == nil {
 		b, err := t.generate(ctx, done, 0)
-		return b, 1, t.cfg.PromptsPerStep, err
+		return b, 1, t.cfg.PromptsPerStep / t.dp.world(), err // this rank's groups
 	}
-	f, err := dataset.NewGroupFilter[*sample](dataset.FilterConfig{BatchGroups: t.cfg.PromptsPerStep, MaxGenBatches: ds.MaxGenBatches})
+	f, err := dataset.NewGroupFilter[*sample](dataset.FilterConfig{BatchGroups: t.cfg.PromptsPerStep / t.dp.world(), MaxGenBatches: ds.MaxGenBatches})
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("%w: %w", ErrTrainer, err)
+	}
+	if t.dp != nil {
+		return t.collectShared(ctx, done, f)
 	}
 	for gen := 0; !f.Ready(); gen++ {
 		b, err := t.generate(ctx, done, gen)
@@ -459,7 +505,7 @@ func (t *Trainer) oldAndRef(ctx context.Context, batch []*sample) error {
 		}
 	}
 	score := func(model lm.Trainable, set func(s *sample, lp []float32), what string) error {
-		for _, c := range chunks(len(batch), t.cfg.microBatch()) {
+		for _, c := range chunks(len(batch), t.localMicro()) {
 			part := batch[c[0]:c[1]]
 			stats, _, err := model.Forward(ctx, t.tokenBatch(part), false)
 			if err != nil {
@@ -533,7 +579,7 @@ func (t *Trainer) update(ctx context.Context, batch []*sample, m *StepMetrics) e
 			rng := rand.New(rand.NewPCG(t.cfg.Seed, uint64(t.step)<<20|uint64(ep)))
 			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		}
-		for _, mb := range chunks(len(batch), t.cfg.miniBatch()) {
+		for _, mb := range chunks(len(batch), t.cfg.miniBatch()/t.dp.world()) {
 			mini := make([]*sample, 0, mb[1]-mb[0])
 			for _, k := range order[mb[0]:mb[1]] {
 				mini = append(mini, batch[k])
@@ -541,13 +587,21 @@ func (t *Trainer) update(ctx context.Context, batch []*sample, m *StepMetrics) e
 			if err := t.opt.ZeroGrad(); err != nil {
 				return fmt.Errorf("agentrl: step %d: %w", t.step+1, err)
 			}
-			for _, c := range chunks(len(mini), t.cfg.microBatch()) {
-				res, tokens, err := t.microStep(ctx, mini[c[0]:c[1]], float32(c[1]-c[0])/float32(len(mini)))
+			// Each micro-batch's loss is weighted by its share of the
+			// whole mini-batch, on every rank: the sum over the ranks is
+			// one process's gradient.
+			for _, c := range chunks(len(mini), t.localMicro()) {
+				res, tokens, err := t.microStep(ctx, mini[c[0]:c[1]], float32(c[1]-c[0])/float32(len(mini)*t.dp.world()))
 				if err != nil {
 					return fmt.Errorf("agentrl: step %d: epoch %d: %w", t.step+1, ep, err)
 				}
 				m.trainedTokens += tokens
 				acc.add(res.Metrics)
+			}
+			if t.dp != nil {
+				if err := t.dp.syncGrads(ctx, t.opt); err != nil {
+					return fmt.Errorf("agentrl: step %d: epoch %d: gradient all-reduce: %w", t.step+1, ep, err)
+				}
 			}
 			norm, err := clipOrMeasure(t.opt, t.cfg.MaxGradNorm)
 			gradNorms = append(gradNorms, norm)

@@ -56,6 +56,11 @@ type TrainerState struct {
 	// OptimizerSteps is the optimizer's update count, checked against its
 	// state file.
 	OptimizerSteps int64 `json:"optimizer_steps"`
+	// WorldSize is the number of data-parallel ranks of the job that
+	// wrote the checkpoint; omitted (0) for one process. A trainer with
+	// another number refuses it unless DataParallel.AllowWorldSizeChange
+	// is set.
+	WorldSize int `json:"world_size,omitempty"`
 }
 
 // SaveTo writes the trainer's checkpoint into dir (created when missing):
@@ -67,7 +72,7 @@ type TrainerState struct {
 func (t *Trainer) SaveTo(dir string) error {
 	return saveTraining(dir, t.opt, t.parts.Policy, TrainerState{
 		Format: TrainerStateFormat, Step: t.step, Seed: t.cfg.Seed, Prompts: len(t.parts.Prompts),
-		Sampler: t.samplerState, OptimizerSteps: t.opt.Steps(),
+		Sampler: t.samplerState, OptimizerSteps: t.opt.Steps(), WorldSize: t.dp.recordedWorld(),
 	})
 }
 
@@ -130,9 +135,11 @@ func loadTraining(dir string, opt policy.Optimizer, optimizerSteps int64) error 
 
 // SaveCheckpoint writes the checkpoint of the completed steps as
 // root/step-N and points root/latest at it (CheckpointRoot.Save), then
-// keeps the newest keep checkpoints (keep < 1 keeps all).
+// keeps the newest keep checkpoints (keep < 1 keeps all). In a
+// data-parallel job rank 0 writes it and the other ranks wait for it
+// and return its folder; every rank must call it.
 func (t *Trainer) SaveCheckpoint(ctx context.Context, root CheckpointRoot, keep int) (string, error) {
-	return saveCheckpoint(ctx, root, t.step, keep, t.SaveTo)
+	return saveCheckpointDP(ctx, t.dp, root, t.step, keep, t.SaveTo)
 }
 
 // saveCheckpoint writes step's checkpoint with saveTo through
@@ -153,8 +160,11 @@ func saveCheckpoint(ctx context.Context, root CheckpointRoot, step, keep int, sa
 // LoadFrom restores a checkpoint written by SaveTo: the parameters (into
 // the policy's Params, in place), the optimizer's state, the step and the
 // prompt sampler's position. The checkpoint must come from a run with the
-// same Seed, the same number of prompts and the same parameter names and
-// sizes; otherwise LoadFrom returns an error wrapping ErrCheckpoint. On
+// same Seed, the same number of prompts, the same parameter names and
+// sizes and the same number of data-parallel ranks (unless
+// DataParallel.AllowWorldSizeChange); otherwise LoadFrom returns an
+// error wrapping ErrCheckpoint. Every rank of a data-parallel job loads
+// the same checkpoint. On
 // error the trainer may hold a partial state and must not be used.
 func (t *Trainer) LoadFrom(dir string) error {
 	t.stopProducer() // its batches belong to the run being replaced
@@ -171,6 +181,9 @@ func (t *Trainer) LoadFrom(dir string) error {
 		return fmt.Errorf("%w: %s: seed %d, but TrainerConfig.Seed is %d", ErrCheckpoint, CheckpointStateFile, st.Seed, t.cfg.Seed)
 	case st.Prompts != len(t.parts.Prompts):
 		return fmt.Errorf("%w: %s: %d prompts, but the trainer has %d", ErrCheckpoint, CheckpointStateFile, st.Prompts, len(t.parts.Prompts))
+	}
+	if err := checkWorldSize(st.WorldSize, t.dp.world(), t.parts.DataParallel.AllowWorldSizeChange); err != nil {
+		return err
 	}
 	if err := loadTraining(dir, t.opt, st.OptimizerSteps); err != nil {
 		return err

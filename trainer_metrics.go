@@ -75,6 +75,26 @@ type StepMetrics struct {
 	// rollouts ahead it is shorter than RolloutSeconds + TrainSeconds.
 	OverlapSeconds, SyncSeconds, WallSeconds float64
 
+	// WorldSize is the number of data-parallel ranks (1 alone). With
+	// several, the metrics above are the whole job's: counts and sums
+	// over every rank's trajectories (means, and the score's population
+	// standard deviation, over all of them; maxima of the ranks' maxima;
+	// KeptGroups summed, GenBatches the most any rank took), the loss
+	// metrics the mean of the ranks' (each rank's the mean over its
+	// micro-batches, which are as many on every rank), GradNorm and LR
+	// as they are (the same on every rank, after the all-reduce), the
+	// times the slowest rank's, and the throughputs the job's tokens over
+	// those times. AllReduceWaitSeconds is the longest any rank waited,
+	// before the step's gradient all-reduces, for the slowest rank to
+	// finish its backward (load imbalance); AllReduceSeconds the slowest
+	// rank's time in the all-reduces themselves (communication), and
+	// AllReduceBytes the bytes each rank all-reduced (4 per trained
+	// parameter per update).
+	WorldSize            int
+	AllReduceWaitSeconds float64
+	AllReduceSeconds     float64
+	AllReduceBytes       int64
+
 	generatedTokens int
 	trainedTokens   int
 }
@@ -126,6 +146,12 @@ func (m StepMetrics) Map() map[string]float64 {
 	}
 	if v, ok := m.LossMetrics["pg_loss"]; ok {
 		out["actor/pg_loss"] = v
+	}
+	if m.WorldSize > 1 {
+		out["dist/world_size"] = float64(m.WorldSize)
+		out["dist/grad_allreduce_bytes"] = float64(m.AllReduceBytes)
+		out["timing_s/grad_allreduce"] = m.AllReduceSeconds
+		out["timing_s/grad_wait"] = m.AllReduceWaitSeconds
 	}
 	return out
 }

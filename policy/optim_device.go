@@ -245,6 +245,23 @@ func (o *DeviceAdamW) gradNorm() (float64, error) {
 	return o.opt.GradNorm(grads...)
 }
 
+// ReduceGrads calls reduce with the model's backend and the gradient
+// buffers of the trainable parameters, in Params order, under the
+// model's lock; what reduce writes into them is the gradient from then
+// on. A data-parallel trainer sums the ranks' gradients through it
+// (package dist: NCCL on the GPU's buffers, MPI through host copies).
+func (o *DeviceAdamW) ReduceGrads(reduce func(be backend.Backend, grads []backend.Buffer) error) error {
+	return o.locked(func() error {
+		grads := make([]backend.Buffer, len(o.params))
+		for i, p := range o.params {
+			grads[i] = p.dw
+		}
+		err := reduce(o.model.be, grads)
+		o.model.w.gradsWritten()
+		return err
+	})
+}
+
 // ClipGradNorm scales the gradients on the backend so that their joint
 // norm is at most maxNorm, with ClipGradNorm's formula (scale
 // min(1, maxNorm/(norm + 1e-6))), and returns the norm before. A NaN or

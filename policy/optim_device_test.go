@@ -393,3 +393,47 @@ func TestClone(t *testing.T) {
 	_, err = c.Clone()
 	assert.ErrorIs(t, err, ErrLoRA)
 }
+
+// TestDeviceAdamWReduceGrads: what ReduceGrads writes into the
+// gradient buffers is the gradient from then on. Doubling every element
+// (as a sum over two ranks with equal gradients would) doubles the norm
+// exactly: scaling by a power of two rounds nothing.
+func TestDeviceAdamWReduceGrads(t *testing.T) {
+	ctx := context.Background()
+	g := loadGolden(t, "qwen3-tiny")
+	w, u := unpack(g.seqs, g.tensors["w"]), unpack(g.seqs, g.tensors["u"])
+	m := loadTiny(t, "qwen3-tiny")
+	opt, err := m.NewDeviceAdamW(AdamWConfig{LR: 1e-2})
+	require.NoError(t, err)
+	require.NoError(t, opt.ZeroGrad())
+	_, back, err := m.Forward(ctx, lm.TokenBatch{Tokens: g.seqs, Temperature: 0.7}, true)
+	require.NoError(t, err)
+	require.NoError(t, back(ctx, w, u))
+	before, err := opt.GradNorm()
+	require.NoError(t, err)
+	var count int
+	require.NoError(t, opt.ReduceGrads(func(be backend.Backend, grads []backend.Buffer) error {
+		count = len(grads)
+		for _, b := range grads {
+			h := make([]float32, b.Len())
+			if err := be.Download(h, b, 0); err != nil {
+				return err
+			}
+			for i := range h {
+				h[i] *= 2
+			}
+			if err := be.Upload(b, 0, h); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	after, err := opt.GradNorm()
+	require.NoError(t, err)
+	assert.Equal(t, 2*before, after)
+	ps, err := opt.Params()
+	require.NoError(t, err)
+	assert.Len(t, ps, count, "one buffer per trainable parameter, in Params order")
+	wantErr := errors.New("reduce failed")
+	assert.ErrorIs(t, opt.ReduceGrads(func(backend.Backend, []backend.Buffer) error { return wantErr }), wantErr)
+}

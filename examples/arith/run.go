@@ -213,6 +213,18 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer dev.Close()
+	job, err := setup.JoinJob(ctx, dev, stderr) // a rank of torchrun's, srun's or mpirun's job, or alone
+	if err != nil {
+		return err
+	}
+	defer job.Close()
+	if o.fleet > 0 && job.Env.Distributed() {
+		return errors.New("-fleet starts servers from one process: in a job of several ranks give running servers (-fleet-servers)")
+	}
+	stdout, stderr = job.Output(stdout, stderr) // rank 0 prints
+	if dir, err = job.Dir(dir); err != nil {    // rank 0 writes the run folder
+		return err
+	}
 	model, err := openModel(o, tok, dev.Backend())
 	if err != nil {
 		return err
@@ -229,7 +241,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		if err != nil {
 			return err
 		}
-		if err := runSFT(ctx, o, model, sft, dir, stderr); err != nil {
+		if err := runSFT(ctx, o, model, sft, dir, job.DataParallel(), stderr); err != nil {
 			return err
 		}
 		if err := saveModel(model, filepath.Join(dir, "sft-model"), tok); err != nil {
@@ -282,7 +294,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 			tcfg.LoRA.BaseModel = filepath.Join(dir, "sft-model")
 		}
 	}
-	parts := agentrl.TrainerParts{Policy: model, Engine: engine, Reward: rf, Prompts: prompts, Metrics: log}
+	parts := agentrl.TrainerParts{Policy: model, Engine: engine, Reward: rf, Prompts: prompts, Metrics: log, DataParallel: job.DataParallel()}
 	if fl != nil {
 		// The trainer publishes its weights to the servers after every
 		// step and samples up to -fleet-staleness steps ahead.
@@ -396,7 +408,7 @@ func modelConfig(o options, tok *tokenizer.Bytes) (policy.Config, error) {
 	return cfg, nil
 }
 
-func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.SFTSample, dir string, stderr io.Writer) error {
+func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.SFTSample, dir string, dp agentrl.DataParallel, stderr io.Writer) error {
 	if o.sftSteps == 0 {
 		return nil
 	}
@@ -417,7 +429,7 @@ func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.
 	defer log.Close()
 	tr, err := agentrl.NewSFTTrainer(agentrl.SFTConfig{
 		BatchSize: o.sftBatch, Epochs: epochs, Optimizer: opt, MaxGradNorm: 1, Seed: o.seed,
-	}, agentrl.SFTParts{Policy: model, Data: data, Metrics: log})
+	}, agentrl.SFTParts{Policy: model, Data: data, Metrics: log, DataParallel: dp})
 	if err != nil {
 		return err
 	}

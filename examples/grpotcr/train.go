@@ -44,6 +44,12 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	defer dev.Close()
 	defer model.Close()
+	job, err := setup.JoinJob(ctx, dev, stderr) // a rank of torchrun's, srun's or mpirun's job, or alone
+	if err != nil {
+		return err
+	}
+	defer job.Close()
+	stdout, stderr = job.Output(stdout, stderr) // rank 0 prints
 	if err := setup.CheckVocab(tok, model); err != nil {
 		return fmt.Errorf("model %s: %w", o.model, err)
 	}
@@ -120,7 +126,7 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer mlog.Close()
-	tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{Policy: model, Engine: engine, Reward: rf, Prompts: trainPrompts, Metrics: mlog})
+	tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{Policy: model, Engine: engine, Reward: rf, Prompts: trainPrompts, Metrics: mlog, DataParallel: job.DataParallel()})
 	if err != nil {
 		return err
 	}
@@ -162,6 +168,9 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	if err := mlog.Close(); err != nil {
 		return err
+	}
+	if !job.Leader() {
+		return nil // rank 0 plots and exports
 	}
 	pngPath := filepath.Join(o.out, plotFile)
 	switch err := agentrl.PlotMetricsFile(logPath, pngPath, agentrl.PlotConfig{}); {

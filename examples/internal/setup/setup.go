@@ -35,10 +35,12 @@ const NoThinkPrompt = "<|im_start|>assistant\n<think>\n\n</think>\n\n"
 
 // OpenDevice opens the device the -device and -precision flags chose
 // (device.Open) for a model of configuration mc, and says on stderr what
-// it chose and, after a fallback to the CPU, why. Close it after the
-// models on it.
+// it chose and, after a fallback to the CPU, why. Under a launcher that
+// runs several ranks on a machine, -device cuda and auto mean the rank's
+// own GPU, cuda:LOCAL_RANK (see JoinJob). Close it after the models on
+// it.
 func OpenDevice(ctx context.Context, dc device.Config, mc policy.Config, stderr io.Writer) (*device.Device, error) {
-	d, err := device.Open(ctx, dc, mc)
+	d, err := openForRank(ctx, dc, mc, stderr)
 	if err != nil {
 		return nil, err
 	}

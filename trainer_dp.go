@@ -1,0 +1,324 @@
+package agentrl
+
+import (
+	"bytes"
+	"context"
+	"encoding/gob"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+
+	"github.com/agentrl/agentrl/dataset"
+	"github.com/agentrl/agentrl/dist"
+	"github.com/agentrl/agentrl/rollout"
+)
+
+// checkDataParallel checks the batch geometry for w data-parallel ranks
+// (nothing for one).
+func (c TrainerConfig) checkDataParallel(w int) error {
+	if w <= 1 {
+		return nil
+	}
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: TrainerConfig.%s: %s", ErrTrainerConfig, field, fmt.Sprintf(format, args...))
+	}
+	p, n, m := c.PromptsPerStep, c.SamplesPerPrompt, c.miniBatch()
+	switch {
+	case p%w != 0:
+		return bad("PromptsPerStep", "%d is not a multiple of the %d ranks: each rank rolls out whole groups", p, w)
+	case c.DynamicSampling == nil && (m%n != 0 || (m/n)%w != 0):
+		return bad("MiniBatchSize", "%d trajectories: with %d ranks each mini-batch must hold a multiple of %d whole groups of %d (of %d trajectories), so that every rank trains its share of every mini-batch", m, w, w, n, w*n)
+	case c.DynamicSampling != nil && m%w != 0:
+		return bad("MiniBatchSize", "%d is not a multiple of the %d ranks", m, w)
+	case c.DynamicSampling != nil && c.MaxStaleness > 0:
+		return bad("DynamicSampling", "with MaxStaleness %d: a data-parallel trainer's ranks agree on the generation batches of each step, which rollouts made ahead of training cannot", c.MaxStaleness)
+	}
+	local := m / w
+	if micro := min(c.MicroBatchSize, local); micro > 0 && local%micro != 0 {
+		return bad("MicroBatchSize", "%d does not divide the %d trajectories each of the %d ranks trains per mini-batch (MiniBatchSize %d / ranks)", micro, local, w, m)
+	}
+	return nil
+}
+
+// localMicro is the number of trajectories of one forward/backward pass
+// on this rank: MicroBatchSize, at most this rank's share of a
+// mini-batch (which is also what 0 means).
+func (t *Trainer) localMicro() int {
+	local := t.cfg.miniBatch() / t.dp.world()
+	if t.cfg.MicroBatchSize > 0 {
+		return min(t.cfg.MicroBatchSize, local)
+	}
+	return local
+}
+
+// shard returns the positions, in a generation batch of n prompts, of
+// this rank's groups (all of them alone). Without dynamic sampling,
+// rank r takes the r-th share of the groups of every mini-batch, so
+// that the ranks' mini-batches together are one process's; with it,
+// the r-th contiguous share.
+func (t *Trainer) shard(n int) []int {
+	w := t.dp.world()
+	pos := make([]int, 0, n/w)
+	if w == 1 || t.cfg.DynamicSampling != nil {
+		lo, hi := t.dp.block(n)
+		for i := lo; i < hi; i++ {
+			pos = append(pos, i)
+		}
+		return pos
+	}
+	per := t.cfg.miniBatch() / t.cfg.SamplesPerPrompt // groups per mini-batch
+	share := per / w
+	for j := 0; j+per <= n; j += per {
+		for k := range share {
+			pos = append(pos, j+t.dp.rank*share+k)
+		}
+	}
+	return pos
+}
+
+// fingerprint is what every rank's configuration must agree on.
+func (t *Trainer) fingerprint() []namedValue {
+	c := t.cfg
+	return []namedValue{
+		{"TrainerConfig.Seed (low 32 bits)", float64(uint32(c.Seed))},
+		{"TrainerConfig.Seed (high 32 bits)", float64(c.Seed >> 32)},
+		{"the number of training prompts", float64(len(t.parts.Prompts))},
+		{"TrainerConfig.PromptsPerStep", float64(c.PromptsPerStep)},
+		{"TrainerConfig.SamplesPerPrompt", float64(c.SamplesPerPrompt)},
+		{"TrainerConfig.MiniBatchSize", float64(c.miniBatch())},
+		{"the micro-batch size", float64(t.localMicro())},
+		{"TrainerConfig.PPOEpochs", float64(c.epochs())},
+		{"TrainerConfig.MaxStaleness", float64(c.MaxStaleness)},
+		{"the steps done", float64(t.step)},
+		{"the optimizer's steps", float64(t.opt.Steps())},
+	}
+}
+
+// addToFilter adds a generation batch to the dynamic-sampling filter.
+func (t *Trainer) addToFilter(f *dataset.GroupFilter[*sample], b []*sample, done int) error {
+	ds := t.cfg.DynamicSampling
+	groups := make([]string, len(b))
+	metric := make([]float64, len(b))
+	for i, s := range b {
+		groups[i] = s.group
+		if ds.metric() == FilterByScore {
+			metric[i] = s.out.Score
+		} else if s.out.Acc {
+			metric[i] = 1
+		}
+	}
+	if _, err := f.Add(b, groups, metric); err != nil {
+		return fmt.Errorf("agentrl: step %d: dynamic sampling: %w", done+1, err)
+	}
+	return nil
+}
+
+// collectShared is dynamic sampling on several ranks: each generation
+// batch is shared among the ranks, each filters its own groups until it
+// keeps PromptsPerStep/ranks of them, and the ranks go on in step — a
+// rank already full draws the batch's prompts without rolling them out —
+// until every rank is full. It returns the batch, the generation batches
+// taken and the groups kept on this rank.
+func (t *Trainer) collectShared(ctx context.Context, done int, f *dataset.GroupFilter[*sample]) ([]*sample, int, int, error) {
+	w := t.dp.size
+	gens := 0
+	for {
+		var err error
+		if f.Ready() {
+			t.sampler.Next() // in step with the ranks still rolling out
+		} else {
+			var b []*sample
+			if b, err = t.generate(ctx, done, gens); err == nil {
+				err = t.addToFilter(f, b, done)
+			}
+		}
+		gens++
+		// flags[r]: rank r failed; flags[w]: some rank is not full.
+		flags := make([]float64, w+1)
+		if err != nil {
+			flags[t.dp.rank] = 1
+		}
+		if !f.Ready() {
+			flags[w] = 1
+		}
+		if cerr := t.dp.reduce(ctx, flags, dist.Max); cerr != nil {
+			return nil, 0, 0, fmt.Errorf("agentrl: step %d: dynamic sampling: %w", done+1, cerr)
+		}
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		for r := range w {
+			if flags[r] != 0 {
+				return nil, 0, 0, fmt.Errorf("agentrl: step %d: dynamic sampling failed on rank %d (its own error is in its output)", done+1, r)
+			}
+		}
+		if flags[w] == 0 {
+			break
+		}
+	}
+	fb, err := f.Take()
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("agentrl: step %d: dynamic sampling: %w", done+1, err)
+	}
+	return fb.Items, gens, fb.Stats.KeptGroups, nil
+}
+
+// reduceMetrics makes m, this rank's metrics of batch, the job's.
+func (t *Trainer) reduceMetrics(ctx context.Context, m *StepMetrics, batch []*sample) error {
+	d := t.dp
+	var score, acc, lens, overlong, calls, stale float64
+	for _, s := range batch {
+		score += s.out.Score
+		if s.out.Acc {
+			acc++
+		}
+		lens += float64(s.traj.ResponseLen())
+		calls += float64(len(s.traj.ToolCalls))
+		switch s.traj.Stop {
+		case rollout.StopTurnBudget, rollout.StopResponseBudget, rollout.StopTotalBudget:
+			overlong++
+		}
+	}
+	for st, n := range m.StalenessHist {
+		stale += float64(st * n)
+	}
+	keys := make([]string, 0, len(m.LossMetrics))
+	for k := range m.LossMetrics {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	sums := []float64{float64(len(batch)), score, acc, lens, overlong, calls, float64(m.ToolErrors), float64(m.KeptGroups),
+		float64(m.generatedTokens), float64(m.trainedTokens), stale}
+	sums = append(sums, intsToFloats(m.StalenessHist)...)
+	for _, k := range keys {
+		sums = append(sums, m.LossMetrics[k])
+	}
+	wait, allreduce, bytes := d.takeCounters()
+	maxes := []float64{m.ResponseLenMax, float64(m.GenBatches), m.RolloutSeconds, m.TrainSeconds, m.StepSeconds, m.WallSeconds,
+		m.SyncSeconds, m.OverlapSeconds, float64(m.StalenessMax), allreduce, float64(len(keys)), -float64(len(keys)), wait}
+	if err := d.reduce(ctx, sums, dist.Sum); err != nil {
+		return err
+	}
+	if err := d.reduce(ctx, maxes, dist.Max); err != nil {
+		return err
+	}
+	if maxes[10] != -maxes[11] {
+		return fmt.Errorf("%w: the ranks' loss metrics have different keys", ErrTrainer)
+	}
+	n := sums[0]
+	mean := sums[1] / n
+	dev := []float64{0}
+	for _, s := range batch {
+		dev[0] += (s.out.Score - mean) * (s.out.Score - mean)
+	}
+	if err := d.reduce(ctx, dev, dist.Sum); err != nil {
+		return err
+	}
+	m.Trajectories = int(n)
+	m.RewardMean, m.RewardStd, m.Acc = mean, math.Sqrt(dev[0]/n), sums[2]/n
+	m.ResponseLenMean, m.OverlongFrac, m.ToolCallsMean = sums[3]/n, sums[4]/n, sums[5]/n
+	m.ToolErrors, m.KeptGroups = int(sums[6]), int(sums[7])
+	m.generatedTokens, m.trainedTokens = int(sums[8]), int(sums[9])
+	m.StalenessMean = sums[10] / n
+	h := len(m.StalenessHist)
+	for i := range m.StalenessHist {
+		m.StalenessHist[i] = int(sums[11+i])
+	}
+	for i, k := range keys {
+		m.LossMetrics[k] = sums[11+h+i] / float64(d.size)
+	}
+	m.Loss = m.LossMetrics["loss"]
+	m.PGClipFrac = m.LossMetrics["pg_clipfrac"]
+	m.PGClipFracLower = m.LossMetrics["pg_clipfrac_lower"]
+	m.PPOKL = m.LossMetrics["ppo_kl"]
+	m.Entropy = m.LossMetrics["entropy"]
+	m.KL = m.LossMetrics["kl"]
+	m.ResponseLenMax, m.GenBatches = maxes[0], int(maxes[1])
+	m.RolloutSeconds, m.TrainSeconds, m.StepSeconds, m.WallSeconds = maxes[2], maxes[3], maxes[4], maxes[5]
+	m.SyncSeconds, m.OverlapSeconds, m.StalenessMax = maxes[6], maxes[7], int(maxes[8])
+	m.AllReduceSeconds, m.AllReduceBytes, m.AllReduceWaitSeconds = maxes[9], bytes, maxes[12]
+	m.RolloutTokensPerSec, m.TrainTokensPerSec = 0, 0
+	if m.RolloutSeconds > 0 {
+		m.RolloutTokensPerSec = float64(m.generatedTokens) / m.RolloutSeconds
+	}
+	if m.TrainSeconds > 0 {
+		m.TrainTokensPerSec = float64(m.trainedTokens) / m.TrainSeconds
+	}
+	return nil
+}
+
+func intsToFloats(v []int) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+// saveCheckpointDP is saveCheckpoint on rank 0 of a data-parallel job:
+// the others wait for it and return the folder it wrote (or an error
+// naming rank 0 when it failed).
+func saveCheckpointDP(ctx context.Context, d *dp, root CheckpointRoot, step, keep int, saveTo func(dir string) error) (string, error) {
+	if d == nil {
+		return saveCheckpoint(ctx, root, step, keep, saveTo)
+	}
+	dir := filepath.Join(root.Dir, CheckpointDirName(step))
+	var err error
+	if d.leader() {
+		dir, err = saveCheckpoint(ctx, root, step, keep, saveTo)
+	}
+	return dir, d.agree(ctx, err, "writing the checkpoint")
+}
+
+// checkWorldSize refuses a checkpoint written by a job of recorded
+// ranks (0: one process) in a job of have ranks, unless allow.
+func checkWorldSize(recorded, have int, allow bool) error {
+	if recorded == 0 {
+		recorded = 1 // checkpoints of one process do not record it
+	}
+	if recorded == have || allow {
+		return nil
+	}
+	return fmt.Errorf("%w: %s: written by a job of %d rank(s), this one has %d: the batches' shards and the gradient sums' order would differ from the uninterrupted run (set DataParallel.AllowWorldSizeChange to resume anyway; every rank's state is complete)",
+		ErrCheckpoint, CheckpointStateFile, recorded, have)
+}
+
+// recordedWorld is the world size a checkpoint records: 0 (omitted)
+// alone.
+func (d *dp) recordedWorld() int {
+	if d == nil {
+		return 0
+	}
+	return d.size
+}
+
+// gatherRecords concatenates every rank's records in rank order.
+func (d *dp) gatherRecords(ctx context.Context, recs []EvalRecord) ([]EvalRecord, error) {
+	type records struct{ R []EvalRecord }
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(records{recs}); err != nil {
+		return nil, err
+	}
+	lens := make([]float64, d.size)
+	lens[d.rank] = float64(buf.Len())
+	if err := d.reduce(ctx, lens, dist.Max); err != nil {
+		return nil, err
+	}
+	width := int(slices.Max(lens))
+	mine := make(dist.Bytes, width)
+	copy(mine, buf.Bytes())
+	all := make(dist.Bytes, width*d.size)
+	if err := d.comm.AllGather(ctx, mine, all); err != nil {
+		return nil, err
+	}
+	var out []EvalRecord
+	for r := range d.size {
+		var part records
+		if err := gob.NewDecoder(bytes.NewReader(all[r*width : r*width+int(lens[r])])).Decode(&part); err != nil {
+			return nil, fmt.Errorf("agentrl: rank %d's validation records: %w", r, err)
+		}
+		out = append(out, part.R...)
+	}
+	return out, nil
+}
