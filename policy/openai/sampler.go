@@ -366,7 +366,10 @@ func (s *Sampler) generate(ctx context.Context, r *lm.GenerateRequest) (lm.Gener
 		return body, nil
 	}
 	tried := make(map[*backend]bool, len(s.backends))
-	var last error
+	// lastOf keeps each server's latest failure, so that the final error
+	// names every server that failed this request and why, whichever of
+	// them happened to be tried last.
+	lastOf := make(map[*backend]error, len(s.backends))
 	attempts := s.cfg.MaxRetries + 1
 	for a := range attempts {
 		b := s.pick(tried)
@@ -390,9 +393,15 @@ func (s *Sampler) generate(ctx context.Context, r *lm.GenerateRequest) (lm.Gener
 			return lm.Generation{}, err
 		}
 		b.setDown(time.Now().Add(s.cfg.Cooldown))
-		last = re.err
+		lastOf[b] = re.err
 	}
-	return lm.Generation{}, fmt.Errorf("%d attempts failed, the last: %w", attempts, last)
+	var errs []error
+	for _, b := range s.backends {
+		if err := lastOf[b]; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return lm.Generation{}, fmt.Errorf("%d attempts failed on %d of %d servers: %w", attempts, len(errs), len(s.backends), errors.Join(errs...))
 }
 
 // pick returns the backend to try: one not yet tried for this request and

@@ -404,6 +404,33 @@ func TestWeightVersion(t *testing.T) {
 	assert.Equal(t, "3", gens[0].WeightVersion)
 }
 
+// TestEveryServerFailed: when every server fails a request, the error
+// names each server's own latest failure, whichever of them was tried
+// last: a dead one (connection refused) and a stale one (another weight
+// version), so errors.Is finds ErrWeightVersion on every round. With 3
+// attempts over 2 servers the last attempt's server depends on the round
+// robin, which is why an error that kept only the last failure made a
+// caller's check flaky.
+func TestEveryServerFailed(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	stale := httptest.NewServer(versioned("0"))
+	defer stale.Close()
+	s := newSampler(t, []string{deadURL, stale.URL}, func(c *openai.Config) {
+		c.WeightVersion = func() string { return "1" }
+		c.MaxRetries = 2
+	})
+	for range 8 {
+		_, err := s.Generate(context.Background(), []lm.GenerateRequest{req})
+		require.ErrorIs(t, err, openai.ErrWeightVersion)
+		assert.ErrorContains(t, err, "3 attempts failed on 2 of 2 servers")
+		assert.ErrorContains(t, err, deadURL)
+		assert.ErrorContains(t, err, "connection refused")
+		assert.ErrorContains(t, err, stale.URL+`/v1/completions: weight_version "0", want "1"`)
+	}
+}
+
 // modelsServer answers GET /v1/models with status and body, counting the
 // requests, and passes every other request to next.
 type modelsServer struct {
