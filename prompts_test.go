@@ -20,10 +20,13 @@ import (
 )
 
 // qwen3Dir holds the real Qwen3 tokenizer (tokenizer.json and
-// tokenizer_config.json with its chat template) and
-// chat_template_cases.json: conversations and the text Hugging Face
-// transformers' apply_chat_template renders for them.
-const qwen3Dir = "policy/tokenizer/testdata"
+// tokenizer_config.json with its chat template); chatCasesFile holds
+// conversations and the text Hugging Face transformers'
+// apply_chat_template renders for them.
+const (
+	qwen3Dir      = "policy/tokenizer/qwen3"
+	chatCasesFile = "policy/tokenizer/testdata/chat_template_cases.json"
+)
 
 var (
 	qwen3Once sync.Once
@@ -48,7 +51,7 @@ type chatCase struct {
 
 func chatCases(t testing.TB) map[string]chatCase {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(qwen3Dir, "chat_template_cases.json"))
+	data, err := os.ReadFile(chatCasesFile)
 	require.NoError(t, err)
 	var raw []struct {
 		Name     string            `json:"name"`

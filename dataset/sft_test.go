@@ -21,7 +21,7 @@ import (
 
 // qwen3Dir holds the real Qwen3 tokenizer.json and tokenizer_config.json
 // (chat template), shared with policy/tokenizer's tests rather than copied.
-const qwen3Dir = "../policy/tokenizer/testdata"
+const qwen3Dir = "../policy/tokenizer/qwen3"
 
 var qwen3 = sync.OnceValues(func() (*tokenizer.BPE, error) { return tokenizer.Load(qwen3Dir) })
 

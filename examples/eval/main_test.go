@@ -22,7 +22,7 @@ import (
 
 // qwen3Testdata holds the real Qwen3 tokenizer files, shared with package
 // policy/tokenizer rather than copied (tokenizer.json is 11 MB).
-const qwen3Testdata = "../../policy/tokenizer/testdata"
+const qwen3Testdata = "../../policy/tokenizer/qwen3"
 
 func tinyCheckpoint(t *testing.T) string { return setuptest.TinyCheckpoint(t, qwen3Testdata) }
 

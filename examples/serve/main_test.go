@@ -27,7 +27,7 @@ import (
 
 // qwen3Testdata holds the real Qwen3 tokenizer files, shared with package
 // policy/tokenizer rather than copied (tokenizer.json is 11 MB).
-const qwen3Testdata = "../../policy/tokenizer/testdata"
+const qwen3Testdata = "../../policy/tokenizer/qwen3"
 
 // syncBuffer is a bytes.Buffer the program writes while the test reads.
 type syncBuffer struct {

@@ -34,7 +34,7 @@ const (
 
 // TinyCheckpoint writes a random Qwen3 with Qwen3's vocabulary and a tiny
 // body, plus links to the real tokenizer files found in tokenizerDir (the
-// caller passes the path to policy/tokenizer/testdata, shared rather than
+// caller passes the path to policy/tokenizer/qwen3, shared rather than
 // copied: tokenizer.json is 11 MB). The result is a checkpoint folder as
 // Hugging Face lays it out, small enough to train on a CPU in seconds.
 func TinyCheckpoint(t testing.TB, tokenizerDir string) string {
