@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/examples/internal/arith"
+	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/examples/internal/setup/setuptest"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/rollout"
@@ -290,4 +291,59 @@ func TestWriteJSONLine(t *testing.T) {
 	require.NoError(t, writeJSONLine(&b, 8, []namedEval{{"sft", arith.Eval{Avg: 0.123456, Pass: 0.5, Maj: 0.25}},
 		{"rl", arith.Eval{Avg: 1, Pass: 1, Maj: 1}}}, 1234567*time.Millisecond))
 	assert.Equal(t, `{"sft": {"avg@8": 0.1235, "pass@8": 0.5, "maj@8": 0.25}, "rl": {"avg@8": 1, "pass@8": 1, "maj@8": 1}, "seconds": 1234.6}`+"\n", b.String())
+}
+
+// TestUsage: every mistake on the command line exits with status 2
+// before anything runs, its cause on the first line of stderr and a
+// pointer to -h on the second, nothing more; -h prints the synopsis.
+func TestUsage(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name string
+		args []string
+		msg  string // the first line of stderr, after "arith: "
+	}{
+		{"unknown flag", []string{"-steps", "3"}, "flag provided but not defined: -steps"},
+		{"extra argument", []string{"x"}, `unexpected arguments ["x"]`},
+		{"no samples", []string{"-n", "0"}, "-n 0: want ≥ 1"},
+		{"negative steps", []string{"-rl-steps", "-1"}, "-rl-steps -1: want ≥ 0"},
+		{"no prompts", []string{"-prompts", "0"}, "-prompts 0: want ≥ 1"},
+		{"no eval", []string{"-eval", "0"}, "-eval 0: want ≥ 1"},
+		{"sft batch", []string{"-sft-batch", "0"}, "-sft-batch 0: want ≥ 1"},
+		{"sft samples", []string{"-sft-samples", "4"}, "-sft-samples 4: want at least -sft-batch 16"},
+		{"sft lr", []string{"-sft-lr", "0"}, "-sft-lr 0: want finite and > 0"},
+		{"rl lr", []string{"-rl-lr", "NaN"}, "-rl-lr NaN: want finite and > 0"},
+		{"temperature", []string{"-temperature", "-1"}, "-temperature -1: want finite and ≥ 0"},
+		{"no-tool fraction", []string{"-no-tool-frac", "2"}, "-no-tool-frac 2: want within [0, 1]"},
+		{"short budget", []string{"-max-response", "8"}, "-max-response 8: want ≥ 16"},
+		{"lora rank", []string{"-lora-rank", "-1"}, "-lora-rank -1: want ≥ 0 (0: full weights)"},
+		{"lora alpha", []string{"-lora-alpha", "-1"}, "-lora-alpha -1: want finite and ≥ 0 (0: the rank)"},
+		{"fleet", []string{"-fleet", "-1"}, "-fleet -1: want ≥ 0"},
+		{"staleness", []string{"-fleet-staleness", "-1"}, "-fleet-staleness -1: want ≥ 0"},
+		{"two fleets", []string{"-fleet", "2", "-fleet-servers", "http://a:1"}, "-fleet starts servers and -fleet-servers names running ones: give one of them"},
+		{"no fleet dir", []string{"-fleet-servers", "http://a:1"}, "-fleet-servers needs -fleet-dir, a folder the servers read the published weights from"},
+		{"fleet url", []string{"-fleet-servers", "a:1", "-fleet-dir", dir}, `-fleet-servers: "a:1" is not an http(s) URL (want scheme://host:port)`},
+		{"fleet url twice", []string{"-fleet-servers", "http://a:1,http://a:1", "-fleet-dir", dir}, "-fleet-servers: http://a:1 named twice"},
+		{"fleet kind", []string{"-fleet", "1", "-fleet-kind", "tgi"}, `-fleet-kind "tgi": want sglang, vllm or vllm-model-config`},
+		{"init missing", []string{"-init", dir + "/none"}, "-init: stat " + dir + "/none: no such file or directory"},
+		{"init not a model", []string{"-init", dir}, "-init: no config.json in " + dir},
+		{"tool", []string{"-tool", "python"}, `-tool "python": want auto, code_interpreter or calculator`},
+		{"remote", []string{"-remote", "gpu0:8000"}, `-remote: "gpu0:8000" is not an http(s) URL (want scheme://host:port)`},
+		{"tokenizer", []string{"-remote", "http://gpu0:8000", "-tokenizer", dir + "/tokenizer.json"}, "-tokenizer: open " + dir + "/tokenizer.json: no such file or directory"},
+		{"device", []string{"-device", "tpu"}, `invalid value "tpu" for flag -device: device: invalid choice: device "tpu": want auto, cpu, cuda or cuda:N`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			assert.Equal(t, 2, program(context.Background(), c.args, &stdout, &stderr))
+			assert.Empty(t, stdout.String())
+			assert.Equal(t, "arith: "+c.msg+"\n"+setup.HelpPointer("arith")+"\n", stderr.String())
+			entries, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			assert.Empty(t, entries, "nothing written")
+		})
+	}
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 0, program(context.Background(), []string{"-h"}, &stdout, &stderr))
+	assert.True(t, strings.HasPrefix(stderr.String(), "usage: "+synopsis+"\n"), stderr.String())
+	assert.Contains(t, stderr.String(), "-fleet-servers string")
 }

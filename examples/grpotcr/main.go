@@ -79,8 +79,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -115,17 +113,12 @@ type options struct {
 	device                   device.Config
 }
 
-// errUsage marks errors that exit with status 2.
-var errUsage = errors.New("usage")
+// synopsis is the first line of -h.
+const synopsis = "grpotcr -model DIR -train FILE[,FILE...] [-val FILE[,FILE...]] [flags]"
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("grpotcr", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: grpotcr -model DIR -train FILE[,FILE...] [-val FILE[,FILE...]] [flags]")
-		fs.PrintDefaults()
-	}
+	fs := setup.NewFlagSet("grpotcr", synopsis, stderr)
 	fs.StringVar(&o.model, "model", "", "Hugging Face checkpoint folder: config.json, *.safetensors, tokenizer.json, tokenizer_config.json (required)")
 	fs.StringVar(&o.train, "train", "", "training prompts: verl-format .parquet or .jsonl files, comma-separated (required)")
 	fs.StringVar(&o.val, "val", "", "validation prompts, as -train; empty: no validation")
@@ -160,12 +153,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.sandboxWorkers, "sandbox-workers", 0, "code executions at once; 0: the number of CPUs (local) or 16 (SandboxFusion)")
 	fs.DurationVar(&o.toolTimeout, "tool-timeout", 10*time.Second, "wall-clock limit of one code execution")
 	o.device.RegisterFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := setup.Parse(fs, args); err != nil {
 		return o, err
 	}
 	bad := func(format string, a ...any) (options, error) {
-		fs.Usage()
-		return o, fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
+		return o, fmt.Errorf(format, a...)
 	}
 	for _, f := range []struct {
 		name string
@@ -184,28 +176,40 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return bad("-train is required")
 	case o.out == "":
 		return bad("-out is empty")
-	case o.topP > 1 || o.valTopP > 1:
-		return bad("-top-p and -val-top-p must be at most 1")
+	case o.topP > 1:
+		return bad("-top-p %v: want a number in [0, 1]", o.topP)
+	case o.valTopP > 1:
+		return bad("-val-top-p %v: want a number in [0, 1]", o.valTopP)
 	case o.steps < 1:
 		return bad("-steps %d: want at least 1", o.steps)
 	case o.batch < 1:
 		return bad("-batch %d: want at least 1", o.batch)
 	case o.n < 2:
 		return bad("-n %d: group-relative advantages need at least 2 samples per prompt", o.n)
-	case o.miniBatch < 0 || o.microBatch < 0:
-		return bad("-mini-batch and -micro-batch must not be negative")
+	case o.miniBatch < 0:
+		return bad("-mini-batch %d: want 0 (the whole batch) or more", o.miniBatch)
+	case o.microBatch < 0:
+		return bad("-micro-batch %d: want 0 (the mini-batch) or more", o.microBatch)
 	case o.maxResponse < 1:
 		return bad("-max-response %d: want at least 1", o.maxResponse)
-	case o.maxPrompt < 0 || o.maxTurns < 1:
-		return bad("-max-prompt must not be negative and -max-turns must be at least 1")
+	case o.maxPrompt < 0:
+		return bad("-max-prompt %d: want 0 (keep all) or more", o.maxPrompt)
+	case o.maxTurns < 1:
+		return bad("-max-turns %d: want at least 1", o.maxTurns)
 	case o.overlongBuffer < 0 || o.overlongBuffer >= o.maxResponse:
 		return bad("-overlong-buffer %d: want 0 ≤ buffer < -max-response %d", o.overlongBuffer, o.maxResponse)
-	case o.valEvery < 0 || o.valN < 1:
-		return bad("-val-every must not be negative and -val-n must be at least 1")
-	case o.saveEvery < 0 || o.keep < 0:
-		return bad("-save-every and -keep must not be negative")
-	case o.sandboxWorkers < 0 || o.toolTimeout <= 0:
-		return bad("-sandbox-workers must not be negative and -tool-timeout must be positive")
+	case o.valEvery < 0:
+		return bad("-val-every %d: want 0 (only at the end) or more", o.valEvery)
+	case o.valN < 1:
+		return bad("-val-n %d: want at least 1", o.valN)
+	case o.saveEvery < 0:
+		return bad("-save-every %d: want 0 (only at the end) or more", o.saveEvery)
+	case o.keep < 0:
+		return bad("-keep %d: want 0 (all) or more", o.keep)
+	case o.sandboxWorkers < 0:
+		return bad("-sandbox-workers %d: want 0 (the default) or more", o.sandboxWorkers)
+	case o.toolTimeout <= 0:
+		return bad("-tool-timeout %v: want a positive duration", o.toolTimeout)
 	}
 	mini := o.miniBatch
 	if mini == 0 {
@@ -220,21 +224,26 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return bad("-micro-batch %d does not divide the mini-batch of %d trajectories", o.microBatch, mini)
 	}
 	if err := setup.CheckDir(o.model, "config.json", "tokenizer.json"); err != nil {
-		return bad("-model: %v", err)
+		return bad("-model: %w", err)
 	}
-	for _, f := range append(setup.SplitList(o.train), setup.SplitList(o.val)...) {
+	for _, f := range setup.SplitList(o.train) {
 		if err := setup.CheckFile(f); err != nil {
-			return bad("%v", err)
+			return bad("-train: %w", err)
+		}
+	}
+	for _, f := range setup.SplitList(o.val) {
+		if err := setup.CheckFile(f); err != nil {
+			return bad("-val: %w", err)
 		}
 	}
 	if o.val != "" && len(setup.SplitList(o.val)) == 0 || len(setup.SplitList(o.train)) == 0 {
 		return bad("-train and -val must name files")
 	}
 	if err := setup.CheckEndpoints(o.sampler, o.sandbox); err != nil {
-		return bad("%v", err)
+		return bad("%w", err)
 	}
 	if err := o.device.Validate(); err != nil {
-		return bad("%v", err)
+		return bad("%w", err)
 	}
 	return o, nil
 }

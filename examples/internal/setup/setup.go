@@ -11,8 +11,10 @@ package setup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -156,7 +158,8 @@ func SplitList(s string) []string {
 	return out
 }
 
-// CheckDir reports a folder that does not exist or lacks one of files.
+// CheckDir reports a folder that does not exist or lacks one of files
+// ("no config.json in DIR").
 func CheckDir(dir string, files ...string) error {
 	st, err := os.Stat(dir)
 	if err != nil {
@@ -166,7 +169,9 @@ func CheckDir(dir string, files ...string) error {
 		return fmt.Errorf("%s is not a folder", dir)
 	}
 	for _, f := range files {
-		if err := CheckFile(filepath.Join(dir, f)); err != nil {
+		if err := CheckFile(filepath.Join(dir, f)); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("no %s in %s", f, dir)
+		} else if err != nil {
 			return err
 		}
 	}
@@ -200,15 +205,37 @@ func CheckURLs(name, spec string) error {
 		return fmt.Errorf(`%s: want "local" or URLs`, name)
 	}
 	for _, s := range urls {
-		u, err := url.Parse(s)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if !isHTTPURL(s) {
 			return fmt.Errorf(`%s: %q is neither "local" nor an http(s) URL`, name, s)
 		}
 	}
 	return nil
+}
+
+// CheckServerURLs accepts comma-separated http(s) base URLs, at least
+// one, each named once.
+func CheckServerURLs(name, spec string) error {
+	urls := SplitList(spec)
+	if len(urls) == 0 {
+		return fmt.Errorf("%s: want comma-separated http(s) URLs, got %q", name, spec)
+	}
+	seen := map[string]bool{}
+	for _, s := range urls {
+		if !isHTTPURL(s) {
+			return fmt.Errorf("%s: %q is not an http(s) URL (want scheme://host:port)", name, s)
+		}
+		if seen[s] {
+			return fmt.Errorf("%s: %s named twice", name, s)
+		}
+		seen[s] = true
+	}
+	return nil
+}
+
+// isHTTPURL reports an http or https URL with a host.
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 // CheckEndpoints checks the -sampler and -sandbox flags: each is "local"
