@@ -281,7 +281,7 @@ func TestLoadPrompts(t *testing.T) {
 	// verl rejects a string prompt unless asked to take it.
 	_, _, err = agentrl.LoadPrompts(ctx, []string{file}, tok, nil, agentrl.PromptOptions{})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "train.jsonl:2: prompt") // the file's second line
+	assert.EqualError(t, err, file+":2: dataset: malformed row: field prompt: want list of messages, got string") // the file's second line
 	_, _, err = agentrl.LoadPrompts(ctx, nil, tok, nil, agentrl.PromptOptions{})
 	assert.ErrorContains(t, err, "no data files")
 	_, _, err = agentrl.LoadPrompts(ctx, []string{filepath.Join(t.TempDir(), "missing.jsonl")}, tok, nil, agentrl.PromptOptions{})
