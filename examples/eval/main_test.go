@@ -267,3 +267,22 @@ func TestInterruptedMidRollout(t *testing.T) {
 	assert.Contains(t, stderr.String(), "interrupted")
 	assert.Less(t, time.Since(start), 20*time.Second)
 }
+
+// TestSamplerFailure: a server that refuses every completion fails the
+// evaluation with status 1 and one line that names the stage once
+// ("rollout: request …"), the request and the server's answer.
+func TestSamplerFailure(t *testing.T) {
+	setuptest.NeedPython(t)
+	model := tinyCheckpoint(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error": {"message": "model not loaded"}}`, http.StatusBadRequest)
+	}))
+	defer srv.Close()
+	code, _, stderr := runMain(t, "-model", model, "-data", "testdata/eval.jsonl", "-sampler", srv.URL, "-sandbox-workers", "1", "-concurrency", "1")
+	assert.Equal(t, 1, code)
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	last := lines[len(lines)-1]
+	assert.True(t, strings.HasPrefix(last, `eval: rollout: request 0 ("0") sample 0: turn 0: generate: `), last)
+	assert.Equal(t, 1, strings.Count(last, "rollout:"), last)
+	assert.Contains(t, last, "model not loaded")
+}

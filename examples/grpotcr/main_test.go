@@ -197,6 +197,11 @@ func TestRuntimeErrors(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "bad.jsonl:2")
 
+	// A -prompt-key the rows lack: the field, and what the rows hold.
+	code, _, stderr = runMain(t, "-model", model, "-train", "testdata/train.jsonl", "-prompt-key", "question", "-sandbox-workers", "1", "-out", filepath.Join(dir, "k"))
+	assert.Equal(t, 1, code)
+	assert.True(t, strings.HasSuffix(stderr, "grpotcr: -train: testdata/train.jsonl:1: dataset: malformed row: field question: missing (the row has ability, data_source, extra_info, prompt, reward_model)\n"), stderr)
+
 	code, _, stderr = runMain(t, "-model", model, "-train", "testdata/train.jsonl", "-batch", "5", "-sandbox-workers", "1", "-out", filepath.Join(dir, "b"))
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "4 prompts, fewer than -batch 5")
