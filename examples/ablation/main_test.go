@@ -199,6 +199,10 @@ func TestEveryVariantRuns(t *testing.T) {
 	assert.Equal(t, "budget 64 tokens, ≤ 1 tool calls", settings["calls-1"])
 	// One SFT evaluation per setting: three settings.
 	assert.Equal(t, 3, strings.Count(stderr, "evaluating the SFT policy"))
+	// One seed: the tables say that an interval needs two, and claim none.
+	assert.Contains(t, stdout, "(one seed: no interval; -seeds with two or more gives one)")
+	assert.Contains(t, stdout, "(one seed: an interval needs two)")
+	assert.NotRegexp(t, `[0-9] ± [0-9]`, stdout)
 	assert.NotContains(t, stderr, "notice: one update per step", "-mini-batch 4 of 8")
 
 	_, stderr, err = runArgs(ctx, tinyArgs(sftModel(t), t.TempDir(), "-variants", "grpo-tcr,no-clip", "-seeds", "1", "-rl-steps", "1", "-mini-batch", "0"))

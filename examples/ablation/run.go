@@ -505,7 +505,11 @@ func (r *runner) report(results []ablation.Result, entries []entry, d time.Durat
 			continue
 		}
 		tables[m[0]] = rows
-		fmt.Fprintf(stdout, "\n%s: %s (95%% Student-t interval over %d seeds)\n", m[0], m[1], len(r.o.seeds))
+		if n := len(r.o.seeds); n > 1 {
+			fmt.Fprintf(stdout, "\n%s: %s (95%% Student-t interval over %d seeds)\n", m[0], m[1], n)
+		} else {
+			fmt.Fprintf(stdout, "\n%s: %s (one seed: no interval; -seeds with two or more gives one)\n", m[0], m[1])
+		}
 		if err := ablation.WriteTable(stdout, rows, m[0]); err != nil {
 			return err
 		}
