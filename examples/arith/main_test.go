@@ -118,6 +118,15 @@ func TestRunWithLoRA(t *testing.T) {
 	dir := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	require.NoError(t, run(ctx, tinyArgs(dir, "-tool", "calculator", "-lora-rank", "4", "-lora-alpha", "8", "-rl-lr", "0.05"), &stdout, &stderr), stderr.String())
+	// The run says what it trains. By hand, for hidden 32, one layer, 2
+	// heads and 1 KV head of 16, MLP 64, the byte tokenizer's 270 tokens:
+	// rank-4 adapters A (4 × in) and B (out × 4) on q (32→32: 256), k and
+	// v (32→16: 192 each), o (32→32: 256), gate and up (32→64: 384
+	// each), down (64→32: 384) make 2048 weights; the model has the tied
+	// embedding 270 × 32 = 8640, the layer's 1024 + 512 + 512 + 1024
+	// (attention) + 16 + 16 (q/k norms) + 3 × 2048 (MLP) + 64 (norms) =
+	// 9312 and the final norm's 32: 17984.
+	assert.Contains(t, stderr.String(), "rl: trains LoRA adapters only (rank 4, alpha 8) on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 2048 weights, while the 17984 of the model stay frozen\n")
 	adapter := filepath.Join(dir, "checkpoints", "step-1", agentrl.CheckpointAdapterDir)
 	cfg, err := policy.ReadAdapterConfig(adapter)
 	require.NoError(t, err)

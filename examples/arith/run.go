@@ -338,6 +338,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer tr.Close()
+	fmt.Fprintf(stderr, "rl: %s\n", setup.DescribeTraining(model))
 	if err := log.Log(0, before.Metrics); err != nil {
 		return err
 	}

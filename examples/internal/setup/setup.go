@@ -252,3 +252,34 @@ func CheckEndpoints(sampler, sandbox string) error {
 	}
 	return nil
 }
+
+// DescribeTraining says what a trainer trains in m: its LoRA adapters
+// (rank, alpha, the projections they adapt and how many weights they
+// have, beside the frozen base) or, without LoRA, every weight. It reads
+// only the configurations (Model.Params would end a device optimizer).
+func DescribeTraining(m *policy.Model) string {
+	mc := m.Config()
+	cfg, ok := m.LoRA()
+	if !ok {
+		return fmt.Sprintf("trains all %d weights", mc.NumParams())
+	}
+	return fmt.Sprintf("trains LoRA adapters only (rank %d, alpha %g) on %s: %d weights, while the %d of the model stay frozen",
+		cfg.Rank, cfg.Alpha, strings.Join(cfg.TargetModules, ", "), LoRAWeights(mc, cfg), mc.NumParams())
+}
+
+// LoRAWeights counts the weights of the adapters cfg puts on a model of
+// configuration mc: for each layer and adapted projection of input size
+// in and output size out, A (rank × in) and B (out × rank).
+func LoRAWeights(mc policy.Config, cfg policy.LoRAConfig) int64 {
+	h, q, kv, ffn := mc.HiddenSize, mc.NumAttentionHeads*mc.HeadDim, mc.NumKeyValueHeads*mc.HeadDim, mc.IntermediateSize
+	shape := map[string][2]int{
+		"q_proj": {h, q}, "k_proj": {h, kv}, "v_proj": {h, kv}, "o_proj": {q, h},
+		"gate_proj": {h, ffn}, "up_proj": {h, ffn}, "down_proj": {ffn, h},
+	}
+	var n int64
+	for _, t := range cfg.TargetModules {
+		s := shape[t]
+		n += int64(cfg.Rank) * int64(s[0]+s[1])
+	}
+	return n * int64(mc.NumHiddenLayers)
+}
