@@ -18,6 +18,7 @@ import (
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/examples/internal/setup/setuptest"
 	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool"
 )
@@ -66,9 +67,24 @@ func TestRunEndToEnd(t *testing.T) {
 			assert.Contains(t, stdout.String(), "avg@4")
 			for _, f := range []string{"metrics.jsonl", "sft_metrics.jsonl", "curves.png", "model/config.json",
 				"model/model.safetensors", "model/byte_tokenizer.json", "checkpoints/latest", "checkpoints/step-1/trainer_state.json",
-				"sft-model/config.json", "sft-model/byte_tokenizer.json"} {
+				"sft-model/config.json", "sft-model/byte_tokenizer.json", "heldout.jsonl", "train.jsonl"} {
 				_, err := os.Stat(filepath.Join(dir, f))
 				assert.NoError(t, err, f)
+			}
+			// The saved models are checkpoints with a tokenizer.json that
+			// the other programs load; the problems are verl prompt sets.
+			for _, m := range []string{"model", "sft-model"} {
+				bpe, err := tokenizer.Load(filepath.Join(dir, m))
+				require.NoError(t, err, m)
+				tok, err := newTokenizer()
+				require.NoError(t, err)
+				assert.Equal(t, tok.VocabSize(), bpe.VocabSize(), m)
+				prompts, _, err := agentrl.LoadPrompts(ctx, []string{filepath.Join(dir, "heldout.jsonl")}, bpe, nil, agentrl.PromptOptions{})
+				require.NoError(t, err)
+				assert.Len(t, prompts, 4, "-eval 4")
+				rl, _, err := agentrl.LoadPrompts(ctx, []string{filepath.Join(dir, "train.jsonl")}, bpe, nil, agentrl.PromptOptions{})
+				require.NoError(t, err)
+				assert.Len(t, rl, 2, "-prompts 2 × -rl-steps 1")
 			}
 			if toolName == "calculator" {
 				assert.Contains(t, stdout.String(), "tool: calculator")

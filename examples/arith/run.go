@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/dataset"
 	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/examples/internal/arith"
 	"github.com/agentrl/agentrl/examples/internal/setup"
@@ -309,7 +310,17 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	}
 
 	// GRPO-TCR with the tool in the loop.
-	prompts := arith.Prompts(generateProblems(o.seed+1, o.prompts*max(o.rlSteps, 1), "rl"), spec.ToolSpec)
+	rlProblems := generateProblems(o.seed+1, o.prompts*max(o.rlSteps, 1), "rl")
+	prompts := arith.Prompts(rlProblems, spec.ToolSpec)
+	// The same problems as verl prompt sets, for examples/eval and
+	// examples/grpotcr (with model/ or sft-model/ as their -model).
+	heldOutFile, trainFile := filepath.Join(dir, "heldout.jsonl"), filepath.Join(dir, "train.jsonl")
+	if err := dataset.WriteJSONLFile(heldOutFile, arith.VerlExamples(heldOut, "test")); err != nil {
+		return err
+	}
+	if err := dataset.WriteJSONLFile(trainFile, arith.VerlExamples(rlProblems, "train")); err != nil {
+		return err
+	}
 	tcfg := rlConfig(o)
 	log, err := agentrl.OpenMetricsLog(filepath.Join(dir, "metrics.jsonl"), agentrl.MetricsLogOptions{})
 	if err != nil {
@@ -366,8 +377,8 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	}
 
 	printTable(stdout, o.n, []namedEval{{"SFT", before}, {"SFT+GRPO-TCR", after}})
-	fmt.Fprintf(stdout, "tool: %s\nplot: %s\nmetrics: %s\nmodel (HF format): %s\ntrainer checkpoint: %s\n",
-		tl.Name(), plotPath, filepath.Join(dir, "metrics.jsonl"), modelDir, ckpt)
+	fmt.Fprintf(stdout, "tool: %s\nplot: %s\nmetrics: %s\nmodel (HF format, with tokenizer.json): %s\nheld-out and RL problems (verl JSONL): %s, %s\ntrainer checkpoint: %s\n",
+		tl.Name(), plotPath, filepath.Join(dir, "metrics.jsonl"), modelDir, heldOutFile, trainFile, ckpt)
 	return writeJSONLine(stdout, o.n, []namedEval{{"sft", before}, {"rl", after}}, time.Since(start))
 }
 
