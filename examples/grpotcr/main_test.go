@@ -170,6 +170,15 @@ func TestUsage(t *testing.T) {
 		{"bad device", with("-device", "cuda:x"), `invalid value "cuda:x" for flag -device: device: invalid choice: device "cuda:x": N in cuda:N must be a device number 0, 1, … (at most 9 digits)`},
 		{"bad precision", with("-precision", "FP32"), `invalid value "FP32" for flag -precision: device: invalid choice: precision "FP32": want auto, fp32, tf32 or bf16`},
 		{"tf32 on the cpu", with("-device", "cpu", "-precision", "tf32"), "device: invalid choice: -precision tf32 with -device cpu: the CPU backend computes in fp32 only (use auto or fp32, or a CUDA device)"},
+		{"lora rank", with("-lora-rank", "-1"), "-lora-rank -1: want 0 (full weights) or more"},
+		{"lora alpha", with("-lora-alpha", "NaN"), "-lora-alpha NaN: want a finite, non-negative number"},
+		{"staleness", with("-fleet-staleness", "-1"), "-fleet-staleness -1: want 0 (synchronous) or more"},
+		{"fleet flags alone", with("-fleet-dir", "shared", "-fleet-staleness", "2"), "-fleet-dir, -fleet-staleness: only with -fleet-servers, the servers to train against"},
+		{"fleet without a folder", with("-fleet-servers", "http://gpu0:8000"), "-fleet-servers needs -fleet-dir, the folder the weights are published to, which every server reads under the same path"},
+		{"fleet and sampler", with("-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-sampler", "http://gpu1:8000"), "-fleet-servers and -sampler URL both sample on servers: -fleet-servers trains on-policy (the servers get the weights after every step), -sampler off-policy (they keep theirs); give one"},
+		{"fleet url", with("-fleet-servers", "gpu0:8000", "-fleet-dir", "shared"), `-fleet-servers: "gpu0:8000" is not an http(s) URL (want scheme://host:port)`},
+		{"fleet url twice", with("-fleet-servers", "http://gpu0:8000,http://gpu0:8000", "-fleet-dir", "shared"), "-fleet-servers: http://gpu0:8000 named twice"},
+		{"fleet kind", with("-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-fleet-kind", "tgi"), `-fleet-kind "tgi": want sglang, vllm or vllm-model-config`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
