@@ -82,7 +82,7 @@ func openFleet(ctx context.Context, o options, stderr io.Writer) (*fleet.Fleet, 
 	if err := f.Check(ctx); err != nil {
 		return nil, fmt.Errorf("-fleet-servers: %w", err)
 	}
-	fmt.Fprintf(stderr, "grpotcr: fleet: %d %s servers (%s) checked; the rollouts are sampled there, at most %d steps ahead of training, and the %s published to %s after every step\n",
+	fmt.Fprintf(stderr, "grpotcr: fleet: %d %s servers (%s) checked; the rollouts are sampled there (η = %d: at most that many steps ahead of training), and the %s published to %s after every step\n",
 		len(servers), kind, strings.Join(setup.SplitList(o.fleetServers), ", "), o.fleetStaleness, what, o.fleetDir)
 	return f, nil
 }
