@@ -32,7 +32,7 @@ func evaluate(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	start := time.Now()
 	tok, err := tokenizer.Load(o.model)
 	if err != nil {
-		return fmt.Errorf("tokenizer: %w", err)
+		return fmt.Errorf("-model: %w", err) // the error names the file and the tokenizer
 	}
 	var model *policy.Model
 	if o.sampler == "local" {

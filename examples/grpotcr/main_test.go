@@ -206,6 +206,17 @@ func TestRuntimeErrors(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "bad.jsonl:2")
 
+	// A tokenizer.json this package cannot run: the flag, the file, the
+	// component, once each.
+	badTok := t.TempDir()
+	for _, f := range []string{"config.json", "model.safetensors", "tokenizer_config.json"} {
+		require.NoError(t, os.Symlink(filepath.Join(model, f), filepath.Join(badTok, f)))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(badTok, "tokenizer.json"), []byte(`{"model": {}}`), 0o644))
+	code, _, stderr = runMain(t, "-model", badTok, "-train", "testdata/train.jsonl", "-sandbox-workers", "1", "-out", filepath.Join(dir, "t"))
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "grpotcr: -model: "+filepath.Join(badTok, "tokenizer.json")+": tokenizer: unsupported pre_tokenizer: no final ByteLevel step; only byte-level BPE is supported\n", stderr)
+
 	// A -prompt-key the rows lack: the field, and what the rows hold.
 	code, _, stderr = runMain(t, "-model", model, "-train", "testdata/train.jsonl", "-prompt-key", "question", "-sandbox-workers", "1", "-out", filepath.Join(dir, "k"))
 	assert.Equal(t, 1, code)

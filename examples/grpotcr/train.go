@@ -45,7 +45,7 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	tok, err := tokenizer.Load(o.model)
 	if err != nil {
-		return fmt.Errorf("tokenizer: %w", err)
+		return fmt.Errorf("-model: %w", err) // the error names the file and the tokenizer
 	}
 	model, dev, err := setup.LoadOnDevice(ctx, o.device, o.model, stderr, policy.WithDecoder(tok.Decode), policy.WithSamplerSeed(o.seed))
 	if err != nil {
