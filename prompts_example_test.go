@@ -14,7 +14,7 @@ import (
 // Qwen3's tokenizer and thinking turned off; LoadPrompts does the same
 // for verl parquet or JSON Lines files.
 func ExampleRenderPrompts() {
-	tok, err := tokenizer.Load("policy/tokenizer/testdata") // a Hugging Face model folder, such as Qwen3-4B
+	tok, err := tokenizer.Load("policy/tokenizer/qwen3") // a Hugging Face model folder, such as Qwen3-4B
 	if err != nil {
 		fmt.Println(err)
 		return

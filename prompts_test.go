@@ -20,10 +20,13 @@ import (
 )
 
 // qwen3Dir holds the real Qwen3 tokenizer (tokenizer.json and
-// tokenizer_config.json with its chat template) and
-// chat_template_cases.json: conversations and the text Hugging Face
-// transformers' apply_chat_template renders for them.
-const qwen3Dir = "policy/tokenizer/testdata"
+// tokenizer_config.json with its chat template); chatCasesFile holds
+// conversations and the text Hugging Face transformers'
+// apply_chat_template renders for them.
+const (
+	qwen3Dir      = "policy/tokenizer/qwen3"
+	chatCasesFile = "policy/tokenizer/testdata/chat_template_cases.json"
+)
 
 var (
 	qwen3Once sync.Once
@@ -48,7 +51,7 @@ type chatCase struct {
 
 func chatCases(t testing.TB) map[string]chatCase {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(qwen3Dir, "chat_template_cases.json"))
+	data, err := os.ReadFile(chatCasesFile)
 	require.NoError(t, err)
 	var raw []struct {
 		Name     string            `json:"name"`
@@ -278,7 +281,7 @@ func TestLoadPrompts(t *testing.T) {
 	// verl rejects a string prompt unless asked to take it.
 	_, _, err = agentrl.LoadPrompts(ctx, []string{file}, tok, nil, agentrl.PromptOptions{})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "train.jsonl:2: prompt") // the file's second line
+	assert.EqualError(t, err, file+":2: dataset: malformed row: field prompt: want list of messages, got string") // the file's second line
 	_, _, err = agentrl.LoadPrompts(ctx, nil, tok, nil, agentrl.PromptOptions{})
 	assert.ErrorContains(t, err, "no data files")
 	_, _, err = agentrl.LoadPrompts(ctx, []string{filepath.Join(t.TempDir(), "missing.jsonl")}, tok, nil, agentrl.PromptOptions{})

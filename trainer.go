@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/agentrl/agentrl/advantage"
@@ -387,7 +388,7 @@ func (t *Trainer) generate(ctx context.Context, done, genBatch int) ([]*sample, 
 	}
 	trajs, err := t.parts.Engine.Run(ctx, reqs)
 	if err != nil {
-		return nil, fmt.Errorf("agentrl: step %d: rollout: %w", done+1, err)
+		return nil, fmt.Errorf("agentrl: step %d: %w", done+1, rolloutError(err))
 	}
 	if len(trajs) != len(idx)*t.cfg.SamplesPerPrompt {
 		return nil, fmt.Errorf("%w: step %d: rollout returned %d trajectories for %d requests of %d samples", ErrTrainer, done+1, len(trajs), len(idx), t.cfg.SamplesPerPrompt)
@@ -710,4 +711,14 @@ func (t *Trainer) lossBatch(part []*sample, stats lm.TokenStats) loss.Batch {
 		b.RolloutLogProbs = responseTensor(resp(func(_ int, s *sample) []float32 { return s.traj.LogProbs }), starts, T)
 	}
 	return b
+}
+
+// rolloutError names the rollout as the stage an error of
+// rollout.Engine.Run came from, once: the engine's own errors say
+// "rollout: …" already, a context's error does not.
+func rolloutError(err error) error {
+	if strings.HasPrefix(err.Error(), "rollout: ") {
+		return err
+	}
+	return fmt.Errorf("rollout: %w", err)
 }

@@ -495,3 +495,38 @@ func TestOldLogProbSources(t *testing.T) {
 	assert.InDelta(t, 1, st.LossMetrics["tis_imp_ratio_mean"], 1e-6)
 	assert.InDeltaSlice(t, toF64(mr.w), toF64(mb.w), 1e-6)
 }
+
+// TestRolloutErrorNamedOnce: a failed rollout says "rollout" once, as
+// the stage it failed in: the engine's own errors carry the word, a
+// context's error gets it from the trainer.
+func TestRolloutErrorNamedOnce(t *testing.T) {
+	tok := alphaTokenizer{byteAlphabet()}
+	for _, c := range []struct {
+		name   string
+		cancel bool
+		want   string
+	}{
+		{"sampler fails", false, `agentrl: step 1: rollout: request 0 ("s0/g0/p0") sample 0: turn 0: generate: policytest: request 0: server down`},
+		{"context ends", true, "agentrl: step 1: rollout: context canceled"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := policytest.New(policytest.Config{Encode: tok.Encode, Decode: tok.Decode})
+			s.HandleDefault(policytest.Error(errors.New("server down")))
+			eng, err := rollout.NewEngine(rollout.Config{Sampler: s, Tokenizer: tok, MaxTurns: 1, MaxResponseTokens: 16, MaxConcurrent: 1})
+			require.NoError(t, err)
+			cfg := banditConfig()
+			cfg.PromptsPerStep = 1
+			tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{Policy: newTabular(byteAlphabet()), Engine: eng, Reward: banditReward,
+				Prompts: []agentrl.Prompt{{ID: "q1", Text: "1+1=", GroundTruth: "2"}}})
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			if c.cancel {
+				cancel()
+			}
+			defer cancel()
+			_, err = tr.Step(ctx)
+			require.EqualError(t, err, c.want)
+			assert.Equal(t, c.cancel, errors.Is(err, context.Canceled))
+		})
+	}
+}

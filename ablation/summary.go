@@ -98,9 +98,11 @@ func finalKeys(r Result) []string {
 }
 
 // WriteTable writes rows as an aligned text table with a header naming
-// metric: one line per variant, "mean ± half-width [lo, hi] (n)". Values
-// get 4 decimals, more when a mean or half-width is below 0.01 so that it
-// keeps two significant digits (at most 8).
+// metric: one line per variant, "mean ± half-width [lo, hi] (n)", or for
+// a variant of one run "mean (one seed: an interval needs two)" — one
+// value has no spread to make an interval of, and "± 0" would claim
+// certainty. Values get 4 decimals, more when a mean or half-width is
+// below 0.01 so that it keeps two significant digits (at most 8).
 func WriteTable(w io.Writer, rows []Row, metric string) error {
 	if metric == "" {
 		return errors.New("ablation: WriteTable: empty metric name")
@@ -110,6 +112,10 @@ func WriteTable(w io.Writer, rows []Row, metric string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "variant\t%s: mean ± 95%% CI\t[lo, hi]\t(n)\n", metric)
 	for _, r := range rows {
+		if r.N < 2 {
+			fmt.Fprintf(tw, "%s\t%s (one seed: an interval needs two)\t-\t(%d)\n", r.Variant, f(r.Mean), r.N)
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s ± %s\t[%s, %s]\t(%d)\n", r.Variant, f(r.Mean), f(r.HalfWidth()), f(r.Lo), f(r.Hi), r.N)
 	}
 	if err := tw.Flush(); err != nil {

@@ -107,9 +107,9 @@ func TestWriteTable(t *testing.T) {
 	require.NoError(t, WriteTable(&b, rows, "avg@8"))
 	// 0.7 ± 0.248414 (above) to 4 decimals; columns two spaces apart.
 	assert.Equal(t, ""+
-		"variant   avg@8: mean ± 95% CI  [lo, hi]          (n)\n"+
-		"grpo-tcr  0.7000 ± 0.2484       [0.4516, 0.9484]  (3)\n"+
-		"no-clip   0.5000 ± 0.0000       [0.5000, 0.5000]  (1)\n", b.String())
+		"variant   avg@8: mean ± 95% CI                      [lo, hi]          (n)\n"+
+		"grpo-tcr  0.7000 ± 0.2484                           [0.4516, 0.9484]  (3)\n"+
+		"no-clip   0.5000 (one seed: an interval needs two)  -                 (1)\n", b.String())
 
 	assert.Error(t, WriteTable(&b, rows, ""))
 	assert.ErrorIs(t, WriteTable(failWriter{}, rows, "avg@8"), errWrite)

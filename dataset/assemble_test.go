@@ -144,5 +144,5 @@ func TestAssemblerBareRepeatedGroup(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []Message{{Role: "system", Content: "s"}, {Role: "user", Content: "u"}}, ex.Prompt)
 	_, err = pr.Next(context.Background())
-	assert.ErrorContains(t, err, "bare.parquet: row 1: prompt: dataset: malformed row: empty prompt")
+	assert.ErrorContains(t, err, "bare.parquet: row 1: dataset: malformed row: field prompt: empty prompt")
 }

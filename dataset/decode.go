@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // Options tune how rows are turned into Examples. The zero value reads
@@ -63,7 +66,7 @@ func decodeRecord(rec map[string]any, opts Options) (Example, error) {
 	pk := opts.promptKey()
 	v, ok := rec[pk]
 	if !ok {
-		return Example{}, malformed(pk, "missing")
+		return Example{}, malformed(pk, "missing (%s)", fieldsOf(rec))
 	}
 	var err error
 	if ex.Prompt, err = decodePrompt(pk, v, opts.StringPrompt); err != nil {
@@ -315,4 +318,14 @@ func describe(v any) string {
 		return "empty string"
 	}
 	return typeName(v)
+}
+
+// fieldsOf names the keys of a row whose prompt field is missing, so that
+// the error shows what the row does hold: "the row has a, b" or "the row
+// is empty".
+func fieldsOf[V any](rec map[string]V) string {
+	if len(rec) == 0 {
+		return "the row is empty"
+	}
+	return "the row has " + strings.Join(slices.Sorted(maps.Keys(rec)), ", ")
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Example is one prompt of an RL data set in verl's layout (the rows that
@@ -158,7 +159,8 @@ var (
 
 // RowError names where a decoding error happened: the file, the row (0-based;
 // for JSONL also the 1-based line) and the field path, e.g.
-// "train.parquet: row 12: prompt[1].content: want string, got int64".
+// "train.parquet: row 12: dataset: malformed row: field prompt[1].content:
+// want string, got int64".
 type RowError struct {
 	File  string
 	Row   int64 // 0-based row, -1 when the error is not tied to a row
@@ -167,8 +169,9 @@ type RowError struct {
 	Err   error
 }
 
-// Error formats the place and the cause: "file: row N: field: cause", or
-// "file:LINE: field: cause" for JSONL.
+// Error formats the place, the kind of fault, the field and the cause:
+// "file: row N: dataset: malformed row: field F: cause", or
+// "file:LINE: …" for JSONL; without a field, "file: row N: cause".
 func (e *RowError) Error() string {
 	s := e.File
 	switch {
@@ -177,10 +180,25 @@ func (e *RowError) Error() string {
 	case e.Row >= 0:
 		s += ": row " + strconv.FormatInt(e.Row, 10)
 	}
-	if e.Field != "" {
-		s += ": " + e.Field
+	return s + ": " + withField(e.Err, e.Field)
+}
+
+// withField is err's text with "field F" after its kind (ErrMalformed or
+// ErrCorruptFile, whose text leads it) and before the rest.
+func withField(err error, field string) string {
+	cause := err.Error()
+	if field == "" {
+		return cause
 	}
-	return s + ": " + e.Err.Error()
+	for _, kind := range []error{ErrMalformed, ErrCorruptFile} {
+		if rest, ok := strings.CutPrefix(cause, kind.Error()); ok && errors.Is(err, kind) {
+			if rest = strings.TrimPrefix(rest, ": "); rest == "" {
+				return kind.Error() + ": field " + field
+			}
+			return kind.Error() + ": field " + field + ": " + rest
+		}
+	}
+	return "field " + field + ": " + cause
 }
 
 // Unwrap returns the cause, so that errors.Is finds ErrMalformed and

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/parquet-go/parquet-go"
 )
@@ -164,12 +166,15 @@ func checkChunks(file *parquet.File, size int64) error {
 // checkSchema rejects, before any row is read, a file with no prompt column.
 func (p *ParquetReader) checkSchema() error {
 	key := p.opts.promptKey()
+	var names []string
 	for _, f := range p.file.Schema().Fields() {
 		if f.Name() == key {
 			return nil
 		}
+		names = append(names, f.Name())
 	}
-	return &RowError{File: p.name, Row: -1, Field: key, Err: fmt.Errorf("%w: no such column", ErrMalformed)}
+	slices.Sort(names)
+	return &RowError{File: p.name, Row: -1, Field: key, Err: fmt.Errorf("%w: no such column (the file has %s)", ErrMalformed, strings.Join(names, ", "))}
 }
 
 // NumRows is the row count the file's footer declares.

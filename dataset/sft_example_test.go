@@ -13,7 +13,7 @@ import (
 // Turn a tool-calling conversation into token ids and a loss mask with the
 // Qwen3 tokenizer and chat template; print the text of the masked tokens.
 func ExampleSFTEncoder_Encode() {
-	tok, err := tokenizer.Load("../policy/tokenizer/testdata")
+	tok, err := tokenizer.Load("../policy/tokenizer/qwen3")
 	if err != nil {
 		log.Fatal(err)
 	}

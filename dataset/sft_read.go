@@ -223,8 +223,11 @@ func decodeSFTLine(line []byte, opts SFTOptions) (Conversation, error) {
 		return Conversation{}, fmt.Errorf("%w: want a JSON object, got null", ErrMalformed)
 	}
 	raw, ok := rec[mk]
-	if !ok || isJSONNull(raw) {
-		return Conversation{}, malformed(mk, "missing")
+	if !ok {
+		return Conversation{}, malformed(mk, "missing (%s)", fieldsOf(rec))
+	}
+	if isJSONNull(raw) {
+		return Conversation{}, malformed(mk, "null")
 	}
 	var list []json.RawMessage
 	if err := json.Unmarshal(raw, &list); err != nil {

@@ -21,7 +21,7 @@ import (
 
 // qwen3Dir holds the real Qwen3 tokenizer.json and tokenizer_config.json
 // (chat template), shared with policy/tokenizer's tests rather than copied.
-const qwen3Dir = "../policy/tokenizer/testdata"
+const qwen3Dir = "../policy/tokenizer/qwen3"
 
 var qwen3 = sync.OnceValues(func() (*tokenizer.BPE, error) { return tokenizer.Load(qwen3Dir) })
 
@@ -511,7 +511,7 @@ func TestSFTReader(t *testing.T) {
 			`{"conv": [{"role": "user", "content": "q", "extra": 1}, {"role": "assistant", "content": "a", "reasoning_content": null}], "fns": null}` + "\r\n"
 		convs, errs := read(t, data, SFTOptions{})
 		require.Len(t, errs, 1) // line 3 has no "messages"
-		assert.Contains(t, errs[0].Error(), "in.jsonl:3: messages: ")
+		assert.EqualError(t, errs[0], "in.jsonl:3: dataset: malformed row: field messages: missing (the row has conv, fns)")
 		require.Len(t, convs, 1)
 		c := convs[0]
 		assert.Equal(t, "in.jsonl", c.Source)
@@ -526,7 +526,7 @@ func TestSFTReader(t *testing.T) {
 
 		convs, errs = read(t, data, SFTOptions{MessagesKey: "conv", ToolsKey: "fns"})
 		require.Len(t, errs, 1) // line 1 has no "conv"
-		assert.Contains(t, errs[0].Error(), "in.jsonl:1: conv: ")
+		assert.EqualError(t, errs[0], "in.jsonl:1: dataset: malformed row: field conv: missing (the row has messages, tools)")
 		require.Len(t, convs, 1)
 		assert.Equal(t, int64(1), convs[0].Row) // the second record, on line 3
 		assert.Nil(t, convs[0].Messages[1].ReasoningContent)
@@ -535,7 +535,9 @@ func TestSFTReader(t *testing.T) {
 	t.Run("errors", func(t *testing.T) {
 		cases := []struct{ line, where string }{
 			{`[1]`, "in.jsonl:1: "},
-			{`{"messages": {"role": "user"}}`, "in.jsonl:1: messages: "},
+			{`{"messages": {"role": "user"}}`, "in.jsonl:1: dataset: malformed row: field messages: "},
+			{`{"messages": null}`, "in.jsonl:1: dataset: malformed row: field messages: null"},
+			{`{}`, "in.jsonl:1: dataset: malformed row: field messages: missing (the row is empty)"},
 			{`{"messages": [{"content": "x"}]}`, "messages[0].role: "},
 			{`{"messages": [{"role": 3, "content": "x"}]}`, "messages[0].role: "},
 			{`{"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}]}`, "messages[0].content: "},

@@ -79,7 +79,7 @@ func TestExampleTestsLookupOrder(t *testing.T) {
 	var re *RowError
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, "extra_info.tests", re.Field)
-	assert.EqualError(t, err, "f.parquet: row 9: extra_info.tests: dataset: malformed row: 1 inputs but 0 outputs")
+	assert.EqualError(t, err, "f.parquet: row 9: dataset: malformed row: field extra_info.tests: 1 inputs but 0 outputs")
 
 	ex = Example{Source: "f.parquet", Row: 2, RewardModel: RewardModel{GroundTruth: GroundTruth{Kind: GroundTruthString, Value: "5"}}}
 	_, err = ex.Tests()

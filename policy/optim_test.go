@@ -239,6 +239,25 @@ func TestSchedules(t *testing.T) {
 	assert.InDelta(t, 0.5*(1+math.Cos(math.Pi/4)), h.Factor(25), 1e-15)
 	assert.InDelta(t, 0, h.Factor(100), 1e-15)
 
+	// Warmup–stable–decay, 10 warmup steps, held to step 70, then a
+	// cosine to 0.1 over the last 40 of 110, by hand: step 70 is the
+	// decay's start, cos(0) → 1; step 90 its middle, cos(π/2) = 0 →
+	// 0.55; step 110 its end and anything after, cos(π) → 0.1.
+	w := WSDSchedule{WarmupSteps: 10, DecaySteps: 40, TotalSteps: 110, MinLRRatio: 0.1}
+	assert.Equal(t, []float64{0, 0.5, 1, 1, 1}, []float64{w.Factor(0), w.Factor(5), w.Factor(10), w.Factor(40), w.Factor(69)})
+	assert.Equal(t, 1.0, w.Factor(70))
+	assert.InDelta(t, 0.55, w.Factor(90), 1e-15)
+	assert.InDelta(t, 0.1+0.45*(1+math.Cos(math.Pi/4)), w.Factor(80), 1e-15)
+	assert.InDelta(t, 0.1, w.Factor(110), 1e-15)
+	assert.InDelta(t, 0.1, w.Factor(500), 1e-15)
+	// A decay longer than what follows the warmup starts right after it.
+	long := WSDSchedule{WarmupSteps: 10, DecaySteps: 1000, TotalSteps: 110}
+	assert.Equal(t, 1.0, long.Factor(10))
+	assert.InDelta(t, 0.5, long.Factor(60), 1e-15)
+	assert.InDelta(t, 0, long.Factor(110), 1e-15)
+	// No decay: the constant schedule.
+	assert.Equal(t, 1.0, WSDSchedule{WarmupSteps: 2, TotalSteps: 5}.Factor(100))
+
 	k := ConstantSchedule{WarmupSteps: 4}
 	assert.Equal(t, []float64{0, 0.25, 0.5, 0.75, 1, 1}, []float64{k.Factor(0), k.Factor(1), k.Factor(2), k.Factor(3), k.Factor(4), k.Factor(100)})
 	assert.Equal(t, 1.0, ConstantSchedule{}.Factor(0))

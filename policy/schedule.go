@@ -55,3 +55,37 @@ func (s CosineSchedule) Factor(step int64) float64 {
 	r := s.MinLRRatio
 	return max(r, r+(1-r)*0.5*(1+x))
 }
+
+// WSDSchedule is warmup–stable–decay (Hu et al. 2024, MiniCPM,
+// arXiv:2404.06395; Hägele et al. 2024, arXiv:2405.18392): a linear
+// warmup, the peak rate held, then a cosine decay to MinLRRatio over the
+// last DecaySteps of TotalSteps:
+//
+//	step < W:          step / max(1, W)
+//	step < T − D:      1
+//	otherwise:         r + (1 − r)·½·(1 + cos(π·min(1, p))),  p = (step − (T − D)) / max(1, D)
+//
+// with W = WarmupSteps, T = TotalSteps, D = DecaySteps (at most T − W;
+// 0: no decay, ConstantSchedule) and r = MinLRRatio. Unlike CosineSchedule, the rate stays at its peak
+// until the decay: a run whose loss sits on a plateau for a while (a
+// circuit that has not formed yet) keeps the full rate however long the
+// plateau lasts, and still ends annealed.
+type WSDSchedule struct {
+	WarmupSteps, DecaySteps, TotalSteps int64
+	MinLRRatio                          float64
+}
+
+// Factor implements Schedule.
+func (s WSDSchedule) Factor(step int64) float64 {
+	if step < s.WarmupSteps {
+		return float64(step) / float64(max(1, s.WarmupSteps))
+	}
+	d := min(s.DecaySteps, s.TotalSteps-s.WarmupSteps)
+	start := s.TotalSteps - d
+	if d <= 0 || step < start {
+		return 1
+	}
+	p := min(1, float64(step-start)/float64(max(1, d)))
+	r := s.MinLRRatio
+	return r + (1-r)*0.5*(1+math.Cos(math.Pi*p))
+}

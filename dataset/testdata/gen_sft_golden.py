@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """gen_sft_golden.py — golden renderings and assistant spans for the SFT
 conversations in sft_conversations.jsonl, made independently of the Go code:
-the Qwen3 chat template (../../policy/tokenizer/testdata/tokenizer_config.json)
+the Qwen3 chat template (../../policy/tokenizer/qwen3/tokenizer_config.json)
 is rendered with Python's jinja2, set up as transformers' apply_chat_template
 sets it up (ImmutableSandboxedEnvironment with trim_blocks, lstrip_blocks and
 the loopcontrols extension; tojson = json.dumps(ensure_ascii=False) keeping
@@ -43,7 +43,7 @@ def raise_exception(message):
 env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
 env.filters["tojson"] = tojson
 env.globals["raise_exception"] = raise_exception
-cfg = json.load(open("../../policy/tokenizer/testdata/tokenizer_config.json", encoding="utf-8"))
+cfg = json.load(open("../../policy/tokenizer/qwen3/tokenizer_config.json", encoding="utf-8"))
 template = env.from_string(cfg["chat_template"])
 
 

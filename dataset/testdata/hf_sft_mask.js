@@ -15,7 +15,7 @@ const fs = require('fs');
 const { Tokenizer } = require('@anush008/tokenizers');
 
 async function main() {
-  const tok = Tokenizer.fromFile('../../policy/tokenizer/testdata/tokenizer.json');
+  const tok = Tokenizer.fromFile('../../policy/tokenizer/qwen3/tokenizer.json');
   const cases = JSON.parse(fs.readFileSync('sft_golden_spans.json', 'utf8'));
   if (process.env.BENCH) {
     // Encoding with offsets and masking only, conversations per second.

@@ -55,8 +55,10 @@ import (
 	"github.com/agentrl/agentrl/examples/internal/setup"
 )
 
-func main() {
-	setup.Main(func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-		return setup.Run(ctx, "ablation", args, stdout, stderr, parseFlags, runOptions)
-	})
+func main() { setup.Main(program) }
+
+// program is the whole program after main, with its exit status
+// (setup.Run); the tests call it in-process.
+func program(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return setup.Run(ctx, "ablation", args, stdout, stderr, parseFlags, runOptions)
 }

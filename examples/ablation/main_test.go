@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/examples/internal/arith"
+	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/examples/internal/setup/setuptest"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/loss"
@@ -198,6 +199,10 @@ func TestEveryVariantRuns(t *testing.T) {
 	assert.Equal(t, "budget 64 tokens, ≤ 1 tool calls", settings["calls-1"])
 	// One SFT evaluation per setting: three settings.
 	assert.Equal(t, 3, strings.Count(stderr, "evaluating the SFT policy"))
+	// One seed: the tables say that an interval needs two, and claim none.
+	assert.Contains(t, stdout, "(one seed: no interval; -seeds with two or more gives one)")
+	assert.Contains(t, stdout, "(one seed: an interval needs two)")
+	assert.NotRegexp(t, `[0-9] ± [0-9]`, stdout)
 	assert.NotContains(t, stderr, "notice: one update per step", "-mini-batch 4 of 8")
 
 	_, stderr, err = runArgs(ctx, tinyArgs(sftModel(t), t.TempDir(), "-variants", "grpo-tcr,no-clip", "-seeds", "1", "-rl-steps", "1", "-mini-batch", "0"))
@@ -291,37 +296,48 @@ func TestNoClipClipsNothing(t *testing.T) {
 	}
 }
 
+// TestFlagErrors: every mistake on the command line exits with status 2
+// before anything runs, its cause on the first line of stderr and a
+// pointer to -h on the second, nothing more; -h prints the synopsis.
 func TestFlagErrors(t *testing.T) {
 	init := sftModel(t)
+	empty := t.TempDir()
 	for _, tc := range []struct {
 		args []string
-		want string
+		want string // the first line of stderr, after "ablation: "
 	}{
-		{[]string{"-seeds", "1"}, "-init: required"},
-		{[]string{"-init", init, "-seeds", "1,x"}, `"x" is not a seed`},
-		{[]string{"-init", init, "-seeds", "1,2,1"}, "seed 1 named twice"},
-		{[]string{"-init", init, "-seeds", ""}, "is not a seed"},
-		{[]string{"-init", init, "-variants", "grpo-tcr,,clip-sym"}, "empty name"},
-		{[]string{"-init", init, "-n", "0"}, "-n 0"},
-		{[]string{"-init", init, "-rl-steps", "0"}, "-rl-steps 0"},
-		{[]string{"-init", init, "-prompts", "0"}, "-prompts 0"},
-		{[]string{"-init", init, "-mini-batch", "-1"}, "-mini-batch -1"},
-		{[]string{"-init", init, "-eval", "0"}, "-eval 0"},
-		{[]string{"-init", init, "-max-response", "8"}, "-max-response 8"},
-		{[]string{"-init", init, "-tight-response", "8"}, "-tight-response 8"},
-		{[]string{"-init", init, "-parallel", "0"}, "-parallel 0"},
-		{[]string{"-init", init, "-smooth", "0"}, "-smooth 0"},
-		{[]string{"-init", init, "-rl-lr", "0"}, "-rl-lr 0"},
-		{[]string{"-init", init, "-temperature", "-1"}, "-temperature -1"},
-		{[]string{"-init", init, "extra"}, "unexpected arguments"},
-		{[]string{"-init", init, "-device", "cuda:"}, "N in cuda:N must be a device number"},
-		{[]string{"-init", init, "-precision", "int8"}, "want auto, fp32, tf32 or bf16"},
-		{[]string{"-init", init, "-device", "cpu", "-precision", "tf32"}, "-precision tf32 with -device cpu"},
+		{[]string{"-seeds", "1"}, "-init is required: the SFT model folder every run starts from (go run ./examples/arith writes one as <run>/sft-model)"},
+		{[]string{"-init", empty}, "-init: no config.json in " + empty},
+		{[]string{"-init", init, "-seeds", "1,x"}, `-seeds "1,x": "x" is not a seed (want non-negative integers, comma-separated)`},
+		{[]string{"-init", init, "-seeds", "1,2,1"}, `-seeds "1,2,1": seed 1 named twice`},
+		{[]string{"-init", init, "-seeds", ""}, `-seeds "": "" is not a seed (want non-negative integers, comma-separated)`},
+		{[]string{"-init", init, "-variants", "grpo-tcr,,clip-sym"}, `-variants "grpo-tcr,,clip-sym": empty name`},
+		{[]string{"-init", init, "-variants", "nope"}, `-variants: unknown variant "nope" (known: ` + "grpo-tcr, clip-sym, no-clip, seq-mean, no-overlong, overlong-tight, no-overlong-tight, entropy, calls-1, tool-bonus, user-spo" + `, or all)`},
+		{[]string{"-init", init, "-n", "0"}, "-n 0: want ≥ 1"},
+		{[]string{"-init", init, "-rl-steps", "0"}, "-rl-steps 0: want ≥ 1"},
+		{[]string{"-init", init, "-prompts", "0"}, "-prompts 0: want ≥ 1"},
+		{[]string{"-init", init, "-mini-batch", "-1"}, "-mini-batch -1: want ≥ 0"},
+		{[]string{"-init", init, "-eval", "0"}, "-eval 0: want ≥ 1"},
+		{[]string{"-init", init, "-max-response", "8"}, "-max-response 8: want ≥ 16"},
+		{[]string{"-init", init, "-tight-response", "8"}, "-tight-response 8: want ≥ 16"},
+		{[]string{"-init", init, "-parallel", "0"}, "-parallel 0: want ≥ 1"},
+		{[]string{"-init", init, "-smooth", "0"}, "-smooth 0: want ≥ 1"},
+		{[]string{"-init", init, "-rl-lr", "0"}, "-rl-lr 0: want finite and > 0"},
+		{[]string{"-init", init, "-temperature", "-1"}, "-temperature -1: want finite and ≥ 0"},
+		{[]string{"-init", init, "-tool", "python"}, `-tool "python": want auto, code_interpreter or calculator`},
+		{[]string{"-init", init, "extra"}, `unexpected arguments ["extra"]`},
+		{[]string{"-init", init, "-device", "cuda:"}, `invalid value "cuda:" for flag -device: device: invalid choice: device "cuda:": N in cuda:N must be a device number 0, 1, … (at most 9 digits)`},
+		{[]string{"-init", init, "-precision", "int8"}, `invalid value "int8" for flag -precision: device: invalid choice: precision "int8": want auto, fp32, tf32 or bf16`},
+		{[]string{"-init", init, "-device", "cpu", "-precision", "tf32"}, "device: invalid choice: -precision tf32 with -device cpu: the CPU backend computes in fp32 only (use auto or fp32, or a CUDA device)"},
 	} {
-		_, err := parseFlags(tc.args, &bytes.Buffer{})
-		require.Error(t, err, "%v", tc.args)
-		assert.Contains(t, err.Error(), tc.want, "%v", tc.args)
+		var stdout, stderr bytes.Buffer
+		assert.Equal(t, 2, program(context.Background(), tc.args, &stdout, &stderr), "%v", tc.args)
+		assert.Empty(t, stdout.String())
+		assert.Equal(t, "ablation: "+tc.want+"\n"+setup.HelpPointer("ablation")+"\n", stderr.String(), "%v", tc.args)
 	}
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 0, program(context.Background(), []string{"-h"}, &stdout, &stderr))
+	assert.True(t, strings.HasPrefix(stderr.String(), "usage: "+synopsis+"\n"), stderr.String())
 	o, err := parseFlags([]string{"-init", init}, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Equal(t, []uint64{1, 2, 3}, o.seeds)

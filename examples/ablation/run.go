@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -50,11 +49,13 @@ type options struct {
 	device device.Config // where every run's model trains and is evaluated
 }
 
+// synopsis is the first line of -h.
+const synopsis = "ablation -init SFT-MODEL [-seeds 1,2,3] [-variants NAME[,NAME...]|all] [-list] [flags]"
+
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	var seeds, variants string
-	fs := flag.NewFlagSet("ablation", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := setup.NewFlagSet("ablation", synopsis, stderr)
 	fs.StringVar(&o.init, "init", "", "the SFT model folder every run starts from (required): a run's sft-model written by examples/arith")
 	fs.StringVar(&o.out, "out", "", "run folder (default ./runs/ablation-<timestamp>)")
 	fs.StringVar(&seeds, "seeds", "1,2,3", "comma-separated seeds; each variant runs once with each")
@@ -74,7 +75,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.toolName, "tool", "auto", `tool: "code_interpreter" (python sandbox), "calculator", or "auto" (the interpreter when python3 exists)`)
 	fs.IntVar(&o.smooth, "smooth", 10, "steps of the moving average of curves.png (1: none)")
 	o.device.RegisterFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := setup.Parse(fs, args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
@@ -90,19 +91,26 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.variants, err = parseNames(variants); err != nil {
 		return o, err
 	}
+	if _, err := selectVariants(o.variants); err != nil {
+		return o, err
+	}
 	switch {
 	case o.init == "":
-		return o, errors.New("-init: required, the SFT model folder every run starts from (go run ./examples/arith writes one as <run>/sft-model)")
+		return o, errors.New("-init is required: the SFT model folder every run starts from (go run ./examples/arith writes one as <run>/sft-model)")
 	case o.n < 1:
 		return o, fmt.Errorf("-n %d: want ≥ 1", o.n)
-	case o.rlSteps < 1 || o.prompts < 1:
-		return o, fmt.Errorf("-rl-steps %d, -prompts %d: want ≥ 1", o.rlSteps, o.prompts)
+	case o.rlSteps < 1:
+		return o, fmt.Errorf("-rl-steps %d: want ≥ 1", o.rlSteps)
+	case o.prompts < 1:
+		return o, fmt.Errorf("-prompts %d: want ≥ 1", o.prompts)
 	case o.miniBatch < 0:
 		return o, fmt.Errorf("-mini-batch %d: want ≥ 0", o.miniBatch)
 	case o.evalProblems < 1:
 		return o, fmt.Errorf("-eval %d: want ≥ 1", o.evalProblems)
-	case o.maxResponse < 16 || o.tightResponse < 16:
-		return o, fmt.Errorf("-max-response %d, -tight-response %d: want ≥ 16", o.maxResponse, o.tightResponse)
+	case o.maxResponse < 16:
+		return o, fmt.Errorf("-max-response %d: want ≥ 16", o.maxResponse)
+	case o.tightResponse < 16:
+		return o, fmt.Errorf("-tight-response %d: want ≥ 16", o.tightResponse)
 	case o.parallel < 1:
 		return o, fmt.Errorf("-parallel %d: want ≥ 1", o.parallel)
 	case o.smooth < 1:
@@ -111,6 +119,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-rl-lr %v: want finite and > 0", o.rlLR)
 	case !(o.temperature >= 0) || math.IsInf(o.temperature, 0):
 		return o, fmt.Errorf("-temperature %v: want finite and ≥ 0", o.temperature)
+	}
+	if err := setup.CheckDir(o.init, "config.json"); err != nil {
+		return o, fmt.Errorf("-init: %w", err)
+	}
+	switch o.toolName {
+	case "auto", "code_interpreter", "calculator":
+	default:
+		return o, fmt.Errorf("-tool %q: want auto, code_interpreter or calculator", o.toolName)
 	}
 	if err := o.device.Validate(); err != nil {
 		return o, err
@@ -489,7 +505,11 @@ func (r *runner) report(results []ablation.Result, entries []entry, d time.Durat
 			continue
 		}
 		tables[m[0]] = rows
-		fmt.Fprintf(stdout, "\n%s: %s (95%% Student-t interval over %d seeds)\n", m[0], m[1], len(r.o.seeds))
+		if n := len(r.o.seeds); n > 1 {
+			fmt.Fprintf(stdout, "\n%s: %s (95%% Student-t interval over %d seeds)\n", m[0], m[1], n)
+		} else {
+			fmt.Fprintf(stdout, "\n%s: %s (one seed: no interval; -seeds with two or more gives one)\n", m[0], m[1])
+		}
 		if err := ablation.WriteTable(stdout, rows, m[0]); err != nil {
 			return err
 		}

@@ -165,16 +165,3 @@ func TestRunFleetServersFailFast(t *testing.T) {
 		})
 	}
 }
-
-func TestFleetFlagErrors(t *testing.T) {
-	var stderr bytes.Buffer
-	for _, args := range [][]string{
-		{"-fleet", "-1"},
-		{"-fleet", "2", "-fleet-servers", "http://a:1"},
-		{"-fleet-servers", "http://a:1"},
-		{"-fleet", "1", "-fleet-kind", "tgi"},
-	} {
-		_, err := parseFlags(args, &stderr)
-		assert.Error(t, err, "%v", args)
-	}
-}

@@ -21,10 +21,18 @@
 //
 // The run folder (-out, default ./runs/arith-<timestamp>) holds
 // metrics.jsonl (one line per RL step, verl's names, held-out metrics at
-// steps 0 and last), sft_metrics.jsonl, curves.png, model/ (Hugging Face
-// format, with byte_tokenizer.json), checkpoints/ (the trainer's
-// resumable checkpoint), and sft-model/ (the policy after SFT; -init
-// starts a later run's RL from such a folder, skipping SFT).
+// steps 0 and last), sft_metrics.jsonl, curves.png, model/ (the trained
+// policy, a Hugging Face checkpoint folder), checkpoints/ (the trainer's
+// resumable checkpoint), sft-model/ (the policy after SFT; -init starts
+// a later run's RL from such a folder, skipping SFT), and heldout.jsonl
+// and train.jsonl (the held-out and the RL problems as verl prompt sets).
+// The model folders carry the byte tokenizer as Hugging Face files
+// (tokenizer.json, and tokenizer_config.json with a chat template that
+// renders a problem as this program does) beside byte_tokenizer.json, so
+// examples/eval, examples/grpotcr and examples/serve load them as they
+// load any checkpoint:
+//
+//	go run ./examples/eval -model runs/arith-X/model -data runs/arith-X/heldout.jsonl -k 8 -top-p 1 -max-response 128
 //
 //	go run ./examples/arith                                  # the default run
 //	go run ./examples/arith -rl-steps 200 -n 16 -hidden 192  # larger
@@ -56,8 +64,10 @@ import (
 	"github.com/agentrl/agentrl/examples/internal/setup"
 )
 
-func main() {
-	setup.Main(func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-		return setup.Run(ctx, "arith", args, stdout, stderr, parseFlags, runOptions)
-	})
+func main() { setup.Main(program) }
+
+// program is the whole program after main, with its exit status
+// (setup.Run); the tests call it in-process.
+func program(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return setup.Run(ctx, "arith", args, stdout, stderr, parseFlags, runOptions)
 }

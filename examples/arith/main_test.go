@@ -15,8 +15,10 @@ import (
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/examples/internal/arith"
+	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/examples/internal/setup/setuptest"
 	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool"
 )
@@ -65,9 +67,24 @@ func TestRunEndToEnd(t *testing.T) {
 			assert.Contains(t, stdout.String(), "avg@4")
 			for _, f := range []string{"metrics.jsonl", "sft_metrics.jsonl", "curves.png", "model/config.json",
 				"model/model.safetensors", "model/byte_tokenizer.json", "checkpoints/latest", "checkpoints/step-1/trainer_state.json",
-				"sft-model/config.json", "sft-model/byte_tokenizer.json"} {
+				"sft-model/config.json", "sft-model/byte_tokenizer.json", "heldout.jsonl", "train.jsonl"} {
 				_, err := os.Stat(filepath.Join(dir, f))
 				assert.NoError(t, err, f)
+			}
+			// The saved models are checkpoints with a tokenizer.json that
+			// the other programs load; the problems are verl prompt sets.
+			for _, m := range []string{"model", "sft-model"} {
+				bpe, err := tokenizer.Load(filepath.Join(dir, m))
+				require.NoError(t, err, m)
+				tok, err := newTokenizer()
+				require.NoError(t, err)
+				assert.Equal(t, tok.VocabSize(), bpe.VocabSize(), m)
+				prompts, _, err := agentrl.LoadPrompts(ctx, []string{filepath.Join(dir, "heldout.jsonl")}, bpe, nil, agentrl.PromptOptions{})
+				require.NoError(t, err)
+				assert.Len(t, prompts, 4, "-eval 4")
+				rl, _, err := agentrl.LoadPrompts(ctx, []string{filepath.Join(dir, "train.jsonl")}, bpe, nil, agentrl.PromptOptions{})
+				require.NoError(t, err)
+				assert.Len(t, rl, 2, "-prompts 2 × -rl-steps 1")
 			}
 			if toolName == "calculator" {
 				assert.Contains(t, stdout.String(), "tool: calculator")
@@ -117,6 +134,15 @@ func TestRunWithLoRA(t *testing.T) {
 	dir := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	require.NoError(t, run(ctx, tinyArgs(dir, "-tool", "calculator", "-lora-rank", "4", "-lora-alpha", "8", "-rl-lr", "0.05"), &stdout, &stderr), stderr.String())
+	// The run says what it trains. By hand, for hidden 32, one layer, 2
+	// heads and 1 KV head of 16, MLP 64, the byte tokenizer's 270 tokens:
+	// rank-4 adapters A (4 × in) and B (out × 4) on q (32→32: 256), k and
+	// v (32→16: 192 each), o (32→32: 256), gate and up (32→64: 384
+	// each), down (64→32: 384) make 2048 weights; the model has the tied
+	// embedding 270 × 32 = 8640, the layer's 1024 + 512 + 512 + 1024
+	// (attention) + 16 + 16 (q/k norms) + 3 × 2048 (MLP) + 64 (norms) =
+	// 9312 and the final norm's 32: 17984.
+	assert.Contains(t, stderr.String(), "rl: trains LoRA adapters only (rank 4, alpha 8) on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 2048 weights, while the 17984 of the model stay frozen\n")
 	adapter := filepath.Join(dir, "checkpoints", "step-1", agentrl.CheckpointAdapterDir)
 	cfg, err := policy.ReadAdapterConfig(adapter)
 	require.NoError(t, err)
@@ -290,4 +316,59 @@ func TestWriteJSONLine(t *testing.T) {
 	require.NoError(t, writeJSONLine(&b, 8, []namedEval{{"sft", arith.Eval{Avg: 0.123456, Pass: 0.5, Maj: 0.25}},
 		{"rl", arith.Eval{Avg: 1, Pass: 1, Maj: 1}}}, 1234567*time.Millisecond))
 	assert.Equal(t, `{"sft": {"avg@8": 0.1235, "pass@8": 0.5, "maj@8": 0.25}, "rl": {"avg@8": 1, "pass@8": 1, "maj@8": 1}, "seconds": 1234.6}`+"\n", b.String())
+}
+
+// TestUsage: every mistake on the command line exits with status 2
+// before anything runs, its cause on the first line of stderr and a
+// pointer to -h on the second, nothing more; -h prints the synopsis.
+func TestUsage(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name string
+		args []string
+		msg  string // the first line of stderr, after "arith: "
+	}{
+		{"unknown flag", []string{"-steps", "3"}, "flag provided but not defined: -steps"},
+		{"extra argument", []string{"x"}, `unexpected arguments ["x"]`},
+		{"no samples", []string{"-n", "0"}, "-n 0: want ≥ 1"},
+		{"negative steps", []string{"-rl-steps", "-1"}, "-rl-steps -1: want ≥ 0"},
+		{"no prompts", []string{"-prompts", "0"}, "-prompts 0: want ≥ 1"},
+		{"no eval", []string{"-eval", "0"}, "-eval 0: want ≥ 1"},
+		{"sft batch", []string{"-sft-batch", "0"}, "-sft-batch 0: want ≥ 1"},
+		{"sft samples", []string{"-sft-samples", "4"}, "-sft-samples 4: want at least -sft-batch 16"},
+		{"sft lr", []string{"-sft-lr", "0"}, "-sft-lr 0: want finite and > 0"},
+		{"rl lr", []string{"-rl-lr", "NaN"}, "-rl-lr NaN: want finite and > 0"},
+		{"temperature", []string{"-temperature", "-1"}, "-temperature -1: want finite and ≥ 0"},
+		{"no-tool fraction", []string{"-no-tool-frac", "2"}, "-no-tool-frac 2: want within [0, 1]"},
+		{"short budget", []string{"-max-response", "8"}, "-max-response 8: want ≥ 16"},
+		{"lora rank", []string{"-lora-rank", "-1"}, "-lora-rank -1: want ≥ 0 (0: full weights)"},
+		{"lora alpha", []string{"-lora-alpha", "-1"}, "-lora-alpha -1: want finite and ≥ 0 (0: the rank)"},
+		{"fleet", []string{"-fleet", "-1"}, "-fleet -1: want ≥ 0"},
+		{"staleness", []string{"-fleet-staleness", "-1"}, "-fleet-staleness -1: want ≥ 0"},
+		{"two fleets", []string{"-fleet", "2", "-fleet-servers", "http://a:1"}, "-fleet starts servers and -fleet-servers names running ones: give one of them"},
+		{"no fleet dir", []string{"-fleet-servers", "http://a:1"}, "-fleet-servers needs -fleet-dir, a folder the servers read the published weights from"},
+		{"fleet url", []string{"-fleet-servers", "a:1", "-fleet-dir", dir}, `-fleet-servers: "a:1" is not an http(s) URL (want scheme://host:port)`},
+		{"fleet url twice", []string{"-fleet-servers", "http://a:1,http://a:1", "-fleet-dir", dir}, "-fleet-servers: http://a:1 named twice"},
+		{"fleet kind", []string{"-fleet", "1", "-fleet-kind", "tgi"}, `-fleet-kind "tgi": want sglang, vllm or vllm-model-config`},
+		{"init missing", []string{"-init", dir + "/none"}, "-init: stat " + dir + "/none: no such file or directory"},
+		{"init not a model", []string{"-init", dir}, "-init: no config.json in " + dir},
+		{"tool", []string{"-tool", "python"}, `-tool "python": want auto, code_interpreter or calculator`},
+		{"remote", []string{"-remote", "gpu0:8000"}, `-remote: "gpu0:8000" is not an http(s) URL (want scheme://host:port)`},
+		{"tokenizer", []string{"-remote", "http://gpu0:8000", "-tokenizer", dir + "/tokenizer.json"}, "-tokenizer: open " + dir + "/tokenizer.json: no such file or directory"},
+		{"device", []string{"-device", "tpu"}, `invalid value "tpu" for flag -device: device: invalid choice: device "tpu": want auto, cpu, cuda or cuda:N`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			assert.Equal(t, 2, program(context.Background(), c.args, &stdout, &stderr))
+			assert.Empty(t, stdout.String())
+			assert.Equal(t, "arith: "+c.msg+"\n"+setup.HelpPointer("arith")+"\n", stderr.String())
+			entries, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			assert.Empty(t, entries, "nothing written")
+		})
+	}
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 0, program(context.Background(), []string{"-h"}, &stdout, &stderr))
+	assert.True(t, strings.HasPrefix(stderr.String(), "usage: "+synopsis+"\n"), stderr.String())
+	assert.Contains(t, stderr.String(), "-fleet-servers string")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/dataset"
 	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/examples/internal/arith"
 	"github.com/agentrl/agentrl/examples/internal/setup"
@@ -75,10 +75,12 @@ type options struct {
 	device device.Config // where the model trains (and a fleet's servers run)
 }
 
+// synopsis is the first line of -h.
+const synopsis = "arith [-out DIR] [-seed N] [-init SFT-MODEL] [-fleet N | -fleet-servers URL[,URL...] -fleet-dir DIR] [flags]"
+
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("arith", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := setup.NewFlagSet("arith", synopsis, stderr)
 	fs.StringVar(&o.out, "out", "", "run folder (default ./runs/arith-<timestamp>)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the model, the training problems and sampling; held-out problems use seed+1000")
 	fs.IntVar(&o.hidden, "hidden", 128, "model hidden size")
@@ -115,7 +117,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.fleetDir, "fleet-dir", "", "folder the weights are published to, readable by every server (default <run folder>/fleet; required with -fleet-servers)")
 	fs.StringVar(&o.serve, "serve", "", "run as an inference server of a fleet over this model folder (used by -fleet)")
 	o.device.RegisterFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := setup.Parse(fs, args); err != nil {
 		return o, err
 	}
 	if err := o.device.Validate(); err != nil {
@@ -127,25 +129,65 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	switch {
 	case o.n < 1:
 		return o, fmt.Errorf("-n %d: want ≥ 1", o.n)
-	case o.rlSteps < 0 || o.prompts < 1:
-		return o, fmt.Errorf("-rl-steps %d, -prompts %d: want ≥ 0 and ≥ 1", o.rlSteps, o.prompts)
+	case o.rlSteps < 0:
+		return o, fmt.Errorf("-rl-steps %d: want ≥ 0", o.rlSteps)
+	case o.prompts < 1:
+		return o, fmt.Errorf("-prompts %d: want ≥ 1", o.prompts)
 	case o.evalProblems < 1:
 		return o, fmt.Errorf("-eval %d: want ≥ 1", o.evalProblems)
-	case o.sftSteps < 0 || o.sftBatch < 1 || o.sftSamples < o.sftBatch:
-		return o, fmt.Errorf("-sft-steps %d, -sft-batch %d, -sft-samples %d: want steps ≥ 0 and samples ≥ batch ≥ 1",
-			o.sftSteps, o.sftBatch, o.sftSamples)
-	case o.noToolFrac < 0 || o.noToolFrac > 1:
+	case o.sftSteps < 0:
+		return o, fmt.Errorf("-sft-steps %d: want ≥ 0", o.sftSteps)
+	case o.sftBatch < 1:
+		return o, fmt.Errorf("-sft-batch %d: want ≥ 1", o.sftBatch)
+	case o.sftSamples < o.sftBatch:
+		return o, fmt.Errorf("-sft-samples %d: want at least -sft-batch %d", o.sftSamples, o.sftBatch)
+	case !(o.sftLR > 0) || math.IsInf(o.sftLR, 0):
+		return o, fmt.Errorf("-sft-lr %v: want finite and > 0", o.sftLR)
+	case !(o.rlLR > 0) || math.IsInf(o.rlLR, 0):
+		return o, fmt.Errorf("-rl-lr %v: want finite and > 0", o.rlLR)
+	case !(o.temperature >= 0) || math.IsInf(o.temperature, 0):
+		return o, fmt.Errorf("-temperature %v: want finite and ≥ 0", o.temperature)
+	case !(o.noToolFrac >= 0 && o.noToolFrac <= 1):
 		return o, fmt.Errorf("-no-tool-frac %g: want within [0, 1]", o.noToolFrac)
 	case o.maxResponse < 16:
 		return o, fmt.Errorf("-max-response %d: want ≥ 16", o.maxResponse)
-	case o.loraRank < 0 || o.loraAlpha < 0:
-		return o, fmt.Errorf("-lora-rank %d, -lora-alpha %g: want ≥ 0", o.loraRank, o.loraAlpha)
-	case o.fleet < 0 || o.fleetStaleness < 0:
-		return o, fmt.Errorf("-fleet %d, -fleet-staleness %d: want ≥ 0", o.fleet, o.fleetStaleness)
+	case o.loraRank < 0:
+		return o, fmt.Errorf("-lora-rank %d: want ≥ 0 (0: full weights)", o.loraRank)
+	case !(o.loraAlpha >= 0) || math.IsInf(o.loraAlpha, 0):
+		return o, fmt.Errorf("-lora-alpha %v: want finite and ≥ 0 (0: the rank)", o.loraAlpha)
+	case o.fleet < 0:
+		return o, fmt.Errorf("-fleet %d: want ≥ 0", o.fleet)
+	case o.fleetStaleness < 0:
+		return o, fmt.Errorf("-fleet-staleness %d: want ≥ 0", o.fleetStaleness)
 	case o.fleet > 0 && o.fleetServers != "":
 		return o, errors.New("-fleet starts servers and -fleet-servers names running ones: give one of them")
 	case o.fleetServers != "" && o.fleetDir == "":
 		return o, errors.New("-fleet-servers needs -fleet-dir, a folder the servers read the published weights from")
+	}
+	if o.init != "" {
+		if err := setup.CheckDir(o.init, "config.json"); err != nil {
+			return o, fmt.Errorf("-init: %w", err)
+		}
+	}
+	if o.fleetServers != "" {
+		if err := setup.CheckServerURLs("-fleet-servers", o.fleetServers); err != nil {
+			return o, err
+		}
+	}
+	if o.remote != "" {
+		if err := setup.CheckServerURLs("-remote", o.remote); err != nil {
+			return o, err
+		}
+	}
+	if o.tokenizerFile != "" {
+		if err := setup.CheckFile(o.tokenizerFile); err != nil {
+			return o, fmt.Errorf("-tokenizer: %w", err)
+		}
+	}
+	switch o.toolName {
+	case "auto", "code_interpreter", "calculator":
+	default:
+		return o, fmt.Errorf("-tool %q: want auto, code_interpreter or calculator", o.toolName)
 	}
 	switch fleet.Kind(o.fleetKind) {
 	case fleet.SGLang, fleet.VLLM, fleet.VLLMModelConfig:
@@ -280,7 +322,17 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	}
 
 	// GRPO-TCR with the tool in the loop.
-	prompts := arith.Prompts(generateProblems(o.seed+1, o.prompts*max(o.rlSteps, 1), "rl"), spec.ToolSpec)
+	rlProblems := generateProblems(o.seed+1, o.prompts*max(o.rlSteps, 1), "rl")
+	prompts := arith.Prompts(rlProblems, spec.ToolSpec)
+	// The same problems as verl prompt sets, for examples/eval and
+	// examples/grpotcr (with model/ or sft-model/ as their -model).
+	heldOutFile, trainFile := filepath.Join(dir, "heldout.jsonl"), filepath.Join(dir, "train.jsonl")
+	if err := dataset.WriteJSONLFile(heldOutFile, arith.VerlExamples(heldOut, "test")); err != nil {
+		return err
+	}
+	if err := dataset.WriteJSONLFile(trainFile, arith.VerlExamples(rlProblems, "train")); err != nil {
+		return err
+	}
 	tcfg := rlConfig(o)
 	log, err := agentrl.OpenMetricsLog(filepath.Join(dir, "metrics.jsonl"), agentrl.MetricsLogOptions{})
 	if err != nil {
@@ -309,6 +361,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer tr.Close()
+	fmt.Fprintf(stderr, "rl: %s\n", setup.DescribeTraining(model))
 	if err := log.Log(0, before.Metrics); err != nil {
 		return err
 	}
@@ -336,8 +389,8 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	}
 
 	printTable(stdout, o.n, []namedEval{{"SFT", before}, {"SFT+GRPO-TCR", after}})
-	fmt.Fprintf(stdout, "tool: %s\nplot: %s\nmetrics: %s\nmodel (HF format): %s\ntrainer checkpoint: %s\n",
-		tl.Name(), plotPath, filepath.Join(dir, "metrics.jsonl"), modelDir, ckpt)
+	fmt.Fprintf(stdout, "tool: %s\nplot: %s\nmetrics: %s\nmodel (HF format, with tokenizer.json): %s\nheld-out and RL problems (verl JSONL): %s, %s\ntrainer checkpoint: %s\n",
+		tl.Name(), plotPath, filepath.Join(dir, "metrics.jsonl"), modelDir, heldOutFile, trainFile, ckpt)
 	return writeJSONLine(stdout, o.n, []namedEval{{"sft", before}, {"rl", after}}, time.Since(start))
 }
 

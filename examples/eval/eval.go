@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -31,7 +32,7 @@ func evaluate(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	start := time.Now()
 	tok, err := tokenizer.Load(o.model)
 	if err != nil {
-		return fmt.Errorf("tokenizer: %w", err)
+		return fmt.Errorf("-model: %w", err) // the error names the file and the tokenizer
 	}
 	var model *policy.Model
 	if o.sampler == "local" {
@@ -137,7 +138,10 @@ func rollOut(ctx context.Context, engine *rollout.Engine, rf reward.Func, prompt
 	}
 	trajs, err := engine.Run(ctx, reqs)
 	if err != nil {
-		return nil, fmt.Errorf("rollout: %w", err)
+		if !strings.HasPrefix(err.Error(), "rollout: ") { // the engine's own errors name it already
+			err = fmt.Errorf("rollout: %w", err)
+		}
+		return nil, err
 	}
 	inputs := make([]reward.Input, len(trajs))
 	for j := range trajs {

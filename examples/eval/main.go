@@ -53,8 +53,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -83,17 +81,12 @@ type options struct {
 	device                      device.Config // where the local model runs
 }
 
-// errUsage marks errors that exit with status 2.
-var errUsage = errors.New("usage")
+// synopsis is the first line of -h.
+const synopsis = "eval -model DIR -data FILE[,FILE...] [-k 8] [-n PROMPTS] [flags]"
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: eval -model DIR -data FILE[,FILE...] [-k 8] [-n PROMPTS] [flags]")
-		fs.PrintDefaults()
-	}
+	fs := setup.NewFlagSet("eval", synopsis, stderr)
 	fs.StringVar(&o.model, "model", "", "Hugging Face checkpoint folder: config.json, *.safetensors, tokenizer.json, tokenizer_config.json (required; with a remote -sampler only the tokenizer files are read)")
 	fs.StringVar(&o.data, "data", "", "benchmark prompts: verl-format .parquet or .jsonl files, comma-separated (required)")
 	fs.StringVar(&o.promptKey, "prompt-key", "prompt", "field of the prompt (verl data.prompt_key); a string prompt is one user message")
@@ -115,12 +108,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.concurrency, "concurrency", 256, "responses in flight at once")
 	fs.DurationVar(&o.toolTimeout, "tool-timeout", 10*time.Second, "wall-clock limit of one code execution")
 	o.device.RegisterFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := setup.Parse(fs, args); err != nil {
 		return o, err
 	}
 	bad := func(format string, a ...any) (options, error) {
-		fs.Usage()
-		return o, fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
+		return o, fmt.Errorf(format, a...)
 	}
 	for _, f := range []struct {
 		name string
@@ -141,30 +133,38 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return bad("-k %d: want at least 1", o.k)
 	case o.n < 0:
 		return bad("-n %d: want 0 (all) or more", o.n)
-	case o.temperature < 0 || o.topP < 0 || o.topP > 1:
-		return bad("-temperature must not be negative and -top-p must be in [0, 1]")
-	case o.maxResponse < 1 || o.maxPrompt < 0 || o.maxTurns < 1:
-		return bad("-max-response and -max-turns must be at least 1, -max-prompt not negative")
-	case o.sandboxWorkers < 0 || o.concurrency < 1 || o.toolTimeout <= 0:
-		return bad("-sandbox-workers must not be negative, -concurrency at least 1, -tool-timeout positive")
+	case o.topP > 1:
+		return bad("-top-p %v: want a number in [0, 1]", o.topP)
+	case o.maxResponse < 1:
+		return bad("-max-response %d: want at least 1", o.maxResponse)
+	case o.maxPrompt < 0:
+		return bad("-max-prompt %d: want 0 (keep all) or more", o.maxPrompt)
+	case o.maxTurns < 1:
+		return bad("-max-turns %d: want at least 1", o.maxTurns)
+	case o.sandboxWorkers < 0:
+		return bad("-sandbox-workers %d: want 0 (the default) or more", o.sandboxWorkers)
+	case o.concurrency < 1:
+		return bad("-concurrency %d: want at least 1", o.concurrency)
+	case o.toolTimeout <= 0:
+		return bad("-tool-timeout %v: want a positive duration", o.toolTimeout)
 	}
 	need := []string{"tokenizer.json"}
 	if o.sampler == "local" {
 		need = append(need, "config.json")
 	}
 	if err := setup.CheckDir(o.model, need...); err != nil {
-		return bad("-model: %v", err)
+		return bad("-model: %w", err)
 	}
 	for _, f := range setup.SplitList(o.data) {
 		if err := setup.CheckFile(f); err != nil {
-			return bad("%v", err)
+			return bad("-data: %w", err)
 		}
 	}
 	if err := setup.CheckEndpoints(o.sampler, o.sandbox); err != nil {
-		return bad("%v", err)
+		return bad("%w", err)
 	}
 	if err := o.device.Validate(); err != nil {
-		return bad("%v", err)
+		return bad("%w", err)
 	}
 	return o, nil
 }

@@ -16,13 +16,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/examples/internal/setup/setuptest"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 )
 
 // qwen3Testdata holds the real Qwen3 tokenizer files, shared with package
 // policy/tokenizer rather than copied (tokenizer.json is 11 MB).
-const qwen3Testdata = "../../policy/tokenizer/testdata"
+const qwen3Testdata = "../../policy/tokenizer/qwen3"
 
 func tinyCheckpoint(t *testing.T) string { return setuptest.TinyCheckpoint(t, qwen3Testdata) }
 
@@ -174,33 +175,39 @@ func TestDeviceCUDAUnavailable(t *testing.T) {
 	assert.Contains(t, stderr, gerr.Error())
 }
 
-// TestUsage checks that bad flags and paths exit with status 2 and bad
-// content with status 1, each with a message that names the problem.
+// TestUsage checks that bad flags and paths exit with status 2, their
+// cause on the first line of stderr and a pointer to -h on the second
+// (nothing more), and bad content with status 1, each with a message
+// that names the problem.
 func TestUsage(t *testing.T) {
 	model := tinyCheckpoint(t)
 	bad := filepath.Join(t.TempDir(), "bad.jsonl")
 	require.NoError(t, os.WriteFile(bad, []byte("{\"prompt\": 3}\n"), 0o644))
+	data := "testdata/eval.jsonl"
+	with := func(extra ...string) []string { return append([]string{"-model", model, "-data", data}, extra...) }
 	cases := []struct {
 		name string
 		args []string
 		code int
-		msg  string
+		msg  string // the whole first line for status 2, after "eval: "; a part of stderr otherwise
 	}{
-		{"help", []string{"-h"}, 0, "usage: eval"},
+		{"help", []string{"-h"}, 0, "usage: " + synopsis + "\n"},
 		{"no flags", nil, 2, "-model is required"},
 		{"no data", []string{"-model", model}, 2, "-data is required"},
-		{"unknown flag", []string{"-model", model, "-data", "testdata/eval.jsonl", "-x"}, 2, "flag provided but not defined: -x"},
-		{"missing model", []string{"-model", "no/such/dir", "-data", "testdata/eval.jsonl"}, 2, "no/such/dir"},
-		{"missing data", []string{"-model", model, "-data", "testdata/none.jsonl"}, 2, "testdata/none.jsonl"},
-		{"bad k", []string{"-model", model, "-data", "testdata/eval.jsonl", "-k", "0"}, 2, "-k 0"},
-		{"bad top-p", []string{"-model", model, "-data", "testdata/eval.jsonl", "-top-p", "1.5"}, 2, "-top-p"},
-		{"NaN temperature", []string{"-model", model, "-data", "testdata/eval.jsonl", "-temperature", "NaN"}, 2, "-temperature NaN: want a finite, non-negative number"},
-		{"bad sampler", []string{"-model", model, "-data", "testdata/eval.jsonl", "-sampler", "ftp://x"}, 2, `"ftp://x" is neither "local" nor an http(s) URL`},
-		{"two sandboxes", []string{"-model", model, "-data", "testdata/eval.jsonl", "-sandbox", "http://a,http://b"}, 2, "want one SandboxFusion URL"},
-		{"extra args", []string{"-model", model, "-data", "testdata/eval.jsonl", "more"}, 2, "unexpected arguments"},
-		{"bad device", []string{"-model", model, "-data", "testdata/eval.jsonl", "-device", "gpu"}, 2, `invalid value "gpu" for flag -device: device: invalid choice: device "gpu": want auto, cpu, cuda or cuda:N`},
-		{"bad precision", []string{"-model", model, "-data", "testdata/eval.jsonl", "-precision", "fp16"}, 2, "want auto, fp32, tf32 or bf16"},
-		{"bf16 on the cpu", []string{"-model", model, "-data", "testdata/eval.jsonl", "-device", "cpu", "-precision", "bf16"}, 2, "-precision bf16 with -device cpu: the CPU backend computes in fp32 only"},
+		{"unknown flag", with("-x"), 2, "flag provided but not defined: -x"},
+		{"missing model", []string{"-model", "no/such/dir", "-data", data}, 2, "-model: stat no/such/dir: no such file or directory"},
+		{"missing data", []string{"-model", model, "-data", "testdata/none.jsonl"}, 2, "-data: open testdata/none.jsonl: no such file or directory"},
+		{"bad k", with("-k", "0"), 2, "-k 0: want at least 1"},
+		{"bad top-p", with("-top-p", "1.5"), 2, "-top-p 1.5: want a number in [0, 1]"},
+		{"NaN temperature", with("-temperature", "NaN"), 2, "-temperature NaN: want a finite, non-negative number"},
+		{"no turns", with("-max-turns", "0"), 2, "-max-turns 0: want at least 1"},
+		{"no concurrency", with("-concurrency", "0"), 2, "-concurrency 0: want at least 1"},
+		{"bad sampler", with("-sampler", "ftp://x"), 2, `-sampler: "ftp://x" is neither "local" nor an http(s) URL`},
+		{"two sandboxes", with("-sandbox", "http://a,http://b"), 2, `-sandbox: want one SandboxFusion URL, got "http://a,http://b"`},
+		{"extra args", with("more"), 2, `unexpected arguments ["more"]`},
+		{"bad device", with("-device", "gpu"), 2, `invalid value "gpu" for flag -device: device: invalid choice: device "gpu": want auto, cpu, cuda or cuda:N`},
+		{"bad precision", with("-precision", "fp16"), 2, `invalid value "fp16" for flag -precision: device: invalid choice: precision "fp16": want auto, fp32, tf32 or bf16`},
+		{"bf16 on the cpu", with("-device", "cpu", "-precision", "bf16"), 2, "device: invalid choice: -precision bf16 with -device cpu: the CPU backend computes in fp32 only (use auto or fp32, or a CUDA device)"},
 		{"malformed data", []string{"-model", model, "-data", bad, "-sandbox-workers", "1"}, 1, "bad.jsonl:1"},
 	}
 	for _, c := range cases {
@@ -210,6 +217,10 @@ func TestUsage(t *testing.T) {
 			}
 			code, _, stderr := runMain(t, c.args...)
 			assert.Equal(t, c.code, code, stderr)
+			if c.code == 2 {
+				assert.Equal(t, "eval: "+c.msg+"\n"+setup.HelpPointer("eval")+"\n", stderr)
+				return
+			}
 			assert.Contains(t, stderr, c.msg)
 		})
 	}
@@ -255,4 +266,23 @@ func TestInterruptedMidRollout(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr.String(), "interrupted")
 	assert.Less(t, time.Since(start), 20*time.Second)
+}
+
+// TestSamplerFailure: a server that refuses every completion fails the
+// evaluation with status 1 and one line that names the stage once
+// ("rollout: request …"), the request and the server's answer.
+func TestSamplerFailure(t *testing.T) {
+	setuptest.NeedPython(t)
+	model := tinyCheckpoint(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error": {"message": "model not loaded"}}`, http.StatusBadRequest)
+	}))
+	defer srv.Close()
+	code, _, stderr := runMain(t, "-model", model, "-data", "testdata/eval.jsonl", "-sampler", srv.URL, "-sandbox-workers", "1", "-concurrency", "1")
+	assert.Equal(t, 1, code)
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	last := lines[len(lines)-1]
+	assert.True(t, strings.HasPrefix(last, `eval: rollout: request 0 ("0") sample 0: turn 0: generate: `), last)
+	assert.Equal(t, 1, strings.Count(last, "rollout:"), last)
+	assert.Contains(t, last, "model not loaded")
 }

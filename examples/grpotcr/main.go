@@ -9,12 +9,19 @@
 //	grpotcr -model DIR -train FILE[,FILE...] [-val FILE[,FILE...]] [flags]
 //
 // For example, Open-AgentRL's run (recipe/demystify/grpo_tcr_qwen3_4b_test.sh)
-// on a SandboxFusion server and two vLLM servers:
+// on a SandboxFusion server and two vLLM servers that get the weights
+// after every step:
 //
 //	grpotcr -model Qwen3-4B-RA-SFT -train Open-AgentRL-30K.parquet \
-//	    -val aime_2024.parquet,aime_2025.parquet \
-//	    -sandbox http://sandbox:8080 -sampler http://gpu0:8000,http://gpu1:8000 \
+//	    -val aime_2024.parquet,aime_2025.parquet -sandbox http://sandbox:8080 \
+//	    -fleet-servers http://gpu0:8000,http://gpu1:8000 -fleet-kind vllm -fleet-dir /shared/weights \
 //	    -steps 300 -batch 16 -n 16 -max-response 20480 -out runs/grpo-tcr
+//
+// and the smallest run, on a model made by examples/mkmodel (random
+// weights: it shows the pipeline, and learns nothing in two steps):
+//
+//	grpotcr -model runs/tiny-qwen3 -train examples/grpotcr/testdata/train.jsonl \
+//	    -steps 2 -batch 2 -n 2 -max-response 32 -overlong-buffer 8 -out runs/try-grpotcr
 //
 // The folder given to -model holds config.json, the safetensors weights,
 // tokenizer.json and tokenizer_config.json (its chat template). Each prompt
@@ -61,16 +68,38 @@
 // models from hidden size 1024 (every Qwen3), fp32 below. The program
 // prints its choice, and why it fell back to the CPU, on stderr.
 //
-// Sampling: -sampler local generates with the policy being trained, on
-// the -device. -sampler URL[,URL...] sends generation to
-// OpenAI-compatible servers (vLLM, SGLang) through package policy/openai,
-// and training still runs here on the local copy of the weights. The
-// trainer does not send its updated weights to the servers: they keep
+// Sampling: -sampler local (the default) generates with the policy
+// being trained, on the -device: on-policy, in this process.
+//
+// -fleet-servers URL[,URL...] trains on-policy against running inference
+// servers — vLLM (started with VLLM_SERVER_DEV_MODE=1 and --logprobs-mode
+// processed_logprobs), SGLang, or examples/serve — that were started over
+// -model and read -fleet-dir under the same path. -fleet-kind names their
+// weight-update API (sglang, vllm, vllm-model-config). The program checks
+// every server before it loads anything (fleet.Fleet.Check: it answers,
+// serves -served-model when given, takes weight updates, agrees with the
+// others on its starting version) and stops at once, naming the server
+// and what it lacks. The rollouts are sampled on the servers, at most
+// -fleet-staleness steps ahead of training (η; 0 is synchronous), and
+// after every step the trainer writes its weights into -fleet-dir and
+// has every server load them (package fleet); each turn is sampled by
+// one weight version and each trajectory's staleness is checked and
+// logged (async/staleness_*). With -lora-rank the policy trains LoRA
+// adapters on every projection and the servers keep their weights and
+// hot-load each step's adapter (grpotcr-lora-v00000042; vLLM needs
+// --enable-lora, --max-lora-rank and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True,
+// SGLang --enable-lora). For example, on two vLLM servers:
+//
+//	grpotcr -model Qwen3-4B-RA-SFT -train Open-AgentRL-30K.parquet \
+//	    -fleet-servers http://gpu0:8000,http://gpu1:8000 -fleet-kind vllm \
+//	    -fleet-dir /shared/grpotcr-weights -served-model Qwen3-4B-RA-SFT
+//
+// -sampler URL[,URL...] instead sends generation to OpenAI-compatible
+// servers (package policy/openai) without publishing anything: they keep
 // sampling from the weights they loaded, so after the first update the
-// rollouts are off-policy and drift further with every step. Reload the
-// servers from a checkpoint (export one with final/, or Model.Save) to
-// bring them back in step; until then, treat a remote-sampler run as an
-// experiment in off-policy training.
+// rollouts are off-policy and drift further with every step. Treat such
+// a run as an experiment in off-policy training, or reload the servers
+// from a checkpoint (final/, or Model.Save) by hand.
 //
 // Exit status: 0 on success, 2 for a usage error (bad flag, missing or
 // unreadable path), 1 for any other failure. SIGINT or SIGTERM cancels the
@@ -79,8 +108,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -88,6 +115,7 @@ import (
 
 	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/examples/internal/setup"
+	"github.com/agentrl/agentrl/fleet"
 )
 
 func main() { setup.Main(run) }
@@ -113,26 +141,33 @@ type options struct {
 	sandboxWorkers           int
 	toolTimeout              time.Duration
 	device                   device.Config
+
+	// On-policy training against running inference servers.
+	fleetServers, fleetKind, fleetDir string
+	fleetStaleness                    int
+	loraRank                          int
+	loraAlpha                         float64
 }
 
-// errUsage marks errors that exit with status 2.
-var errUsage = errors.New("usage")
+// synopsis is the first line of -h.
+const synopsis = "grpotcr -model DIR -train FILE[,FILE...] [-val FILE[,FILE...]] [flags]"
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("grpotcr", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: grpotcr -model DIR -train FILE[,FILE...] [-val FILE[,FILE...]] [flags]")
-		fs.PrintDefaults()
-	}
+	fs := setup.NewFlagSet("grpotcr", synopsis, stderr)
 	fs.StringVar(&o.model, "model", "", "Hugging Face checkpoint folder: config.json, *.safetensors, tokenizer.json, tokenizer_config.json (required)")
 	fs.StringVar(&o.train, "train", "", "training prompts: verl-format .parquet or .jsonl files, comma-separated (required)")
 	fs.StringVar(&o.val, "val", "", "validation prompts, as -train; empty: no validation")
 	fs.StringVar(&o.promptKey, "prompt-key", "prompt", "field of the prompt (verl data.prompt_key); a string prompt is one user message")
 	fs.StringVar(&o.out, "out", "grpotcr-out", "output folder: metrics, plot, checkpoints, final model")
-	fs.StringVar(&o.sampler, "sampler", "local", `"local" (the policy itself) or OpenAI-compatible base URLs, comma-separated (vLLM, SGLang); weights are NOT synced to servers`)
-	fs.StringVar(&o.servedModel, "served-model", "", "model name sent to the -sampler servers")
+	fs.StringVar(&o.sampler, "sampler", "local", `"local" (the policy itself) or OpenAI-compatible base URLs, comma-separated (vLLM, SGLang); weights are NOT synced to these servers (off-policy): -fleet-servers syncs them`)
+	fs.StringVar(&o.servedModel, "served-model", "", "model name sent to the -sampler or -fleet-servers servers")
+	fs.StringVar(&o.fleetServers, "fleet-servers", "", "on-policy training against running servers: base URLs, comma-separated, of vLLM (VLLM_SERVER_DEV_MODE=1), SGLang or examples/serve servers started over -model; the rollouts are sampled there and the weights published to them after every step")
+	fs.StringVar(&o.fleetKind, "fleet-kind", string(fleet.SGLang), `weight-update API of the -fleet-servers: "sglang", "vllm" or "vllm-model-config"`)
+	fs.StringVar(&o.fleetDir, "fleet-dir", "", "folder the weights are published to, which every -fleet-servers server reads under the same path (required with -fleet-servers)")
+	fs.IntVar(&o.fleetStaleness, "fleet-staleness", 1, "with -fleet-servers, η: how many steps the rollouts may run ahead of training (0: synchronous)")
+	fs.IntVar(&o.loraRank, "lora-rank", 0, "train LoRA adapters of this rank on every projection (q/k/v/o/gate/up/down) instead of the full weights; with -fleet-servers the servers hot-load each step's adapter; 0 trains every weight")
+	fs.Float64Var(&o.loraAlpha, "lora-alpha", 0, "the LoRA adapters' lora_alpha (scale alpha/rank); 0 means the rank")
 	fs.StringVar(&o.sandbox, "sandbox", "local", `"local" (isolated Python pool) or a SandboxFusion base URL`)
 	fs.IntVar(&o.steps, "steps", 100, "total training steps (a resumed run counts the steps already done)")
 	fs.IntVar(&o.batch, "batch", 16, "prompts per step (verl data.train_batch_size)")
@@ -160,17 +195,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.sandboxWorkers, "sandbox-workers", 0, "code executions at once; 0: the number of CPUs (local) or 16 (SandboxFusion)")
 	fs.DurationVar(&o.toolTimeout, "tool-timeout", 10*time.Second, "wall-clock limit of one code execution")
 	o.device.RegisterFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := setup.Parse(fs, args); err != nil {
 		return o, err
 	}
 	bad := func(format string, a ...any) (options, error) {
-		fs.Usage()
-		return o, fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
+		return o, fmt.Errorf(format, a...)
 	}
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"lr", o.lr}, {"temperature", o.temperature}, {"top-p", o.topP}, {"val-temperature", o.valTemperature}, {"val-top-p", o.valTopP}} {
+	}{{"lr", o.lr}, {"temperature", o.temperature}, {"top-p", o.topP}, {"val-temperature", o.valTemperature}, {"val-top-p", o.valTopP}, {"lora-alpha", o.loraAlpha}} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
 			return bad("-%s %v: want a finite, non-negative number", f.name, f.v)
 		}
@@ -184,28 +218,47 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return bad("-train is required")
 	case o.out == "":
 		return bad("-out is empty")
-	case o.topP > 1 || o.valTopP > 1:
-		return bad("-top-p and -val-top-p must be at most 1")
+	case o.topP > 1:
+		return bad("-top-p %v: want a number in [0, 1]", o.topP)
+	case o.valTopP > 1:
+		return bad("-val-top-p %v: want a number in [0, 1]", o.valTopP)
 	case o.steps < 1:
 		return bad("-steps %d: want at least 1", o.steps)
 	case o.batch < 1:
 		return bad("-batch %d: want at least 1", o.batch)
 	case o.n < 2:
 		return bad("-n %d: group-relative advantages need at least 2 samples per prompt", o.n)
-	case o.miniBatch < 0 || o.microBatch < 0:
-		return bad("-mini-batch and -micro-batch must not be negative")
+	case o.miniBatch < 0:
+		return bad("-mini-batch %d: want 0 (the whole batch) or more", o.miniBatch)
+	case o.microBatch < 0:
+		return bad("-micro-batch %d: want 0 (the mini-batch) or more", o.microBatch)
 	case o.maxResponse < 1:
 		return bad("-max-response %d: want at least 1", o.maxResponse)
-	case o.maxPrompt < 0 || o.maxTurns < 1:
-		return bad("-max-prompt must not be negative and -max-turns must be at least 1")
+	case o.maxPrompt < 0:
+		return bad("-max-prompt %d: want 0 (keep all) or more", o.maxPrompt)
+	case o.maxTurns < 1:
+		return bad("-max-turns %d: want at least 1", o.maxTurns)
 	case o.overlongBuffer < 0 || o.overlongBuffer >= o.maxResponse:
 		return bad("-overlong-buffer %d: want 0 ≤ buffer < -max-response %d", o.overlongBuffer, o.maxResponse)
-	case o.valEvery < 0 || o.valN < 1:
-		return bad("-val-every must not be negative and -val-n must be at least 1")
-	case o.saveEvery < 0 || o.keep < 0:
-		return bad("-save-every and -keep must not be negative")
-	case o.sandboxWorkers < 0 || o.toolTimeout <= 0:
-		return bad("-sandbox-workers must not be negative and -tool-timeout must be positive")
+	case o.valEvery < 0:
+		return bad("-val-every %d: want 0 (only at the end) or more", o.valEvery)
+	case o.valN < 1:
+		return bad("-val-n %d: want at least 1", o.valN)
+	case o.saveEvery < 0:
+		return bad("-save-every %d: want 0 (only at the end) or more", o.saveEvery)
+	case o.keep < 0:
+		return bad("-keep %d: want 0 (all) or more", o.keep)
+	case o.sandboxWorkers < 0:
+		return bad("-sandbox-workers %d: want 0 (the default) or more", o.sandboxWorkers)
+	case o.toolTimeout <= 0:
+		return bad("-tool-timeout %v: want a positive duration", o.toolTimeout)
+	case o.loraRank < 0:
+		return bad("-lora-rank %d: want 0 (full weights) or more", o.loraRank)
+	case o.fleetStaleness < 0:
+		return bad("-fleet-staleness %d: want 0 (synchronous) or more", o.fleetStaleness)
+	}
+	if err := checkFleetFlags(fs, o); err != nil {
+		return bad("%w", err)
 	}
 	mini := o.miniBatch
 	if mini == 0 {
@@ -220,21 +273,26 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return bad("-micro-batch %d does not divide the mini-batch of %d trajectories", o.microBatch, mini)
 	}
 	if err := setup.CheckDir(o.model, "config.json", "tokenizer.json"); err != nil {
-		return bad("-model: %v", err)
+		return bad("-model: %w", err)
 	}
-	for _, f := range append(setup.SplitList(o.train), setup.SplitList(o.val)...) {
+	for _, f := range setup.SplitList(o.train) {
 		if err := setup.CheckFile(f); err != nil {
-			return bad("%v", err)
+			return bad("-train: %w", err)
+		}
+	}
+	for _, f := range setup.SplitList(o.val) {
+		if err := setup.CheckFile(f); err != nil {
+			return bad("-val: %w", err)
 		}
 	}
 	if o.val != "" && len(setup.SplitList(o.val)) == 0 || len(setup.SplitList(o.train)) == 0 {
 		return bad("-train and -val must name files")
 	}
 	if err := setup.CheckEndpoints(o.sampler, o.sandbox); err != nil {
-		return bad("%v", err)
+		return bad("%w", err)
 	}
 	if err := o.device.Validate(); err != nil {
-		return bad("%v", err)
+		return bad("%w", err)
 	}
 	return o, nil
 }

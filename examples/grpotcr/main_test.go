@@ -7,19 +7,21 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/examples/internal/setup/setuptest"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 )
 
 // qwen3Testdata holds the real Qwen3 tokenizer files, shared with package
 // policy/tokenizer rather than copied (tokenizer.json is 11 MB).
-const qwen3Testdata = "../../policy/tokenizer/testdata"
+const qwen3Testdata = "../../policy/tokenizer/qwen3"
 
 func tinyCheckpoint(t *testing.T) string { return setuptest.TinyCheckpoint(t, qwen3Testdata) }
 
@@ -136,8 +138,9 @@ func TestTrainRemoteSamplerWithTools(t *testing.T) {
 	assert.Equal(t, 6+2*2, afterTool)
 }
 
-// TestUsage checks that bad flags and paths exit with status 2 and a
-// message naming the problem, before anything is loaded.
+// TestUsage checks that bad flags and paths exit with status 2 before
+// anything is loaded, their cause on the first line of stderr and a
+// pointer to -h on the second, nothing more.
 func TestUsage(t *testing.T) {
 	model := tinyCheckpoint(t)
 	base := []string{"-model", model, "-train", "testdata/train.jsonl"}
@@ -145,36 +148,49 @@ func TestUsage(t *testing.T) {
 	cases := []struct {
 		name string
 		args []string
-		code int
-		msg  string
+		msg  string // the first line of stderr, after "grpotcr: "
 	}{
-		{"help", []string{"-help"}, 0, "usage: grpotcr"},
-		{"no flags", nil, 2, "-model is required"},
-		{"no train", []string{"-model", model}, 2, "-train is required"},
-		{"unknown flag", with("-epochs", "3"), 2, "flag provided but not defined: -epochs"},
-		{"missing model", []string{"-model", "no/such/dir", "-train", "testdata/train.jsonl"}, 2, "no/such/dir"},
-		{"model without tokenizer", []string{"-model", "testdata", "-train", "testdata/train.jsonl"}, 2, "config.json"},
-		{"missing val", with("-val", "testdata/none.parquet"), 2, "testdata/none.parquet"},
-		{"one sample", with("-n", "1"), 2, "at least 2 samples per prompt"},
-		{"infinite lr", with("-lr", "+Inf"), 2, "-lr +Inf: want a finite, non-negative number"},
-		{"top-p over 1", with("-val-top-p", "1.01"), 2, "must be at most 1"},
-		{"mini-batch", with("-batch", "2", "-n", "2", "-mini-batch", "3"), 2, "-mini-batch 3 does not divide the batch of 4"},
-		{"micro-batch", with("-batch", "2", "-n", "4", "-micro-batch", "3"), 2, "-micro-batch 3 does not divide the mini-batch of 8"},
-		{"overlong buffer", with("-max-response", "100", "-overlong-buffer", "100"), 2, "-overlong-buffer 100"},
-		{"bad sampler", with("-sampler", "gpu0:8000"), 2, `"gpu0:8000" is neither "local" nor an http(s) URL`},
-		{"bad sandbox", with("-sandbox", "remote"), 2, `-sandbox: "remote" is neither`},
-		{"extra args", with("train.parquet"), 2, "unexpected arguments"},
-		{"bad device", with("-device", "cuda:x"), 2, `device "cuda:x": N in cuda:N must be a device number`},
-		{"bad precision", with("-precision", "FP32"), 2, "want auto, fp32, tf32 or bf16"},
-		{"tf32 on the cpu", with("-device", "cpu", "-precision", "tf32"), 2, "-precision tf32 with -device cpu"},
+		{"no flags", nil, "-model is required"},
+		{"no train", []string{"-model", model}, "-train is required"},
+		{"unknown flag", with("-epochs", "3"), "flag provided but not defined: -epochs"},
+		{"missing model", []string{"-model", "no/such/dir", "-train", "testdata/train.jsonl"}, "-model: stat no/such/dir: no such file or directory"},
+		{"model without config", []string{"-model", "testdata", "-train", "testdata/train.jsonl"}, "-model: no config.json in testdata"},
+		{"missing train", []string{"-model", model, "-train", "testdata/none.jsonl"}, "-train: open testdata/none.jsonl: no such file or directory"},
+		{"missing val", with("-val", "testdata/none.parquet"), "-val: open testdata/none.parquet: no such file or directory"},
+		{"one sample", with("-n", "1"), "-n 1: group-relative advantages need at least 2 samples per prompt"},
+		{"infinite lr", with("-lr", "+Inf"), "-lr +Inf: want a finite, non-negative number"},
+		{"top-p over 1", with("-val-top-p", "1.01"), "-val-top-p 1.01: want a number in [0, 1]"},
+		{"negative keep", with("-keep", "-1"), "-keep -1: want 0 (all) or more"},
+		{"mini-batch", with("-batch", "2", "-n", "2", "-mini-batch", "3"), "-mini-batch 3 does not divide the batch of 4 trajectories (-batch × -n)"},
+		{"micro-batch", with("-batch", "2", "-n", "4", "-micro-batch", "3"), "-micro-batch 3 does not divide the mini-batch of 8 trajectories"},
+		{"overlong buffer", with("-max-response", "100", "-overlong-buffer", "100"), "-overlong-buffer 100: want 0 ≤ buffer < -max-response 100"},
+		{"bad sampler", with("-sampler", "gpu0:8000"), `-sampler: "gpu0:8000" is neither "local" nor an http(s) URL`},
+		{"bad sandbox", with("-sandbox", "remote"), `-sandbox: "remote" is neither "local" nor an http(s) URL`},
+		{"extra args", with("train.parquet"), `unexpected arguments ["train.parquet"]`},
+		{"bad device", with("-device", "cuda:x"), `invalid value "cuda:x" for flag -device: device: invalid choice: device "cuda:x": N in cuda:N must be a device number 0, 1, … (at most 9 digits)`},
+		{"bad precision", with("-precision", "FP32"), `invalid value "FP32" for flag -precision: device: invalid choice: precision "FP32": want auto, fp32, tf32 or bf16`},
+		{"tf32 on the cpu", with("-device", "cpu", "-precision", "tf32"), "device: invalid choice: -precision tf32 with -device cpu: the CPU backend computes in fp32 only (use auto or fp32, or a CUDA device)"},
+		{"lora rank", with("-lora-rank", "-1"), "-lora-rank -1: want 0 (full weights) or more"},
+		{"lora alpha", with("-lora-alpha", "NaN"), "-lora-alpha NaN: want a finite, non-negative number"},
+		{"staleness", with("-fleet-staleness", "-1"), "-fleet-staleness -1: want 0 (synchronous) or more"},
+		{"fleet flags alone", with("-fleet-dir", "shared", "-fleet-staleness", "2"), "-fleet-dir, -fleet-staleness: only with -fleet-servers, the servers to train against"},
+		{"fleet without a folder", with("-fleet-servers", "http://gpu0:8000"), "-fleet-servers needs -fleet-dir, the folder the weights are published to, which every server reads under the same path"},
+		{"fleet and sampler", with("-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-sampler", "http://gpu1:8000"), "-fleet-servers and -sampler URL both sample on servers: -fleet-servers trains on-policy (the servers get the weights after every step), -sampler off-policy (they keep theirs); give one"},
+		{"fleet url", with("-fleet-servers", "gpu0:8000", "-fleet-dir", "shared"), `-fleet-servers: "gpu0:8000" is not an http(s) URL (want scheme://host:port)`},
+		{"fleet url twice", with("-fleet-servers", "http://gpu0:8000,http://gpu0:8000", "-fleet-dir", "shared"), "-fleet-servers: http://gpu0:8000 named twice"},
+		{"fleet kind", with("-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-fleet-kind", "tgi"), `-fleet-kind "tgi": want sglang, vllm or vllm-model-config`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			code, _, stderr := runMain(t, c.args...)
-			assert.Equal(t, c.code, code, stderr)
-			assert.Contains(t, stderr, c.msg)
+			code, stdout, stderr := runMain(t, c.args...)
+			assert.Equal(t, 2, code, stderr)
+			assert.Empty(t, stdout)
+			assert.Equal(t, "grpotcr: "+c.msg+"\n"+setup.HelpPointer("grpotcr")+"\n", stderr)
 		})
 	}
+	code, _, stderr := runMain(t, "-help")
+	assert.Equal(t, 0, code)
+	assert.True(t, strings.HasPrefix(stderr, "usage: "+synopsis+"\n"), stderr)
 }
 
 // TestRuntimeErrors checks failures after the flags are accepted: exit
@@ -189,6 +205,22 @@ func TestRuntimeErrors(t *testing.T) {
 	code, _, stderr := runMain(t, "-model", model, "-train", bad, "-sandbox-workers", "1", "-out", filepath.Join(dir, "a"))
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "bad.jsonl:2")
+
+	// A tokenizer.json this package cannot run: the flag, the file, the
+	// component, once each.
+	badTok := t.TempDir()
+	for _, f := range []string{"config.json", "model.safetensors", "tokenizer_config.json"} {
+		require.NoError(t, os.Symlink(filepath.Join(model, f), filepath.Join(badTok, f)))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(badTok, "tokenizer.json"), []byte(`{"model": {}}`), 0o644))
+	code, _, stderr = runMain(t, "-model", badTok, "-train", "testdata/train.jsonl", "-sandbox-workers", "1", "-out", filepath.Join(dir, "t"))
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "grpotcr: -model: "+filepath.Join(badTok, "tokenizer.json")+": tokenizer: unsupported pre_tokenizer: no final ByteLevel step; only byte-level BPE is supported\n", stderr)
+
+	// A -prompt-key the rows lack: the field, and what the rows hold.
+	code, _, stderr = runMain(t, "-model", model, "-train", "testdata/train.jsonl", "-prompt-key", "question", "-sandbox-workers", "1", "-out", filepath.Join(dir, "k"))
+	assert.Equal(t, 1, code)
+	assert.True(t, strings.HasSuffix(stderr, "grpotcr: -train: testdata/train.jsonl:1: dataset: malformed row: field question: missing (the row has ability, data_source, extra_info, prompt, reward_model)\n"), stderr)
 
 	code, _, stderr = runMain(t, "-model", model, "-train", "testdata/train.jsonl", "-batch", "5", "-sandbox-workers", "1", "-out", filepath.Join(dir, "b"))
 	assert.Equal(t, 1, code)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/examples/internal/setup"
+	"github.com/agentrl/agentrl/fleet"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
@@ -34,9 +35,17 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if steps, err := root.Steps(); !o.resume && err == nil && len(steps) > 0 {
 		return fmt.Errorf("%s already holds checkpoints (step %d): pass -resume to continue, or choose another -out", root.Dir, steps[len(steps)-1])
 	}
+	// Running servers are checked before anything is loaded.
+	var fl *fleet.Fleet
+	if o.fleetServers != "" {
+		var err error
+		if fl, err = openFleet(ctx, o, stderr); err != nil {
+			return err
+		}
+	}
 	tok, err := tokenizer.Load(o.model)
 	if err != nil {
-		return fmt.Errorf("tokenizer: %w", err)
+		return fmt.Errorf("-model: %w", err) // the error names the file and the tokenizer
 	}
 	model, dev, err := setup.LoadOnDevice(ctx, o.device, o.model, stderr, policy.WithDecoder(tok.Decode), policy.WithSamplerSeed(o.seed))
 	if err != nil {
@@ -53,9 +62,11 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err := setup.CheckVocab(tok, model); err != nil {
 		return fmt.Errorf("model %s: %w", o.model, err)
 	}
-	sampler, err := setup.NewSampler(o.sampler, model, o.servedModel)
-	if err != nil {
-		return err
+	var sampler lm.Sampler = fl
+	if fl == nil {
+		if sampler, err = setup.NewSampler(o.sampler, model, o.servedModel); err != nil {
+			return err
+		}
 	}
 	if o.sampler != "local" {
 		fmt.Fprintln(stderr, "grpotcr: note: the -sampler servers keep their own weights; the trainer does not sync its updates to them, so rollouts become off-policy after the first step")
@@ -117,6 +128,15 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		cfg.Overlong.Buffer = o.overlongBuffer
 	}
 	cfg.Seed = o.seed
+	if o.loraRank > 0 {
+		cfg.LoRA = &policy.LoRAConfig{Rank: o.loraRank, Alpha: o.loraAlpha, TargetModules: []string{policy.LoRAAllLinear}, BaseModel: o.model}
+	}
+	if fl != nil {
+		// On-policy: the weights (or adapters) go to the servers before
+		// the first step and after every step; the rollouts run at most
+		// -fleet-staleness steps ahead.
+		cfg.MaxStaleness, cfg.SyncEvery = o.fleetStaleness, 1
+	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
@@ -126,10 +146,16 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer mlog.Close()
-	tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{Policy: model, Engine: engine, Reward: rf, Prompts: trainPrompts, Metrics: mlog, DataParallel: job.DataParallel()})
+	parts := agentrl.TrainerParts{Policy: model, Engine: engine, Reward: rf, Prompts: trainPrompts, Metrics: mlog, DataParallel: job.DataParallel()}
+	if fl != nil {
+		parts.Sync = fl
+	}
+	tr, err := agentrl.NewTrainer(cfg, parts)
 	if err != nil {
 		return err
 	}
+	defer tr.Close()
+	fmt.Fprintf(stderr, "grpotcr: %s\n", setup.DescribeTraining(model))
 	start := 0
 	rc := agentrl.RunConfig{
 		Steps: o.steps, ValEvery: o.valEvery, ValBeforeTrain: o.valBeforeTrain,

@@ -79,7 +79,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -123,18 +122,13 @@ func parseLoraModule(v string) (loraModule, error) {
 	return loraModule{name: name, dir: dir}, nil
 }
 
-// errUsage marks errors that exit with status 2.
-var errUsage = errors.New("usage")
+// synopsis is the first line of -h.
+const synopsis = "serve -model DIR [-addr 127.0.0.1:8000] [-name NAME] [-lora-modules NAME=DIR ...] [flags]"
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	var mode string
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: serve -model DIR [-addr 127.0.0.1:8000] [-name NAME] [flags]")
-		fs.PrintDefaults()
-	}
+	fs := setup.NewFlagSet("serve", synopsis, stderr)
 	fs.StringVar(&o.model, "model", "", "Hugging Face checkpoint folder: config.json, *.safetensors, and tokenizer.json for text (required)")
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8000", "address to listen on, host:port (port 0: any free port)")
 	fs.StringVar(&o.name, "name", "", "served model name; empty: -model as given, as vLLM")
@@ -152,12 +146,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return nil
 	})
 	o.device.RegisterFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := setup.Parse(fs, args); err != nil {
 		return o, err
 	}
 	bad := func(format string, a ...any) (options, error) {
-		fs.Usage()
-		return o, fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
+		return o, fmt.Errorf(format, a...)
 	}
 	o.logprobsMode = openai.LogprobsMode(mode)
 	switch {
@@ -177,10 +170,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return bad("-shutdown-timeout %v: want a positive duration", o.shutdownTimeout)
 	}
 	if _, _, err := net.SplitHostPort(o.addr); err != nil {
-		return bad("-addr: %v", err)
+		return bad("-addr: %w", err)
 	}
 	if err := o.device.Validate(); err != nil {
-		return bad("%v", err)
+		return bad("%w", err)
 	}
 	if err := setup.CheckDir(o.model, policy.ConfigFileName); err != nil {
 		return bad("-model: %v", err)
@@ -198,7 +191,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 		seen[m.name] = true
 		if err := setup.CheckDir(m.dir, policy.AdapterConfigFileName, policy.AdapterWeightsFileName); err != nil {
-			return bad("-lora-modules %s: %v", m.name, err)
+			return bad("-lora-modules %s: %w", m.name, err)
 		}
 	}
 	return o, nil

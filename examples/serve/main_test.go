@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/examples/internal/setup/setuptest"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
@@ -27,7 +28,7 @@ import (
 
 // qwen3Testdata holds the real Qwen3 tokenizer files, shared with package
 // policy/tokenizer rather than copied (tokenizer.json is 11 MB).
-const qwen3Testdata = "../../policy/tokenizer/testdata"
+const qwen3Testdata = "../../policy/tokenizer/qwen3"
 
 // syncBuffer is a bytes.Buffer the program writes while the test reads.
 type syncBuffer struct {
@@ -281,7 +282,8 @@ func TestAddressInUse(t *testing.T) {
 	assert.Contains(t, stderr.String(), "address already in use")
 }
 
-// TestFlags: usage errors exit with 2 and say what is wrong.
+// TestFlags: usage errors exit with 2, their cause on the first line of
+// stderr and a pointer to -h on the second, nothing more.
 func TestFlags(t *testing.T) {
 	dir := t.TempDir()
 	ckpt := setuptest.TinyCheckpoint(t, qwen3Testdata)
@@ -289,33 +291,34 @@ func TestFlags(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		args []string
-		msg  string
+		msg  string // the first line of stderr, after "serve: "
 	}{
 		{"no model", nil, "-model is required"},
-		{"extra argument", []string{"-model", dir, "x"}, "unexpected arguments"},
-		{"missing folder", []string{"-model", dir + "/nope"}, "-model:"},
-		{"no config", []string{"-model", dir}, "config.json"},
-		{"logprobs mode", []string{"-model", dir, "-logprobs-mode", "raw_logits"}, `-logprobs-mode "raw_logits"`},
-		{"negative sessions", []string{"-model", dir, "-max-sessions", "-1"}, "-max-sessions -1"},
-		{"zero timeout", []string{"-model", dir, "-shutdown-timeout", "0s"}, "-shutdown-timeout 0s"},
-		{"bad address", []string{"-model", dir, "-addr", "localhost"}, "-addr:"},
-		{"empty version", []string{"-model", dir, "-weight-version", ""}, "-weight-version"},
-		{"unknown flag", []string{"-port", "8000"}, "flag provided but not defined"},
-		{"bad device", []string{"-model", ckpt, "-device", "cuda:-1"}, `device "cuda:-1": N in cuda:N must be a device number`},
-		{"bad precision", []string{"-model", ckpt, "-precision", "half"}, "want auto, fp32, tf32 or bf16"},
-		{"bf16 on the cpu", []string{"-model", ckpt, "-device", "cpu", "-precision", "bf16"}, "-precision bf16 with -device cpu"},
-		{"lora module without a folder", []string{"-model", dir, "-lora-modules", "a"}, `"a": want NAME=DIR`},
-		{"lora module without a name", []string{"-model", dir, "-lora-modules", "=x"}, `"=x": want NAME=DIR`},
-		{"lora module folder missing", []string{"-model", ckpt, "-lora-modules", "a=" + dir + "/nope"}, "-lora-modules a:"},
-		{"lora module not an adapter", []string{"-model", ckpt, "-lora-modules", "a=" + dir}, "adapter_config.json"},
+		{"extra argument", []string{"-model", dir, "x"}, `unexpected arguments ["x"]`},
+		{"missing folder", []string{"-model", dir + "/nope"}, "-model: stat " + dir + "/nope: no such file or directory"},
+		{"no config", []string{"-model", dir}, "-model: no config.json in " + dir},
+		{"logprobs mode", []string{"-model", dir, "-logprobs-mode", "raw_logits"}, `-logprobs-mode "raw_logits": want raw_logprobs or processed_logprobs`},
+		{"negative sessions", []string{"-model", dir, "-max-sessions", "-1"}, "-max-sessions -1: want 0 (none) or more"},
+		{"zero timeout", []string{"-model", dir, "-shutdown-timeout", "0s"}, "-shutdown-timeout 0s: want a positive duration"},
+		{"bad address", []string{"-model", dir, "-addr", "localhost"}, "-addr: address localhost: missing port in address"},
+		{"empty version", []string{"-model", dir, "-weight-version", ""}, "-weight-version must not be empty"},
+		{"unknown flag", []string{"-port", "8000"}, "flag provided but not defined: -port"},
+		{"bad device", []string{"-model", ckpt, "-device", "cuda:-1"}, `invalid value "cuda:-1" for flag -device: device: invalid choice: device "cuda:-1": N in cuda:N must be a device number 0, 1, … (at most 9 digits)`},
+		{"bad precision", []string{"-model", ckpt, "-precision", "half"}, `invalid value "half" for flag -precision: device: invalid choice: precision "half": want auto, fp32, tf32 or bf16`},
+		{"bf16 on the cpu", []string{"-model", ckpt, "-device", "cpu", "-precision", "bf16"}, "device: invalid choice: -precision bf16 with -device cpu: the CPU backend computes in fp32 only (use auto or fp32, or a CUDA device)"},
+		{"lora module without a folder", []string{"-model", dir, "-lora-modules", "a"}, `invalid value "a" for flag -lora-modules: "a": want NAME=DIR`},
+		{"lora module without a name", []string{"-model", dir, "-lora-modules", "=x"}, `invalid value "=x" for flag -lora-modules: "=x": want NAME=DIR`},
+		{"lora module folder missing", []string{"-model", ckpt, "-lora-modules", "a=" + dir + "/nope"}, "-lora-modules a: stat " + dir + "/nope: no such file or directory"},
+		{"lora module not an adapter", []string{"-model", ckpt, "-lora-modules", "a=" + dir}, "-lora-modules a: no adapter_config.json in " + dir},
 		{"lora module twice", []string{"-model", ckpt, "-lora-modules", "a=" + adapter, "-lora-modules", "a=" + adapter}, `-lora-modules: "a" given twice`},
-		{"lora module the served name", []string{"-model", ckpt, "-name", "a", "-lora-modules", "a=" + adapter}, `"a" is the served model's name`},
+		{"lora module the served name", []string{"-model", ckpt, "-name", "a", "-lora-modules", "a=" + adapter}, `-lora-modules a=` + adapter + `: "a" is the served model's name`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			code := run(context.Background(), c.args, &stdout, &stderr)
 			assert.Equal(t, 2, code)
-			assert.Contains(t, stderr.String(), c.msg)
+			assert.Empty(t, stdout.String())
+			assert.Equal(t, "serve: "+c.msg+"\n"+setup.HelpPointer("serve")+"\n", stderr.String())
 		})
 	}
 	var stdout, stderr bytes.Buffer

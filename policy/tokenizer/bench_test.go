@@ -93,7 +93,7 @@ func BenchmarkVsHFTokenizers(b *testing.B) {
 	if mods == "" {
 		b.Skip("set AGENTRL_HF_NODE_MODULES to a node_modules folder with @anush008/tokenizers")
 	}
-	cmd := exec.Command("node", "hf_bench.js", "tokenizer.json", "encode_cases.jsonl")
+	cmd := exec.Command("node", "hf_bench.js", "../qwen3/tokenizer.json", "encode_cases.jsonl")
 	cmd.Dir = "testdata"
 	cmd.Env = append(os.Environ(), "NODE_PATH="+mods, "RAYON_NUM_THREADS=1")
 	out, err := cmd.CombinedOutput()
@@ -147,7 +147,7 @@ func cpuTime(b *testing.B) int64 {
 // BenchmarkLoad reads and parses the Qwen3 checkpoint files (11 MB of JSON).
 func BenchmarkLoad(b *testing.B) {
 	for b.Loop() {
-		if _, err := Load("testdata"); err != nil {
+		if _, err := Load("qwen3"); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 
 // chatCase is one case of testdata/chat_template_cases.json: a conversation
 // and the text transformers' apply_chat_template renders for it with the
-// Qwen3 chat template of testdata/tokenizer_config.json.
+// Qwen3 chat template of qwen3/tokenizer_config.json.
 type chatCase struct {
 	Name                string            `json:"name"`
 	Messages            []json.RawMessage `json:"messages"`

@@ -13,7 +13,7 @@ import (
 )
 
 // encodeCase is one line of testdata/encode_cases.jsonl, produced by Hugging
-// Face tokenizers (Rust) from the Qwen3 tokenizer.json in testdata.
+// Face tokenizers (Rust) from the Qwen3 tokenizer.json in qwen3/.
 type encodeCase struct {
 	Text string `json:"text"`
 	IDs  []int  `json:"ids"`
@@ -37,7 +37,7 @@ func readEncodeCases(t testing.TB) []encodeCase {
 	return cases
 }
 
-var qwen3Once = sync.OnceValues(func() (*BPE, error) { return Load("testdata") })
+var qwen3Once = sync.OnceValues(func() (*BPE, error) { return Load("qwen3") })
 
 func qwen3(t testing.TB) *BPE {
 	t.Helper()

@@ -12,7 +12,7 @@ import (
 // Load a checkpoint's tokenizer and encode text; the ids are those Hugging
 // Face tokenizers gives for the same tokenizer.json.
 func ExampleLoad() {
-	tok, err := tokenizer.Load("testdata") // tokenizer.json + tokenizer_config.json
+	tok, err := tokenizer.Load("qwen3") // tokenizer.json + tokenizer_config.json
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func ExampleLoad() {
 
 // Render a tool-calling conversation with the model's own chat template.
 func ExampleBPE_ApplyChatTemplate() {
-	tok, err := tokenizer.Load("testdata")
+	tok, err := tokenizer.Load("qwen3")
 	if err != nil {
 		log.Fatal(err)
 	}

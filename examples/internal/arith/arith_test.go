@@ -2,6 +2,7 @@ package arith
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"strconv"
@@ -12,9 +13,11 @@ import (
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/advantage"
+	"github.com/agentrl/agentrl/dataset"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/tool"
 )
 
@@ -128,4 +131,61 @@ func TestLoadModel(t *testing.T) {
 	assert.EqualError(t, err, dir+": vocabulary of 300 tokens, the task's byte tokenizer has "+strconv.Itoa(tok.VocabSize()))
 	_, err = LoadModel(filepath.Join(t.TempDir(), "missing"), tok, 1)
 	assert.Error(t, err)
+}
+
+// TestHFCheckpointFiles: the tokenizer files WriteTokenizerInfo writes
+// load as a tokenizer that encodes the task's texts as the byte
+// tokenizer does and renders a problem's chat as PromptText; the
+// problems written by VerlExamples load through agentrl.LoadPrompts as
+// exactly the prompts the task trains and evaluates on.
+func TestHFCheckpointFiles(t *testing.T) {
+	ctx := context.Background()
+	tok, err := NewTokenizer()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, WriteTokenizerInfo(dir, tok))
+	bpe, err := tokenizer.Load(dir)
+	require.NoError(t, err)
+	assert.Equal(t, tok.VocabSize(), bpe.VocabSize())
+	imEnd, _ := tok.TokenID(ImEnd)
+	assert.Equal(t, []int{imEnd}, bpe.EOSIDs(), "<|im_end|>, the eos_token_id of the task's model")
+	for _, name := range []string{"<|im_end|>", "<|im_start|>user\n", "<|im_start|>assistant\n"} {
+		id, _ := tok.TokenID(name)
+		assert.True(t, bpe.IsSpecial(id), "%q is a control token", name)
+	}
+	for _, name := range []string{CallOpen, CallClose, CodePrefix, ArgsClose, BoxedOpen, "<tool_response>"} {
+		id, _ := tok.TokenID(name)
+		assert.False(t, bpe.IsSpecial(id), "%q is markup a server must keep in its text", name)
+	}
+
+	spec := SpecFor(&tool.Calculator{})
+	probs := GenerateProblems(5, 20, "eval")
+	sft, err := BuildSFT(ctx, probs, tok, spec, 0.5, 5)
+	require.NoError(t, err)
+	for i, p := range probs {
+		want := PromptText(p, spec)
+		for _, ct := range []interface {
+			ApplyChatTemplate([]tokenizer.Message, []json.RawMessage, tokenizer.ChatOptions) (string, error)
+		}{tok, bpe} {
+			got, err := ct.ApplyChatTemplate([]tokenizer.Message{{Role: "user", Content: p.Text}}, nil, tokenizer.ChatOptions{AddGenerationPrompt: true})
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
+		}
+		text := tok.Decode(sft[i].IDs)
+		assert.Equal(t, tok.Encode(text), bpe.Encode(text), "%q", text)
+	}
+
+	file := filepath.Join(t.TempDir(), "heldout.jsonl")
+	require.NoError(t, dataset.WriteJSONLFile(file, VerlExamples(probs, "test")))
+	prompts, dropped, err := agentrl.LoadPrompts(ctx, []string{file}, bpe, []tool.Tool{spec.Tool}, agentrl.PromptOptions{})
+	require.NoError(t, err)
+	assert.Zero(t, dropped)
+	want := Prompts(probs, spec)
+	require.Len(t, prompts, len(probs))
+	for i, p := range prompts {
+		assert.Equal(t, tok.Encode(want[i].Text), p.Tokens, "prompt %d", i)
+		assert.Equal(t, want[i].GroundTruth, p.GroundTruth)
+		assert.Equal(t, "arith", p.DataSource)
+		assert.Equal(t, probs[i].Expr, p.Extra["expr"])
+	}
 }

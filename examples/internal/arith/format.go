@@ -40,17 +40,35 @@ var specials = []string{
 	CodePrefix, CalcPrefix, ArgsClose, BoxedOpen,
 }
 
+// ChatTemplate renders a conversation as the task's prompts are written
+// (PromptText without a system turn): each message as a ChatML turn, then
+// the assistant's header. The task's model calls its tool without a
+// description, so the template takes no tools.
+const ChatTemplate = "{%- for message in messages %}{{ '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}{%- endfor %}" +
+	"{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{%- endif %}"
+
+// control are the specials that are chat control tokens; the others are
+// markup a server's detokenizer must keep in the text (see WriteTokenizerInfo).
+var control = []string{"<|endoftext|>", ImStart, ImEnd, ImStart + "system\n", ImStart + "user\n", ImStart + "assistant\n"}
+
 // NewTokenizer is the task's byte tokenizer: byte values, then the
 // specials, each one token; responses end at <|im_end|> or
-// <|endoftext|>.
+// <|endoftext|>; ChatTemplate renders chats.
 func NewTokenizer() (*tokenizer.Bytes, error) {
-	return tokenizer.NewBytes(tokenizer.BytesConfig{Specials: specials, EOS: []string{ImEnd, "<|endoftext|>"}})
+	return tokenizer.NewBytes(tokenizer.BytesConfig{Specials: specials, EOS: []string{ImEnd, "<|endoftext|>"}, ChatTemplate: ChatTemplate})
 }
 
-// WriteTokenizerInfo records the byte tokenizer's specials next to the
-// saved model (byte_tokenizer.json in dir), so that the checkpoint can be
-// used again.
+// WriteTokenizerInfo writes the byte tokenizer next to a saved model in
+// dir: its Hugging Face files (tokenizer.json, tokenizer_config.json with
+// ChatTemplate, generation_config.json; tokenizer.Bytes.WriteHF, the chat
+// control tokens special and the tool markup not, so that a server's
+// detokenizer keeps it), which make the folder a checkpoint that
+// tokenizer.Load, examples/eval, grpotcr and serve take, and
+// byte_tokenizer.json, the specials and their ids.
 func WriteTokenizerInfo(dir string, tok *tokenizer.Bytes) error {
+	if err := tok.WriteHF(dir, tokenizer.HFOptions{Control: control}); err != nil {
+		return err
+	}
 	ids := make(map[string]int, len(specials))
 	for _, s := range specials {
 		id, _ := tok.TokenID(s)

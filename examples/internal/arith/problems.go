@@ -14,6 +14,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+
+	"github.com/agentrl/agentrl/dataset"
 )
 
 // Problem is one arithmetic word problem: the text the model reads, the
@@ -131,4 +133,22 @@ func RoughGuess(v int64) string {
 		return s
 	}
 	return s[:2] + strings.Repeat("0", len(s)-2)
+}
+
+// VerlExamples are probs as rows of a verl-format prompt set: data
+// source "arith", the problem as one user message, the answer as a rule
+// ground truth, and the expression and index in extra_info, so that
+// examples/eval and examples/grpotcr read the task's problems.
+func VerlExamples(probs []Problem, split string) []dataset.Example {
+	out := make([]dataset.Example, len(probs))
+	for i, p := range probs {
+		out[i] = dataset.Example{
+			DataSource:  "arith",
+			Prompt:      []dataset.Message{{Role: "user", Content: p.Text}},
+			Ability:     "math",
+			RewardModel: dataset.RewardModel{Style: "rule", GroundTruth: dataset.GroundTruth{Kind: dataset.GroundTruthString, Value: strconv.FormatInt(p.Answer, 10)}},
+			ExtraInfo:   map[string]any{"index": i, "split": split, "id": p.ID, "expr": p.Expr},
+		}
+	}
+	return out
 }

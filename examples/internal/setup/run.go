@@ -14,7 +14,9 @@ import (
 // Run is a program's whole life after main: it parses args with parse
 // and runs body, and returns the exit status — 0 on success or after -h,
 // 2 for bad flags, 1 when body fails. Errors are printed to stderr as
-// "name: error", marked as interrupted when ctx ended first.
+// "name: error", marked as interrupted when ctx ended first; a usage
+// error (any error of parse) is followed by one line that points to -h
+// (HelpPointer), and by nothing else.
 func Run[O any](ctx context.Context, name string, args []string, stdout, stderr io.Writer,
 	parse func([]string, io.Writer) (O, error), body func(context.Context, O, io.Writer, io.Writer) error) int {
 	o, err := parse(args, stderr)
@@ -22,7 +24,7 @@ func Run[O any](ctx context.Context, name string, args []string, stdout, stderr 
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case err != nil:
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		fmt.Fprintf(stderr, "%s: %v\n%s\n", name, err, HelpPointer(name))
 		return 2
 	}
 	if err := body(ctx, o, stdout, stderr); err != nil {

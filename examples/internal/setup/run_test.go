@@ -25,7 +25,7 @@ func TestRunExitStatus(t *testing.T) {
 	}{
 		{"success", context.Background(), nil, nil, 0, ""},
 		{"help", context.Background(), flag.ErrHelp, nil, 0, ""},
-		{"bad flags", context.Background(), errors.New("-n 0: want ≥ 1"), nil, 2, "prog: -n 0: want ≥ 1\n"},
+		{"bad flags", context.Background(), errors.New("-n 0: want ≥ 1"), nil, 2, "prog: -n 0: want ≥ 1\nrun 'prog -h' for the usage and every flag\n"},
 		{"failure", context.Background(), nil, errBody, 1, "prog: no checkpoint\n"},
 		{"interrupted", cancelled, nil, errBody, 1, "prog: interrupted: no checkpoint\n"},
 	} {

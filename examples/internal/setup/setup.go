@@ -11,8 +11,10 @@ package setup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -158,7 +160,8 @@ func SplitList(s string) []string {
 	return out
 }
 
-// CheckDir reports a folder that does not exist or lacks one of files.
+// CheckDir reports a folder that does not exist or lacks one of files
+// ("no config.json in DIR").
 func CheckDir(dir string, files ...string) error {
 	st, err := os.Stat(dir)
 	if err != nil {
@@ -168,7 +171,9 @@ func CheckDir(dir string, files ...string) error {
 		return fmt.Errorf("%s is not a folder", dir)
 	}
 	for _, f := range files {
-		if err := CheckFile(filepath.Join(dir, f)); err != nil {
+		if err := CheckFile(filepath.Join(dir, f)); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("no %s in %s", f, dir)
+		} else if err != nil {
 			return err
 		}
 	}
@@ -202,15 +207,37 @@ func CheckURLs(name, spec string) error {
 		return fmt.Errorf(`%s: want "local" or URLs`, name)
 	}
 	for _, s := range urls {
-		u, err := url.Parse(s)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if !isHTTPURL(s) {
 			return fmt.Errorf(`%s: %q is neither "local" nor an http(s) URL`, name, s)
 		}
 	}
 	return nil
+}
+
+// CheckServerURLs accepts comma-separated http(s) base URLs, at least
+// one, each named once.
+func CheckServerURLs(name, spec string) error {
+	urls := SplitList(spec)
+	if len(urls) == 0 {
+		return fmt.Errorf("%s: want comma-separated http(s) URLs, got %q", name, spec)
+	}
+	seen := map[string]bool{}
+	for _, s := range urls {
+		if !isHTTPURL(s) {
+			return fmt.Errorf("%s: %q is not an http(s) URL (want scheme://host:port)", name, s)
+		}
+		if seen[s] {
+			return fmt.Errorf("%s: %s named twice", name, s)
+		}
+		seen[s] = true
+	}
+	return nil
+}
+
+// isHTTPURL reports an http or https URL with a host.
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 // CheckEndpoints checks the -sampler and -sandbox flags: each is "local"
@@ -226,4 +253,35 @@ func CheckEndpoints(sampler, sandbox string) error {
 		return fmt.Errorf("-sandbox: want one SandboxFusion URL, got %q", sandbox)
 	}
 	return nil
+}
+
+// DescribeTraining says what a trainer trains in m: its LoRA adapters
+// (rank, alpha, the projections they adapt and how many weights they
+// have, beside the frozen base) or, without LoRA, every weight. It reads
+// only the configurations (Model.Params would end a device optimizer).
+func DescribeTraining(m *policy.Model) string {
+	mc := m.Config()
+	cfg, ok := m.LoRA()
+	if !ok {
+		return fmt.Sprintf("trains all %d weights", mc.NumParams())
+	}
+	return fmt.Sprintf("trains LoRA adapters only (rank %d, alpha %g) on %s: %d weights, while the %d of the model stay frozen",
+		cfg.Rank, cfg.Alpha, strings.Join(cfg.TargetModules, ", "), LoRAWeights(mc, cfg), mc.NumParams())
+}
+
+// LoRAWeights counts the weights of the adapters cfg puts on a model of
+// configuration mc: for each layer and adapted projection of input size
+// in and output size out, A (rank × in) and B (out × rank).
+func LoRAWeights(mc policy.Config, cfg policy.LoRAConfig) int64 {
+	h, q, kv, ffn := mc.HiddenSize, mc.NumAttentionHeads*mc.HeadDim, mc.NumKeyValueHeads*mc.HeadDim, mc.IntermediateSize
+	shape := map[string][2]int{
+		"q_proj": {h, q}, "k_proj": {h, kv}, "v_proj": {h, kv}, "o_proj": {q, h},
+		"gate_proj": {h, ffn}, "up_proj": {h, ffn}, "down_proj": {ffn, h},
+	}
+	var n int64
+	for _, t := range cfg.TargetModules {
+		s := shape[t]
+		n += int64(cfg.Rank) * int64(s[0]+s[1])
+	}
+	return n * int64(mc.NumHiddenLayers)
 }

@@ -31,7 +31,7 @@ env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extens
 env.filters["tojson"] = tojson
 env.globals["raise_exception"] = raise_exception
 
-qwen3 = json.load(open("tokenizer_config.json", encoding="utf-8"))["chat_template"]
+qwen3 = json.load(open("../qwen3/tokenizer_config.json", encoding="utf-8"))["chat_template"]
 
 # A template that uses what other models' templates use: ordered dict
 # iteration with items(), tojson with indent and sort_keys, slicing,

@@ -18,7 +18,7 @@ import json
 
 LLAMA3 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 
-src = json.load(open('tokenizer.json', encoding='utf-8'))
+src = json.load(open('../qwen3/tokenizer.json', encoding='utf-8'))
 qvocab = src['model']['vocab']
 id2tok = {v: k for k, v in qvocab.items()}
 merges = [m if isinstance(m, list) else m.split(' ') for m in src['model']['merges'][:3000]]

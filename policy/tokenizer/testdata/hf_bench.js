@@ -4,7 +4,7 @@
 //
 // Run (npm install in a scratch dir outside the repo):
 //   cd $SCRATCH && npm install @anush008/tokenizers
-//   NODE_PATH=$SCRATCH/node_modules node hf_bench.js tokenizer.json encode_cases.jsonl
+//   NODE_PATH=$SCRATCH/node_modules node hf_bench.js ../qwen3/tokenizer.json encode_cases.jsonl
 //
 // It reports wall and CPU time (all threads of the process) per pass over
 // the corpus; CPU time is the per-core cost and stays meaningful on a busy

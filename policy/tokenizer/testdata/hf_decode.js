@@ -4,7 +4,7 @@
 // so the decoder's UTF-8 repair is what is checked.
 //
 // Run (npm install in a scratch dir outside the repo):
-//   NODE_PATH=$SCRATCH/node_modules node hf_decode.js tokenizer.json > decode_cases.jsonl
+//   NODE_PATH=$SCRATCH/node_modules node hf_decode.js ../qwen3/tokenizer.json > decode_cases.jsonl
 // Output lines: {"bytes": [...], "ids": [...], "decoded": "..."}.
 const { Tokenizer } = require('@anush008/tokenizers');
 

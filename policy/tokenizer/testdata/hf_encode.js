@@ -3,7 +3,7 @@
 // in a JSONL file of {"text": ...} lines.
 //
 // Run (from a scratch dir that has `npm install @anush008/tokenizers`):
-//   NODE_PATH=$SCRATCH/node_modules node hf_encode.js tokenizer.json edge_texts.jsonl > edge_cases.jsonl
+//   NODE_PATH=$SCRATCH/node_modules node hf_encode.js ../qwen3/tokenizer.json edge_texts.jsonl > edge_cases.jsonl
 // Each output line is {"text", "ids", "decoded"}: ids from
 // encode(text, add_special_tokens=false), decoded from decode(ids, false).
 const fs = require('fs');

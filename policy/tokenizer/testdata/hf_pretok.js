@@ -23,7 +23,7 @@ for (let i = 0; i < 400; i++) {
 for (const line of fs.readFileSync('edge_texts.jsonl', 'utf8').split('\n').filter(Boolean)) texts.push(JSON.parse(line).text);
 
 for (const file of ['tokenizer.json', 'tiny_llama3.json', 'tiny_gpt2.json']) {
-  const pt = Tokenizer.fromFile(file).getPreTokenizer();
+  const pt = Tokenizer.fromFile(file === 'tokenizer.json' ? '../qwen3/tokenizer.json' : file).getPreTokenizer();
   for (const text of texts) {
     const pieces = pt.preTokenizeString(text).map((p) => p[0]);
     process.stdout.write(JSON.stringify({ file, text, pieces }) + '\n');

@@ -4,7 +4,7 @@
 // A + ring), CJK, emoji, digits, contractions and white space of every kind.
 //
 // Run (npm install in a scratch dir outside the repo):
-//   NODE_PATH=$SCRATCH/node_modules node hf_random.js tokenizer.json > random_cases.jsonl
+//   NODE_PATH=$SCRATCH/node_modules node hf_random.js ../qwen3/tokenizer.json > random_cases.jsonl
 // Output lines: {"text", "ids"} from encode(text, add_special_tokens=false).
 const { Tokenizer } = require('@anush008/tokenizers');
 

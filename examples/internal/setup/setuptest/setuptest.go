@@ -19,33 +19,27 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/gpu"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 )
 
-// Qwen3's special tokens and sizes.
-const (
-	imEnd       = 151645 // <|im_end|>
-	qwen3Vocab  = 151936 // Qwen3's embedding rows (the tokenizer uses 151669)
-	maxPosition = 4096
-)
+// maxPosition is the context of TinyCheckpoint's model.
+const maxPosition = 4096
 
 // TinyCheckpoint writes a random Qwen3 with Qwen3's vocabulary and a tiny
 // body, plus links to the real tokenizer files found in tokenizerDir (the
-// caller passes the path to policy/tokenizer/testdata, shared rather than
+// caller passes the path to policy/tokenizer/qwen3, shared rather than
 // copied: tokenizer.json is 11 MB). The result is a checkpoint folder as
 // Hugging Face lays it out, small enough to train on a CPU in seconds.
 func TinyCheckpoint(t testing.TB, tokenizerDir string) string {
 	t.Helper()
 	dir := t.TempDir()
-	m, err := policy.New(policy.Config{
-		ModelType: policy.ModelQwen3, VocabSize: qwen3Vocab, HiddenSize: 8, IntermediateSize: 16,
-		NumHiddenLayers: 1, NumAttentionHeads: 2, NumKeyValueHeads: 1, HeadDim: 4,
-		MaxPositionEmbeddings: maxPosition, RMSNormEps: 1e-6, RopeTheta: 1e6, TieWordEmbeddings: true,
-		EOSTokenIDs: []int{imEnd},
-	}, 7)
+	m, err := policy.New(setup.Qwen3Config(setup.Shape{
+		Hidden: 8, FFN: 16, Layers: 1, Heads: 2, KVHeads: 1, HeadDim: 4, MaxPosition: maxPosition,
+	}), 7)
 	require.NoError(t, err)
 	require.NoError(t, m.Save(dir, lm.SaveOptions{}))
 	require.NoError(t, m.Close())
