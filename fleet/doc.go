@@ -33,10 +33,13 @@
 // flight through the Fleet to end and holds new ones until every server
 // has answered, and the servers' lock or pause makes the same promise
 // for requests from elsewhere. Every generation carries the version that
-// produced it (lm.Generation.WeightVersion); a server that reports
-// another version than the one published (SGLang and package serve
-// report theirs) is passed over, and when none is current the call fails
-// naming the server (openai.ErrWeightVersion). A server that fails to
+// produced it (lm.Generation.WeightVersion); an SGLang server that
+// reports another version than the one published is passed over, and
+// when none is current the call fails naming the server
+// (openai.ErrWeightVersion). vLLM's reload names no version, so the
+// answers of a vLLM server are not checked after a Publish, even when the
+// server reports versions of its own (package serve counts its reloads).
+// A server that fails to
 // take an update makes Publish fail with an error that names it.
 //
 // Before the first Publish the servers hold the weights they were started

@@ -200,12 +200,18 @@ func New(cfg Config) (*Fleet, error) {
 // Version is the weight version the servers hold.
 func (f *Fleet) Version() int { return int(f.version.Load()) }
 
-// expectedVersion is the weight version every answer must report: the
-// published version, or before the first Publish the name the servers
-// give the weights they started with ("" checks nothing: none gives one,
-// or it was not read yet).
-func (f *Fleet) expectedVersion() string {
+// expectedVersion is the weight version every answer from server i
+// must report: the published version, or before the first Publish the
+// name the servers give the weights they started with ("" checks
+// nothing: none gives one, or it was not read yet). After a Publish a
+// vLLM server's answers are not checked: vLLM's reload takes no version,
+// so a server of that kind that reports one anyway (package serve, which
+// counts its reloads) reports its own count, not the fleet's.
+func (f *Fleet) expectedVersion(i int) string {
 	if f.published.Load() {
+		if f.cfg.Servers[i].Kind != SGLang {
+			return ""
+		}
 		return strconv.FormatInt(f.version.Load(), 10)
 	}
 	return *f.initial.Load()

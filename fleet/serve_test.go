@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -331,5 +332,32 @@ func TestFleetSamplesSGLangFromTheStart(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, "1", got[0].WeightVersion)
 		})
+	}
+}
+
+// TestFleetVLLMKindOnOwnVersions: a server driven through vLLM's reload
+// that reports versions of its own (package serve in its own mode counts
+// its reloads: "0" at start, "1" after the fleet's version 0, "2" after
+// its version 1) still serves the fleet after every Publish, since vLLM's
+// reload names no version and the fleet cannot expect one; the answers
+// come from the published weights (the greedy tokens of each model).
+func TestFleetVLLMKindOnOwnVersions(t *testing.T) {
+	ctx := context.Background()
+	hs := servers(t, 1, 1, nil)
+	f, err := fleet.New(fleet.Config{Servers: []fleet.Server{{URL: hs[0].URL, Kind: fleet.VLLM}}, Dir: t.TempDir(),
+		Sampler: openai.Config{MaxRetries: 1, BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond}})
+	require.NoError(t, err)
+	require.NoError(t, f.Check(ctx))
+	for v, seed := range []uint64{1, 2, 3} {
+		m := tinyModel(t, seed)
+		want, err := m.Generate(ctx, greedyReqs(3))
+		require.NoError(t, err)
+		require.NoError(t, f.Publish(ctx, v, m))
+		got, err := f.Generate(ctx, greedyReqs(3))
+		require.NoError(t, err, "version %d", v)
+		for i := range got {
+			assert.Equal(t, want[i].Tokens, got[i].Tokens, "version %d, request %d", v, i)
+			assert.Equal(t, strconv.Itoa(v), got[i].WeightVersion)
+		}
 	}
 }

@@ -152,15 +152,18 @@ type Config struct {
 	// ends at the context as a local model's does rather than being
 	// refused; a prompt that leaves no room fails with ErrContextLength.
 	MaxModelLen int
-	// WeightVersion, when set, is called before each attempt and returns
-	// the weight version every server must be serving. A response that
+	// WeightVersion, when set, is called before each attempt with the
+	// index in BaseURLs of the server about to be tried, and returns the
+	// weight version that server must be serving ("" checks nothing
+	// there: a fleet whose update API cannot name versions on a server
+	// leaves that server's unchecked). A response that
 	// reports another version (SGLang's and package serve's
 	// "metadata.weight_version" from /v1/completions and
 	// "meta_info.weight_version" from /generate) fails with an error
 	// wrapping ErrWeightVersion that names the server, and is tried on another
 	// server like a 5xx answer. Responses without a version (vLLM's) are
 	// not checked. nil checks nothing.
-	WeightVersion func() string
+	WeightVersion func(server int) string
 }
 
 // Sampler is a lm.Sampler over vLLM-compatible /v1/completions
@@ -179,6 +182,7 @@ type Sampler struct {
 }
 
 type backend struct {
+	index    int // in Config.BaseURLs
 	url      string
 	models   string // GET /v1/models, where the context length is read
 	inflight atomic.Int64
@@ -226,7 +230,7 @@ func New(cfg Config) (*Sampler, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: BaseURLs[%d]: %v", ErrConfig, i, err)
 		}
-		s.backends = append(s.backends, &backend{url: u, models: m, probing: make(chan struct{}, 1)})
+		s.backends = append(s.backends, &backend{index: i, url: u, models: m, probing: make(chan struct{}, 1)})
 	}
 	if s.client == nil {
 		s.client = &http.Client{}
@@ -499,7 +503,7 @@ func (s *Sampler) attempt(ctx context.Context, b *backend, r *lm.GenerateRequest
 
 	want := ""
 	if s.cfg.WeightVersion != nil {
-		want = s.cfg.WeightVersion()
+		want = s.cfg.WeightVersion(b.index)
 	}
 	actx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()

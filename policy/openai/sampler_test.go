@@ -379,7 +379,7 @@ func TestWeightVersion(t *testing.T) {
 	defer cs.Close()
 	want := "4"
 	s := newSampler(t, []string{ss.URL, cs.URL}, func(c *openai.Config) {
-		c.WeightVersion = func() string { return want }
+		c.WeightVersion = func(int) string { return want }
 		c.MaxRetries = 1
 		c.Cooldown = time.Hour // a stale server, once seen, is avoided
 	})
@@ -418,7 +418,7 @@ func TestEveryServerFailed(t *testing.T) {
 	stale := httptest.NewServer(versioned("0"))
 	defer stale.Close()
 	s := newSampler(t, []string{deadURL, stale.URL}, func(c *openai.Config) {
-		c.WeightVersion = func() string { return "1" }
+		c.WeightVersion = func(int) string { return "1" }
 		c.MaxRetries = 2
 	})
 	for range 8 {

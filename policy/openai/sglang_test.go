@@ -144,7 +144,7 @@ func TestSGLangWeightVersion(t *testing.T) {
 	defer cs.Close()
 	s := newSampler(t, []string{ss.URL, cs.URL}, func(c *openai.Config) {
 		c.API = openai.APISGLangGenerate
-		c.WeightVersion = func() string { return "4" }
+		c.WeightVersion = func(int) string { return "4" }
 	})
 	for range 2 {
 		gens, err := s.Generate(context.Background(), []lm.GenerateRequest{sgReq})
@@ -153,7 +153,7 @@ func TestSGLangWeightVersion(t *testing.T) {
 	}
 	only := newSampler(t, []string{ss.URL}, func(c *openai.Config) {
 		c.API = openai.APISGLangGenerate
-		c.WeightVersion = func() string { return "4" }
+		c.WeightVersion = func(int) string { return "4" }
 		c.MaxRetries = -1
 	})
 	_, err := only.Generate(context.Background(), []lm.GenerateRequest{sgReq})
