@@ -35,6 +35,18 @@ func (*Backend) TensorCoreAttention(int) bool { return false }
 // Stats returns zero statistics.
 func (*Backend) Stats() CacheStats { return CacheStats{} }
 
+// Profile returns ErrNotCompiled.
+func (*Backend) Profile() ([]KernelTime, error) { return nil, ErrNotCompiled }
+
+// Counters returns ErrNotCompiled.
+func (*Backend) Counters() (Counters, error) { return Counters{}, ErrNotCompiled }
+
+// ResetCounters returns ErrNotCompiled.
+func (*Backend) ResetCounters() error { return ErrNotCompiled }
+
+// ResetPeak returns ErrNotCompiled.
+func (*Backend) ResetPeak() error { return ErrNotCompiled }
+
 // Alloc returns ErrNotCompiled.
 func (*Backend) Alloc(int) (backend.Buffer, error) { return nil, ErrNotCompiled }
 
