@@ -326,8 +326,9 @@ type profiledCall struct {
 }
 
 var (
-	_ backend.Backend   = (*Backend)(nil)
-	_ backend.Optimizer = (*Backend)(nil)
+	_ backend.Backend     = (*Backend)(nil)
+	_ backend.Optimizer   = (*Backend)(nil)
+	_ backend.Initializer = (*Backend)(nil)
 )
 
 // New opens the CUDA driver, retains the primary context of the selected

@@ -744,6 +744,24 @@ func (be *Backend) AdamW(step AdamWStep, param, grad, m, v backend.Buffer) error
 	})
 }
 
+// RandNormal sets every element i of b to float32(std·NormalAt(seed, i))
+// (policy/backend.NormalAt), one thread per element: a model's random
+// weights made on the device (backend.Initializer).
+func (be *Backend) RandNormal(b backend.Buffer, seed uint64, std float32) error {
+	gb, err := resolve(be, "rand normal", b)
+	if err != nil {
+		return err
+	}
+	if gb == nil {
+		return fmt.Errorf("%w: rand normal of a nil buffer", backend.ErrBuffer)
+	}
+	if math.IsNaN(float64(std)) || math.IsInf(float64(std), 0) {
+		return fmt.Errorf("%w: rand normal std %v", backend.ErrArg, std)
+	}
+	n := int64(gb.n)
+	return be.runW([]*buffer{gb}, func() error { return be.elementwise("rand_normal", n, gb.ptr, n, int64(seed), std) })
+}
+
 // GradNorm returns the L2 norm of all the buffers taken together, with
 // float64 accumulation (policy.GradNorm's definition). A NaN or infinite
 // gradient gives a NaN or infinite norm.

@@ -18,7 +18,7 @@ var (
 
 // kernelNames lists every kernel the backend looks up in the module.
 var kernelNames = []string{
-	"fill_f32", "scale_f32", "f32_to_bf16", "round_bf16", "add_f32", "axpy_f32",
+	"fill_f32", "scale_f32", "rand_normal", "f32_to_bf16", "round_bf16", "add_f32", "axpy_f32",
 	"bias_add", "bias_grad", "embedding_fwd", "embedding_bwd",
 	"rmsnorm_fwd", "rmsnorm_bwd_dx", "rmsnorm_bwd_dw", "rope",
 	"swiglu_fwd", "swiglu_bwd",

@@ -14,8 +14,9 @@ import (
 type Backend struct{}
 
 var (
-	_ backend.Backend   = (*Backend)(nil)
-	_ backend.Optimizer = (*Backend)(nil)
+	_ backend.Backend     = (*Backend)(nil)
+	_ backend.Optimizer   = (*Backend)(nil)
+	_ backend.Initializer = (*Backend)(nil)
 )
 
 // New returns ErrNotCompiled: this binary has no CUDA support.
@@ -43,6 +44,9 @@ func (*Backend) Counters() (Counters, error) { return Counters{}, ErrNotCompiled
 
 // ResetCounters returns ErrNotCompiled.
 func (*Backend) ResetCounters() error { return ErrNotCompiled }
+
+// RandNormal returns ErrNotCompiled.
+func (*Backend) RandNormal(backend.Buffer, uint64, float32) error { return ErrNotCompiled }
 
 // ResetPeak returns ErrNotCompiled.
 func (*Backend) ResetPeak() error { return ErrNotCompiled }

@@ -58,6 +58,7 @@ type modelOptions struct {
 	maxSessions int
 	decode      func([]int) string
 	seed        uint64
+	backendInit bool
 }
 
 // WithBackend runs the model on be instead of the default CPU backend:
@@ -81,6 +82,18 @@ func WithDecoder(decode func(ids []int) string) ModelOption {
 // WithSamplerSeed seeds the sampler's own random source, from which
 // requests without SampleParams.Seed draw (default 0).
 func WithSamplerSeed(seed uint64) ModelOption { return func(o *modelOptions) { o.seed = seed } }
+
+// WithBackendInit makes New draw the random weights on the model's
+// backend (backend.Initializer: a GPU makes them in device memory)
+// instead of on the host and uploading them: for large models, whose
+// weights would otherwise be generated one by one on the host and copied
+// across. The distribution is New's; the values differ from the host
+// generator's (tensor k of the model draws backend.NormalAt from stream
+// backend.StreamSeed(seed, k)), and are the same on every backend that
+// implements the interface. The host copies are filled only when asked
+// for (Params, Save, Clone). A backend without an Initializer makes New
+// fail with an error wrapping errors.ErrUnsupported. Load ignores it.
+func WithBackendInit() ModelOption { return func(o *modelOptions) { o.backendInit = true } }
 
 func buildOptions(opts []ModelOption) modelOptions {
 	o := modelOptions{maxSessions: 64}
@@ -107,9 +120,24 @@ func New(cfg Config, seed uint64, opts ...ModelOption) (*Model, error) {
 			return nil, fmt.Errorf("%w: initializer_range = %s is not a finite number ≥ 0", ErrConfig, raw)
 		}
 	}
-	m, err := newModel(cfg, buildOptions(opts))
+	o := buildOptions(opts)
+	var ini backend.Initializer
+	if o.backendInit {
+		var ok bool
+		if ini, ok = o.be.(backend.Initializer); !ok {
+			return nil, fmt.Errorf("%w: backend %s cannot draw random weights (backend.Initializer)", errors.ErrUnsupported, o.be.Name())
+		}
+	}
+	m, err := newModel(cfg, o)
 	if err != nil {
 		return nil, err
+	}
+	if ini != nil {
+		if err := m.w.initOnBackend(ini, seed, float32(std), isNorm, isBias); err != nil {
+			m.w.free()
+			return nil, err
+		}
+		return m, nil
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	for _, p := range m.w.base {

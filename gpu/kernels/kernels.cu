@@ -71,6 +71,29 @@ extern "C" __global__ void axpy_f32(float alpha, const float* x, float* y, long 
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) y[i] += alpha * x[i];
 }
 
+// ---- random initialization ---------------------------------------------------
+
+__device__ __forceinline__ unsigned long long splitmix64(unsigned long long z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// rand_normal sets p[i] = (float)(std·N_i) with N_i the i-th draw of the
+// counter-based normal stream seed, policy/backend.NormalAt: SplitMix64's
+// outputs 2i+1 and 2i+2 from state seed through Box–Muller, in double.
+extern "C" __global__ void rand_normal(float* p, long long n, long long seed, float std) {
+  const unsigned long long g = 0x9e3779b97f4a7c15ull, s = (unsigned long long)seed;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    unsigned long long a = splitmix64(s + (2ull * (unsigned long long)i + 1ull) * g);
+    unsigned long long b = splitmix64(s + (2ull * (unsigned long long)i + 2ull) * g);
+    double u1 = (double)((a >> 11) + 1ull) * 0x1p-53;
+    double u2 = (double)(b >> 11) * 0x1p-53;
+    double z = sqrt(-2.0 * log(u1)) * cos((2.0 * 3.141592653589793) * u2);
+    p[i] = (float)((double)std * z);
+  }
+}
+
 // ---- linear: bias ---------------------------------------------------------
 
 extern "C" __global__ void bias_add(float* y, const float* b, int rows, int out) {

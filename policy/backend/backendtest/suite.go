@@ -42,6 +42,7 @@ func Run(t *testing.T, b backend.Backend, tol Tolerance) {
 		{"LogProbEntropyChunked", LogProbEntropyChunked},
 		{"Logits", Logits},
 		{"Optimizer", Optimizer},
+		{"Initializer", Initializer},
 		{"ZeroSizes", ZeroSizes},
 		{"Errors", Errors},
 	}
