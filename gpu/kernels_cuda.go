@@ -160,7 +160,8 @@ func (be *Backend) EmbeddingBackward(dtable, dout backend.Buffer, ids []int32, d
 	})
 }
 
-// RMSNormForward normalizes each row by its root mean square (a block per row).
+// RMSNormForward normalizes each row by its root mean square (a block of
+// rowThreads(dim) threads per row).
 func (be *Backend) RMSNormForward(rows, dim int, eps float32, out, rstd, x, w backend.Buffer) error {
 	v, err := resolveAll(be, "rmsnorm", out, rstd, x, w)
 	if err != nil {
@@ -174,12 +175,13 @@ func (be *Backend) RMSNormForward(rows, dim int, eps float32, out, rstd, x, w ba
 		if v[1] != nil {
 			rp = v[1].ptr
 		}
-		return be.launch("rmsnorm_fwd", [3]uint32{uint32(rows), 1, 1}, [3]uint32{blockRow, 1, 1}, 0,
+		return be.launch("rmsnorm_fwd", [3]uint32{uint32(rows), 1, 1}, [3]uint32{rowThreads(dim), 1, 1}, 0,
 			v[0].ptr, rp, v[2].ptr, v[3].ptr, int32(rows), int32(dim), eps)
 	})
 }
 
-// RMSNormBackward accumulates dx and dw.
+// RMSNormBackward accumulates dx (a block per row) and dw (a
+// deterministic two-stage reduction over the rows: dwPlan).
 func (be *Backend) RMSNormBackward(rows, dim int, dx, dw, dout, x, w, rstd backend.Buffer) error {
 	v, err := resolveAll(be, "rmsnorm backward", dx, dw, dout, x, w, rstd)
 	if err != nil {
@@ -196,17 +198,30 @@ func (be *Backend) RMSNormBackward(rows, dim int, dx, dw, dout, x, w, rstd backe
 	}
 	return be.runW([]*buffer{v[0], v[1]}, func() error {
 		if v[0] != nil {
-			if err := be.launch("rmsnorm_bwd_dx", [3]uint32{uint32(rows), 1, 1}, [3]uint32{blockRow, 1, 1}, 0,
+			if err := be.launch("rmsnorm_bwd_dx", [3]uint32{uint32(rows), 1, 1}, [3]uint32{rowThreads(dim), 1, 1}, 0,
 				v[0].ptr, v[2].ptr, v[3].ptr, v[4].ptr, v[5].ptr, int32(rows), int32(dim)); err != nil {
 				return err
 			}
 		}
-		if v[1] != nil {
-			g := uint32((dim + blockElem - 1) / blockElem)
-			return be.launch("rmsnorm_bwd_dw", [3]uint32{g, 1, 1}, [3]uint32{blockElem, 1, 1}, 0,
-				v[1].ptr, v[2].ptr, v[3].ptr, v[5].ptr, int32(rows), int32(dim))
+		if v[1] == nil || rows == 0 || dim == 0 {
+			return nil
 		}
-		return nil
+		// dw in two deterministic stages (kernels.cu): partial sums of
+		// row chunks per column, then the chunks of each column.
+		chunks, chunkRows := dwPlan(rows)
+		sc := &scratch{be: be}
+		defer sc.done()
+		part, err := sc.get(8 * chunks * dim)
+		if err != nil {
+			return err
+		}
+		if err := be.launch("rmsnorm_dw_partial", [3]uint32{uint32((dim + dwCols - 1) / dwCols), uint32(chunks), 1}, [3]uint32{dwCols, dwLanes, 1}, 0,
+			part, v[2].ptr, v[3].ptr, v[5].ptr, int32(rows), int32(dim), int32(chunkRows)); err != nil {
+			return err
+		}
+		warps := int64(dim) * 32
+		return be.launch("rmsnorm_dw_finish", [3]uint32{uint32((warps + blockElem - 1) / blockElem), 1, 1}, [3]uint32{blockElem, 1, 1}, 0,
+			v[1].ptr, part, int32(chunks), int32(dim))
 	})
 }
 

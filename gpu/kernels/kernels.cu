@@ -165,13 +165,54 @@ extern "C" __global__ void rmsnorm_bwd_dx(float* dx, const float* dout, const fl
   for (int i = threadIdx.x; i < dim; i += blockDim.x) dr[i] += rs * w[i] * gr[i] - c * xr[i];
 }
 
-// rmsnorm_bwd_dw: dw_i += Σ_rows g_i·x_i·r, one thread per column.
-extern "C" __global__ void rmsnorm_bwd_dw(float* dw, const float* dout, const float* x, const float* rstd, int rows, int dim) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= dim) return;
+// The weight gradient dw_i = Σ_r g_ri·x_ri·r_r is a reduction over the
+// rows, in two deterministic stages: rmsnorm_dw_partial sums chunks of
+// rows per column into part [chunks, dim] (float64), rmsnorm_dw_finish
+// sums the chunks of each column. Every sum has one fixed order — by
+// thread, row lane and chunk index, never by which block runs first — so
+// the result is the same bit for bit on every run. The host chooses the
+// chunks (launch.go, dwPlan) from the row count alone.
+#define DW_COLS 32  // columns per block of rmsnorm_dw_partial: one per lane
+#define DW_LANES 8  // row lanes per block: rows r0+y, r0+y+8, … for lane y
+
+// rmsnorm_dw_partial: block (tile, chunk) of DW_COLS × DW_LANES threads
+// covers columns [DW_COLS·tile, +DW_COLS) and rows [chunk·chunkRows,
+// min(rows, (chunk+1)·chunkRows)); thread (c, y) adds the terms of its
+// rows in row order, then lane 0 adds the DW_LANES sums in lane order and
+// writes part[chunk·dim + column]. A warp reads 32 consecutive floats of
+// one row: coalesced.
+extern "C" __global__ void rmsnorm_dw_partial(double* part, const float* dout, const float* x, const float* rstd, int rows, int dim,
+                                              int chunkRows) {
+  __shared__ double sh[DW_LANES][DW_COLS + 1];
+  int c = blockIdx.x * DW_COLS + threadIdx.x, y = threadIdx.y;
+  int r0 = blockIdx.y * chunkRows, r1 = min(rows, r0 + chunkRows);
   double s = 0;
-  for (int r = 0; r < rows; r++) s += (double)dout[(long long)r * dim + i] * x[(long long)r * dim + i] * rstd[r];
-  dw[i] += (float)s;
+  if (c < dim)
+    for (int r = r0 + y; r < r1; r += DW_LANES) {
+      long long i = (long long)r * dim + c;
+      s += (double)dout[i] * x[i] * rstd[r];
+    }
+  sh[y][threadIdx.x] = s;
+  __syncthreads();
+  if (y == 0 && c < dim) {
+    double t = 0;
+    for (int k = 0; k < DW_LANES; k++) t += sh[k][threadIdx.x];
+    part[(long long)blockIdx.y * dim + c] = t;
+  }
+}
+
+// rmsnorm_dw_finish: dw_c += Σ_k part[k·dim + c], a warp per column: lane
+// l adds chunks l, l+32, … in order, the lanes' sums meet in a fixed
+// butterfly, and lane 0 stores. blockDim is a multiple of 32, so whole
+// warps return together.
+extern "C" __global__ void rmsnorm_dw_finish(float* dw, const double* part, int chunks, int dim) {
+  long long w = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
+  int lane = threadIdx.x & 31;
+  if (w >= dim) return;
+  double s = 0;
+  for (int k = lane; k < chunks; k += 32) s += part[(long long)k * dim + w];
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
+  if (lane == 0) dw[w] += (float)s;
 }
 
 // ---- RoPE -------------------------------------------------------------------
