@@ -225,50 +225,58 @@ func (be *Backend) RMSNormBackward(rows, dim int, dx, dw, dout, x, w, rstd backe
 	})
 }
 
-// RoPEForward applies rotary position embeddings (rotate_half layout).
-func (be *Backend) RoPEForward(heads, headDim int, pos []int32, freqs []float32, out, x backend.Buffer) error {
+// RoPEForward applies rotary position embeddings (rotate_half layout);
+// the positions and frequencies come from r's device copies.
+func (be *Backend) RoPEForward(heads, headDim int, r backend.Rows, freqs []float32, out, x backend.Buffer) error {
 	v, err := resolveAll(be, "rope", out, x)
 	if err != nil {
 		return err
 	}
-	if err := backend.CheckRoPE(heads, headDim, pos, freqs, out, x); err != nil {
+	gr, err := be.rowsOf("rope", r)
+	if err != nil {
 		return err
 	}
-	return be.rope(heads, headDim, pos, freqs, v[0], v[1].ptr, 1, false)
+	if err := backend.CheckRoPE(heads, headDim, &gr.l, freqs, out, x); err != nil {
+		return err
+	}
+	return be.rope(heads, headDim, gr, freqs, v[0], v[1].ptr, 1, false)
 }
 
 // RoPEBackward accumulates dx += Rᵀ·dout: the rotation by −angle.
-func (be *Backend) RoPEBackward(heads, headDim int, pos []int32, freqs []float32, dx, dout backend.Buffer) error {
+func (be *Backend) RoPEBackward(heads, headDim int, r backend.Rows, freqs []float32, dx, dout backend.Buffer) error {
 	v, err := resolveAll(be, "rope backward", dx, dout)
 	if err != nil {
 		return err
 	}
-	if err := backend.CheckRoPE(heads, headDim, pos, freqs, dx, dout); err != nil {
+	gr, err := be.rowsOf("rope backward", r)
+	if err != nil {
+		return err
+	}
+	if err := backend.CheckRoPE(heads, headDim, &gr.l, freqs, dx, dout); err != nil {
 		return err
 	}
 	if dx == dout {
 		return fmt.Errorf("%w: rope backward dx and dout are the same buffer", backend.ErrShape)
 	}
-	return be.rope(heads, headDim, pos, freqs, v[0], v[1].ptr, -1, true)
+	return be.rope(heads, headDim, gr, freqs, v[0], v[1].ptr, -1, true)
 }
 
-func (be *Backend) rope(heads, headDim int, pos []int32, freqs []float32, out *buffer, x devPtr, sign float32, accumulate bool) error {
-	if len(pos) == 0 {
+func (be *Backend) rope(heads, headDim int, r *rows, freqs []float32, out *buffer, x devPtr, sign float32, accumulate bool) error {
+	n := r.Len()
+	if n == 0 {
 		return nil
 	}
 	return be.runW([]*buffer{out}, func() error {
-		sc := &scratch{be: be}
-		defer sc.done()
-		pp, err := sc.ints(pos)
+		pp, err := r.devPos(be)
 		if err != nil {
 			return err
 		}
-		fp, err := sc.floats(freqs)
+		fp, err := r.devFreqs(be, freqs)
 		if err != nil {
 			return err
 		}
-		n := int64(len(pos)) * int64(heads) * int64(headDim/2)
-		return be.elementwise("rope", n, out.ptr, x, pp, fp, int32(len(pos)), int32(heads), int32(headDim), sign, b2i(accumulate))
+		total := int64(n) * int64(heads) * int64(headDim/2)
+		return be.elementwise("rope", total, out.ptr, x, pp, fp, int32(n), int32(heads), int32(headDim), sign, b2i(accumulate))
 	})
 }
 
@@ -286,12 +294,16 @@ func checkHeadDim(a backend.Attention) error {
 // the flash-style tiled kernel for prefill and training — on tensor cores
 // (bf16 products, float32 softmax) or in float32, as AttentionKernels and
 // the head dim decide. Rows in no span get zero output and log-sum-exp.
-func (be *Backend) AttentionForward(a backend.Attention, spans []backend.Span, out, lse, q, k, v backend.Buffer) error {
+func (be *Backend) AttentionForward(a backend.Attention, r backend.Rows, out, lse, q, k, v backend.Buffer) error {
 	vs, err := resolveAll(be, "attention", out, lse, q, k, v)
 	if err != nil {
 		return err
 	}
-	if err := backend.CheckAttention(a, spans, out, lse, q, k, v, true, false); err != nil {
+	gr, err := be.rowsOf("attention", r)
+	if err != nil {
+		return err
+	}
+	if err := backend.CheckAttention(a, &gr.l, out, lse, q, k, v, true, false); err != nil {
 		return err
 	}
 	if err := checkHeadDim(a); err != nil {
@@ -311,12 +323,12 @@ func (be *Backend) AttentionForward(a backend.Attention, spans []backend.Span, o
 		if err := be.memset(vs[0].ptr, 0, vs[0].n); err != nil {
 			return err
 		}
-		if rows, splits, chunk, ok := decodePlan(spans); ok {
-			nr := len(rows) / 3
-			rp, err := sc.ints(rows)
-			if err != nil {
-				return err
-			}
+		dec, err := gr.devDecode(be)
+		if err != nil {
+			return err
+		}
+		if dec.ok {
+			nr, splits, chunk, rp := dec.nr, dec.splits, dec.chunk, dec.rows.ptr
 			slots := nr * a.Heads * splits
 			ml, err := sc.get(4 * 2 * slots)
 			if err != nil {
@@ -338,15 +350,15 @@ func (be *Backend) AttentionForward(a backend.Attention, spans []backend.Span, o
 		if useTC {
 			rows = tcRows
 		}
-		tiles := attnTiles(spans, rows)
-		if len(tiles) == 0 {
-			return nil
-		}
-		tp, err := sc.ints(tiles)
+		tiles, err := gr.devTiles(be, rows)
 		if err != nil {
 			return err
 		}
-		grid := [3]uint32{uint32(len(tiles) / 4), uint32(a.Heads), 1}
+		if tiles.n == 0 {
+			return nil
+		}
+		tp := tiles.ptr
+		grid := [3]uint32{uint32(tiles.n / 4), uint32(a.Heads), 1}
 		if useTC {
 			return be.launch(tc.fwdName(), grid, [3]uint32{tcThreads, 1, 1}, tc.fwdSmem(),
 				vs[0].ptr, lp, vs[2].ptr, vs[3].ptr, vs[4].ptr, tp, int32(a.Heads), int32(a.KVHeads), int32(hd), a.Scale)
@@ -369,12 +381,16 @@ func (be *Backend) tensorCores(hd int) (tcKernel, bool) {
 // D = rowsum(dO ⊙ O), probabilities recomputed from lse; dQ per query row,
 // dK and dV per key row, so no atomics), on the same kernels as the
 // forward: tensor cores or float32.
-func (be *Backend) AttentionBackward(a backend.Attention, spans []backend.Span, dq, dk, dv, dout, q, k, v, out, lse backend.Buffer) error {
+func (be *Backend) AttentionBackward(a backend.Attention, r backend.Rows, dq, dk, dv, dout, q, k, v, out, lse backend.Buffer) error {
 	vs, err := resolveAll(be, "attention backward", dq, dk, dv, dout, q, k, v, out, lse)
 	if err != nil {
 		return err
 	}
-	if err := backend.CheckAttention(a, spans, dout, lse, q, k, v, false, true); err != nil {
+	gr, err := be.rowsOf("attention backward", r)
+	if err != nil {
+		return err
+	}
+	if err := backend.CheckAttention(a, &gr.l, dout, lse, q, k, v, false, true); err != nil {
 		return err
 	}
 	if err := backend.CheckSameLen([]string{"attention out", "attention dout"}, out, dout); err != nil {
@@ -398,8 +414,11 @@ func (be *Backend) AttentionBackward(a backend.Attention, spans []backend.Span, 
 		if useTC {
 			rows, block, dqName, dkdvName, dqSmem, dkdvSmem = tcRows, tcThreads, tc.dqName(), tc.dkdvName(), tc.dqSmem(), tc.dkdvSmem()
 		}
-		tiles := attnTiles(spans, rows)
-		if len(tiles) == 0 {
+		tiles, err := gr.devTiles(be, rows)
+		if err != nil {
+			return err
+		}
+		if tiles.n == 0 {
 			return nil
 		}
 		rowsHeads := vs[8].n // Tq·Heads
@@ -413,23 +432,19 @@ func (be *Backend) AttentionBackward(a backend.Attention, spans []backend.Span, 
 			return err
 		}
 		if vs[0] != nil {
-			tp, err := sc.ints(tiles)
-			if err != nil {
-				return err
-			}
-			if err := be.launch(dqName, [3]uint32{uint32(len(tiles) / 4), uint32(a.Heads), 1}, [3]uint32{block, 1, 1}, dqSmem,
-				vs[0].ptr, vs[3].ptr, vs[4].ptr, vs[5].ptr, vs[6].ptr, vs[8].ptr, D, tp, int32(a.Heads), int32(a.KVHeads), int32(hd), a.Scale); err != nil {
+			if err := be.launch(dqName, [3]uint32{uint32(tiles.n / 4), uint32(a.Heads), 1}, [3]uint32{block, 1, 1}, dqSmem,
+				vs[0].ptr, vs[3].ptr, vs[4].ptr, vs[5].ptr, vs[6].ptr, vs[8].ptr, D, tiles.ptr, int32(a.Heads), int32(a.KVHeads), int32(hd), a.Scale); err != nil {
 				return err
 			}
 		}
 		if vs[1] == nil && vs[2] == nil {
 			return nil
 		}
-		kt := attnKeyTiles(spans, rows)
-		kp, err := sc.ints(kt)
+		kt, err := gr.devKeyTiles(be, rows)
 		if err != nil {
 			return err
 		}
+		kp := kt.ptr
 		var dkp, dvp devPtr
 		if vs[1] != nil {
 			dkp = vs[1].ptr
@@ -437,7 +452,7 @@ func (be *Backend) AttentionBackward(a backend.Attention, spans []backend.Span, 
 		if vs[2] != nil {
 			dvp = vs[2].ptr
 		}
-		return be.launch(dkdvName, [3]uint32{uint32(len(kt) / 6), uint32(a.KVHeads), 1}, [3]uint32{block, 1, 1}, dkdvSmem,
+		return be.launch(dkdvName, [3]uint32{uint32(kt.n / 6), uint32(a.KVHeads), 1}, [3]uint32{block, 1, 1}, dkdvSmem,
 			dkp, dvp, vs[3].ptr, vs[4].ptr, vs[5].ptr, vs[6].ptr, vs[8].ptr, D, kp, int32(a.Heads), int32(a.KVHeads), int32(hd), a.Scale)
 	})
 }

@@ -104,23 +104,29 @@ func (*Backend) RMSNormBackward(int, int, backend.Buffer, backend.Buffer, backen
 	return ErrNotCompiled
 }
 
+// NewRows returns ErrNotCompiled.
+func (*Backend) NewRows([]int32, []backend.Span) (backend.Rows, error) { return nil, ErrNotCompiled }
+
+// FreeRows returns ErrNotCompiled.
+func (*Backend) FreeRows(backend.Rows) error { return ErrNotCompiled }
+
 // RoPEForward returns ErrNotCompiled.
-func (*Backend) RoPEForward(int, int, []int32, []float32, backend.Buffer, backend.Buffer) error {
+func (*Backend) RoPEForward(int, int, backend.Rows, []float32, backend.Buffer, backend.Buffer) error {
 	return ErrNotCompiled
 }
 
 // RoPEBackward returns ErrNotCompiled.
-func (*Backend) RoPEBackward(int, int, []int32, []float32, backend.Buffer, backend.Buffer) error {
+func (*Backend) RoPEBackward(int, int, backend.Rows, []float32, backend.Buffer, backend.Buffer) error {
 	return ErrNotCompiled
 }
 
 // AttentionForward returns ErrNotCompiled.
-func (*Backend) AttentionForward(backend.Attention, []backend.Span, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer) error {
+func (*Backend) AttentionForward(backend.Attention, backend.Rows, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer) error {
 	return ErrNotCompiled
 }
 
 // AttentionBackward returns ErrNotCompiled.
-func (*Backend) AttentionBackward(backend.Attention, []backend.Span, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer) error {
+func (*Backend) AttentionBackward(backend.Attention, backend.Rows, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer) error {
 	return ErrNotCompiled
 }
 

@@ -14,13 +14,14 @@ import (
 // stick in the pass (see pass).
 
 // rows is where a pass's rows sit: n rows at positions pos (for RoPE),
-// grouped into attention spans; in generation, kv receives each layer's
-// keys and values and returns what attention reads (the KV cache).
+// grouped into attention spans — the backend's Rows, made once per pass
+// (pass.newRows) and shared by every layer; in generation, kv receives
+// each layer's keys and values and returns what attention reads (the KV
+// cache).
 type rows struct {
-	n     int
-	pos   []int32
-	spans []backend.Span
-	kv    kvStore
+	n   int
+	dev backend.Rows
+	kv  kvStore
 }
 
 // kvStore receives a layer's keys (after norm and RoPE) and values of the
@@ -145,11 +146,11 @@ type rope struct {
 
 // forward rotates x in place.
 func (p *rope) forward(tp *pass, name string, x backend.Buffer, r *rows) {
-	tp.do(name+" rope", func() error { return tp.be.RoPEForward(p.heads, p.dim, r.pos, p.freqs, x, x) })
+	tp.do(name+" rope", func() error { return tp.be.RoPEForward(p.heads, p.dim, r.dev, p.freqs, x, x) })
 }
 
 func (p *rope) backward(tp *pass, name string, dx, dout backend.Buffer, r *rows) {
-	tp.do(name+" rope", func() error { return tp.be.RoPEBackward(p.heads, p.dim, r.pos, p.freqs, dx, dout) })
+	tp.do(name+" rope", func() error { return tp.be.RoPEBackward(p.heads, p.dim, r.dev, p.freqs, dx, dout) })
 }
 
 // attention is the self-attention block: q/k/v projections, Qwen3's
@@ -185,7 +186,7 @@ func (a *attention) forward(tp *pass, x backend.Buffer, r *rows, s *attnSaved) b
 	}
 	out := tp.alloc(r.n * a.o.in)
 	lse := tp.allocIf(tp.train, r.n*a.shape.Heads)
-	tp.do("attention", func() error { return tp.be.AttentionForward(a.shape, r.spans, out, lse, q, ck, cv) })
+	tp.do("attention", func() error { return tp.be.AttentionForward(a.shape, r.dev, out, lse, q, ck, cv) })
 	s.qr, s.kr, s.vv, s.out, s.lse = q, k, v, out, lse
 	return a.o.forward(tp, out, r.n, &s.o)
 }
@@ -206,7 +207,7 @@ func (a *attention) backward(tp *pass, s *attnSaved, dx, dy backend.Buffer, r *r
 	a.o.backward(tp, &s.o, datt, dy, r.n)
 	dq, dk, dv := tp.zeros(r.n*a.q.out), tp.zeros(r.n*a.k.out), tp.zeros(r.n*a.v.out)
 	tp.do("attention", func() error {
-		return tp.be.AttentionBackward(a.shape, r.spans, dq, dk, dv, datt, s.qr, s.kr, s.vv, s.out, s.lse)
+		return tp.be.AttentionBackward(a.shape, r.dev, dq, dk, dv, datt, s.qr, s.kr, s.vv, s.out, s.lse)
 	})
 	a.projectBackward(tp, &a.q, a.qNorm, &a.qRope, dx, dq, r, &s.q, &s.qNorm)
 	a.projectBackward(tp, &a.k, a.kNorm, &a.kRope, dx, dk, r, &s.k, &s.kNorm)

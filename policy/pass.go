@@ -30,6 +30,8 @@ type pass struct {
 	// buffers known to hold zeros (fresh from Alloc).
 	spare  map[int][]backend.Buffer
 	zeroed map[backend.Buffer]bool
+	// layouts are the backend Rows of the pass, freed with its buffers.
+	layouts []backend.Rows
 }
 
 // newPass returns a tape over be.
@@ -94,6 +96,21 @@ func (tp *pass) alloc(n int) backend.Buffer {
 	return b
 }
 
+// newRows returns the layout of a pass's n = len(pos) rows on the
+// backend (positions and attention spans, uploaded once for every
+// layer), freed with the tape; nil after an error.
+func (tp *pass) newRows(pos []int32, spans []backend.Span) *rows {
+	r := &rows{n: len(pos)}
+	tp.do("rows", func() (err error) {
+		r.dev, err = tp.be.NewRows(pos, spans)
+		if err == nil {
+			tp.layouts = append(tp.layouts, r.dev)
+		}
+		return err
+	})
+	return r
+}
+
 // zeros returns a buffer of n zeros, for a gradient the backward kernels
 // accumulate into.
 func (tp *pass) zeros(n int) backend.Buffer {
@@ -149,5 +166,8 @@ func (tp *pass) free() {
 			_ = tp.be.Free(b)
 		}
 	}
-	tp.bufs, tp.spare, tp.zeroed = nil, nil, nil
+	for _, r := range tp.layouts {
+		_ = tp.be.FreeRows(r)
+	}
+	tp.bufs, tp.spare, tp.zeroed, tp.layouts = nil, nil, nil, nil
 }
