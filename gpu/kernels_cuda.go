@@ -620,8 +620,9 @@ func offset(o operand, n int) operand {
 }
 
 // LogProbEntropyBackward recomputes each logits chunk, turns it into dL/dz
-// in place (lm_dz) and accumulates dh += InvTemp·dZ·W_chunk and
-// dW_chunk += InvTemp·dZᵀ·h with two GEMMs.
+// (lm_dz in place; in BF16 precision through cuBLAS lm_dz_bf16, which
+// writes the products' bf16 operand directly) and accumulates
+// dh += InvTemp·dZ·W_chunk and dW_chunk += InvTemp·dZᵀ·h with two GEMMs.
 func (be *Backend) LogProbEntropyBackward(s backend.LMHead, targets []int32, dh, dw, dlogp, dentropy, h, w, lse, entropy backend.Buffer) error {
 	v, err := resolveAll(be, "logprob backward", dh, dw, dlogp, dentropy, h, w, lse, entropy)
 	if err != nil {
@@ -672,6 +673,12 @@ func (be *Backend) LogProbEntropyBackward(s backend.LMHead, targets []int32, dh,
 		if v[3] != nil {
 			gep, ep = v[3].ptr, v[7].ptr
 		}
+		var zb devPtr // the bf16 dL/dz chunk, in BF16 precision through cuBLAS
+		if be.cfg.precision == BF16 && be.blas != nil {
+			if zb, err = sc.get(2 * nr * nc); err != nil {
+				return err
+			}
+		}
 		scale := s.Scale()
 		for r0 := 0; r0 < s.Rows; r0 += nr {
 			rn := min(nr, s.Rows-r0)
@@ -686,13 +693,23 @@ func (be *Backend) LogProbEntropyBackward(s backend.LMHead, targets []int32, dh,
 					}
 					return p + devPtr(4*r0)
 				}
-				if err := be.launch("lm_dz", [3]uint32{uint32(rn), 1, 1}, [3]uint32{blockRow, 1, 1}, 0,
-					z, int32(cn), int32(c0), tp+devPtr(4*r0), v[2].ptr+devPtr(4*r0), off(gep), v[6].ptr+devPtr(4*r0), off(ep)); err != nil {
-					return err
-				}
-				dz, err := be.prep(sc, z, int64(rn)*int64(cn))
-				if err != nil {
-					return err
+				var dz operand
+				if zb != 0 {
+					// BF16 through cuBLAS: the kernel writes the products'
+					// bf16 operand itself (no rounding pass over the chunk).
+					if err := be.launch("lm_dz_bf16", [3]uint32{uint32(rn), 1, 1}, [3]uint32{blockRow, 1, 1}, 0,
+						zb, z, int32(cn), int32(c0), tp+devPtr(4*r0), v[2].ptr+devPtr(4*r0), off(gep), v[6].ptr+devPtr(4*r0), off(ep)); err != nil {
+						return err
+					}
+					dz = operand{zb, opBF16}
+				} else {
+					if err := be.launch("lm_dz", [3]uint32{uint32(rn), 1, 1}, [3]uint32{blockRow, 1, 1}, 0,
+						z, int32(cn), int32(c0), tp+devPtr(4*r0), v[2].ptr+devPtr(4*r0), off(gep), v[6].ptr+devPtr(4*r0), off(ep)); err != nil {
+						return err
+					}
+					if dz, err = be.prep(sc, z, int64(rn)*int64(cn)); err != nil {
+						return err
+					}
 				}
 				if v[0] != nil {
 					if err := be.gemm(sc, gemmCall{m: rn, n: s.Dim, k: cn, alpha: scale, beta: 1,

@@ -24,7 +24,7 @@ var kernelNames = []string{
 	"swiglu_fwd", "swiglu_bwd",
 	"attn_fwd", "attn_decode_partial", "attn_decode_combine", "attn_bwd_dot", "attn_bwd_dq", "attn_bwd_dkdv",
 	"attn_fwd_tc64", "attn_fwd_tc128", "attn_bwd_dq_tc64", "attn_bwd_dq_tc128", "attn_bwd_dkdv_tc64", "attn_bwd_dkdv_tc128",
-	"lm_init", "lm_stats", "lm_finish", "lm_dz",
+	"lm_init", "lm_stats", "lm_finish", "lm_dz", "lm_dz_bf16",
 	"sgemm_tiled", "adamw", "sumsq",
 }
 

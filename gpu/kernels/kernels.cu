@@ -1171,6 +1171,33 @@ extern "C" __global__ void lm_dz(float* z, int nc, int c0, const int* targets, c
   }
 }
 
+// lm_dz_bf16 is lm_dz writing dL/dz rounded to bfloat16 (to nearest even,
+// as f32_to_bf16) into dz [nr, nc] instead of float32 in place: the
+// operand of the two backward products in BF16 precision, without a
+// separate rounding pass over the chunk. Bit for bit what lm_dz followed
+// by f32_to_bf16 gives.
+extern "C" __global__ void lm_dz_bf16(__nv_bfloat16* dz, const float* z, int nc, int c0, const int* targets, const float* dlogp,
+                                      const float* dentropy, const float* lse, const float* entropy) {
+  int r = blockIdx.x;
+  const float* row = z + (long long)r * nc;
+  __nv_bfloat16* out = dz + (long long)r * nc;
+  int tg = targets[r];
+  float gL = tg >= 0 ? dlogp[r] : 0.f;
+  float gH = 0.f, H = 0.f;
+  if (dentropy != 0) {
+    gH = dentropy[r];
+    H = entropy[r];
+  }
+  float l = lse[r];
+  for (int j = threadIdx.x; j < nc; j += blockDim.x) {
+    float x = row[j];
+    float p = expf(x - l);
+    float d = -gL * p - gH * p * ((x - l) + H);
+    if (c0 + j == tg) d += gL;
+    out[j] = __float2bfloat16_rn(d);
+  }
+}
+
 // ---- fallback GEMM ----------------------------------------------------------
 
 // sgemm_tiled is the GEMM used when no cuBLAS library can be loaded:

@@ -254,15 +254,25 @@ static void checkLMHead() {
   report("lm logp", lp, rlp, 1e-5);
   report("lm entropy", ent, rent, 1e-5);
   report("lm lse", lse, rlse, 1e-5);
+  // lm_dz_bf16 must be lm_dz followed by f32_to_bf16, bit for bit.
+  size_t bf16Diff = 0;
+  std::vector<__nv_bfloat16> zb((size_t)rows * nc), zr((size_t)rows * nc);
   for (int c0 = 0; c0 < vocab; c0 += nc) {
     int cn = std::min(nc, vocab - c0);
     for (int r = 0; r < rows; r++)
       for (int j = 0; j < cn; j++) chunk[(size_t)r * cn + j] = (float)z[(size_t)r * vocab + c0 + j];
+    emu_launch({(unsigned)rows}, {64}, 0,
+               [&] { lm_dz_bf16(zb.data(), chunk.data(), cn, c0, tg.data(), gl.data(), ge.data(), lse.data(), ent.data()); });
     emu_launch({(unsigned)rows}, {64}, 0, [&] { lm_dz(chunk.data(), cn, c0, tg.data(), gl.data(), ge.data(), lse.data(), ent.data()); });
+    long long n = (long long)rows * cn;
+    emu_launch({2}, {256}, 0, [&] { f32_to_bf16(zr.data(), chunk.data(), n); });
+    for (long long i = 0; i < n; i++) bf16Diff += zb[i].bits != zr[i].bits;
     for (int r = 0; r < rows; r++)
       for (int j = 0; j < cn; j++) dz[(size_t)r * vocab + c0 + j] = chunk[(size_t)r * cn + j];
   }
   report("lm dz", dz, rdz, 1e-5);
+  printf("%-34s %zu of %d elements differ%s\n", "lm dz bf16 = bf16(lm dz)", bf16Diff, rows * vocab, bf16Diff ? "  FAIL" : "");
+  if (bf16Diff) failures++;
 }
 
 static void checkRowKernels() {
