@@ -48,6 +48,10 @@ type Model struct {
 	loraEpoch uint64
 	devOpt    *DeviceAdamW // the optimizer of a training state on the backend, freed by Close
 	gen       *generator
+	// checkpoint: a forward with gradients keeps each layer's input only,
+	// and the backward recomputes the layer from it (activation
+	// checkpointing). Under mu.
+	checkpoint bool
 }
 
 // ModelOption configures New and Load.
@@ -59,6 +63,7 @@ type modelOptions struct {
 	decode      func([]int) string
 	seed        uint64
 	backendInit bool
+	checkpoint  bool
 }
 
 // WithBackend runs the model on be instead of the default CPU backend:
@@ -94,6 +99,20 @@ func WithSamplerSeed(seed uint64) ModelOption { return func(o *modelOptions) { o
 // for (Params, Save, Clone). A backend without an Initializer makes New
 // fail with an error wrapping errors.ErrUnsupported. Load ignores it.
 func WithBackendInit() ModelOption { return func(o *modelOptions) { o.backendInit = true } }
+
+// WithActivationCheckpointing makes a forward with gradients keep only
+// each decoder layer's input, and the backward recompute the layer's
+// forward from it before going back through it (activation
+// checkpointing, torch.utils.checkpoint per layer as transformers'
+// gradient_checkpointing_enable does). The activations held between a
+// forward and its backward shrink from every layer's (≈ 14 values per
+// hidden unit and token in a Qwen3 layer, more with a wide MLP) to one
+// hidden vector per layer and token, plus one layer's at a time during
+// the backward; the price is a second forward of the layers. Gradients
+// are the same bit for bit as without it on a backend whose kernels are
+// deterministic (the CPU's; the GPU's but the embedding's scatter-add).
+// SetActivationCheckpointing changes it later.
+func WithActivationCheckpointing() ModelOption { return func(o *modelOptions) { o.checkpoint = true } }
 
 func buildOptions(opts []ModelOption) modelOptions {
 	o := modelOptions{maxSessions: 64}
@@ -175,7 +194,16 @@ func newModel(cfg Config, o modelOptions) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Model{cfg: cfg, be: o.be, net: net, w: w, eos: slices.Clone(cfg.EOSTokenIDs), gen: newGenerator(o)}, nil
+	return &Model{cfg: cfg, be: o.be, net: net, w: w, eos: slices.Clone(cfg.EOSTokenIDs), gen: newGenerator(o), checkpoint: o.checkpoint}, nil
+}
+
+// SetActivationCheckpointing turns activation checkpointing on or off for
+// the forward passes that follow (see WithActivationCheckpointing); a
+// backward follows its own forward's choice.
+func (m *Model) SetActivationCheckpointing(on bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.checkpoint = on
 }
 
 // Close releases the model's device memory: its weights, gradients and

@@ -55,7 +55,9 @@ func (m *Model) Logits(ids []int) (*tensor.Dense, error) {
 // newPass returns a tape over the model's backend; LoRA adapters take
 // part when one is attached and not merged. The caller holds m.mu.
 func (m *Model) newPass(train bool) *pass {
-	return newPass(m.be, train, m.lora != nil && !m.lora.merged)
+	tp := newPass(m.be, train, m.lora != nil && !m.lora.merged)
+	tp.checkpoint = train && m.checkpoint
+	return tp
 }
 
 // packedBatch is a TokenBatch laid out as one packed sequence of rows.

@@ -298,13 +298,15 @@ func (l *decoderLayer) projection(slot int) *linear {
 	return [numLoRASlots]*linear{&l.attn.q, &l.attn.k, &l.attn.v, &l.attn.o, &l.mlp.gate, &l.mlp.up, &l.mlp.down}[slot]
 }
 
-// residual adds a branch's output h to the residual stream x: in place
-// when the pass keeps nothing, else into a new buffer (the backward reads
-// x).
+// residual adds a branch's output h to the residual stream x, in place:
+// into x when the pass keeps nothing, else into h (the backward reads x,
+// the input of the block's norm, but never a branch's output — the
+// output projections save their inputs, not their outputs), so that no
+// buffer is allocated for the sum.
 func (tp *pass) residual(x, h backend.Buffer) backend.Buffer {
 	out := x
 	if tp.train {
-		out = tp.alloc(x.Len())
+		out = h
 	}
 	tp.do("residual", func() error { return tp.be.Add(out, x, h) })
 	return out
@@ -378,9 +380,12 @@ type transformer struct {
 	head   lmHead
 }
 
-// hiddenSaved is what the decoder's backward reads.
+// hiddenSaved is what the decoder's backward reads: every layer's saved
+// activations, or with activation checkpointing every layer's input only
+// (inputs), from which the backward recomputes the rest.
 type hiddenSaved struct {
 	layers []layerSaved
+	inputs []backend.Buffer
 	norm   normSaved
 }
 
@@ -390,24 +395,36 @@ type hiddenSaved struct {
 func (t *transformer) hidden(tp *pass, ids []int32, r *rows, s *hiddenSaved) backend.Buffer {
 	x := t.embed.forward(tp, ids)
 	var scratch layerSaved
-	if tp.train {
+	keep := tp.train && !tp.checkpoint // every layer's activations stay for the backward
+	switch {
+	case keep:
 		s.layers = make([]layerSaved, len(t.layers))
+	case tp.train:
+		s.inputs = make([]backend.Buffer, len(t.layers))
 	}
 	for i := range t.layers {
 		l := &t.layers[i]
 		ls := &scratch
-		if tp.train {
+		if keep {
 			ls = &s.layers[i]
+		} else if tp.train {
+			s.inputs[i] = x
+			scratch = layerSaved{}
 		}
 		tp.checkCtx()
 		mark := tp.mark()
 		tp.where = l.where
 		x = l.forward(tp, x, r, ls)
-		if !tp.train {
+		if !keep {
+			// The layer's buffers serve the next one; a checkpointed
+			// pass keeps the output, the next layer's input.
 			tp.recycle(mark, x)
 		}
 	}
 	tp.where = ""
+	if tp.train && !keep {
+		tp.releaseSpare() // the recycled layer buffers: the backward makes its own
+	}
 	return t.norm.forward(tp, x, r.n, &s.norm)
 }
 
@@ -421,7 +438,18 @@ func (t *transformer) hiddenBackward(tp *pass, s *hiddenSaved, dh backend.Buffer
 		tp.checkCtx()
 		mark := tp.mark()
 		tp.where = l.where
-		l.backward(tp, &s.layers[i], dx, r)
+		ls := &layerSaved{}
+		if s.inputs != nil {
+			// Activation checkpointing: the layer's forward again, from
+			// its saved input, keeping what its backward reads.
+			train := tp.train
+			tp.train = true
+			l.forward(tp, s.inputs[i], r, ls)
+			tp.train = train
+		} else {
+			ls = &s.layers[i]
+		}
+		l.backward(tp, ls, dx, r)
 		tp.recycle(mark)
 	}
 	tp.where = ""

@@ -23,9 +23,12 @@ type pass struct {
 	be    backend.Backend
 	train bool
 	lora  bool
-	bufs  []backend.Buffer
-	err   error
-	where string // prefixed to errors, e.g. "layer 3"
+	// checkpoint (with train): the decoder keeps each layer's input only;
+	// the backward recomputes the layer (activation checkpointing).
+	checkpoint bool
+	bufs       []backend.Buffer
+	err        error
+	where      string // prefixed to errors, e.g. "layer 3"
 	// spare holds recycled buffers by length; zeroed records the
 	// buffers known to hold zeros (fresh from Alloc).
 	spare  map[int][]backend.Buffer
@@ -154,6 +157,18 @@ outer:
 		tp.spare[b.Len()] = append(tp.spare[b.Len()], b)
 	}
 	tp.bufs = kept
+}
+
+// releaseSpare frees the recycled buffers no later operation of the tape
+// will take (the layers of a checkpointed forward are done; its backward
+// runs on a tape of its own).
+func (tp *pass) releaseSpare() {
+	for _, list := range tp.spare {
+		for _, b := range list {
+			_ = tp.be.Free(b)
+		}
+	}
+	tp.spare = nil
 }
 
 // free releases every buffer of the tape.

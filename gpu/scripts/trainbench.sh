@@ -14,10 +14,12 @@
 #   bash gpu/scripts/trainbench.sh [output-dir] [trainbench flags...]
 #
 # It writes device.txt (nvidia-smi, the libraries found), trainbench.md
-# (the report, also printed) and trainbench.log (progress) to output-dir
-# (default: $OUT when set, else ./trainbench-out). Flags after the folder
-# go to trainbench, e.g. -shapes qwen3-4b or -check=false. It exits
-# non-zero when the log-prob check fails or the program does.
+# (the report, also printed), trainbench-checkpoint.md (Qwen3-4B again,
+# agentrl alone with activation checkpointing) and trainbench.log
+# (progress) to output-dir (default: $OUT when set, else
+# ./trainbench-out). Flags after the folder go to the first run, e.g.
+# -shapes qwen3-4b or -check=false. It exits non-zero when the log-prob
+# check fails or the program does.
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out="${1:-${OUT:-./trainbench-out}}"
@@ -73,4 +75,14 @@ fi
 } >"$out/device.txt" 2>&1
 cat "$out/device.txt"
 
-"$bin" -kernels -out "$out" "$@" 2> >(tee "$out/trainbench.log" >&2)
+status=0
+"$bin" -kernels -out "$out" "$@" 2> >(tee "$out/trainbench.log" >&2) || status=$?
+
+# Qwen3-4B again with activation checkpointing, agentrl alone: the memory
+# a full fine-tune needs at this batch when each layer is recomputed in
+# the backward (skip with TRAINBENCH_CHECKPOINT=0).
+if [ "${TRAINBENCH_CHECKPOINT:-1}" != 0 ]; then
+	echo
+	"$bin" -shapes qwen3-4b -checkpoint -torch "" -check=false 2>>"$out/trainbench.log" | tee "$out/trainbench-checkpoint.md" || status=$?
+fi
+exit $status

@@ -112,8 +112,12 @@ type trainer struct {
 // newTrainer makes the shape's model with random weights drawn on the
 // device (policy.WithBackendInit), AdamW with its state on the device,
 // and a batch of random tokens.
-func newTrainer(be backend.Backend, s shape, seed uint64) (*trainer, error) {
-	m, err := policy.New(s.cfg, seed, policy.WithBackend(be), policy.WithBackendInit())
+func newTrainer(be backend.Backend, s shape, seed uint64, checkpoint bool) (*trainer, error) {
+	opts := []policy.ModelOption{policy.WithBackend(be), policy.WithBackendInit()}
+	if checkpoint {
+		opts = append(opts, policy.WithActivationCheckpointing())
+	}
+	m, err := policy.New(s.cfg, seed, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +220,7 @@ func timeAgentrl(ctx context.Context, o options, s shape) (r runResult, err erro
 		}
 	}
 	o.logf("%s: agentrl on %s, %d × %d tokens", s.name, be.Name(), s.seqs, s.seqLen)
-	tr, err := newTrainer(be, s, o.seed)
+	tr, err := newTrainer(be, s, o.seed, o.ckpt)
 	if err != nil {
 		return r, err
 	}
@@ -276,7 +280,7 @@ func profileAgentrl(ctx context.Context, o options, s shape) (ks []gpu.KernelTim
 	}
 	defer func() { err = errors.Join(err, closeBackend(be)) }()
 	g := be.(gpuBackend)
-	tr, err := newTrainer(be, s, o.seed)
+	tr, err := newTrainer(be, s, o.seed, o.ckpt)
 	if err != nil {
 		return nil, err
 	}

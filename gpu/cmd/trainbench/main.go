@@ -38,8 +38,10 @@
 //	go build -tags agentrl_cuda -o gpu/trainbench ./gpu/cmd/trainbench
 //	./gpu/trainbench -kernels -out "$OUT"
 //
-// -device cpu runs agentrl's side on the CPU backend instead (with
-// -shapes tiny, a check of the program itself).
+// -checkpoint trains agentrl's side with activation checkpointing (each
+// layer's forward recomputed in the backward: less memory, one more
+// forward of the layers). -device cpu runs agentrl's side on the CPU
+// backend instead (with -shapes tiny, a check of the program itself).
 package main
 
 import (
@@ -68,6 +70,7 @@ type options struct {
 	seed      uint64
 	peak      float64 // FLOP/s of the device
 	kernels   bool
+	ckpt      bool   // agentrl with activation checkpointing
 	torch     string // the PyTorch side's command; "" skips it
 	check     bool
 	checkSh   shape
@@ -94,6 +97,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the weights and tokens")
 	fs.Float64Var(&o.peak, "peak", 989e12, "the device's dense bf16 FLOP/s, for MFU (verl's H100/H200 figure)")
 	fs.BoolVar(&o.kernels, "kernels", false, "also profile one step per shape and print the device time of each kernel")
+	fs.BoolVar(&o.ckpt, "checkpoint", false, "train agentrl's side with activation checkpointing (policy.WithActivationCheckpointing)")
 	fs.StringVar(&o.torch, "torch", "python3 gpu/scripts/torch_train_bench.py", "the PyTorch side's command (the shape's flags are appended); empty skips it")
 	fs.BoolVar(&o.check, "check", true, "run the log-prob check against transformers")
 	checkShape := fs.String("check-shape", "qwen3-0.6b", "the shape of the log-prob check's model")

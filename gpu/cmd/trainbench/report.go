@@ -12,7 +12,11 @@ func report(o options, results []shapeResult, checks []checkResult, checkErr err
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	p("## trainbench, %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))
-	p("agentrl on %s, precision %v; step = forward (log-probs on the host) + backward of the token-mean NLL + grad-norm clip 1.0 + AdamW (state on the device); median of %d steps after %d warm-up; MFU against %.0f TFLOP/s.\n", o.device, o.precision, o.steps, o.warmup, o.peak/1e12)
+	ck := ""
+	if o.ckpt {
+		ck = ", activation checkpointing"
+	}
+	p("agentrl on %s, precision %v%s; step = forward (log-probs on the host) + backward of the token-mean NLL + grad-norm clip 1.0 + AdamW (state on the device); median of %d steps after %d warm-up; MFU against %.0f TFLOP/s.\n", o.device, o.precision, ck, o.steps, o.warmup, o.peak/1e12)
 	for _, r := range results {
 		if r.torch.version != "" {
 			p("PyTorch: %s; transformers Qwen3ForCausalLM, float32 master weights, autocast bf16, SDPA, fused AdamW, the same batch.\n", r.torch.version)
