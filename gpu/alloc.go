@@ -55,6 +55,11 @@ type CacheStats struct {
 	// current copy, WeightConversions the copies made: a weight's first
 	// use, and its first use after each write.
 	WeightBytes, WeightHits, WeightConversions uint64
+	// PeakInUse is the most InUse has been since New or the last
+	// ResetPeak (the counterpart of torch.cuda.max_memory_allocated),
+	// PeakReserved the most InUse + Cached has been (the memory taken
+	// from the device, torch.cuda.max_memory_reserved).
+	PeakInUse, PeakReserved uint64
 }
 
 // cache is a caching device allocator: freed blocks are kept in per-size
@@ -88,6 +93,7 @@ func (c *cache) get(n uint64) (devPtr, error) {
 		c.stats.Hits++
 		c.live[p] = size
 		c.stats.InUse += size
+		c.stats.PeakInUse = max(c.stats.PeakInUse, c.stats.InUse)
 		return p, nil
 	}
 	p, err := c.src.alloc(size)
@@ -104,7 +110,15 @@ func (c *cache) get(n uint64) (devPtr, error) {
 	c.stats.DeviceAllocs++
 	c.live[p] = size
 	c.stats.InUse += size
+	c.stats.PeakInUse = max(c.stats.PeakInUse, c.stats.InUse)
+	c.stats.PeakReserved = max(c.stats.PeakReserved, c.stats.InUse+c.stats.Cached)
 	return p, nil
+}
+
+// resetPeak starts the peaks over from the present use.
+func (c *cache) resetPeak() {
+	c.stats.PeakInUse = c.stats.InUse
+	c.stats.PeakReserved = c.stats.InUse + c.stats.Cached
 }
 
 // put returns a block from get to the cache (or to the device when the

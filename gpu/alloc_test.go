@@ -66,7 +66,7 @@ func TestCacheReusesFreedBlocks(t *testing.T) {
 	b, err := c.get(700) // also 1024
 	require.NoError(t, err)
 	require.NotEqual(t, a, b)
-	require.Equal(t, CacheStats{InUse: 2048, DeviceAllocs: 2}, c.stats)
+	require.Equal(t, CacheStats{InUse: 2048, DeviceAllocs: 2, PeakInUse: 2048, PeakReserved: 2048}, c.stats)
 
 	require.NoError(t, c.put(a))
 	require.Equal(t, uint64(1024), c.stats.Cached)
@@ -90,6 +90,44 @@ func TestCacheReusesFreedBlocks(t *testing.T) {
 	require.Error(t, c.put(0xdead), "unknown pointers are rejected")
 	require.NoError(t, c.put(b))
 	require.Error(t, c.put(b), "a second put of the same block is rejected")
+}
+
+// TestCachePeaks follows the peaks through a sequence whose values are
+// worked out by hand: blocks of 1 KiB (a), 2 KiB (b), a freed (cached),
+// 1 KiB again (served from the cache), a reset, then 4 KiB (c).
+func TestCachePeaks(t *testing.T) {
+	c := newCache(newFake(1<<30), 1<<62)
+	steps := []struct {
+		name             string
+		do               func() error
+		inUse, peakInUse uint64
+		peakReserved     uint64
+	}{
+		{"a 1 KiB", func() error { _, err := c.get(1024); return err }, 1024, 1024, 1024},
+		{"b 2 KiB", func() error { _, err := c.get(2048); return err }, 3072, 3072, 3072},
+		{"free a", func() error { return c.put(c.anyLive(1024)) }, 2048, 3072, 3072},
+		{"1 KiB from the cache", func() error { _, err := c.get(1000); return err }, 3072, 3072, 3072},
+		{"reset", func() error { c.resetPeak(); return nil }, 3072, 3072, 3072},
+		{"free b", func() error { return c.put(c.anyLive(2048)) }, 1024, 3072, 3072},
+		{"reset again", func() error { c.resetPeak(); return nil }, 1024, 1024, 3072},
+		{"c 4 KiB", func() error { _, err := c.get(4096); return err }, 5120, 5120, 7168},
+	}
+	for _, s := range steps {
+		require.NoError(t, s.do(), s.name)
+		require.Equal(t, s.inUse, c.stats.InUse, s.name)
+		require.Equal(t, s.peakInUse, c.stats.PeakInUse, s.name)
+		require.Equal(t, s.peakReserved, c.stats.PeakReserved, s.name)
+	}
+}
+
+// anyLive returns a live block of size bytes (tests only).
+func (c *cache) anyLive(size uint64) devPtr {
+	for p, s := range c.live {
+		if s == size {
+			return p
+		}
+	}
+	return 0
 }
 
 func TestCacheLimitReturnsBlocksToDevice(t *testing.T) {

@@ -44,6 +44,12 @@ typedef struct {
 	CUresult (*p_launch)(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
 		unsigned int, CUstream, void**, void**);
 	CUresult (*p_errorString)(CUresult, const char**);
+	// Events, for profiles only: optional, so that a driver without them
+	// still runs everything else.
+	CUresult (*p_eventCreate)(CUevent*, unsigned int);
+	CUresult (*p_eventRecord)(CUevent, CUstream);
+	CUresult (*p_eventElapsed)(float*, CUevent, CUevent);
+	CUresult (*p_eventDestroy)(CUevent);
 } drv_t;
 
 #define DRV_SYM(field, name) if ((d->field = (void*)dlsym(d->lib, name)) == NULL) { *missing = name; return 0; }
@@ -80,8 +86,20 @@ static int drv_open(drv_t* d, const char* libname, const char** missing) {
 	DRV_SYM(p_funcSetAttr, "cuFuncSetAttribute")
 	DRV_SYM(p_launch, "cuLaunchKernel")
 	DRV_SYM(p_errorString, "cuGetErrorString")
+	d->p_eventCreate = (void*)dlsym(d->lib, "cuEventCreate");
+	d->p_eventRecord = (void*)dlsym(d->lib, "cuEventRecord");
+	d->p_eventElapsed = (void*)dlsym(d->lib, "cuEventElapsedTime");
+	d->p_eventDestroy = (void*)dlsym(d->lib, "cuEventDestroy_v2");
 	return 1;
 }
+
+static int drv_has_events(drv_t* d) {
+	return d->p_eventCreate != NULL && d->p_eventRecord != NULL && d->p_eventElapsed != NULL && d->p_eventDestroy != NULL;
+}
+static int drv_event_create(drv_t* d, CUevent* e) { return d->p_eventCreate(e, CU_EVENT_DEFAULT); }
+static int drv_event_record(drv_t* d, CUevent e, CUstream s) { return d->p_eventRecord(e, s); }
+static int drv_event_elapsed(drv_t* d, float* ms, CUevent a, CUevent b) { return d->p_eventElapsed(ms, a, b); }
+static int drv_event_destroy(drv_t* d, CUevent e) { return d->p_eventDestroy(e); }
 
 static const char* drv_error_string(drv_t* d, int code) {
 	const char* s = NULL;
@@ -288,11 +306,29 @@ type Backend struct {
 	name    string
 	closed  atomic.Bool
 	stats   atomic.Pointer[CacheStats]
+	// counters and prof belong to the worker thread (Counters and
+	// Profile read them there).
+	counters Counters
+	prof     profiler
+}
+
+// profiler holds the events of a profile (WithProfile): a pair per
+// recorded call, read and recycled by Profile.
+type profiler struct {
+	pending []profiledCall
+	spare   []C.CUevent
+}
+
+// profiledCall is one call between two recorded events.
+type profiledCall struct {
+	name       string
+	start, end C.CUevent
 }
 
 var (
-	_ backend.Backend   = (*Backend)(nil)
-	_ backend.Optimizer = (*Backend)(nil)
+	_ backend.Backend     = (*Backend)(nil)
+	_ backend.Optimizer   = (*Backend)(nil)
+	_ backend.Initializer = (*Backend)(nil)
 )
 
 // New opens the CUDA driver, retains the primary context of the selected
@@ -314,7 +350,8 @@ func New(ctx context.Context, opts ...Option) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	be := &Backend{cfg: cfg, w: newWorker(), dr: dr, fn: map[string]C.CUfunction{}, weights: newWeightCache()}
+	be := &Backend{cfg: cfg, w: newWorker(), dr: dr, fn: map[string]C.CUfunction{}, weights: newWeightCache(),
+		counters: Counters{Kernels: map[string]uint64{}}}
 	be.stats.Store(&CacheStats{})
 	if err := be.w.do(be.open); err != nil {
 		// Release what open got before it failed (a context, a stream …).
@@ -370,6 +407,9 @@ func (be *Backend) open() error {
 	}
 	if err := be.dr.check("cuStreamCreate", C.drv_stream_create(d, &be.stream)); err != nil {
 		return err
+	}
+	if be.cfg.profile && C.drv_has_events(d) == 0 {
+		return fmt.Errorf("%w: WithProfile needs the driver's event calls (cuEventCreate, cuEventRecord, cuEventElapsedTime, cuEventDestroy_v2)", ErrNoDriver)
 	}
 	be.cache = newCache(rawDevice{be}, uint64(be.cfg.cacheLimit))
 	ptx := ptxFor(major)
@@ -442,6 +482,13 @@ func (be *Backend) teardown() error {
 	if be.stream != nil {
 		errs = append(errs, be.dr.check("cuStreamSynchronize", C.drv_stream_sync(d, be.stream)))
 	}
+	for _, c := range be.prof.pending {
+		be.prof.spare = append(be.prof.spare, c.start, c.end)
+	}
+	for _, e := range be.prof.spare {
+		errs = append(errs, be.dr.check("cuEventDestroy", C.drv_event_destroy(d, e)))
+	}
+	be.prof = profiler{}
 	if be.cache != nil {
 		errs = append(errs, be.cache.release())
 	}
@@ -506,6 +553,7 @@ func (be *Backend) runW(outs []*buffer, f func() error) error {
 type rawDevice struct{ be *Backend }
 
 func (r rawDevice) alloc(bytes uint64) (devPtr, error) {
+	r.be.counters.DeviceAllocs++
 	var p C.ulonglong
 	code := C.drv_mem_alloc(r.be.dr.d, &p, C.size_t(bytes))
 	if code == C.CU_OOM {
@@ -518,6 +566,7 @@ func (r rawDevice) alloc(bytes uint64) (devPtr, error) {
 }
 
 func (r rawDevice) free(p devPtr) error {
+	r.be.counters.DeviceFrees++
 	return r.be.dr.check("cuMemFree", C.drv_mem_free(r.be.dr.d, C.ulonglong(p)))
 }
 
@@ -595,7 +644,7 @@ func (be *Backend) Download(dst []float32, src backend.Buffer, off int) error {
 	return be.run(func() error {
 		// cuMemcpyDtoH runs on the legacy stream, which waits for the
 		// Backend's (blocking) stream: the kernels that wrote src finish first.
-		return be.dr.check("cuMemcpyDtoH", C.drv_dtoh(be.dr.d, unsafe.Pointer(&dst[0]), C.ulonglong(s.ptr+devPtr(4*off)), C.size_t(4*len(dst))))
+		return be.dtoh(dst, s.ptr+devPtr(4*off))
 	})
 }
 
@@ -647,7 +696,11 @@ func (be *Backend) memset(p devPtr, val float32, n int) error {
 }
 
 func (be *Backend) htod(dst devPtr, src unsafe.Pointer, bytes int) error {
-	return be.dr.check("cuMemcpyHtoD", C.drv_htod(be.dr.d, C.ulonglong(dst), src, C.size_t(bytes)))
+	be.counters.HtoD++
+	be.counters.HtoDBytes += uint64(bytes)
+	return be.profiled("memcpy HtoD", func() error {
+		return be.dr.check("cuMemcpyHtoD", C.drv_htod(be.dr.d, C.ulonglong(dst), src, C.size_t(bytes)))
+	})
 }
 
 // scratch is temporary device memory of one call, returned by done.
@@ -712,9 +765,13 @@ func (be *Backend) launch(name string, grid, block [3]uint32, smem int, args ...
 	if !ok {
 		return fmt.Errorf("gpu: kernel %s not loaded", name)
 	}
-	code := C.drv_launch(be.dr.d, f, C.uint(grid[0]), C.uint(grid[1]), C.uint(grid[2]), C.uint(block[0]), C.uint(block[1]), C.uint(block[2]),
-		C.uint(smem), be.stream, (*C.char)(unsafe.Pointer(&buf[0])), (*C.int)(unsafe.Pointer(&offs[0])), C.int(len(offs)))
-	return be.dr.check("cuLaunchKernel("+name+")", code)
+	be.counters.Launches++
+	be.counters.Kernels[name]++
+	return be.profiled(name, func() error {
+		code := C.drv_launch(be.dr.d, f, C.uint(grid[0]), C.uint(grid[1]), C.uint(grid[2]), C.uint(block[0]), C.uint(block[1]), C.uint(block[2]),
+			C.uint(smem), be.stream, (*C.char)(unsafe.Pointer(&buf[0])), (*C.int)(unsafe.Pointer(&offs[0])), C.int(len(offs)))
+		return be.dr.check("cuLaunchKernel("+name+")", code)
+	})
 }
 
 // elementwise launches a grid-stride kernel over n elements.
@@ -854,10 +911,13 @@ func (be *Backend) gemm(s *scratch, g gemmCall) error {
 		}
 		// Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ:
 		// swap the operands and the dimensions M and N.
-		code := C.blas_gemm(be.blas.b, cbool(g.tB), cbool(g.tA), C.int(g.n), C.int(g.m), C.int(g.k), C.float(g.alpha),
-			C.ulonglong(b.ptr), atype, C.int(g.ldb), C.longlong(g.sB), C.ulonglong(a.ptr), C.int(g.lda), C.longlong(g.sA),
-			C.float(g.beta), C.ulonglong(g.c), C.int(g.ldc), C.longlong(g.sC), C.int(batch), compute)
-		return blasCheck("cublasGemmEx", code)
+		be.counters.Gemms++
+		return be.profiled(gemmLabel(atype == C.TYPE_BF16, g.tA, g.tB), func() error {
+			code := C.blas_gemm(be.blas.b, cbool(g.tB), cbool(g.tA), C.int(g.n), C.int(g.m), C.int(g.k), C.float(g.alpha),
+				C.ulonglong(b.ptr), atype, C.int(g.ldb), C.longlong(g.sB), C.ulonglong(a.ptr), C.int(g.lda), C.longlong(g.sA),
+				C.float(g.beta), C.ulonglong(g.c), C.int(g.ldc), C.longlong(g.sC), C.int(batch), compute)
+			return blasCheck("cublasGemmEx", code)
+		})
 	}
 	grid := [3]uint32{uint32((g.n + gemmTile - 1) / gemmTile), uint32((g.m + gemmTile - 1) / gemmTile), uint32(batch)}
 	return be.launch("sgemm_tiled", grid, [3]uint32{gemmTile, gemmTile, 1}, 0,
@@ -881,12 +941,115 @@ func b2i(b bool) int32 {
 
 // dtoh copies len(dst) float32 values from device address src.
 func (be *Backend) dtoh(dst []float32, src devPtr) error {
-	return be.dr.check("cuMemcpyDtoH", C.drv_dtoh(be.dr.d, unsafe.Pointer(&dst[0]), C.ulonglong(src), C.size_t(4*len(dst))))
+	be.counters.DtoH++
+	be.counters.DtoHBytes += uint64(4 * len(dst))
+	return be.profiled("memcpy DtoH", func() error {
+		return be.dr.check("cuMemcpyDtoH", C.drv_dtoh(be.dr.d, unsafe.Pointer(&dst[0]), C.ulonglong(src), C.size_t(4*len(dst))))
+	})
 }
 
 // Synchronize waits until every queued kernel and copy of the Backend has
 // finished (kernels run asynchronously; Download waits by itself). It is
 // what benchmarks call to time device work.
-func (be *Backend) Synchronize() error {
-	return be.run(func() error { return be.dr.check("cuStreamSynchronize", C.drv_stream_sync(be.dr.d, be.stream)) })
+func (be *Backend) Synchronize() error { return be.run(be.sync) }
+
+// sync waits for the stream on the worker thread.
+func (be *Backend) sync() error {
+	be.counters.StreamSyncs++
+	return be.dr.check("cuStreamSynchronize", C.drv_stream_sync(be.dr.d, be.stream))
+}
+
+// profiled runs call, between two events recorded on the stream when the
+// Backend profiles (WithProfile).
+func (be *Backend) profiled(name string, call func() error) error {
+	if !be.cfg.profile {
+		return call()
+	}
+	start, err := be.event()
+	if err != nil {
+		return err
+	}
+	if err := be.dr.check("cuEventRecord", C.drv_event_record(be.dr.d, start, be.stream)); err != nil {
+		return err
+	}
+	if err := call(); err != nil {
+		be.prof.spare = append(be.prof.spare, start)
+		return err
+	}
+	end, err := be.event()
+	if err != nil {
+		return err
+	}
+	if err := be.dr.check("cuEventRecord", C.drv_event_record(be.dr.d, end, be.stream)); err != nil {
+		return err
+	}
+	be.prof.pending = append(be.prof.pending, profiledCall{name: name, start: start, end: end})
+	return nil
+}
+
+// event returns a spare event or a new one.
+func (be *Backend) event() (C.CUevent, error) {
+	if n := len(be.prof.spare); n > 0 {
+		e := be.prof.spare[n-1]
+		be.prof.spare = be.prof.spare[:n-1]
+		return e, nil
+	}
+	var e C.CUevent
+	return e, be.dr.check("cuEventCreate", C.drv_event_create(be.dr.d, &e))
+}
+
+// Profile waits for the device and returns the device time of every
+// kernel, cuBLAS product and copy recorded since New or the last
+// Profile, summed by name, largest first; the record starts over. The
+// Backend must have been created WithProfile(true). Recording costs two
+// events per call, so a profiled run is not for headline timings.
+func (be *Backend) Profile() ([]KernelTime, error) {
+	if !be.cfg.profile {
+		return nil, fmt.Errorf("gpu: Profile needs a Backend made WithProfile(true)")
+	}
+	var spans []profileSpan
+	err := be.run(func() error {
+		if err := be.sync(); err != nil {
+			return err
+		}
+		for _, c := range be.prof.pending {
+			var ms C.float
+			if err := be.dr.check("cuEventElapsedTime", C.drv_event_elapsed(be.dr.d, &ms, c.start, c.end)); err != nil {
+				return err
+			}
+			spans = append(spans, profileSpan{name: c.name, ms: float32(ms)})
+			be.prof.spare = append(be.prof.spare, c.start, c.end)
+		}
+		be.prof.pending = be.prof.pending[:0]
+		return nil
+	})
+	return summarize(spans), err
+}
+
+// Counters returns the counts of driver and cuBLAS calls since New or
+// the last ResetCounters (see Counters).
+func (be *Backend) Counters() (Counters, error) {
+	var c Counters
+	err := be.run(func() error {
+		c = be.counters.clone()
+		return nil
+	})
+	return c, err
+}
+
+// ResetCounters starts the counts over from zero.
+func (be *Backend) ResetCounters() error {
+	return be.run(func() error {
+		be.counters = Counters{Kernels: map[string]uint64{}}
+		return nil
+	})
+}
+
+// ResetPeak starts the allocator's peaks (CacheStats.PeakInUse and
+// PeakReserved) over from the memory in use now.
+func (be *Backend) ResetPeak() error {
+	return be.run(func() error {
+		be.cache.resetPeak()
+		return nil
+	})
 }

@@ -125,7 +125,8 @@ func BenchmarkAttentionForward(b *testing.B) {
 				rng := rand.New(rand.NewPCG(2, 2))
 				q, k, v := benchUpload(b, bb.be, t*a.Heads*a.HeadDim, rng), benchUpload(b, bb.be, t*a.KVHeads*a.HeadDim, rng), benchUpload(b, bb.be, t*a.KVHeads*a.HeadDim, rng)
 				o, l := benchUpload(b, bb.be, t*a.Heads*a.HeadDim, rng), benchUpload(b, bb.be, t*a.Heads, rng)
-				run(b, bb, attnFlops(a, spans), func() error { return bb.be.AttentionForward(a, spans, o, l, q, k, v) })
+				r := seqRows(b, bb.be, t, spans)
+				run(b, bb, attnFlops(a, spans), func() error { return bb.be.AttentionForward(a, r, o, l, q, k, v) })
 			})
 		}
 	}
@@ -141,14 +142,15 @@ func BenchmarkAttentionBackward(b *testing.B) {
 				nq, nk := t*a.Heads*a.HeadDim, t*a.KVHeads*a.HeadDim
 				q, k, v := benchUpload(b, bb.be, nq, rng), benchUpload(b, bb.be, nk, rng), benchUpload(b, bb.be, nk, rng)
 				o, l := benchUpload(b, bb.be, nq, rng), benchUpload(b, bb.be, t*a.Heads, rng)
-				if err := bb.be.AttentionForward(a, spans, o, l, q, k, v); err != nil {
+				r := seqRows(b, bb.be, t, spans)
+				if err := bb.be.AttentionForward(a, r, o, l, q, k, v); err != nil {
 					b.Fatal(err)
 				}
 				do, dq, dk, dv := benchUpload(b, bb.be, nq, rng), benchUpload(b, bb.be, nq, rng), benchUpload(b, bb.be, nk, rng), benchUpload(b, bb.be, nk, rng)
 				// Backward: 5 products of the forward's size (FlashAttention-2's
 				// count; the tensor-core and float32 kernels recompute S and dP
 				// in both the dQ and the dK/dV kernel, 7 products, to avoid atomics).
-				run(b, bb, 2.5*attnFlops(a, spans), func() error { return bb.be.AttentionBackward(a, spans, dq, dk, dv, do, q, k, v, o, l) })
+				run(b, bb, 2.5*attnFlops(a, spans), func() error { return bb.be.AttentionBackward(a, r, dq, dk, dv, do, q, k, v, o, l) })
 			})
 		}
 	}
@@ -169,7 +171,8 @@ func BenchmarkDecode(b *testing.B) {
 			q := benchUpload(b, bb.be, seqs*a.Heads*a.HeadDim, rng)
 			k, v := benchUpload(b, bb.be, seqs*ctx*a.KVHeads*a.HeadDim, rng), benchUpload(b, bb.be, seqs*ctx*a.KVHeads*a.HeadDim, rng)
 			o, l := benchUpload(b, bb.be, seqs*a.Heads*a.HeadDim, rng), benchUpload(b, bb.be, seqs*a.Heads, rng)
-			run(b, bb, 4*seqs*ctx*float64(a.HeadDim*a.Heads), func() error { return bb.be.AttentionForward(a, spans, o, l, q, k, v) })
+			r := seqRows(b, bb.be, seqs, spans)
+			run(b, bb, 4*seqs*ctx*float64(a.HeadDim*a.Heads), func() error { return bb.be.AttentionForward(a, r, o, l, q, k, v) })
 		})
 	}
 }

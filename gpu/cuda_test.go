@@ -117,6 +117,20 @@ func download(t testing.TB, b backend.Backend, buf backend.Buffer) []float32 {
 }
 
 // closeRel requires |got − want| ≤ rel·max|want| element by element.
+// seqRows makes be's Rows of n rows at positions 0…n−1 with spans, freed
+// when the test ends.
+func seqRows(t testing.TB, be backend.Backend, n int, spans []backend.Span) backend.Rows {
+	t.Helper()
+	pos := make([]int32, n)
+	for i := range pos {
+		pos[i] = int32(i)
+	}
+	r, err := be.NewRows(pos, spans)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = be.FreeRows(r) })
+	return r
+}
+
 func closeRel(t *testing.T, name string, got, want []float32, rel float64) {
 	t.Helper()
 	require.Len(t, got, len(want))
@@ -183,8 +197,9 @@ func TestAgainstCPU(t *testing.T) {
 		vg, vc := both(v)
 		og, oc := both(make([]float32, len(q)))
 		lg, lc := both(make([]float32, tq*8))
-		require.NoError(t, g.AttentionForward(a, spans, og, lg, qg, kg, vg))
-		require.NoError(t, c.AttentionForward(a, spans, oc, lc, qc, kc, vc))
+		rg, rc := seqRows(t, g, tq, spans), seqRows(t, c, tq, spans)
+		require.NoError(t, g.AttentionForward(a, rg, og, lg, qg, kg, vg))
+		require.NoError(t, c.AttentionForward(a, rc, oc, lc, qc, kc, vc))
 		closeRel(t, "out", download(t, g, og), download(t, c, oc), 1e-4)
 		closeRel(t, "lse", download(t, g, lg), download(t, c, lc), 1e-5)
 		dout := randn(rng, len(q), 1)
@@ -192,8 +207,8 @@ func TestAgainstCPU(t *testing.T) {
 		dqg, dqc := both(make([]float32, len(q)))
 		dkg, dkc := both(make([]float32, len(k)))
 		dvg, dvc := both(make([]float32, len(v)))
-		require.NoError(t, g.AttentionBackward(a, spans, dqg, dkg, dvg, dog, qg, kg, vg, og, lg))
-		require.NoError(t, c.AttentionBackward(a, spans, dqc, dkc, dvc, doc, qc, kc, vc, oc, lc))
+		require.NoError(t, g.AttentionBackward(a, rg, dqg, dkg, dvg, dog, qg, kg, vg, og, lg))
+		require.NoError(t, c.AttentionBackward(a, rc, dqc, dkc, dvc, doc, qc, kc, vc, oc, lc))
 		closeRel(t, "dq", download(t, g, dqg), download(t, c, dqc), 1e-4)
 		closeRel(t, "dk", download(t, g, dkg), download(t, c, dkc), 1e-4)
 		closeRel(t, "dv", download(t, g, dvg), download(t, c, dvc), 1e-4)
@@ -207,8 +222,8 @@ func TestAgainstCPU(t *testing.T) {
 		vg, vc := both(v)
 		og, oc := both(make([]float32, len(q)))
 		lg, lc := both(make([]float32, 3*8))
-		require.NoError(t, g.AttentionForward(a, spans, og, lg, qg, kg, vg))
-		require.NoError(t, c.AttentionForward(a, spans, oc, lc, qc, kc, vc))
+		require.NoError(t, g.AttentionForward(a, seqRows(t, g, 3, spans), og, lg, qg, kg, vg))
+		require.NoError(t, c.AttentionForward(a, seqRows(t, c, 3, spans), oc, lc, qc, kc, vc))
 		closeRel(t, "out", download(t, g, og), download(t, c, oc), 1e-4)
 		closeRel(t, "lse", download(t, g, lg), download(t, c, lc), 1e-5)
 	})
@@ -282,9 +297,10 @@ func TestAttentionTensorCoresAgainstFP32(t *testing.T) {
 			runOn := func(be *Backend) result {
 				qb, kb, vb, db := upload(t, be, q), upload(t, be, k), upload(t, be, v), upload(t, be, dout)
 				ob, lb := upload(t, be, make([]float32, nq)), upload(t, be, make([]float32, c.tq*a.Heads))
-				require.NoError(t, be.AttentionForward(a, c.spans, ob, lb, qb, kb, vb))
+				r := seqRows(t, be, c.tq, c.spans)
+				require.NoError(t, be.AttentionForward(a, r, ob, lb, qb, kb, vb))
 				dq, dk, dv := upload(t, be, make([]float32, nq)), upload(t, be, make([]float32, nk)), upload(t, be, make([]float32, nk))
-				require.NoError(t, be.AttentionBackward(a, c.spans, dq, dk, dv, db, qb, kb, vb, ob, lb))
+				require.NoError(t, be.AttentionBackward(a, r, dq, dk, dv, db, qb, kb, vb, ob, lb))
 				return result{download(t, be, ob), download(t, be, lb), download(t, be, dq), download(t, be, dk), download(t, be, dv)}
 			}
 			got, want := runOn(tc), runOn(ref)

@@ -62,6 +62,22 @@
 // GEMM kernel takes its place (with bf16-rounded inputs in BF16 mode, the
 // same numerics without tensor cores).
 //
+// A pass's positions and attention spans arrive once per batch as a
+// backend.Rows (NewRows): the backend copies the positions, RoPE's
+// frequencies, the attention tiles and the decode plan to the device at
+// their first use and every layer's RoPE and attention call reuses them,
+// so a training step makes a fixed number of host-to-device copies (9)
+// and host synchronizations (12) whatever its layers (Counters counts
+// them; TestTrainStepStructure holds a step to that under the emulator's
+// fake driver).
+//
+// Instrumentation: Counters and ResetCounters count kernel launches,
+// cuBLAS products, copies and the calls that make the host wait;
+// CacheStats carries the allocator's peaks (PeakInUse, PeakReserved,
+// ResetPeak); a Backend made WithProfile(true) records every kernel,
+// product and copy between two CUDA events, and Profile sums their device
+// time by name. gpu/cmd/trainbench uses all three.
+//
 // Activations are converted per call into scratch memory from the caching
 // allocator. Weights — the W of Linear, LogProbEntropy and Logits — keep
 // their converted copy between calls (WithWeightCache, on by default): it

@@ -160,7 +160,8 @@ func (be *Backend) EmbeddingBackward(dtable, dout backend.Buffer, ids []int32, d
 	})
 }
 
-// RMSNormForward normalizes each row by its root mean square (a block per row).
+// RMSNormForward normalizes each row by its root mean square (a block of
+// rowThreads(dim) threads per row).
 func (be *Backend) RMSNormForward(rows, dim int, eps float32, out, rstd, x, w backend.Buffer) error {
 	v, err := resolveAll(be, "rmsnorm", out, rstd, x, w)
 	if err != nil {
@@ -174,12 +175,13 @@ func (be *Backend) RMSNormForward(rows, dim int, eps float32, out, rstd, x, w ba
 		if v[1] != nil {
 			rp = v[1].ptr
 		}
-		return be.launch("rmsnorm_fwd", [3]uint32{uint32(rows), 1, 1}, [3]uint32{blockRow, 1, 1}, 0,
+		return be.launch("rmsnorm_fwd", [3]uint32{uint32(rows), 1, 1}, [3]uint32{rowThreads(dim), 1, 1}, 0,
 			v[0].ptr, rp, v[2].ptr, v[3].ptr, int32(rows), int32(dim), eps)
 	})
 }
 
-// RMSNormBackward accumulates dx and dw.
+// RMSNormBackward accumulates dx (a block per row) and dw (a
+// deterministic two-stage reduction over the rows: dwPlan).
 func (be *Backend) RMSNormBackward(rows, dim int, dx, dw, dout, x, w, rstd backend.Buffer) error {
 	v, err := resolveAll(be, "rmsnorm backward", dx, dw, dout, x, w, rstd)
 	if err != nil {
@@ -196,64 +198,85 @@ func (be *Backend) RMSNormBackward(rows, dim int, dx, dw, dout, x, w, rstd backe
 	}
 	return be.runW([]*buffer{v[0], v[1]}, func() error {
 		if v[0] != nil {
-			if err := be.launch("rmsnorm_bwd_dx", [3]uint32{uint32(rows), 1, 1}, [3]uint32{blockRow, 1, 1}, 0,
+			if err := be.launch("rmsnorm_bwd_dx", [3]uint32{uint32(rows), 1, 1}, [3]uint32{rowThreads(dim), 1, 1}, 0,
 				v[0].ptr, v[2].ptr, v[3].ptr, v[4].ptr, v[5].ptr, int32(rows), int32(dim)); err != nil {
 				return err
 			}
 		}
-		if v[1] != nil {
-			g := uint32((dim + blockElem - 1) / blockElem)
-			return be.launch("rmsnorm_bwd_dw", [3]uint32{g, 1, 1}, [3]uint32{blockElem, 1, 1}, 0,
-				v[1].ptr, v[2].ptr, v[3].ptr, v[5].ptr, int32(rows), int32(dim))
+		if v[1] == nil || rows == 0 || dim == 0 {
+			return nil
 		}
-		return nil
+		// dw in two deterministic stages (kernels.cu): partial sums of
+		// row chunks per column, then the chunks of each column.
+		chunks, chunkRows := dwPlan(rows)
+		sc := &scratch{be: be}
+		defer sc.done()
+		part, err := sc.get(8 * chunks * dim)
+		if err != nil {
+			return err
+		}
+		if err := be.launch("rmsnorm_dw_partial", [3]uint32{uint32((dim + dwCols - 1) / dwCols), uint32(chunks), 1}, [3]uint32{dwCols, dwLanes, 1}, 0,
+			part, v[2].ptr, v[3].ptr, v[5].ptr, int32(rows), int32(dim), int32(chunkRows)); err != nil {
+			return err
+		}
+		warps := int64(dim) * 32
+		return be.launch("rmsnorm_dw_finish", [3]uint32{uint32((warps + blockElem - 1) / blockElem), 1, 1}, [3]uint32{blockElem, 1, 1}, 0,
+			v[1].ptr, part, int32(chunks), int32(dim))
 	})
 }
 
-// RoPEForward applies rotary position embeddings (rotate_half layout).
-func (be *Backend) RoPEForward(heads, headDim int, pos []int32, freqs []float32, out, x backend.Buffer) error {
+// RoPEForward applies rotary position embeddings (rotate_half layout);
+// the positions and frequencies come from r's device copies.
+func (be *Backend) RoPEForward(heads, headDim int, r backend.Rows, freqs []float32, out, x backend.Buffer) error {
 	v, err := resolveAll(be, "rope", out, x)
 	if err != nil {
 		return err
 	}
-	if err := backend.CheckRoPE(heads, headDim, pos, freqs, out, x); err != nil {
+	gr, err := be.rowsOf("rope", r)
+	if err != nil {
 		return err
 	}
-	return be.rope(heads, headDim, pos, freqs, v[0], v[1].ptr, 1, false)
+	if err := backend.CheckRoPE(heads, headDim, &gr.l, freqs, out, x); err != nil {
+		return err
+	}
+	return be.rope(heads, headDim, gr, freqs, v[0], v[1].ptr, 1, false)
 }
 
 // RoPEBackward accumulates dx += Rᵀ·dout: the rotation by −angle.
-func (be *Backend) RoPEBackward(heads, headDim int, pos []int32, freqs []float32, dx, dout backend.Buffer) error {
+func (be *Backend) RoPEBackward(heads, headDim int, r backend.Rows, freqs []float32, dx, dout backend.Buffer) error {
 	v, err := resolveAll(be, "rope backward", dx, dout)
 	if err != nil {
 		return err
 	}
-	if err := backend.CheckRoPE(heads, headDim, pos, freqs, dx, dout); err != nil {
+	gr, err := be.rowsOf("rope backward", r)
+	if err != nil {
+		return err
+	}
+	if err := backend.CheckRoPE(heads, headDim, &gr.l, freqs, dx, dout); err != nil {
 		return err
 	}
 	if dx == dout {
 		return fmt.Errorf("%w: rope backward dx and dout are the same buffer", backend.ErrShape)
 	}
-	return be.rope(heads, headDim, pos, freqs, v[0], v[1].ptr, -1, true)
+	return be.rope(heads, headDim, gr, freqs, v[0], v[1].ptr, -1, true)
 }
 
-func (be *Backend) rope(heads, headDim int, pos []int32, freqs []float32, out *buffer, x devPtr, sign float32, accumulate bool) error {
-	if len(pos) == 0 {
+func (be *Backend) rope(heads, headDim int, r *rows, freqs []float32, out *buffer, x devPtr, sign float32, accumulate bool) error {
+	n := r.Len()
+	if n == 0 {
 		return nil
 	}
 	return be.runW([]*buffer{out}, func() error {
-		sc := &scratch{be: be}
-		defer sc.done()
-		pp, err := sc.ints(pos)
+		pp, err := r.devPos(be)
 		if err != nil {
 			return err
 		}
-		fp, err := sc.floats(freqs)
+		fp, err := r.devFreqs(be, freqs)
 		if err != nil {
 			return err
 		}
-		n := int64(len(pos)) * int64(heads) * int64(headDim/2)
-		return be.elementwise("rope", n, out.ptr, x, pp, fp, int32(len(pos)), int32(heads), int32(headDim), sign, b2i(accumulate))
+		total := int64(n) * int64(heads) * int64(headDim/2)
+		return be.elementwise("rope", total, out.ptr, x, pp, fp, int32(n), int32(heads), int32(headDim), sign, b2i(accumulate))
 	})
 }
 
@@ -271,12 +294,16 @@ func checkHeadDim(a backend.Attention) error {
 // the flash-style tiled kernel for prefill and training — on tensor cores
 // (bf16 products, float32 softmax) or in float32, as AttentionKernels and
 // the head dim decide. Rows in no span get zero output and log-sum-exp.
-func (be *Backend) AttentionForward(a backend.Attention, spans []backend.Span, out, lse, q, k, v backend.Buffer) error {
+func (be *Backend) AttentionForward(a backend.Attention, r backend.Rows, out, lse, q, k, v backend.Buffer) error {
 	vs, err := resolveAll(be, "attention", out, lse, q, k, v)
 	if err != nil {
 		return err
 	}
-	if err := backend.CheckAttention(a, spans, out, lse, q, k, v, true, false); err != nil {
+	gr, err := be.rowsOf("attention", r)
+	if err != nil {
+		return err
+	}
+	if err := backend.CheckAttention(a, &gr.l, out, lse, q, k, v, true, false); err != nil {
 		return err
 	}
 	if err := checkHeadDim(a); err != nil {
@@ -296,12 +323,12 @@ func (be *Backend) AttentionForward(a backend.Attention, spans []backend.Span, o
 		if err := be.memset(vs[0].ptr, 0, vs[0].n); err != nil {
 			return err
 		}
-		if rows, splits, chunk, ok := decodePlan(spans); ok {
-			nr := len(rows) / 3
-			rp, err := sc.ints(rows)
-			if err != nil {
-				return err
-			}
+		dec, err := gr.devDecode(be)
+		if err != nil {
+			return err
+		}
+		if dec.ok {
+			nr, splits, chunk, rp := dec.nr, dec.splits, dec.chunk, dec.rows.ptr
 			slots := nr * a.Heads * splits
 			ml, err := sc.get(4 * 2 * slots)
 			if err != nil {
@@ -323,15 +350,15 @@ func (be *Backend) AttentionForward(a backend.Attention, spans []backend.Span, o
 		if useTC {
 			rows = tcRows
 		}
-		tiles := attnTiles(spans, rows)
-		if len(tiles) == 0 {
-			return nil
-		}
-		tp, err := sc.ints(tiles)
+		tiles, err := gr.devTiles(be, rows)
 		if err != nil {
 			return err
 		}
-		grid := [3]uint32{uint32(len(tiles) / 4), uint32(a.Heads), 1}
+		if tiles.n == 0 {
+			return nil
+		}
+		tp := tiles.ptr
+		grid := [3]uint32{uint32(tiles.n / 4), uint32(a.Heads), 1}
 		if useTC {
 			return be.launch(tc.fwdName(), grid, [3]uint32{tcThreads, 1, 1}, tc.fwdSmem(),
 				vs[0].ptr, lp, vs[2].ptr, vs[3].ptr, vs[4].ptr, tp, int32(a.Heads), int32(a.KVHeads), int32(hd), a.Scale)
@@ -354,12 +381,16 @@ func (be *Backend) tensorCores(hd int) (tcKernel, bool) {
 // D = rowsum(dO ⊙ O), probabilities recomputed from lse; dQ per query row,
 // dK and dV per key row, so no atomics), on the same kernels as the
 // forward: tensor cores or float32.
-func (be *Backend) AttentionBackward(a backend.Attention, spans []backend.Span, dq, dk, dv, dout, q, k, v, out, lse backend.Buffer) error {
+func (be *Backend) AttentionBackward(a backend.Attention, r backend.Rows, dq, dk, dv, dout, q, k, v, out, lse backend.Buffer) error {
 	vs, err := resolveAll(be, "attention backward", dq, dk, dv, dout, q, k, v, out, lse)
 	if err != nil {
 		return err
 	}
-	if err := backend.CheckAttention(a, spans, dout, lse, q, k, v, false, true); err != nil {
+	gr, err := be.rowsOf("attention backward", r)
+	if err != nil {
+		return err
+	}
+	if err := backend.CheckAttention(a, &gr.l, dout, lse, q, k, v, false, true); err != nil {
 		return err
 	}
 	if err := backend.CheckSameLen([]string{"attention out", "attention dout"}, out, dout); err != nil {
@@ -383,8 +414,11 @@ func (be *Backend) AttentionBackward(a backend.Attention, spans []backend.Span, 
 		if useTC {
 			rows, block, dqName, dkdvName, dqSmem, dkdvSmem = tcRows, tcThreads, tc.dqName(), tc.dkdvName(), tc.dqSmem(), tc.dkdvSmem()
 		}
-		tiles := attnTiles(spans, rows)
-		if len(tiles) == 0 {
+		tiles, err := gr.devTiles(be, rows)
+		if err != nil {
+			return err
+		}
+		if tiles.n == 0 {
 			return nil
 		}
 		rowsHeads := vs[8].n // Tq·Heads
@@ -398,23 +432,19 @@ func (be *Backend) AttentionBackward(a backend.Attention, spans []backend.Span, 
 			return err
 		}
 		if vs[0] != nil {
-			tp, err := sc.ints(tiles)
-			if err != nil {
-				return err
-			}
-			if err := be.launch(dqName, [3]uint32{uint32(len(tiles) / 4), uint32(a.Heads), 1}, [3]uint32{block, 1, 1}, dqSmem,
-				vs[0].ptr, vs[3].ptr, vs[4].ptr, vs[5].ptr, vs[6].ptr, vs[8].ptr, D, tp, int32(a.Heads), int32(a.KVHeads), int32(hd), a.Scale); err != nil {
+			if err := be.launch(dqName, [3]uint32{uint32(tiles.n / 4), uint32(a.Heads), 1}, [3]uint32{block, 1, 1}, dqSmem,
+				vs[0].ptr, vs[3].ptr, vs[4].ptr, vs[5].ptr, vs[6].ptr, vs[8].ptr, D, tiles.ptr, int32(a.Heads), int32(a.KVHeads), int32(hd), a.Scale); err != nil {
 				return err
 			}
 		}
 		if vs[1] == nil && vs[2] == nil {
 			return nil
 		}
-		kt := attnKeyTiles(spans, rows)
-		kp, err := sc.ints(kt)
+		kt, err := gr.devKeyTiles(be, rows)
 		if err != nil {
 			return err
 		}
+		kp := kt.ptr
 		var dkp, dvp devPtr
 		if vs[1] != nil {
 			dkp = vs[1].ptr
@@ -422,7 +452,7 @@ func (be *Backend) AttentionBackward(a backend.Attention, spans []backend.Span, 
 		if vs[2] != nil {
 			dvp = vs[2].ptr
 		}
-		return be.launch(dkdvName, [3]uint32{uint32(len(kt) / 6), uint32(a.KVHeads), 1}, [3]uint32{block, 1, 1}, dkdvSmem,
+		return be.launch(dkdvName, [3]uint32{uint32(kt.n / 6), uint32(a.KVHeads), 1}, [3]uint32{block, 1, 1}, dkdvSmem,
 			dkp, dvp, vs[3].ptr, vs[4].ptr, vs[5].ptr, vs[6].ptr, vs[8].ptr, D, kp, int32(a.Heads), int32(a.KVHeads), int32(hd), a.Scale)
 	})
 }
@@ -590,8 +620,9 @@ func offset(o operand, n int) operand {
 }
 
 // LogProbEntropyBackward recomputes each logits chunk, turns it into dL/dz
-// in place (lm_dz) and accumulates dh += InvTemp·dZ·W_chunk and
-// dW_chunk += InvTemp·dZᵀ·h with two GEMMs.
+// (lm_dz in place; in BF16 precision through cuBLAS lm_dz_bf16, which
+// writes the products' bf16 operand directly) and accumulates
+// dh += InvTemp·dZ·W_chunk and dW_chunk += InvTemp·dZᵀ·h with two GEMMs.
 func (be *Backend) LogProbEntropyBackward(s backend.LMHead, targets []int32, dh, dw, dlogp, dentropy, h, w, lse, entropy backend.Buffer) error {
 	v, err := resolveAll(be, "logprob backward", dh, dw, dlogp, dentropy, h, w, lse, entropy)
 	if err != nil {
@@ -642,6 +673,12 @@ func (be *Backend) LogProbEntropyBackward(s backend.LMHead, targets []int32, dh,
 		if v[3] != nil {
 			gep, ep = v[3].ptr, v[7].ptr
 		}
+		var zb devPtr // the bf16 dL/dz chunk, in BF16 precision through cuBLAS
+		if be.cfg.precision == BF16 && be.blas != nil {
+			if zb, err = sc.get(2 * nr * nc); err != nil {
+				return err
+			}
+		}
 		scale := s.Scale()
 		for r0 := 0; r0 < s.Rows; r0 += nr {
 			rn := min(nr, s.Rows-r0)
@@ -656,13 +693,23 @@ func (be *Backend) LogProbEntropyBackward(s backend.LMHead, targets []int32, dh,
 					}
 					return p + devPtr(4*r0)
 				}
-				if err := be.launch("lm_dz", [3]uint32{uint32(rn), 1, 1}, [3]uint32{blockRow, 1, 1}, 0,
-					z, int32(cn), int32(c0), tp+devPtr(4*r0), v[2].ptr+devPtr(4*r0), off(gep), v[6].ptr+devPtr(4*r0), off(ep)); err != nil {
-					return err
-				}
-				dz, err := be.prep(sc, z, int64(rn)*int64(cn))
-				if err != nil {
-					return err
+				var dz operand
+				if zb != 0 {
+					// BF16 through cuBLAS: the kernel writes the products'
+					// bf16 operand itself (no rounding pass over the chunk).
+					if err := be.launch("lm_dz_bf16", [3]uint32{uint32(rn), 1, 1}, [3]uint32{blockRow, 1, 1}, 0,
+						zb, z, int32(cn), int32(c0), tp+devPtr(4*r0), v[2].ptr+devPtr(4*r0), off(gep), v[6].ptr+devPtr(4*r0), off(ep)); err != nil {
+						return err
+					}
+					dz = operand{zb, opBF16}
+				} else {
+					if err := be.launch("lm_dz", [3]uint32{uint32(rn), 1, 1}, [3]uint32{blockRow, 1, 1}, 0,
+						z, int32(cn), int32(c0), tp+devPtr(4*r0), v[2].ptr+devPtr(4*r0), off(gep), v[6].ptr+devPtr(4*r0), off(ep)); err != nil {
+						return err
+					}
+					if dz, err = be.prep(sc, z, int64(rn)*int64(cn)); err != nil {
+						return err
+					}
 				}
 				if v[0] != nil {
 					if err := be.gemm(sc, gemmCall{m: rn, n: s.Dim, k: cn, alpha: scale, beta: 1,
@@ -742,6 +789,24 @@ func (be *Backend) AdamW(step AdamWStep, param, grad, m, v backend.Buffer) error
 		return be.elementwise("adamw", n, vs[0].ptr, vs[1].ptr, vs[2].ptr, vs[3].ptr, n, k.Decay, b2i(k.UseDecay),
 			k.B1, k.OB1, k.B2, k.OB2, k.NegStep, k.BC2Sqrt, k.Eps)
 	})
+}
+
+// RandNormal sets every element i of b to float32(std·NormalAt(seed, i))
+// (policy/backend.NormalAt), one thread per element: a model's random
+// weights made on the device (backend.Initializer).
+func (be *Backend) RandNormal(b backend.Buffer, seed uint64, std float32) error {
+	gb, err := resolve(be, "rand normal", b)
+	if err != nil {
+		return err
+	}
+	if gb == nil {
+		return fmt.Errorf("%w: rand normal of a nil buffer", backend.ErrBuffer)
+	}
+	if math.IsNaN(float64(std)) || math.IsInf(float64(std), 0) {
+		return fmt.Errorf("%w: rand normal std %v", backend.ErrArg, std)
+	}
+	n := int64(gb.n)
+	return be.runW([]*buffer{gb}, func() error { return be.elementwise("rand_normal", n, gb.ptr, n, int64(seed), std) })
 }
 
 // GradNorm returns the L2 norm of all the buffers taken together, with

@@ -25,6 +25,42 @@ const (
 	lmMaxVocab  = 32768     // largest vocabulary chunk
 )
 
+// The RMSNorm weight gradient's two stages (rmsnorm_dw_partial and
+// rmsnorm_dw_finish; DW_COLS and DW_LANES in kernels.cu).
+const (
+	dwCols      = 32  // columns per block of the first stage
+	dwLanes     = 8   // row lanes per block of the first stage
+	dwMinRows   = 128 // rows per chunk at least (16 per thread)…
+	dwMaxChunks = 256 // …unless that makes more chunks than this
+)
+
+// dwPlan splits rows into the chunks of rmsnorm_dw_partial: chunks of at
+// least dwMinRows rows (enough per thread to hide the loads' latency),
+// at most dwMaxChunks of them (the second stage's work and the scratch
+// of chunks·dim float64), chunkRows a multiple of dwLanes. It depends on
+// the row count only — not on the device — so the summation order, and
+// with it the result, is the same on every GPU. 0 rows give 0 chunks.
+func dwPlan(rows int) (chunks, chunkRows int) {
+	if rows <= 0 {
+		return 0, 0
+	}
+	chunks = min(max((rows+dwMinRows-1)/dwMinRows, 1), dwMaxChunks)
+	chunkRows = (rows + chunks - 1) / chunks
+	chunkRows = (chunkRows + dwLanes - 1) / dwLanes * dwLanes
+	return (rows + chunkRows - 1) / chunkRows, chunkRows
+}
+
+// rowThreads is the block size of the row kernels (rmsnorm_fwd,
+// rmsnorm_bwd_dx: a block per row) for rows of dim values: about 4
+// values per thread, whole warps, at most blockRow threads. Qwen3's
+// per-head norms (dim 128) take one warp per row instead of 256 threads
+// of which 128 would idle.
+func rowThreads(dim int) uint32 {
+	t := (dim + 3) / 4
+	t = (t + 31) / 32 * 32
+	return uint32(min(max(t, 32), blockRow))
+}
+
 // grid1D is the number of blocks of size block for a grid-stride loop over
 // n elements: enough to cover n, at most maxGrid1D; 0 when n is 0.
 func grid1D(n int64, block int) uint32 {

@@ -174,3 +174,40 @@ func TestGemmSpan(t *testing.T) {
 	require.Equal(t, int64(16), gemmSpan(3, 4, 6, 3, 0), "stride 0 reuses one matrix")
 	require.Equal(t, int64(0), gemmSpan(0, 4, 4, 1, 0))
 }
+
+// TestDWPlan: chunks of at least 128 rows, at most 256 chunks, chunk rows
+// a multiple of 8 covering every row with the last chunk non-empty.
+func TestDWPlan(t *testing.T) {
+	cases := []struct{ rows, chunks, chunkRows int }{
+		{0, 0, 0},
+		{1, 1, 8},
+		{128, 1, 128},
+		{129, 2, 72},            // ⌈129/2⌉ = 65 → 72; ⌈129/72⌉ = 2
+		{300, 3, 104},           // ⌈300/3⌉ = 100 → 104
+		{8192, 64, 128},         // 8 × 1,024 tokens, a hidden-size norm
+		{4096, 32, 128},         // 4 × 1,024 tokens
+		{131072, 256, 512},      // 8,192 tokens × 16 query heads: capped at 256 chunks
+		{40000, 250, 160},       // ⌈40000/256⌉ = 157 → 160; ⌈40000/160⌉ = 250
+		{1 << 24, 256, 1 << 16}, // many rows: 65,536 per chunk
+	}
+	for _, c := range cases {
+		n, r := dwPlan(c.rows)
+		require.Equal(t, c.chunks, n, "rows %d", c.rows)
+		require.Equal(t, c.chunkRows, r, "rows %d", c.rows)
+		if c.rows > 0 {
+			require.Zero(t, r%dwLanes)
+			require.GreaterOrEqual(t, n*r, c.rows, "every row in a chunk")
+			require.Less(t, (n-1)*r, c.rows, "no empty chunk")
+		}
+	}
+}
+
+func TestRowThreads(t *testing.T) {
+	cases := []struct {
+		dim  int
+		want uint32
+	}{{1, 32}, {128, 32}, {130, 64}, {1024, 256}, {2560, 256}, {8192, 256}}
+	for _, c := range cases {
+		require.Equal(t, c.want, rowThreads(c.dim), "dim %d", c.dim)
+	}
+}

@@ -101,6 +101,7 @@ type config struct {
 	weightCache bool
 	cacheLimit  int64
 	cublas      []string // library names to try; empty: no cuBLAS
+	profile     bool
 }
 
 func defaultConfig() config {
@@ -140,6 +141,12 @@ func WithAttention(a AttentionKernels) Option { return func(c *config) { c.atten
 // it without cuBLAS, where they are bf16-rounded float32). Off, weights
 // are converted into scratch memory at every call.
 func WithWeightCache(on bool) Option { return func(c *config) { c.weightCache = on } }
+
+// WithProfile records the device time of every kernel, cuBLAS product and
+// copy with a pair of CUDA events (default off), for Backend.Profile: a
+// per-kernel breakdown of a computation. The events cost a little host
+// time per call; time headline figures without it.
+func WithProfile(on bool) Option { return func(c *config) { c.profile = on } }
 
 // tensorCoreAttention reports whether attention with head dim hd runs on
 // the tensor-core kernels under c.

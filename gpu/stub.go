@@ -14,8 +14,9 @@ import (
 type Backend struct{}
 
 var (
-	_ backend.Backend   = (*Backend)(nil)
-	_ backend.Optimizer = (*Backend)(nil)
+	_ backend.Backend     = (*Backend)(nil)
+	_ backend.Optimizer   = (*Backend)(nil)
+	_ backend.Initializer = (*Backend)(nil)
 )
 
 // New returns ErrNotCompiled: this binary has no CUDA support.
@@ -34,6 +35,21 @@ func (*Backend) TensorCoreAttention(int) bool { return false }
 
 // Stats returns zero statistics.
 func (*Backend) Stats() CacheStats { return CacheStats{} }
+
+// Profile returns ErrNotCompiled.
+func (*Backend) Profile() ([]KernelTime, error) { return nil, ErrNotCompiled }
+
+// Counters returns ErrNotCompiled.
+func (*Backend) Counters() (Counters, error) { return Counters{}, ErrNotCompiled }
+
+// ResetCounters returns ErrNotCompiled.
+func (*Backend) ResetCounters() error { return ErrNotCompiled }
+
+// RandNormal returns ErrNotCompiled.
+func (*Backend) RandNormal(backend.Buffer, uint64, float32) error { return ErrNotCompiled }
+
+// ResetPeak returns ErrNotCompiled.
+func (*Backend) ResetPeak() error { return ErrNotCompiled }
 
 // Alloc returns ErrNotCompiled.
 func (*Backend) Alloc(int) (backend.Buffer, error) { return nil, ErrNotCompiled }
@@ -88,23 +104,29 @@ func (*Backend) RMSNormBackward(int, int, backend.Buffer, backend.Buffer, backen
 	return ErrNotCompiled
 }
 
+// NewRows returns ErrNotCompiled.
+func (*Backend) NewRows([]int32, []backend.Span) (backend.Rows, error) { return nil, ErrNotCompiled }
+
+// FreeRows returns ErrNotCompiled.
+func (*Backend) FreeRows(backend.Rows) error { return ErrNotCompiled }
+
 // RoPEForward returns ErrNotCompiled.
-func (*Backend) RoPEForward(int, int, []int32, []float32, backend.Buffer, backend.Buffer) error {
+func (*Backend) RoPEForward(int, int, backend.Rows, []float32, backend.Buffer, backend.Buffer) error {
 	return ErrNotCompiled
 }
 
 // RoPEBackward returns ErrNotCompiled.
-func (*Backend) RoPEBackward(int, int, []int32, []float32, backend.Buffer, backend.Buffer) error {
+func (*Backend) RoPEBackward(int, int, backend.Rows, []float32, backend.Buffer, backend.Buffer) error {
 	return ErrNotCompiled
 }
 
 // AttentionForward returns ErrNotCompiled.
-func (*Backend) AttentionForward(backend.Attention, []backend.Span, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer) error {
+func (*Backend) AttentionForward(backend.Attention, backend.Rows, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer) error {
 	return ErrNotCompiled
 }
 
 // AttentionBackward returns ErrNotCompiled.
-func (*Backend) AttentionBackward(backend.Attention, []backend.Span, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer) error {
+func (*Backend) AttentionBackward(backend.Attention, backend.Rows, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer, backend.Buffer) error {
 	return ErrNotCompiled
 }
 

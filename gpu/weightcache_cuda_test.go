@@ -69,7 +69,7 @@ func TestWeightCacheSeesEveryWrite(t *testing.T) {
 			}
 			h32 := backend.LMHead{Rows: 32, Dim: 2, Vocab: 3, InvTemp: 1} // dh: 32×2 = 64
 			freqs := backend.RoPEFreqs(10000, 4)
-			pos := []int32{0, 1, 2, 3, 4, 5, 6, 7}
+			pos := seqRows(t, be, 8, spans)
 			writers := []struct {
 				name  string
 				write func() error
@@ -93,14 +93,14 @@ func TestWeightCacheSeesEveryWrite(t *testing.T) {
 				{"RMSNormBackward", func() error { return be.RMSNormBackward(8, 8, w, nil, buf(64), buf(64), buf(8), buf(8)) }},
 				{"RoPEForward", func() error { return be.RoPEForward(2, 4, pos, freqs, w, buf(64)) }},
 				{"RoPEBackward", func() error { return be.RoPEBackward(2, 4, pos, freqs, w, buf(64)) }},
-				{"AttentionForward", func() error { return be.AttentionForward(att, spans, w, nil, buf(64), buf(32), buf(32)) }},
+				{"AttentionForward", func() error { return be.AttentionForward(att, pos, w, nil, buf(64), buf(32), buf(32)) }},
 				{"AttentionBackward", func() error {
 					q, k, v := buf(64), buf(32), buf(32)
 					o, l := buf(64), buf(16)
-					if err := be.AttentionForward(att, spans, o, l, q, k, v); err != nil {
+					if err := be.AttentionForward(att, pos, o, l, q, k, v); err != nil {
 						return err
 					}
-					return be.AttentionBackward(att, spans, w, nil, nil, buf(64), q, k, v, o, l)
+					return be.AttentionBackward(att, pos, w, nil, nil, buf(64), q, k, v, o, l)
 				}},
 				{"SwiGLUForward", func() error { return be.SwiGLUForward(w, buf(64), buf(64)) }},
 				{"SwiGLUBackward", func() error { return be.SwiGLUBackward(w, nil, buf(64), buf(64), buf(64)) }},

@@ -682,6 +682,23 @@ func (c Config) TrainingFLOPs(seqLens []int) float64 {
 	return 6*c.denseParams()*tokens + attn
 }
 
+// TrainingFLOPsCausal is TrainingFLOPs with causal attention counted as
+// what it computes: each query sees the keys up to itself, half of the s²
+// pairs (s(s+1)/2, taken here as s²/2 as FlashAttention's benchmarks and
+// torch's SDPA FLOP counter do), so the attention term is
+// 6·Σ s²·head_dim·heads·layers instead of verl's 12·Σ s². An MFU from it
+// is the share of the device's peak spent on arithmetic the model needs;
+// verl's count (TrainingFLOPs) is the one its perf/mfu reports.
+func (c Config) TrainingFLOPsCausal(seqLens []int) float64 {
+	var tokens, sq float64
+	for _, s := range seqLens {
+		tokens += float64(s)
+		sq += float64(s) * float64(s)
+	}
+	attn := 6 * sq * float64(c.HeadDim*c.NumAttentionHeads*c.NumHiddenLayers)
+	return 6*c.denseParams()*tokens + attn
+}
+
 // ForwardFLOPs is the forward-only share of TrainingFLOPs, one third of it
 // (the backward pass costs two forwards in this count).
 func (c Config) ForwardFLOPs(seqLens []int) float64 { return c.TrainingFLOPs(seqLens) / 3 }

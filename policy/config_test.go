@@ -163,6 +163,9 @@ func TestFLOPs(t *testing.T) {
 	// Sequences of 3 and 5 tokens: 6·1312·8 = 62,976 dense, plus
 	// 12·(9+25)·head_dim 4·heads 2·layers 2 = 6,528 attention: 69,504.
 	assert.Equal(t, 69504.0, cfg.TrainingFLOPs([]int{3, 5}))
+	// Causal: the attention term halved, 6·34·4·2·2 = 3,264: 66,240.
+	assert.Equal(t, 66240.0, cfg.TrainingFLOPsCausal([]int{3, 5}))
+	assert.Equal(t, 0.0, cfg.TrainingFLOPsCausal(nil))
 	assert.Equal(t, 69504.0/3, cfg.ForwardFLOPs([]int{3, 5}))
 	// Per token at length 4: 2·1312 + 4·4·4·2·2 = 2624 + 256.
 	assert.Equal(t, 2880.0, cfg.ForwardFLOPsPerToken(4))
@@ -173,6 +176,14 @@ func TestFLOPs(t *testing.T) {
 	// attention 4·1·128·16·28 = 229,376.
 	q3 := readTestConfig(t, "qwen3-0.6b.json")
 	assert.Equal(t, 2*751_566_848.0+229_376, q3.ForwardFLOPsPerToken(1))
+	// The MFU of the H200 run: 8 × 1,024 tokens at 7,746 tokens/s
+	// is 4.1% of 989 TFLOP/s. Per token, 6·751,566,848 dense plus
+	// 12·1,024·128·16·28 = 704,643,072 attention: 5,214,044,160.
+	seqs := []int{1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024}
+	assert.Equal(t, 8*1024*5_214_044_160.0, q3.TrainingFLOPs(seqs))
+	assert.InDelta(t, 0.041, q3.TrainingFLOPs(seqs)/(8*1024/7746.0)/989e12, 0.0005)
+	// Causal: 6·751,566,848 + 352,321,536 per token.
+	assert.Equal(t, 8*1024*(6*751_566_848.0+352_321_536), q3.TrainingFLOPsCausal(seqs))
 }
 
 func TestRopeInvFreq(t *testing.T) {

@@ -223,7 +223,8 @@ func (m *Model) extend(p *kvPool, slots []*kvSlot, chunks [][]int) ([][]float32,
 	}
 	tp := m.newPass(false)
 	defer tp.free()
-	r := &rows{n: t, pos: pos, spans: spans, kv: store}
+	r := tp.newRows(pos, spans)
+	r.kv = store
 	hf := m.net.hidden(tp, ids, r, &hiddenSaved{})
 	out := m.net.head.logits(tp, hf, t, last)
 	if !tp.ok() {

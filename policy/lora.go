@@ -251,13 +251,16 @@ func (m *Model) attachLoRA(cfg LoRAConfig) error {
 		}
 		pairs[i] = pair
 	}
+	// The base is frozen from the host copies (freezeBase uploads
+	// them): they must hold the newest weights — after a step on the
+	// backend, or when the backend drew them (WithBackendInit).
+	if err := m.w.pull(false); err != nil {
+		return fail(err)
+	}
 	if m.w.onBackend {
 		// A new stage (RL with adapters after full SFT): the full
 		// weights' optimizer ends, the host takes the weights back, and
 		// the adapters' trainer makes its own optimizer.
-		if err := m.w.pull(false); err != nil {
-			return fail(err)
-		}
 		m.endDeviceOptimizer()
 		m.w.moveToHost()
 	}

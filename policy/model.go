@@ -48,6 +48,10 @@ type Model struct {
 	loraEpoch uint64
 	devOpt    *DeviceAdamW // the optimizer of a training state on the backend, freed by Close
 	gen       *generator
+	// checkpoint: a forward with gradients keeps each layer's input only,
+	// and the backward recomputes the layer from it (activation
+	// checkpointing). Under mu.
+	checkpoint bool
 }
 
 // ModelOption configures New and Load.
@@ -58,6 +62,8 @@ type modelOptions struct {
 	maxSessions int
 	decode      func([]int) string
 	seed        uint64
+	backendInit bool
+	checkpoint  bool
 }
 
 // WithBackend runs the model on be instead of the default CPU backend:
@@ -81,6 +87,32 @@ func WithDecoder(decode func(ids []int) string) ModelOption {
 // WithSamplerSeed seeds the sampler's own random source, from which
 // requests without SampleParams.Seed draw (default 0).
 func WithSamplerSeed(seed uint64) ModelOption { return func(o *modelOptions) { o.seed = seed } }
+
+// WithBackendInit makes New draw the random weights on the model's
+// backend (backend.Initializer: a GPU makes them in device memory)
+// instead of on the host and uploading them: for large models, whose
+// weights would otherwise be generated one by one on the host and copied
+// across. The distribution is New's; the values differ from the host
+// generator's (tensor k of the model draws backend.NormalAt from stream
+// backend.StreamSeed(seed, k)), and are the same on every backend that
+// implements the interface. The host copies are filled only when asked
+// for (Params, Save, Clone). A backend without an Initializer makes New
+// fail with an error wrapping errors.ErrUnsupported. Load ignores it.
+func WithBackendInit() ModelOption { return func(o *modelOptions) { o.backendInit = true } }
+
+// WithActivationCheckpointing makes a forward with gradients keep only
+// each decoder layer's input, and the backward recompute the layer's
+// forward from it before going back through it (activation
+// checkpointing, torch.utils.checkpoint per layer as transformers'
+// gradient_checkpointing_enable does). The activations held between a
+// forward and its backward shrink from every layer's (≈ 14 values per
+// hidden unit and token in a Qwen3 layer, more with a wide MLP) to one
+// hidden vector per layer and token, plus one layer's at a time during
+// the backward; the price is a second forward of the layers. Gradients
+// are the same bit for bit as without it on a backend whose kernels are
+// deterministic (the CPU's; the GPU's but the embedding's scatter-add).
+// SetActivationCheckpointing changes it later.
+func WithActivationCheckpointing() ModelOption { return func(o *modelOptions) { o.checkpoint = true } }
 
 func buildOptions(opts []ModelOption) modelOptions {
 	o := modelOptions{maxSessions: 64}
@@ -107,9 +139,24 @@ func New(cfg Config, seed uint64, opts ...ModelOption) (*Model, error) {
 			return nil, fmt.Errorf("%w: initializer_range = %s is not a finite number ≥ 0", ErrConfig, raw)
 		}
 	}
-	m, err := newModel(cfg, buildOptions(opts))
+	o := buildOptions(opts)
+	var ini backend.Initializer
+	if o.backendInit {
+		var ok bool
+		if ini, ok = o.be.(backend.Initializer); !ok {
+			return nil, fmt.Errorf("%w: backend %s cannot draw random weights (backend.Initializer)", errors.ErrUnsupported, o.be.Name())
+		}
+	}
+	m, err := newModel(cfg, o)
 	if err != nil {
 		return nil, err
+	}
+	if ini != nil {
+		if err := m.w.initOnBackend(ini, seed, float32(std), isNorm, isBias); err != nil {
+			m.w.free()
+			return nil, err
+		}
+		return m, nil
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	for _, p := range m.w.base {
@@ -147,7 +194,16 @@ func newModel(cfg Config, o modelOptions) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Model{cfg: cfg, be: o.be, net: net, w: w, eos: slices.Clone(cfg.EOSTokenIDs), gen: newGenerator(o)}, nil
+	return &Model{cfg: cfg, be: o.be, net: net, w: w, eos: slices.Clone(cfg.EOSTokenIDs), gen: newGenerator(o), checkpoint: o.checkpoint}, nil
+}
+
+// SetActivationCheckpointing turns activation checkpointing on or off for
+// the forward passes that follow (see WithActivationCheckpointing); a
+// backward follows its own forward's choice.
+func (m *Model) SetActivationCheckpointing(on bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.checkpoint = on
 }
 
 // Close releases the model's device memory: its weights, gradients and

@@ -39,7 +39,7 @@ func (m *Model) Logits(ids []int) (*tensor.Dense, error) {
 	}
 	tp := m.newPass(false)
 	defer tp.free()
-	r := &rows{n: n, pos: pos, spans: backend.PackedSpans([]int{n})}
+	r := tp.newRows(pos, backend.PackedSpans([]int{n}))
 	hf := m.net.hidden(tp, tok, r, &hiddenSaved{})
 	out := m.net.head.logits(tp, hf, n, pos) // every row: pos is 0…n−1
 	if !tp.ok() {
@@ -55,7 +55,9 @@ func (m *Model) Logits(ids []int) (*tensor.Dense, error) {
 // newPass returns a tape over the model's backend; LoRA adapters take
 // part when one is attached and not merged. The caller holds m.mu.
 func (m *Model) newPass(train bool) *pass {
-	return newPass(m.be, train, m.lora != nil && !m.lora.merged)
+	tp := newPass(m.be, train, m.lora != nil && !m.lora.merged)
+	tp.checkpoint = train && m.checkpoint
+	return tp
 }
 
 // packedBatch is a TokenBatch laid out as one packed sequence of rows.
@@ -156,8 +158,7 @@ func (m *Model) Forward(ctx context.Context, batch lm.TokenBatch, withGrad bool)
 	}
 	tp := m.newPass(withGrad)
 	tp.ctx = ctx
-	st := &trainState{tp: tp, pb: pb, loraEpoch: m.loraEpoch,
-		r: &rows{n: pb.t, pos: pb.pos, spans: backend.PackedSpans(pb.lens)}}
+	st := &trainState{tp: tp, pb: pb, loraEpoch: m.loraEpoch, r: tp.newRows(pb.pos, backend.PackedSpans(pb.lens))}
 	ok := false
 	defer func() {
 		if !ok {

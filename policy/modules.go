@@ -14,13 +14,14 @@ import (
 // stick in the pass (see pass).
 
 // rows is where a pass's rows sit: n rows at positions pos (for RoPE),
-// grouped into attention spans; in generation, kv receives each layer's
-// keys and values and returns what attention reads (the KV cache).
+// grouped into attention spans — the backend's Rows, made once per pass
+// (pass.newRows) and shared by every layer; in generation, kv receives
+// each layer's keys and values and returns what attention reads (the KV
+// cache).
 type rows struct {
-	n     int
-	pos   []int32
-	spans []backend.Span
-	kv    kvStore
+	n   int
+	dev backend.Rows
+	kv  kvStore
 }
 
 // kvStore receives a layer's keys (after norm and RoPE) and values of the
@@ -145,11 +146,11 @@ type rope struct {
 
 // forward rotates x in place.
 func (p *rope) forward(tp *pass, name string, x backend.Buffer, r *rows) {
-	tp.do(name+" rope", func() error { return tp.be.RoPEForward(p.heads, p.dim, r.pos, p.freqs, x, x) })
+	tp.do(name+" rope", func() error { return tp.be.RoPEForward(p.heads, p.dim, r.dev, p.freqs, x, x) })
 }
 
 func (p *rope) backward(tp *pass, name string, dx, dout backend.Buffer, r *rows) {
-	tp.do(name+" rope", func() error { return tp.be.RoPEBackward(p.heads, p.dim, r.pos, p.freqs, dx, dout) })
+	tp.do(name+" rope", func() error { return tp.be.RoPEBackward(p.heads, p.dim, r.dev, p.freqs, dx, dout) })
 }
 
 // attention is the self-attention block: q/k/v projections, Qwen3's
@@ -185,7 +186,7 @@ func (a *attention) forward(tp *pass, x backend.Buffer, r *rows, s *attnSaved) b
 	}
 	out := tp.alloc(r.n * a.o.in)
 	lse := tp.allocIf(tp.train, r.n*a.shape.Heads)
-	tp.do("attention", func() error { return tp.be.AttentionForward(a.shape, r.spans, out, lse, q, ck, cv) })
+	tp.do("attention", func() error { return tp.be.AttentionForward(a.shape, r.dev, out, lse, q, ck, cv) })
 	s.qr, s.kr, s.vv, s.out, s.lse = q, k, v, out, lse
 	return a.o.forward(tp, out, r.n, &s.o)
 }
@@ -206,7 +207,7 @@ func (a *attention) backward(tp *pass, s *attnSaved, dx, dy backend.Buffer, r *r
 	a.o.backward(tp, &s.o, datt, dy, r.n)
 	dq, dk, dv := tp.zeros(r.n*a.q.out), tp.zeros(r.n*a.k.out), tp.zeros(r.n*a.v.out)
 	tp.do("attention", func() error {
-		return tp.be.AttentionBackward(a.shape, r.spans, dq, dk, dv, datt, s.qr, s.kr, s.vv, s.out, s.lse)
+		return tp.be.AttentionBackward(a.shape, r.dev, dq, dk, dv, datt, s.qr, s.kr, s.vv, s.out, s.lse)
 	})
 	a.projectBackward(tp, &a.q, a.qNorm, &a.qRope, dx, dq, r, &s.q, &s.qNorm)
 	a.projectBackward(tp, &a.k, a.kNorm, &a.kRope, dx, dk, r, &s.k, &s.kNorm)
@@ -297,13 +298,15 @@ func (l *decoderLayer) projection(slot int) *linear {
 	return [numLoRASlots]*linear{&l.attn.q, &l.attn.k, &l.attn.v, &l.attn.o, &l.mlp.gate, &l.mlp.up, &l.mlp.down}[slot]
 }
 
-// residual adds a branch's output h to the residual stream x: in place
-// when the pass keeps nothing, else into a new buffer (the backward reads
-// x).
+// residual adds a branch's output h to the residual stream x, in place:
+// into x when the pass keeps nothing, else into h (the backward reads x,
+// the input of the block's norm, but never a branch's output — the
+// output projections save their inputs, not their outputs), so that no
+// buffer is allocated for the sum.
 func (tp *pass) residual(x, h backend.Buffer) backend.Buffer {
 	out := x
 	if tp.train {
-		out = tp.alloc(x.Len())
+		out = h
 	}
 	tp.do("residual", func() error { return tp.be.Add(out, x, h) })
 	return out
@@ -377,9 +380,12 @@ type transformer struct {
 	head   lmHead
 }
 
-// hiddenSaved is what the decoder's backward reads.
+// hiddenSaved is what the decoder's backward reads: every layer's saved
+// activations, or with activation checkpointing every layer's input only
+// (inputs), from which the backward recomputes the rest.
 type hiddenSaved struct {
 	layers []layerSaved
+	inputs []backend.Buffer
 	norm   normSaved
 }
 
@@ -389,24 +395,36 @@ type hiddenSaved struct {
 func (t *transformer) hidden(tp *pass, ids []int32, r *rows, s *hiddenSaved) backend.Buffer {
 	x := t.embed.forward(tp, ids)
 	var scratch layerSaved
-	if tp.train {
+	keep := tp.train && !tp.checkpoint // every layer's activations stay for the backward
+	switch {
+	case keep:
 		s.layers = make([]layerSaved, len(t.layers))
+	case tp.train:
+		s.inputs = make([]backend.Buffer, len(t.layers))
 	}
 	for i := range t.layers {
 		l := &t.layers[i]
 		ls := &scratch
-		if tp.train {
+		if keep {
 			ls = &s.layers[i]
+		} else if tp.train {
+			s.inputs[i] = x
+			scratch = layerSaved{}
 		}
 		tp.checkCtx()
 		mark := tp.mark()
 		tp.where = l.where
 		x = l.forward(tp, x, r, ls)
-		if !tp.train {
+		if !keep {
+			// The layer's buffers serve the next one; a checkpointed
+			// pass keeps the output, the next layer's input.
 			tp.recycle(mark, x)
 		}
 	}
 	tp.where = ""
+	if tp.train && !keep {
+		tp.releaseSpare() // the recycled layer buffers: the backward makes its own
+	}
 	return t.norm.forward(tp, x, r.n, &s.norm)
 }
 
@@ -420,7 +438,18 @@ func (t *transformer) hiddenBackward(tp *pass, s *hiddenSaved, dh backend.Buffer
 		tp.checkCtx()
 		mark := tp.mark()
 		tp.where = l.where
-		l.backward(tp, &s.layers[i], dx, r)
+		ls := &layerSaved{}
+		if s.inputs != nil {
+			// Activation checkpointing: the layer's forward again, from
+			// its saved input, keeping what its backward reads.
+			train := tp.train
+			tp.train = true
+			l.forward(tp, s.inputs[i], r, ls)
+			tp.train = train
+		} else {
+			ls = &s.layers[i]
+		}
+		l.backward(tp, ls, dx, r)
 		tp.recycle(mark)
 	}
 	tp.where = ""

@@ -23,13 +23,18 @@ type pass struct {
 	be    backend.Backend
 	train bool
 	lora  bool
-	bufs  []backend.Buffer
-	err   error
-	where string // prefixed to errors, e.g. "layer 3"
+	// checkpoint (with train): the decoder keeps each layer's input only;
+	// the backward recomputes the layer (activation checkpointing).
+	checkpoint bool
+	bufs       []backend.Buffer
+	err        error
+	where      string // prefixed to errors, e.g. "layer 3"
 	// spare holds recycled buffers by length; zeroed records the
 	// buffers known to hold zeros (fresh from Alloc).
 	spare  map[int][]backend.Buffer
 	zeroed map[backend.Buffer]bool
+	// layouts are the backend Rows of the pass, freed with its buffers.
+	layouts []backend.Rows
 }
 
 // newPass returns a tape over be.
@@ -94,6 +99,21 @@ func (tp *pass) alloc(n int) backend.Buffer {
 	return b
 }
 
+// newRows returns the layout of a pass's n = len(pos) rows on the
+// backend (positions and attention spans, uploaded once for every
+// layer), freed with the tape; nil after an error.
+func (tp *pass) newRows(pos []int32, spans []backend.Span) *rows {
+	r := &rows{n: len(pos)}
+	tp.do("rows", func() (err error) {
+		r.dev, err = tp.be.NewRows(pos, spans)
+		if err == nil {
+			tp.layouts = append(tp.layouts, r.dev)
+		}
+		return err
+	})
+	return r
+}
+
 // zeros returns a buffer of n zeros, for a gradient the backward kernels
 // accumulate into.
 func (tp *pass) zeros(n int) backend.Buffer {
@@ -139,6 +159,18 @@ outer:
 	tp.bufs = kept
 }
 
+// releaseSpare frees the recycled buffers no later operation of the tape
+// will take (the layers of a checkpointed forward are done; its backward
+// runs on a tape of its own).
+func (tp *pass) releaseSpare() {
+	for _, list := range tp.spare {
+		for _, b := range list {
+			_ = tp.be.Free(b)
+		}
+	}
+	tp.spare = nil
+}
+
 // free releases every buffer of the tape.
 func (tp *pass) free() {
 	for _, b := range tp.bufs {
@@ -149,5 +181,8 @@ func (tp *pass) free() {
 			_ = tp.be.Free(b)
 		}
 	}
-	tp.bufs, tp.spare, tp.zeroed = nil, nil, nil
+	for _, r := range tp.layouts {
+		_ = tp.be.FreeRows(r)
+	}
+	tp.bufs, tp.spare, tp.zeroed, tp.layouts = nil, nil, nil, nil
 }

@@ -62,13 +62,17 @@ type weights struct {
 	// trainable weights and (home on the backend) trainable gradients
 	// are.
 	frozenW, trainW, trainG freshness
+	// hostGradsZero: no backward has added into the host gradients and
+	// no holder has had them, so they are all zero (a move to the backend
+	// need not upload them).
+	hostGradsZero bool
 }
 
 // newWeights allocates the declared tensors params (zero) on the host
 // and the backend. Everything is hostNewer: the first computation
 // uploads it.
 func newWeights(be backend.Backend, params []*param) (*weights, error) {
-	ws := &weights{be: be, byName: make(map[string]*param, len(params)), frozenW: hostNewer, trainW: hostNewer}
+	ws := &weights{be: be, byName: make(map[string]*param, len(params)), frozenW: hostNewer, trainW: hostNewer, hostGradsZero: true}
 	for _, p := range params {
 		if err := ws.alloc(p); err != nil {
 			ws.free()
@@ -118,6 +122,29 @@ func (ws *weights) views() []lm.Param {
 		out[i] = lm.Param{Name: p.spec.Name, Data: p.data, Grad: p.grad}
 	}
 	return out
+}
+
+// initOnBackend draws the base tensors on the backend: norm weights 1,
+// biases 0, the others std·N(0, 1) from stream k of seed
+// (backend.StreamSeed) for the k-th tensor. The backend then holds the
+// newest weights; the host copies stay zero until pulled.
+func (ws *weights) initOnBackend(ini backend.Initializer, seed uint64, std float32, isNorm, isBias func(string) bool) error {
+	for k, p := range ws.base {
+		var err error
+		switch {
+		case isNorm(p.spec.Name):
+			err = ws.be.Fill(p.w, 1)
+		case isBias(p.spec.Name):
+			err = ws.be.Fill(p.w, 0)
+		default:
+			err = ini.RandNormal(p.w, backend.StreamSeed(seed, k), std)
+		}
+		if err != nil {
+			return fmt.Errorf("policy: initializing %s on the backend: %w", p.spec.Name, err)
+		}
+	}
+	ws.frozenW, ws.trainW = inSync, backendNewer
+	return nil
 }
 
 // free releases every backend buffer.
@@ -233,7 +260,23 @@ func (ws *weights) moveToBackend() {
 		return
 	}
 	ws.onBackend = true
-	ws.trainW, ws.trainG = hostNewer, hostNewer
+	if ws.trainW != backendNewer {
+		ws.trainW = hostNewer
+	}
+	ws.trainG = hostNewer
+	if ws.hostGradsZero {
+		// The backend's gradient buffers start zero (or are zeroed by
+		// prepareGrads at the home's change below): nothing to upload.
+		ws.trainG = inSync
+		for _, p := range ws.trainable() {
+			if p.dw != nil {
+				if err := ws.be.Fill(p.dw, 0); err != nil {
+					ws.trainG = hostNewer // upload the zeros instead
+					break
+				}
+			}
+		}
+	}
 }
 
 // moveToHost makes the host the home again; the host copies must be
@@ -241,19 +284,23 @@ func (ws *weights) moveToBackend() {
 func (ws *weights) moveToHost() {
 	ws.onBackend = false
 	ws.trainW, ws.trainG = inSync, inSync
+	ws.hostGradsZero = false
 }
 
 // handOut gives the trainable host slices to a holder who will write
 // them (an optimizer over Params): a home on the backend comes back to
 // the host first.
 func (ws *weights) handOut() []lm.Param {
+	// An error here (a closed model) leaves the last host copy, which is
+	// what there is.
 	if ws.onBackend {
-		// An error here (a closed model) leaves the last host copy,
-		// which is what there is.
 		_ = ws.pull(true)
 		ws.moveToHost()
+	} else {
+		_ = ws.pull(false) // weights made on the backend (WithBackendInit)
 	}
 	ws.shared = true
+	ws.hostGradsZero = false
 	return ws.views()
 }
 
@@ -347,5 +394,6 @@ func (ws *weights) finishGrads() error {
 			p.grad[i] += v
 		}
 	}
+	ws.hostGradsZero = false
 	return nil
 }

@@ -87,6 +87,7 @@ func TestWeightsFreshness(t *testing.T) {
 		}},
 		{"home on the backend: up once, down on demand", func(t *testing.T, ws *weights, be *copyLog) {
 			require.NoError(t, ws.sync())
+			require.NoError(t, ws.finishGrads()) // a backward added into the host gradients
 			be.take()
 			ws.moveToBackend()
 			require.NoError(t, ws.sync())
@@ -102,6 +103,22 @@ func TestWeightsFreshness(t *testing.T) {
 			assert.Equal(t, []string{"down g a", "down g b"}, be.take())
 			require.NoError(t, ws.push())
 			assert.Equal(t, []string{"up w a", "up g a", "up w b", "up g b"}, be.take(), "a restore")
+		}},
+		{"a move with zero host gradients uploads the weights only", func(t *testing.T, ws *weights, be *copyLog) {
+			ws.moveToBackend()
+			require.NoError(t, ws.sync())
+			assert.Equal(t, upW, be.take(), "the backend's gradients are zero already")
+		}},
+		{"weights drawn on the backend: no upload, down on hand-out", func(t *testing.T, ws *weights, be *copyLog) {
+			no := func(string) bool { return false }
+			require.NoError(t, ws.initOnBackend(be.Backend.(backend.Initializer), 1, 0.5, no, no))
+			require.NoError(t, ws.sync())
+			assert.Empty(t, be.take(), "the backend holds the newest weights")
+			views := ws.handOut()
+			assert.Equal(t, []string{"down w a", "down w b"}, be.take())
+			assert.NotZero(t, views[0].Data[0], "the drawn values reached the host")
+			require.NoError(t, ws.sync())
+			assert.Equal(t, upW, be.take(), "handed out: uploaded before each computation")
 		}},
 		{"handing out a backend home brings it back", func(t *testing.T, ws *weights, be *copyLog) {
 			ws.moveToBackend()

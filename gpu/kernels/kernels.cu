@@ -71,6 +71,29 @@ extern "C" __global__ void axpy_f32(float alpha, const float* x, float* y, long 
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) y[i] += alpha * x[i];
 }
 
+// ---- random initialization ---------------------------------------------------
+
+__device__ __forceinline__ unsigned long long splitmix64(unsigned long long z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// rand_normal sets p[i] = (float)(std·N_i) with N_i the i-th draw of the
+// counter-based normal stream seed, policy/backend.NormalAt: SplitMix64's
+// outputs 2i+1 and 2i+2 from state seed through Box–Muller, in double.
+extern "C" __global__ void rand_normal(float* p, long long n, long long seed, float std) {
+  const unsigned long long g = 0x9e3779b97f4a7c15ull, s = (unsigned long long)seed;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    unsigned long long a = splitmix64(s + (2ull * (unsigned long long)i + 1ull) * g);
+    unsigned long long b = splitmix64(s + (2ull * (unsigned long long)i + 2ull) * g);
+    double u1 = (double)((a >> 11) + 1ull) * 0x1p-53;
+    double u2 = (double)(b >> 11) * 0x1p-53;
+    double z = sqrt(-2.0 * log(u1)) * cos((2.0 * 3.141592653589793) * u2);
+    p[i] = (float)((double)std * z);
+  }
+}
+
 // ---- linear: bias ---------------------------------------------------------
 
 extern "C" __global__ void bias_add(float* y, const float* b, int rows, int out) {
@@ -142,13 +165,54 @@ extern "C" __global__ void rmsnorm_bwd_dx(float* dx, const float* dout, const fl
   for (int i = threadIdx.x; i < dim; i += blockDim.x) dr[i] += rs * w[i] * gr[i] - c * xr[i];
 }
 
-// rmsnorm_bwd_dw: dw_i += Σ_rows g_i·x_i·r, one thread per column.
-extern "C" __global__ void rmsnorm_bwd_dw(float* dw, const float* dout, const float* x, const float* rstd, int rows, int dim) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= dim) return;
+// The weight gradient dw_i = Σ_r g_ri·x_ri·r_r is a reduction over the
+// rows, in two deterministic stages: rmsnorm_dw_partial sums chunks of
+// rows per column into part [chunks, dim] (float64), rmsnorm_dw_finish
+// sums the chunks of each column. Every sum has one fixed order — by
+// thread, row lane and chunk index, never by which block runs first — so
+// the result is the same bit for bit on every run. The host chooses the
+// chunks (launch.go, dwPlan) from the row count alone.
+#define DW_COLS 32  // columns per block of rmsnorm_dw_partial: one per lane
+#define DW_LANES 8  // row lanes per block: rows r0+y, r0+y+8, … for lane y
+
+// rmsnorm_dw_partial: block (tile, chunk) of DW_COLS × DW_LANES threads
+// covers columns [DW_COLS·tile, +DW_COLS) and rows [chunk·chunkRows,
+// min(rows, (chunk+1)·chunkRows)); thread (c, y) adds the terms of its
+// rows in row order, then lane 0 adds the DW_LANES sums in lane order and
+// writes part[chunk·dim + column]. A warp reads 32 consecutive floats of
+// one row: coalesced.
+extern "C" __global__ void rmsnorm_dw_partial(double* part, const float* dout, const float* x, const float* rstd, int rows, int dim,
+                                              int chunkRows) {
+  __shared__ double sh[DW_LANES][DW_COLS + 1];
+  int c = blockIdx.x * DW_COLS + threadIdx.x, y = threadIdx.y;
+  int r0 = blockIdx.y * chunkRows, r1 = min(rows, r0 + chunkRows);
   double s = 0;
-  for (int r = 0; r < rows; r++) s += (double)dout[(long long)r * dim + i] * x[(long long)r * dim + i] * rstd[r];
-  dw[i] += (float)s;
+  if (c < dim)
+    for (int r = r0 + y; r < r1; r += DW_LANES) {
+      long long i = (long long)r * dim + c;
+      s += (double)dout[i] * x[i] * rstd[r];
+    }
+  sh[y][threadIdx.x] = s;
+  __syncthreads();
+  if (y == 0 && c < dim) {
+    double t = 0;
+    for (int k = 0; k < DW_LANES; k++) t += sh[k][threadIdx.x];
+    part[(long long)blockIdx.y * dim + c] = t;
+  }
+}
+
+// rmsnorm_dw_finish: dw_c += Σ_k part[k·dim + c], a warp per column: lane
+// l adds chunks l, l+32, … in order, the lanes' sums meet in a fixed
+// butterfly, and lane 0 stores. blockDim is a multiple of 32, so whole
+// warps return together.
+extern "C" __global__ void rmsnorm_dw_finish(float* dw, const double* part, int chunks, int dim) {
+  long long w = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
+  int lane = threadIdx.x & 31;
+  if (w >= dim) return;
+  double s = 0;
+  for (int k = lane; k < chunks; k += 32) s += part[(long long)k * dim + w];
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
+  if (lane == 0) dw[w] += (float)s;
 }
 
 // ---- RoPE -------------------------------------------------------------------
@@ -1104,6 +1168,33 @@ extern "C" __global__ void lm_dz(float* z, int nc, int c0, const int* targets, c
     float d = -gL * p - gH * p * ((x - l) + H);
     if (c0 + j == tg) d += gL;
     row[j] = d;
+  }
+}
+
+// lm_dz_bf16 is lm_dz writing dL/dz rounded to bfloat16 (to nearest even,
+// as f32_to_bf16) into dz [nr, nc] instead of float32 in place: the
+// operand of the two backward products in BF16 precision, without a
+// separate rounding pass over the chunk. Bit for bit what lm_dz followed
+// by f32_to_bf16 gives.
+extern "C" __global__ void lm_dz_bf16(__nv_bfloat16* dz, const float* z, int nc, int c0, const int* targets, const float* dlogp,
+                                      const float* dentropy, const float* lse, const float* entropy) {
+  int r = blockIdx.x;
+  const float* row = z + (long long)r * nc;
+  __nv_bfloat16* out = dz + (long long)r * nc;
+  int tg = targets[r];
+  float gL = tg >= 0 ? dlogp[r] : 0.f;
+  float gH = 0.f, H = 0.f;
+  if (dentropy != 0) {
+    gH = dentropy[r];
+    H = entropy[r];
+  }
+  float l = lse[r];
+  for (int j = threadIdx.x; j < nc; j += blockDim.x) {
+    float x = row[j];
+    float p = expf(x - l);
+    float d = -gL * p - gH * p * ((x - l) + H);
+    if (c0 + j == tg) d += gL;
+    out[j] = __float2bfloat16_rn(d);
   }
 }
 

@@ -19,14 +19,19 @@ const attnBlock = 64
 // softmax in float32 with float64 sums, then O = P·V (a second GEMM).
 // Tasks (span, head) run in parallel; each block's scores live in
 // per-worker scratch.
-func (be *Backend) AttentionForward(a backend.Attention, spans []backend.Span, out, lse, q, k, v backend.Buffer) error {
+func (be *Backend) AttentionForward(a backend.Attention, r backend.Rows, out, lse, q, k, v backend.Buffer) error {
 	vs, err := be.views("attention", out, lse, q, k, v)
 	if err != nil {
 		return err
 	}
-	if err := backend.CheckAttention(a, spans, out, lse, q, k, v, true, false); err != nil {
+	cr, err := be.rowsOf("attention", r)
+	if err != nil {
 		return err
 	}
+	if err := backend.CheckAttention(a, &cr.l, out, lse, q, k, v, true, false); err != nil {
+		return err
+	}
+	spans := cr.l.Spans
 	od, ld, qd, kd, vd := vs[0], vs[1], vs[2], vs[3], vs[4]
 	clear(od)
 	clear(ld)
@@ -95,14 +100,19 @@ func (be *Backend) AttentionForward(a backend.Attention, spans []backend.Span, o
 // heads (the query heads of a group add into the same dK, dV rows, so they
 // run in one task); with fewer KV heads than workers the GEMMs themselves
 // run in parallel instead.
-func (be *Backend) AttentionBackward(a backend.Attention, spans []backend.Span, dq, dk, dv, dout, q, k, v, out, lse backend.Buffer) error {
+func (be *Backend) AttentionBackward(a backend.Attention, r backend.Rows, dq, dk, dv, dout, q, k, v, out, lse backend.Buffer) error {
 	vs, err := be.views("attention backward", dq, dk, dv, dout, q, k, v, out, lse)
 	if err != nil {
 		return err
 	}
-	if err := backend.CheckAttention(a, spans, dout, lse, q, k, v, false, true); err != nil {
+	cr, err := be.rowsOf("attention backward", r)
+	if err != nil {
 		return err
 	}
+	if err := backend.CheckAttention(a, &cr.l, dout, lse, q, k, v, false, true); err != nil {
+		return err
+	}
+	spans := cr.l.Spans
 	if err := backend.CheckSameLen([]string{"attention out", "attention dout"}, out, dout); err != nil {
 		return err
 	}

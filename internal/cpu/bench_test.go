@@ -24,6 +24,19 @@ func randBuf(b *testing.B, be *Backend, n int, r *rand.Rand) backend.Buffer {
 	return buf
 }
 
+// mustRows makes Rows of n rows at positions 0…n−1 with spans.
+func mustRows(b testing.TB, be *Backend, n int, spans []backend.Span) backend.Rows {
+	pos := make([]int32, n)
+	for i := range pos {
+		pos[i] = int32(i)
+	}
+	r, err := be.NewRows(pos, spans)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r
+}
+
 // Attention at a Qwen3-0.6B-like layout (16 query heads, 8 KV heads,
 // head dim 128) over 512 packed tokens (two sequences of 256).
 func BenchmarkAttention(b *testing.B) {
@@ -31,7 +44,7 @@ func BenchmarkAttention(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 1))
 	a := backend.Attention{Heads: 16, KVHeads: 8, HeadDim: 128, Scale: float32(1 / math.Sqrt(128))}
 	const t = 512
-	spans := backend.PackedSpans([]int{256, 256})
+	spans := mustRows(b, be, t, backend.PackedSpans([]int{256, 256}))
 	q := randBuf(b, be, t*16*128, r)
 	k, v := randBuf(b, be, t*8*128, r), randBuf(b, be, t*8*128, r)
 	out, lse := randBuf(b, be, t*16*128, r), randBuf(b, be, t*16, r)
@@ -56,7 +69,7 @@ func BenchmarkAttention(b *testing.B) {
 	})
 	b.Run("decode", func(b *testing.B) {
 		// One new token per sequence against 256 cached keys.
-		dspans := []backend.Span{{Q0: 0, QLen: 1, K0: 0, KLen: 256}, {Q0: 1, QLen: 1, K0: 256, KLen: 256}}
+		dspans := mustRows(b, be, 2, []backend.Span{{Q0: 0, QLen: 1, K0: 0, KLen: 256}, {Q0: 1, QLen: 1, K0: 256, KLen: 256}})
 		q1, o1, l1 := randBuf(b, be, 2*16*128, r), randBuf(b, be, 2*16*128, r), randBuf(b, be, 2*16, r)
 		for b.Loop() {
 			if err := be.AttentionForward(a, dspans, o1, l1, q1, k, v); err != nil {

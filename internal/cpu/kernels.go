@@ -233,58 +233,50 @@ func (be *Backend) RMSNormBackward(rows, dim int, dx, dw, dout, x, w, rstd backe
 	return nil
 }
 
-// ropeTable returns cos and sin of pos[t]·freqs[i], [len(pos), len(freqs)].
-// The angle is the float32 product, as transformers computes it
-// (inv_freq @ position_ids in float32), so large positions round alike.
-func ropeTable(pos []int32, freqs []float32) (cos, sin []float32) {
-	h := len(freqs)
-	cos, sin = make([]float32, len(pos)*h), make([]float32, len(pos)*h)
-	for t, p := range pos {
-		for i, f := range freqs {
-			ang := float64(float32(p) * f)
-			cos[t*h+i] = float32(math.Cos(ang))
-			sin[t*h+i] = float32(math.Sin(ang))
-		}
-	}
-	return cos, sin
-}
-
 // RoPEForward applies rotary position embeddings (rotate_half layout).
-func (be *Backend) RoPEForward(heads, headDim int, pos []int32, freqs []float32, out, x backend.Buffer) error {
+func (be *Backend) RoPEForward(heads, headDim int, r backend.Rows, freqs []float32, out, x backend.Buffer) error {
 	v, err := be.views("rope", out, x)
 	if err != nil {
 		return err
 	}
-	if err := backend.CheckRoPE(heads, headDim, pos, freqs, out, x); err != nil {
+	cr, err := be.rowsOf("rope", r)
+	if err != nil {
 		return err
 	}
-	be.rope(heads, headDim, pos, freqs, v[0], v[1], 1, false)
+	if err := backend.CheckRoPE(heads, headDim, &cr.l, freqs, out, x); err != nil {
+		return err
+	}
+	be.rope(heads, headDim, cr, freqs, v[0], v[1], 1, false)
 	return nil
 }
 
 // RoPEBackward accumulates dx += Rᵀ·dout: the rotation by −angle.
-func (be *Backend) RoPEBackward(heads, headDim int, pos []int32, freqs []float32, dx, dout backend.Buffer) error {
+func (be *Backend) RoPEBackward(heads, headDim int, r backend.Rows, freqs []float32, dx, dout backend.Buffer) error {
 	v, err := be.views("rope backward", dx, dout)
 	if err != nil {
 		return err
 	}
-	if err := backend.CheckRoPE(heads, headDim, pos, freqs, dx, dout); err != nil {
+	cr, err := be.rowsOf("rope backward", r)
+	if err != nil {
+		return err
+	}
+	if err := backend.CheckRoPE(heads, headDim, &cr.l, freqs, dx, dout); err != nil {
 		return err
 	}
 	if dx == dout {
 		return fmt.Errorf("%w: rope backward dx and dout are the same buffer", backend.ErrShape)
 	}
-	be.rope(heads, headDim, pos, freqs, v[0], v[1], -1, true)
+	be.rope(heads, headDim, cr, freqs, v[0], v[1], -1, true)
 	return nil
 }
 
 // rope writes (or, when accumulate, adds) the rotation of x by sign·angle
 // into out. Each pair (i, i+half) is read before it is written, so out may
 // be x when not accumulating.
-func (be *Backend) rope(heads, headDim int, pos []int32, freqs []float32, out, x []float32, sign float32, accumulate bool) {
-	cos, sin := ropeTable(pos, freqs)
+func (be *Backend) rope(heads, headDim int, r *rows, freqs []float32, out, x []float32, sign float32, accumulate bool) {
+	cos, sin := r.ropeTable(freqs)
 	half := headDim / 2
-	be.parallelFor(len(pos), max(1, 2048/(heads*headDim)), func(lo, hi int) {
+	be.parallelFor(r.Len(), max(1, 2048/(heads*headDim)), func(lo, hi int) {
 		for t := lo; t < hi; t++ {
 			c, s := cos[t*half:(t+1)*half], sin[t*half:(t+1)*half]
 			for h := range heads {

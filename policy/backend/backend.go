@@ -2,7 +2,9 @@ package backend
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"slices"
 )
 
 // Sentinel errors; a Backend wraps one of them with the argument at fault.
@@ -102,6 +104,78 @@ func PaddedSpans(t int, lengths []int) []Span {
 	return spans
 }
 
+// Rows is the layout of a pass's token rows on a backend: the position of
+// each row (RoPE's angle is position × frequency) and the attention spans
+// that group the rows into sequences. Kernels.NewRows makes it once per
+// batch and every layer's RoPE and attention calls share it, so that a
+// device backend copies positions, spans and the tiles derived from them
+// to the device once per batch instead of once per call (on a GPU each
+// such copy waits for the queued kernels: once per layer it would leave
+// the device idle once per layer), and checks them once. The backend that
+// made it owns it; Kernels.FreeRows releases it.
+type Rows interface {
+	// Len is the number of rows: the length of the positions, the rows of
+	// the q, k-projection and v-projection buffers of the pass.
+	Len() int
+}
+
+// RowLayout is the validated content of a Rows, for backends: private
+// copies of the positions and spans, and what the attention checks need
+// of them, computed once.
+type RowLayout struct {
+	Pos   []int32
+	Spans []Span
+	// QRows and KRows are the query and key rows the spans reach
+	// (max Q0+QLen and K0+KLen); KeysDisjoint says that no key row
+	// belongs to two spans with queries (what a backward needs).
+	QRows, KRows int
+	KeysDisjoint bool
+}
+
+// NewRowLayout validates and copies the layout of len(pos) rows: every
+// position ≥ 0 (ErrIndex), every span with QLen, KLen ≥ 0, KLen ≥ QLen,
+// Q0, K0 ≥ 0 and its query rows inside [0, len(pos)), no query row in
+// two spans (ErrShape). Key rows are checked against the k buffer by
+// CheckAttention.
+func NewRowLayout(pos []int32, spans []Span) (RowLayout, error) {
+	for t, p := range pos {
+		if p < 0 {
+			return RowLayout{}, fmt.Errorf("%w: rows pos[%d] = %d is negative", ErrIndex, t, p)
+		}
+	}
+	l := RowLayout{Pos: slices.Clone(pos), Spans: slices.Clone(spans), KeysDisjoint: true}
+	n := len(pos)
+	qUsed := make([]bool, n)
+	type keyRange struct{ lo, hi int }
+	var keys []keyRange
+	for i, s := range spans {
+		if s.Q0 < 0 || s.QLen < 0 || s.K0 < 0 || s.KLen < s.QLen || s.Q0+s.QLen > n {
+			return RowLayout{}, fmt.Errorf("%w: rows spans[%d] = %+v outside rows [0,%d), or a negative offset, or KLen < QLen", ErrShape, i, s, n)
+		}
+		for r := s.Q0; r < s.Q0+s.QLen; r++ {
+			if qUsed[r] {
+				return RowLayout{}, fmt.Errorf("%w: rows spans[%d] query row %d already belongs to another span", ErrShape, i, r)
+			}
+			qUsed[r] = true
+		}
+		l.QRows = max(l.QRows, s.Q0+s.QLen)
+		l.KRows = max(l.KRows, s.K0+s.KLen)
+		if s.QLen > 0 && s.KLen > 0 {
+			keys = append(keys, keyRange{s.K0, s.K0 + s.KLen})
+		}
+	}
+	slices.SortFunc(keys, func(a, b keyRange) int { return a.lo - b.lo })
+	for i := 1; i < len(keys); i++ {
+		if keys[i].lo < keys[i-1].hi {
+			l.KeysDisjoint = false
+		}
+	}
+	return l, nil
+}
+
+// Len is the number of rows.
+func (l *RowLayout) Len() int { return len(l.Pos) }
+
 // LMHead is the shape of the vocabulary projection: final hidden states
 // h [Rows, Dim], LM-head weight W [Vocab, Dim]; logits z = InvTemp·h·Wᵀ
 // (InvTemp = 1/temperature, verl's logits.div_(temperature); 0 means 1).
@@ -163,25 +237,34 @@ type Kernels interface {
 	// using x, w and the rstd saved by the forward.
 	RMSNormBackward(rows, dim int, dx, dw, dout, x, w, rstd Buffer) error
 
-	// RoPEForward rotates x [len(pos), heads, headDim] by the angles
-	// pos[t]·freqs[i] in transformers' rotate_half layout: for i < headDim/2,
-	// out[i] = x[i]·cos − x[i+headDim/2]·sin and
+	// NewRows returns the layout of len(pos) rows for the RoPE and
+	// attention calls of a pass (see Rows): row t at position pos[t] ≥ 0,
+	// grouped into spans (nil for a pass without attention), validated as
+	// NewRowLayout says. The backend keeps its own copies; the caller may
+	// reuse the slices.
+	NewRows(pos []int32, spans []Span) (Rows, error)
+	// FreeRows releases r; using r afterwards is an ErrBuffer error.
+	FreeRows(r Rows) error
+
+	// RoPEForward rotates x [r.Len(), heads, headDim] by the angles
+	// pos[t]·freqs[i] of r's positions in transformers' rotate_half
+	// layout: for i < headDim/2, out[i] = x[i]·cos − x[i+headDim/2]·sin and
 	// out[i+headDim/2] = x[i+headDim/2]·cos + x[i]·sin. len(freqs) must be
 	// headDim/2 (see RoPEFreqs). out may be x.
-	RoPEForward(heads, headDim int, pos []int32, freqs []float32, out, x Buffer) error
+	RoPEForward(heads, headDim int, r Rows, freqs []float32, out, x Buffer) error
 	// RoPEBackward accumulates dx += Rᵀ·dout (rotation by the opposite angle).
-	RoPEBackward(heads, headDim int, pos []int32, freqs []float32, dx, dout Buffer) error
+	RoPEBackward(heads, headDim int, r Rows, freqs []float32, dx, dout Buffer) error
 
-	// AttentionForward computes, for each span and query head,
-	// out = softmax(Scale·q·kᵀ, causal) · v with q [Tq, Heads, HeadDim],
-	// k, v [Tk, KVHeads, HeadDim], out [Tq, Heads, HeadDim]. When lse
-	// [Tq, Heads] is not nil it receives each row's log-sum-exp of the
-	// scaled scores, which AttentionBackward needs.
-	AttentionForward(a Attention, spans []Span, out, lse, q, k, v Buffer) error
+	// AttentionForward computes, for each span of r and query head,
+	// out = softmax(Scale·q·kᵀ, causal) · v with q [r.Len(), Heads,
+	// HeadDim], k, v [Tk, KVHeads, HeadDim], out [r.Len(), Heads, HeadDim].
+	// When lse [r.Len(), Heads] is not nil it receives each row's
+	// log-sum-exp of the scaled scores, which AttentionBackward needs.
+	AttentionForward(a Attention, r Rows, out, lse, q, k, v Buffer) error
 	// AttentionBackward accumulates dq, dk, dv from dout, recomputing the
 	// probabilities from q, k and the saved lse; out is the forward output.
 	// Key ranges of different spans must not overlap.
-	AttentionBackward(a Attention, spans []Span, dq, dk, dv, dout, q, k, v, out, lse Buffer) error
+	AttentionBackward(a Attention, r Rows, dq, dk, dv, dout, q, k, v, out, lse Buffer) error
 
 	// SwiGLUForward computes out = silu(gate) ⊙ up, silu(g) = g·σ(g),
 	// elementwise over equal-length buffers.

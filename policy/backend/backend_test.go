@@ -57,3 +57,39 @@ func ExampleRoPEFreqs() {
 	fmt.Println(RoPEFreqs(10000, 8))
 	// Output: [1 0.1 0.01 0.001]
 }
+
+// TestNewRowLayout: the layout's derived facts, worked out by hand, and
+// that it keeps copies of the caller's slices.
+func TestNewRowLayout(t *testing.T) {
+	cases := []struct {
+		name         string
+		pos          []int32
+		spans        []Span
+		qRows, kRows int
+		disjoint     bool
+	}{
+		{"none", nil, nil, 0, 0, true},
+		{"packed 3+2", []int32{0, 1, 2, 0, 1}, PackedSpans([]int{3, 2}), 5, 5, true},
+		// Decode: two queries over caches at 0…9 and 16…20.
+		{"decode", []int32{9, 4}, []Span{{Q0: 0, QLen: 1, K0: 0, KLen: 10}, {Q0: 1, QLen: 1, K0: 16, KLen: 5}}, 2, 21, true},
+		// Keys 0…3 and 2…4 overlap; a span without queries does not count.
+		{"overlapping keys", []int32{0, 1}, []Span{{Q0: 0, QLen: 1, K0: 0, KLen: 4}, {Q0: 1, QLen: 1, K0: 2, KLen: 3}}, 2, 5, false},
+		{"overlap without queries", []int32{0}, []Span{{Q0: 0, QLen: 1, K0: 0, KLen: 4}, {Q0: 1, QLen: 0, K0: 2, KLen: 3}}, 1, 5, true},
+		// Three ranges sorted as [0,10), [2,3), [12,13): the first two overlap.
+		{"nested keys", []int32{0, 1, 2}, []Span{{Q0: 2, QLen: 1, K0: 12, KLen: 1}, {Q0: 0, QLen: 1, K0: 0, KLen: 10}, {Q0: 1, QLen: 1, K0: 2, KLen: 1}}, 3, 13, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			l, err := NewRowLayout(c.pos, c.spans)
+			require.NoError(t, err)
+			require.Equal(t, len(c.pos), l.Len())
+			require.Equal(t, c.qRows, l.QRows)
+			require.Equal(t, c.kRows, l.KRows)
+			require.Equal(t, c.disjoint, l.KeysDisjoint)
+			if len(c.pos) > 0 {
+				c.pos[0] = 99
+				require.NotEqual(t, int32(99), l.Pos[0], "a copy")
+			}
+		})
+	}
+}

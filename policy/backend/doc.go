@@ -20,8 +20,12 @@
 //     gradient buffers before a backward pass; accumulation is what residual
 //     branches and tied embeddings need. A nil gradient buffer skips that
 //     gradient.
-//   - Integer inputs (token ids, positions, targets) are host []int32
-//     slices: they are small, and a device backend copies them per call.
+//   - Positions and attention spans, which every layer's RoPE and
+//     attention call reads, come in a Rows that NewRows makes once per
+//     pass: a device backend copies them (and what it derives from them)
+//     to the device once per batch, not once per layer. Token ids and
+//     targets, read once per pass, are host []int32 slices that a device
+//     backend copies per call.
 //   - Long reductions (norms, softmax sums, bias and norm-weight gradients,
 //     entropy) accumulate in float64; GEMM accumulates in float32, as BLAS
 //     sgemm and cuBLAS do.

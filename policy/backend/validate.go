@@ -155,8 +155,8 @@ func CheckRMSNorm(rows, dim int, eps float32, forward bool, out, rstd, x, w Buff
 	return need("rmsnorm rstd", rstd, rows)
 }
 
-// CheckRoPE validates the RoPE kernels.
-func CheckRoPE(heads, headDim int, pos []int32, freqs []float32, out, x Buffer) error {
+// CheckRoPE validates the RoPE kernels on the rows of layout l.
+func CheckRoPE(heads, headDim int, l *RowLayout, freqs []float32, out, x Buffer) error {
 	if heads <= 0 || headDim <= 0 || headDim%2 != 0 {
 		return fmt.Errorf("%w: rope heads %d, head dim %d (must be positive and even)", ErrShape, heads, headDim)
 	}
@@ -168,23 +168,20 @@ func CheckRoPE(heads, headDim int, pos []int32, freqs []float32, out, x Buffer) 
 			return err
 		}
 	}
-	for t, p := range pos {
-		if p < 0 {
-			return fmt.Errorf("%w: rope pos[%d] = %d is negative", ErrIndex, t, p)
-		}
-	}
-	n := len(pos) * heads * headDim
+	n := l.Len() * heads * headDim
 	if err := need("rope out/dx", out, n); err != nil {
 		return err
 	}
 	return need("rope x/dout", x, n)
 }
 
-// CheckAttention validates the attention kernels: q and out [Tq, Heads, D]
-// with Tq = out.Len()/(Heads·D), k and v [Tk, KVHeads, D], lse [Tq, Heads]
-// (nil allowed when lseOptional), spans inside those rows, query rows not
-// overlapping, and — for backward (disjointKeys) — key rows not overlapping.
-func CheckAttention(a Attention, spans []Span, out, lse, q, k, v Buffer, lseOptional, disjointKeys bool) error {
+// CheckAttention validates the attention kernels on the rows of layout
+// l: q and out [l.Len(), Heads, D], k and v [Tk, KVHeads, D] with the
+// spans' keys inside Tk, lse [l.Len(), Heads] (nil allowed when
+// lseOptional), and — for backward — key rows of different spans not
+// overlapping. The spans themselves were checked by NewRowLayout, so
+// the cost does not grow with the rows.
+func CheckAttention(a Attention, l *RowLayout, out, lse, q, k, v Buffer, lseOptional, backward bool) error {
 	if a.Heads <= 0 || a.KVHeads <= 0 || a.HeadDim <= 0 || a.Heads%a.KVHeads != 0 {
 		return fmt.Errorf("%w: attention heads %d, kv heads %d, head dim %d (heads must be a positive multiple of kv heads)", ErrShape, a.Heads, a.KVHeads, a.HeadDim)
 	}
@@ -195,10 +192,10 @@ func CheckAttention(a Attention, spans []Span, out, lse, q, k, v Buffer, lseOpti
 		return fmt.Errorf("%w: attention q, k, v and out must not be nil", ErrBuffer)
 	}
 	qRow, kRow := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
-	if q.Len()%qRow != 0 {
-		return fmt.Errorf("%w: attention q has %d elements, not a multiple of heads·head dim %d", ErrShape, q.Len(), qRow)
+	tq := l.Len()
+	if err := need("attention q", q, tq*qRow); err != nil {
+		return err
 	}
-	tq := q.Len() / qRow
 	if k.Len()%kRow != 0 {
 		return fmt.Errorf("%w: attention k has %d elements, not a multiple of kv heads·head dim %d", ErrShape, k.Len(), kRow)
 	}
@@ -216,29 +213,11 @@ func CheckAttention(a Attention, spans []Span, out, lse, q, k, v Buffer, lseOpti
 	} else if err := need("attention lse", lse, tq*a.Heads); err != nil {
 		return err
 	}
-	qUsed := make([]bool, tq)
-	var kUsed []bool
-	if disjointKeys {
-		kUsed = make([]bool, tk)
+	if l.KRows > tk {
+		return fmt.Errorf("%w: attention spans reach key row %d, k has %d rows", ErrShape, l.KRows-1, tk)
 	}
-	for i, s := range spans {
-		if s.Q0 < 0 || s.QLen < 0 || s.K0 < 0 || s.KLen < s.QLen || s.Q0+s.QLen > tq || s.K0+s.KLen > tk {
-			return fmt.Errorf("%w: attention spans[%d] = %+v outside q rows [0,%d), k rows [0,%d), or KLen < QLen", ErrShape, i, s, tq, tk)
-		}
-		for r := s.Q0; r < s.Q0+s.QLen; r++ {
-			if qUsed[r] {
-				return fmt.Errorf("%w: attention spans[%d] query row %d already belongs to another span", ErrShape, i, r)
-			}
-			qUsed[r] = true
-		}
-		if disjointKeys && s.QLen > 0 {
-			for r := s.K0; r < s.K0+s.KLen; r++ {
-				if kUsed[r] {
-					return fmt.Errorf("%w: attention spans[%d] key row %d already belongs to another span", ErrShape, i, r)
-				}
-				kUsed[r] = true
-			}
-		}
+	if backward && !l.KeysDisjoint {
+		return fmt.Errorf("%w: attention backward needs spans whose key rows do not overlap", ErrShape)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <string>
 using std::max;
 using std::min;
 #include "kernels_emu.inc"
@@ -34,6 +35,8 @@ static void report(const char* name, const std::vector<float>& got, const std::v
   printf("%-34s max err %.3g (scale %.3g)%s\n", name, err, scale, ok ? "" : "  FAIL");
   if (!ok) failures++;
 }
+
+static void reportBound(const char* name, const std::vector<float>& got, const std::vector<double>& want, const std::vector<double>& bound);
 
 struct Span { int q0, qlen, k0, klen; };
 
@@ -251,15 +254,25 @@ static void checkLMHead() {
   report("lm logp", lp, rlp, 1e-5);
   report("lm entropy", ent, rent, 1e-5);
   report("lm lse", lse, rlse, 1e-5);
+  // lm_dz_bf16 must be lm_dz followed by f32_to_bf16, bit for bit.
+  size_t bf16Diff = 0;
+  std::vector<__nv_bfloat16> zb((size_t)rows * nc), zr((size_t)rows * nc);
   for (int c0 = 0; c0 < vocab; c0 += nc) {
     int cn = std::min(nc, vocab - c0);
     for (int r = 0; r < rows; r++)
       for (int j = 0; j < cn; j++) chunk[(size_t)r * cn + j] = (float)z[(size_t)r * vocab + c0 + j];
+    emu_launch({(unsigned)rows}, {64}, 0,
+               [&] { lm_dz_bf16(zb.data(), chunk.data(), cn, c0, tg.data(), gl.data(), ge.data(), lse.data(), ent.data()); });
     emu_launch({(unsigned)rows}, {64}, 0, [&] { lm_dz(chunk.data(), cn, c0, tg.data(), gl.data(), ge.data(), lse.data(), ent.data()); });
+    long long n = (long long)rows * cn;
+    emu_launch({2}, {256}, 0, [&] { f32_to_bf16(zr.data(), chunk.data(), n); });
+    for (long long i = 0; i < n; i++) bf16Diff += zb[i].bits != zr[i].bits;
     for (int r = 0; r < rows; r++)
       for (int j = 0; j < cn; j++) dz[(size_t)r * vocab + c0 + j] = chunk[(size_t)r * cn + j];
   }
   report("lm dz", dz, rdz, 1e-5);
+  printf("%-34s %zu of %d elements differ%s\n", "lm dz bf16 = bf16(lm dz)", bf16Diff, rows * vocab, bf16Diff ? "  FAIL" : "");
+  if (bf16Diff) failures++;
 }
 
 static void checkRowKernels() {
@@ -280,14 +293,19 @@ static void checkRowKernels() {
       rdw[i] += g[r * dim + i] * x[r * dim + i] * rr[r];
     }
   }
-  std::vector<float> out(rows * dim), rs(rows), dx(rows * dim, 0), dw(dim, 0);
-  emu_launch({(unsigned)rows}, {64}, 0, [&] { rmsnorm_fwd(out.data(), rs.data(), x.data(), w.data(), rows, dim, 1e-6f); });
-  emu_launch({(unsigned)rows}, {64}, 0, [&] { rmsnorm_bwd_dx(dx.data(), g.data(), x.data(), w.data(), rs.data(), rows, dim); });
-  emu_launch({3}, {64}, 0, [&] { rmsnorm_bwd_dw(dw.data(), g.data(), x.data(), rs.data(), rows, dim); });
-  report("rmsnorm out", out, ro, 1e-5);
-  report("rmsnorm rstd", rs, rr, 1e-5);
-  report("rmsnorm dx", dx, rdx, 1e-5);
-  report("rmsnorm dw", dw, rdw, 1e-5);
+  // Blocks of one warp (rowThreads for head dims) and of 256 threads.
+  for (unsigned threads : {32u, 256u}) {
+    std::vector<float> out(rows * dim), rs(rows), dx(rows * dim, 0);
+    emu_launch({(unsigned)rows}, {threads}, 0, [&] { rmsnorm_fwd(out.data(), rs.data(), x.data(), w.data(), rows, dim, 1e-6f); });
+    emu_launch({(unsigned)rows}, {threads}, 0, [&] { rmsnorm_bwd_dx(dx.data(), g.data(), x.data(), w.data(), rs.data(), rows, dim); });
+    char name[64];
+    snprintf(name, sizeof name, "rmsnorm out (%u threads)", threads);
+    report(name, out, ro, 1e-5);
+    snprintf(name, sizeof name, "rmsnorm rstd (%u threads)", threads);
+    report(name, rs, rr, 1e-5);
+    snprintf(name, sizeof name, "rmsnorm dx (%u threads)", threads);
+    report(name, dx, rdx, 1e-5);
+  }
 
   int ntok = 3, heads = 2, hd = 8;
   std::vector<int> pos = {0, 7, 40000};
@@ -312,6 +330,93 @@ static void checkRowKernels() {
   std::vector<double> acc(1, 0);
   emu_launch({4}, {256}, 0, [&] { sumsq(acc.data(), big.data(), (long long)big.size()); });
   report("sumsq", {(float)acc[0]}, {ss}, 1e-7);
+}
+
+// dwPlan is launch.go's dwPlan: chunks of at least 128 rows, at most 256
+// chunks, chunk rows a multiple of 8.
+static void dwPlan(int rows, int& chunks, int& chunkRows) {
+  chunks = std::min(std::max((rows + 127) / 128, 1), 256);
+  chunkRows = (rows + chunks - 1) / chunks;
+  chunkRows = (chunkRows + 7) / 8 * 8;
+  chunks = (rows + chunkRows - 1) / chunkRows;
+}
+
+// runDW runs RMSNorm's two-stage weight gradient as RMSNormBackward
+// launches it, adding into dw.
+static void runDW(std::vector<float>& dw, const std::vector<float>& g, const std::vector<float>& x, const std::vector<float>& rs, int rows,
+                  int dim) {
+  int chunks, chunkRows;
+  dwPlan(rows, chunks, chunkRows);
+  std::vector<double> part((size_t)chunks * dim, std::nan(""));
+  emu_launch({(unsigned)((dim + 31) / 32), (unsigned)chunks}, {32, 8}, 0,
+             [&] { rmsnorm_dw_partial(part.data(), g.data(), x.data(), rs.data(), rows, dim, chunkRows); });
+  unsigned warps = (unsigned)dim * 32;
+  emu_launch({(warps + 255) / 256}, {256}, 0, [&] { rmsnorm_dw_finish(dw.data(), part.data(), chunks, dim); });
+}
+
+// checkRMSNormDW checks the weight gradient dw_i += Σ_r g_ri·x_ri·r_r
+// against a long-double sum of the same float32 inputs, element by
+// element: the kernels multiply in float64 (g·x is exact in float64, 48
+// significant bits; ·r rounds once, 2^-53 relative) and add n terms in
+// float64, so before the final rounding to float32 they are within
+// (n + 2)·2^-53·Σ_r |g x r| of the exact sum; the rounding to float32 adds
+// 2^-24·|dw| (half an ulp), and the add into dw's prior value one more.
+// The shapes cover a column tile and a chunk cut short (300 × 130), a
+// per-head norm (rows = tokens·heads, dim 128) and a row count past the
+// chunk cap (40,000 rows, 250 chunks). Each also runs with its blocks in
+// two shuffled orders: the results must be the same bit for bit.
+static void checkRMSNormDW() {
+  struct Case {
+    const char* name;
+    int rows, dim;
+  } cases[] = {{"rmsnorm dw 300x130", 300, 130}, {"rmsnorm dw heads 4100x128", 4100, 128}, {"rmsnorm dw 40000x16", 40000, 16}};
+  for (auto& c : cases) {
+    int rows = c.rows, dim = c.dim;
+    auto x = randn((size_t)rows * dim, 2), g = randn((size_t)rows * dim);
+    std::vector<float> rs(rows);
+    for (auto& v : rs) v = (float)std::exp(0.3 * std::normal_distribution<double>(0, 1)(rng));
+    auto prior = randn(dim, 0.1);
+    std::vector<double> want(dim), bound(dim);
+    for (int i = 0; i < dim; i++) {
+      long double sum = 0, mag = 0;
+      for (int r = 0; r < rows; r++) {
+        long double t = (long double)g[(size_t)r * dim + i] * x[(size_t)r * dim + i] * rs[r];
+        sum += t;
+        mag += std::fabs(t);
+      }
+      double d = (double)(prior[i] + (float)(double)sum);  // the value a perfect kernel would store
+      want[i] = (double)(prior[i] + sum);
+      bound[i] = (rows + 2) * 0x1p-53 * (double)mag + 0x1p-24 * std::fabs((double)sum) + 0x1p-24 * std::fabs(d) + 1e-30;
+    }
+    std::vector<float> dw = prior;
+    runDW(dw, g, x, rs, rows, dim);
+    reportBound(c.name, dw, want, bound);
+    bool same = true;
+    for (unsigned order : {1u, 2u}) {
+      emu_block_order = order;
+      std::vector<float> again = prior;
+      runDW(again, g, x, rs, rows, dim);
+      same = same && std::memcmp(again.data(), dw.data(), dw.size() * sizeof(float)) == 0;
+    }
+    emu_block_order = 0;
+    printf("%-34s %s\n", (std::string(c.name) + " order").c_str(), same ? "bit-identical under shuffled block orders" : "DIFFERS  FAIL");
+    if (!same) failures++;
+  }
+  // The order check has teeth: a sum whose blocks add into one float
+  // with atomics (as a one-stage reduction would) gives different bits
+  // under the same two orders.
+  auto v = randn(4096, 1e3);
+  float sums[3];
+  for (unsigned order : {0u, 1u, 2u}) {
+    emu_block_order = order;
+    float acc = 0;
+    emu_launch({64}, {64}, 0, [&] { atomicAdd(&acc, v[blockIdx.x * 64 + threadIdx.x]); });
+    sums[order] = acc;
+  }
+  emu_block_order = 0;
+  bool differs = sums[0] != sums[1] || sums[1] != sums[2];
+  printf("%-34s %s\n", "emu block order (atomic sum)", differs ? "differs, as it must" : "identical  FAIL: the shuffle shows nothing");
+  if (!differs) failures++;
 }
 
 // ---- tensor cores -------------------------------------------------------------
@@ -612,6 +717,7 @@ int main() {
   checkGemm();
   checkLMHead();
   checkRowKernels();
+  checkRMSNormDW();
   printf(failures ? "FAILED: %d checks\n" : "all kernel checks passed\n", failures);
   return failures ? 1 : 0;
 }

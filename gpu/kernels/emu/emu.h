@@ -5,6 +5,7 @@
 // the semantics the kernels rely on (barriers, shuffles, shared memory,
 // atomics, the bf16 tensor-core mma), not performance. See check.sh.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <cmath>
@@ -15,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -22,6 +24,9 @@ struct dim3 {
   unsigned x = 1, y = 1, z = 1;
 };
 inline thread_local dim3 threadIdx, blockIdx;
+// emu_tid is the calling thread's linear index in its block (x fastest),
+// which decides its warp and lane as on the GPU.
+inline thread_local unsigned emu_tid;
 inline dim3 blockDim, gridDim;
 
 // kernels.cu picks the emulated mma (emu_mma_m16n8k16_bf16) with this.
@@ -43,12 +48,12 @@ inline std::vector<float> emu_smem;
 inline std::mutex emu_atomic_mu;
 
 inline void __syncthreads() { emu_block_bar->arrive_and_wait(); }
-inline void __syncwarp() { emu_warps[threadIdx.x >> 5]->bar.arrive_and_wait(); }
+inline void __syncwarp() { emu_warps[emu_tid >> 5]->bar.arrive_and_wait(); }
 
 template <class T>
 inline T emu_exchange(T v, int src) {
-  EmuWarp& w = *emu_warps[threadIdx.x >> 5];
-  int lane = threadIdx.x & 31;
+  EmuWarp& w = *emu_warps[emu_tid >> 5];
+  int lane = emu_tid & 31;
   w.v[lane] = (double)v;
   w.bar.arrive_and_wait();
   T r = (T)w.v[src & 31];
@@ -56,7 +61,7 @@ inline T emu_exchange(T v, int src) {
   return r;
 }
 template <class T>
-inline T __shfl_xor_sync(unsigned, T v, int o) { return emu_exchange(v, (threadIdx.x & 31) ^ o); }
+inline T __shfl_xor_sync(unsigned, T v, int o) { return emu_exchange(v, (emu_tid & 31) ^ o); }
 template <class T>
 inline T __shfl_sync(unsigned, T v, int src) { return emu_exchange(v, src); }
 
@@ -145,8 +150,8 @@ inline float emu_bf16_half(uint32_t r, int hi) {
 }
 
 inline void emu_mma_m16n8k16_bf16(float* d, const uint32_t* a, const uint32_t* b) {
-  EmuWarp& w = *emu_warps[threadIdx.x >> 5];
-  int lane = threadIdx.x & 31;
+  EmuWarp& w = *emu_warps[emu_tid >> 5];
+  int lane = emu_tid & 31;
   if (w.exited.load() != 0) {
     fprintf(stderr, "emu: mma.sync in a warp with an exited lane (block %u, thread %u)\n", blockIdx.x, threadIdx.x);
     std::abort();
@@ -195,9 +200,16 @@ inline void emu_launch_seq(dim3 grid, dim3 block, const std::function<void()>& f
         for (unsigned t = 0; t < block.x * block.y * block.z; t++) {
           blockIdx = {bx, by, bz};
           threadIdx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+          emu_tid = t;
           f();
         }
 }
+
+// emu_block_order, when not 0, makes emu_launch run the blocks of a grid
+// in an order shuffled with it as the seed instead of x, then y, then z:
+// a kernel whose result depends on the order its blocks run in (a race
+// between blocks, an atomic sum) shows it when run under two orders.
+inline unsigned emu_block_order = 0;
 
 // emu_launch runs kernel f over grid × block with smem bytes of dynamic
 // shared memory (the kernels see it through emu_smem).
@@ -205,27 +217,35 @@ inline void emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<v
   gridDim = grid;
   blockDim = block;
   unsigned n = block.x * block.y * block.z;
+  std::vector<dim3> blocks;
   for (unsigned bz = 0; bz < grid.z; bz++)
     for (unsigned by = 0; by < grid.y; by++)
-      for (unsigned bx = 0; bx < grid.x; bx++) {
-        // Garbage-like: all-ones bytes are NaN as float32 and as bfloat16,
-        // so reads of unwritten shared memory show up.
-        emu_smem.assign(smem / 4 + 1, 0.f);
-        std::memset(emu_smem.data(), 0xff, emu_smem.size() * sizeof(float));
-        emu_block_bar = std::make_unique<std::barrier<>>(n);
-        emu_warps.clear();
-        for (unsigned w = 0; w < (n + 31) / 32; w++) emu_warps.push_back(std::make_unique<EmuWarp>());
-        std::vector<std::thread> ts;
-        for (unsigned t = 0; t < n; t++)
-          ts.emplace_back([&, t, bx, by, bz] {
-            blockIdx = {bx, by, bz};
-            threadIdx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-            f();
-            // An exited thread no longer takes part in barriers.
-            emu_warps[t >> 5]->exited++;
-            emu_block_bar->arrive_and_drop();
-            emu_warps[t >> 5]->bar.arrive_and_drop();
-          });
-        for (auto& th : ts) th.join();
-      }
+      for (unsigned bx = 0; bx < grid.x; bx++) blocks.push_back({bx, by, bz});
+  if (emu_block_order != 0) {
+    std::mt19937 g(emu_block_order);
+    std::shuffle(blocks.begin(), blocks.end(), g);
+  }
+  for (const dim3& b : blocks) {
+    unsigned bx = b.x, by = b.y, bz = b.z;
+    // Garbage-like: all-ones bytes are NaN as float32 and as bfloat16,
+    // so reads of unwritten shared memory show up.
+    emu_smem.assign(smem / 4 + 1, 0.f);
+    std::memset(emu_smem.data(), 0xff, emu_smem.size() * sizeof(float));
+    emu_block_bar = std::make_unique<std::barrier<>>(n);
+    emu_warps.clear();
+    for (unsigned w = 0; w < (n + 31) / 32; w++) emu_warps.push_back(std::make_unique<EmuWarp>());
+    std::vector<std::thread> ts;
+    for (unsigned t = 0; t < n; t++)
+      ts.emplace_back([&, t, bx, by, bz] {
+        blockIdx = {bx, by, bz};
+        threadIdx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+        emu_tid = t;
+        f();
+        // An exited thread no longer takes part in barriers.
+        emu_warps[t >> 5]->exited++;
+        emu_block_bar->arrive_and_drop();
+        emu_warps[t >> 5]->bar.arrive_and_drop();
+      });
+    for (auto& th : ts) th.join();
+  }
 }

@@ -8,6 +8,7 @@
 // memory — not the real driver. Built and run by fakecuda.sh.
 #include "emu.h"
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 using std::max;
@@ -76,6 +77,18 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
   return CUDA_SUCCESS;
 }
 CUresult cuGetErrorString(CUresult, const char** s) { *s = "fakecuda error"; return CUDA_SUCCESS; }
+// Events: the fake stream runs every call before returning, so an event
+// recorded on it is the host's clock at the moment of recording.
+struct FakeEvent {
+  std::chrono::steady_clock::time_point t;
+};
+CUresult cuEventCreate(CUevent* e, unsigned int) { *e = (CUevent) new FakeEvent(); return CUDA_SUCCESS; }
+CUresult cuEventRecord(CUevent e, CUstream) { ((FakeEvent*)e)->t = std::chrono::steady_clock::now(); return CUDA_SUCCESS; }
+CUresult cuEventElapsedTime(float* ms, CUevent a, CUevent b) {
+  *ms = std::chrono::duration<float, std::milli>(((FakeEvent*)b)->t - ((FakeEvent*)a)->t).count();
+  return CUDA_SUCCESS;
+}
+CUresult cuEventDestroy(CUevent e) { delete (FakeEvent*)e; return CUDA_SUCCESS; }
 
 // ---- cuBLAS ----
 int cublasCreate_v2(void** h) { *h = &ctx_dummy; return 0; }

@@ -75,7 +75,8 @@ func Attention(t *testing.T, b backend.Backend, tol Tolerance) {
 			q, k, v := e.randn(nq, 1), e.randn(nk, 1), e.randn(nk, 1)
 			qb, kb, vb := e.up(q), e.up(k), e.up(v)
 			ob, lb := e.up(e.randn(nq, 1)), e.zeros(c.tq*a.Heads) // out starts dirty: padded rows must be zeroed
-			require.NoError(t, b.AttentionForward(a, c.spans, ob, lb, qb, kb, vb))
+			r := e.spanRows(c.tq, c.spans)
+			require.NoError(t, b.AttentionForward(a, r, ob, lb, qb, kb, vb))
 			wantOut, wantLSE := refAttention(a, c.spans, c.tq, q, k, v)
 			e.close("out", e.down(ob), wantOut)
 			e.close("lse", e.down(lb), wantLSE)
@@ -83,7 +84,7 @@ func Attention(t *testing.T, b backend.Backend, tol Tolerance) {
 			wt := e.randn(nq, 1)
 			pq, pk, pv := e.randn(nq, 1), e.randn(nk, 1), e.randn(nk, 1)
 			dq, dk, dv := e.up(pq), e.up(pk), e.up(pv)
-			require.NoError(t, b.AttentionBackward(a, c.spans, dq, dk, dv, e.up(wt), qb, kb, vb, ob, lb))
+			require.NoError(t, b.AttentionBackward(a, r, dq, dk, dv, e.up(wt), qb, kb, vb, ob, lb))
 			loss := func() float64 {
 				o, _ := refAttention(a, c.spans, c.tq, q, k, v)
 				return dotw(wt, o)
@@ -123,7 +124,7 @@ func AttentionDecode(t *testing.T, b backend.Backend, tol Tolerance) {
 		require.NoError(t, b.Copy(kCache, sq*capacity*kRow, kp, 0, p*kRow))
 		require.NoError(t, b.Copy(vCache, sq*capacity*kRow, vp, 0, p*kRow))
 		po := e.zeros(p * qRow)
-		require.NoError(t, b.AttentionForward(a, backend.PackedSpans([]int{p}), po, nil, e.up(q[:p*qRow]), kp, vp))
+		require.NoError(t, b.AttentionForward(a, e.spanRows(p, backend.PackedSpans([]int{p})), po, nil, e.up(q[:p*qRow]), kp, vp))
 		e.close(fmt.Sprintf("prefill %d", sq), e.down(po), full[:p*qRow])
 		// Append the new tokens' K/V rows after the prompt.
 		kn, vn := e.up(k[p*kRow:]), e.up(v[p*kRow:])
@@ -135,7 +136,7 @@ func AttentionDecode(t *testing.T, b backend.Backend, tol Tolerance) {
 	}
 	out := e.zeros(len(decodeQ))
 	lse := e.zeros(len(decodeQ) / a.HeadDim)
-	require.NoError(t, b.AttentionForward(a, decodeSpans, out, lse, e.up(decodeQ), kCache, vCache))
+	require.NoError(t, b.AttentionForward(a, e.spanRows(len(decodeQ)/qRow, decodeSpans), out, lse, e.up(decodeQ), kCache, vCache))
 	e.close("decode", e.down(out), want)
 }
 

@@ -264,16 +264,23 @@ func RoPE(t *testing.T, b backend.Backend, tol Tolerance) {
 	e.close("freqs", f64(freqs), []float64{1, 0.1, 0.01, 0.001})
 	x := e.randn(len(pos)*heads*hd, 1)
 	xb, ob := e.up(x), e.zeros(len(x))
-	require.NoError(t, b.RoPEForward(heads, hd, pos, freqs, ob, xb))
+	r := e.rows(pos, nil)
+	require.NoError(t, b.RoPEForward(heads, hd, r, freqs, ob, xb))
 	want := refRoPE(heads, hd, pos, freqs, x, 1)
 	e.close("out", e.down(ob), want)
-	require.NoError(t, b.RoPEForward(heads, hd, pos, freqs, xb, xb))
+	require.NoError(t, b.RoPEForward(heads, hd, r, freqs, xb, xb))
 	e.close("in place", e.down(xb), want)
+	// Another frequency table on the same rows (a backend caching the
+	// angles per table must keep them apart).
+	freqs2 := backend.RoPEFreqs(500, hd)
+	ob2 := e.zeros(len(x))
+	require.NoError(t, b.RoPEForward(heads, hd, r, freqs2, ob2, e.up(x)))
+	e.close("other freqs", e.down(ob2), refRoPE(heads, hd, pos, freqs2, x, 1))
 
 	wt := e.randn(len(x), 1)
 	prior := e.randn(len(x), 1)
 	dx := e.up(prior)
-	require.NoError(t, b.RoPEBackward(heads, hd, pos, freqs, dx, e.up(wt)))
+	require.NoError(t, b.RoPEBackward(heads, hd, r, freqs, dx, e.up(wt)))
 	loss := func() float64 { return dotw(wt, refRoPE(heads, hd, pos, freqs, x, 1)) }
 	e.close("dx", e.grad(dx, prior), fdGrad(x, nil, loss))
 }

@@ -47,7 +47,7 @@ func RoPEGolden(t *testing.T, b backend.Backend, tol Tolerance) {
 				}
 			}
 			out := e.zeros(len(x))
-			require.NoError(t, b.RoPEForward(half, c.Dim, c.Pos, freqs, out, e.up(x)))
+			require.NoError(t, b.RoPEForward(half, c.Dim, e.rows(c.Pos, nil), freqs, out, e.up(x)))
 			got := e.down(out)
 			for tk := range c.Pos {
 				for i := range half {

@@ -42,6 +42,8 @@ func Run(t *testing.T, b backend.Backend, tol Tolerance) {
 		{"LogProbEntropyChunked", LogProbEntropyChunked},
 		{"Logits", Logits},
 		{"Optimizer", Optimizer},
+		{"Initializer", Initializer},
+		{"Rows", Rows},
 		{"ZeroSizes", ZeroSizes},
 		{"Errors", Errors},
 	}
@@ -83,6 +85,27 @@ func (e *env) up(x []float64) backend.Buffer {
 	}
 	require.NoError(e.t, e.b.Upload(buf, 0, f))
 	return buf
+}
+
+// rows makes the backend's Rows of pos and spans, freed when the test ends.
+func (e *env) rows(pos []int32, spans []backend.Span) backend.Rows {
+	e.t.Helper()
+	r, err := e.b.NewRows(pos, spans)
+	require.NoError(e.t, err)
+	require.Equal(e.t, len(pos), r.Len())
+	e.t.Cleanup(func() { require.NoError(e.t, e.b.FreeRows(r)) })
+	return r
+}
+
+// spanRows makes Rows of n rows at positions 0…n−1 grouped into spans,
+// for attention calls (whose results do not depend on the positions).
+func (e *env) spanRows(n int, spans []backend.Span) backend.Rows {
+	e.t.Helper()
+	pos := make([]int32, n)
+	for i := range pos {
+		pos[i] = int32(i)
+	}
+	return e.rows(pos, spans)
 }
 
 func (e *env) zeros(n int) backend.Buffer {

@@ -1,0 +1,114 @@
+//go:build agentrl_cuda && cgo
+
+package gpu
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentrl/agentrl/lm"
+	"github.com/agentrl/agentrl/policy"
+)
+
+// stepCounts trains a Qwen3-shaped model of the given layers on the CUDA
+// backend — forward with gradients, backward from token-mean NLL
+// gradients, ClipGradNorm, AdamW on the device, ZeroGrad — once to warm
+// the allocator and the weight copies, then once more counted.
+func stepCounts(t *testing.T, layers int, lens []int) Counters {
+	t.Helper()
+	be := newOrSkip(t, WithPrecision(BF16))
+	cfg := policy.Config{
+		ModelType: policy.ModelQwen3, VocabSize: 256, HiddenSize: 64, IntermediateSize: 96,
+		NumHiddenLayers: layers, NumAttentionHeads: 4, NumKeyValueHeads: 2, HeadDim: 16,
+		MaxPositionEmbeddings: 128, RMSNormEps: 1e-6, RopeTheta: 1e4, TieWordEmbeddings: true,
+	}
+	m, err := policy.New(cfg, 1, policy.WithBackend(be), policy.WithBackendInit())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	opt, err := m.NewDeviceAdamW(policy.AdamWConfig{LR: 1e-3})
+	require.NoError(t, err)
+	var toks [][]int
+	var grads [][]float32
+	for b, n := range lens {
+		seq, g := make([]int, n), make([]float32, n)
+		for i := range seq {
+			seq[i] = (7*b + 13*i) % cfg.VocabSize
+			if i > 0 {
+				g[i] = -0.01
+			}
+		}
+		toks, grads = append(toks, seq), append(grads, g)
+	}
+	ctx := context.Background()
+	step := func() {
+		_, back, err := m.Forward(ctx, lm.TokenBatch{Tokens: toks}, true)
+		require.NoError(t, err)
+		require.NoError(t, back(ctx, grads, nil))
+		_, err = opt.ClipGradNorm(1e-3) // small enough to scale: the Scale launches are counted
+		require.NoError(t, err)
+		_, err = opt.Step()
+		require.NoError(t, err)
+		require.NoError(t, opt.ZeroGrad())
+	}
+	step()
+	require.NoError(t, be.ResetCounters())
+	step()
+	c, err := be.Counters()
+	require.NoError(t, err)
+	return c
+}
+
+// TestTrainStepStructure counts what one training step asks of the
+// driver, at 1 and 3 layers, and holds it to bounds derived from the
+// shape: T = 48 tokens in two sequences of 24, 4 query and 2 KV heads of
+// 16, tensor-core attention (tiles of 64 query or key rows).
+//
+// Host-to-device copies, each made once per step whatever the layers:
+// forward — token ids (4T bytes), targets (4T), positions (4T), RoPE's
+// frequencies (4·16/2 = 32 bytes), attention's query tiles (one tile of
+// 16 bytes per sequence: 32); backward — dL/dlogp (4T), targets again
+// (4T), key tiles (one of 24 bytes per sequence: 48), token ids again
+// for the embedding's scatter (4T). 9 copies, 6·4T + 112 = 1,264 bytes.
+// Device-to-host copies: log-probs and entropies (4T each) and the
+// gradient norm (8 bytes): 3 copies, 392 bytes. So 12 host
+// synchronizations, and no cuMemAlloc/Free once the allocator is warm.
+// None of these has a term per layer: the positions, spans and tiles
+// are uploaded once per batch (backend.Rows), not by each layer's RoPE
+// and attention call (11 copies per layer before), so the device never
+// waits for the host mid-step.
+//
+// Kernels and products do grow with the layers: 7 projections, each one
+// product forward and two backward (dx, dW), so 21 cuBLAS products per
+// layer, and the kernel launches per layer ((launches at 3 − at 1)/2)
+// stay under a ceiling that a change adding passes over the activations
+// would cross.
+func TestTrainStepStructure(t *testing.T) {
+	lens := []int{24, 24}
+	const T = 48
+	counts := map[int]Counters{}
+	for _, layers := range []int{1, 3} {
+		c := stepCounts(t, layers, lens)
+		t.Logf("%d layers: %d launches, %d products, %d H2D (%d B), %d D2H (%d B), %d host syncs", layers,
+			c.Launches, c.Gemms, c.HtoD, c.HtoDBytes, c.DtoH, c.DtoHBytes, c.HostSyncs())
+		name := fmt.Sprintf("%d layers", layers)
+		require.Equal(t, uint64(9), c.HtoD, name)
+		require.Equal(t, uint64(6*4*T+112), c.HtoDBytes, name)
+		require.Equal(t, uint64(3), c.DtoH, name)
+		require.Equal(t, uint64(8*T+8), c.DtoHBytes, name)
+		require.Zero(t, c.DeviceAllocs+c.DeviceFrees+c.StreamSyncs, name)
+		require.Equal(t, uint64(12), c.HostSyncs(), name)
+		counts[layers] = c
+	}
+	require.Equal(t, uint64(2*21), counts[3].Gemms-counts[1].Gemms, "products per layer")
+	d := counts[3].Launches - counts[1].Launches
+	require.Zero(t, d%2)
+	perLayer := d / 2
+	require.LessOrEqual(t, perLayer, uint64(90), "kernel launches per layer")
+	t.Logf("per layer: %d kernel launches, 21 products", perLayer)
+	for k, n := range counts[3].Sub(counts[1]).Kernels {
+		t.Logf("  per layer %-22s %d", k, n/2)
+	}
+}
