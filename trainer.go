@@ -439,18 +439,8 @@ func (t *Trainer) collect(ctx context.Context, done int) ([]*sample, int, int, e
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		groups := make([]string, len(b))
-		metric := make([]float64, len(b))
-		for i, s := range b {
-			groups[i] = s.group
-			if ds.metric() == FilterByScore {
-				metric[i] = s.out.Score
-			} else if s.out.Acc {
-				metric[i] = 1
-			}
-		}
-		if _, err := f.Add(b, groups, metric); err != nil {
-			return nil, 0, 0, fmt.Errorf("agentrl: step %d: dynamic sampling: %w", done+1, err)
+		if err := t.addToFilter(f, b, done); err != nil {
+			return nil, 0, 0, err
 		}
 	}
 	fb, err := f.Take()
