@@ -58,6 +58,7 @@ type modelOptions struct {
 	maxSessions int
 	decode      func([]int) string
 	seed        uint64
+	gen         GenerateOptions
 }
 
 // WithBackend runs the model on be instead of the default CPU backend:
