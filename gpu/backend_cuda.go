@@ -282,12 +282,14 @@ type Backend struct {
 	ctx     C.CUcontext
 	stream  C.CUstream
 	mod     C.CUmodule
+	modDec  C.CUmodule // the decode kernels (kernels/decode.cu)
 	fn      map[string]C.CUfunction
 	cache   *cache
 	weights *weightCache // bf16 copies of weights (WithWeightCache)
 	name    string
 	closed  atomic.Bool
 	stats   atomic.Pointer[CacheStats]
+	count   Counters // worker thread only; see Counters
 }
 
 var (
@@ -400,6 +402,9 @@ func (be *Backend) open() error {
 	for _, k := range tcKernels() {
 		smem[k.fwdName()], smem[k.dqName()], smem[k.dkdvName()] = k.fwdSmem(), k.dqSmem(), k.dkdvSmem()
 	}
+	if err := be.loadDecodeModule(major, smemOptin); err != nil {
+		return err
+	}
 	for k, need := range smem {
 		if smemOptin < need {
 			return fmt.Errorf("%w: device offers %d bytes of shared memory per block, kernel %s needs %d", ErrNoDevice, smemOptin, k, need)
@@ -450,6 +455,9 @@ func (be *Backend) teardown() error {
 	}
 	if be.mod != nil {
 		errs = append(errs, be.dr.check("cuModuleUnload", C.drv_module_unload(d, be.mod)))
+	}
+	if be.modDec != nil {
+		errs = append(errs, be.dr.check("cuModuleUnload", C.drv_module_unload(d, be.modDec)))
 	}
 	if be.stream != nil {
 		errs = append(errs, be.dr.check("cuStreamDestroy", C.drv_stream_destroy(d, be.stream)))
@@ -593,6 +601,8 @@ func (be *Backend) Download(dst []float32, src backend.Buffer, off int) error {
 		return nil
 	}
 	return be.run(func() error {
+		be.count.DtoH++
+		be.count.DtoHBytes += int64(4 * len(dst))
 		// cuMemcpyDtoH runs on the legacy stream, which waits for the
 		// Backend's (blocking) stream: the kernels that wrote src finish first.
 		return be.dr.check("cuMemcpyDtoH", C.drv_dtoh(be.dr.d, unsafe.Pointer(&dst[0]), C.ulonglong(s.ptr+devPtr(4*off)), C.size_t(4*len(dst))))
@@ -621,6 +631,7 @@ func (be *Backend) Copy(dst backend.Buffer, dstOff int, src backend.Buffer, srcO
 		return nil
 	}
 	return be.runW([]*buffer{v[0]}, func() error {
+		be.count.DtoD++
 		return be.dr.check("cuMemcpyDtoDAsync", C.drv_dtod(be.dr.d, C.ulonglong(v[0].ptr+devPtr(4*dstOff)), C.ulonglong(v[1].ptr+devPtr(4*srcOff)), C.size_t(4*n), be.stream))
 	})
 }
@@ -647,6 +658,8 @@ func (be *Backend) memset(p devPtr, val float32, n int) error {
 }
 
 func (be *Backend) htod(dst devPtr, src unsafe.Pointer, bytes int) error {
+	be.count.HtoD++
+	be.count.HtoDBytes += int64(bytes)
 	return be.dr.check("cuMemcpyHtoD", C.drv_htod(be.dr.d, C.ulonglong(dst), src, C.size_t(bytes)))
 }
 
@@ -712,6 +725,7 @@ func (be *Backend) launch(name string, grid, block [3]uint32, smem int, args ...
 	if !ok {
 		return fmt.Errorf("gpu: kernel %s not loaded", name)
 	}
+	be.count.Launches++
 	code := C.drv_launch(be.dr.d, f, C.uint(grid[0]), C.uint(grid[1]), C.uint(grid[2]), C.uint(block[0]), C.uint(block[1]), C.uint(block[2]),
 		C.uint(smem), be.stream, (*C.char)(unsafe.Pointer(&buf[0])), (*C.int)(unsafe.Pointer(&offs[0])), C.int(len(offs)))
 	return be.dr.check("cuLaunchKernel("+name+")", code)
@@ -854,6 +868,7 @@ func (be *Backend) gemm(s *scratch, g gemmCall) error {
 		}
 		// Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ:
 		// swap the operands and the dimensions M and N.
+		be.count.BlasCalls++
 		code := C.blas_gemm(be.blas.b, cbool(g.tB), cbool(g.tA), C.int(g.n), C.int(g.m), C.int(g.k), C.float(g.alpha),
 			C.ulonglong(b.ptr), atype, C.int(g.ldb), C.longlong(g.sB), C.ulonglong(a.ptr), C.int(g.lda), C.longlong(g.sA),
 			C.float(g.beta), C.ulonglong(g.c), C.int(g.ldc), C.longlong(g.sC), C.int(batch), compute)
@@ -881,6 +896,8 @@ func b2i(b bool) int32 {
 
 // dtoh copies len(dst) float32 values from device address src.
 func (be *Backend) dtoh(dst []float32, src devPtr) error {
+	be.count.DtoH++
+	be.count.DtoHBytes += int64(4 * len(dst))
 	return be.dr.check("cuMemcpyDtoH", C.drv_dtoh(be.dr.d, unsafe.Pointer(&dst[0]), C.ulonglong(src), C.size_t(4*len(dst))))
 }
 
@@ -889,4 +906,58 @@ func (be *Backend) dtoh(dst []float32, src devPtr) error {
 // what benchmarks call to time device work.
 func (be *Backend) Synchronize() error {
 	return be.run(func() error { return be.dr.check("cuStreamSynchronize", C.drv_stream_sync(be.dr.d, be.stream)) })
+}
+
+// loadDecodeModule loads the decode kernels (kernels/decode.cu), a module
+// of their own, into the kernel table, and allows each the dynamic shared
+// memory it is launched with.
+func (be *Backend) loadDecodeModule(major, smemOptin int) error {
+	d := be.dr.d
+	ptx := decodePTXFor(major)
+	cptx := C.CString(string(ptx))
+	err := be.dr.check("cuModuleLoadData", C.drv_module_load(d, &be.modDec, cptx))
+	C.free(unsafe.Pointer(cptx))
+	if err != nil {
+		return fmt.Errorf("loading the %s decode kernels: %w", parsePTX(ptx).Target, err)
+	}
+	for _, k := range decodeKernelNames {
+		ck := C.CString(k)
+		var f C.CUfunction
+		err := be.dr.check("cuModuleGetFunction("+k+")", C.drv_module_function(d, &f, be.modDec, ck))
+		C.free(unsafe.Pointer(ck))
+		if err != nil {
+			return err
+		}
+		be.fn[k] = f
+	}
+	for k, need := range decodeKernelSmem() {
+		if need <= 48<<10 {
+			continue
+		}
+		if smemOptin < need {
+			return fmt.Errorf("%w: device offers %d bytes of shared memory per block, kernel %s needs %d", ErrNoDevice, smemOptin, k, need)
+		}
+		if err := be.dr.check("cuFuncSetAttribute("+k+")", C.drv_func_max_smem(d, be.fn[k], C.int(need))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// memInfo reports the device's free and total memory (worker thread).
+func (be *Backend) memInfo() (free, total uint64, err error) {
+	var f, t C.size_t
+	err = be.dr.check("cuMemGetInfo", C.drv_mem_info(be.dr.d, &f, &t))
+	return uint64(f), uint64(t), err
+}
+
+// Counters returns what the Backend has sent to the device so far (see
+// Counters), after every call queued before it.
+func (be *Backend) Counters() Counters {
+	var c Counters
+	_ = be.run(func() error {
+		c = be.count
+		return nil
+	})
+	return c
 }
