@@ -300,6 +300,7 @@ type Backend struct {
 	ctx     C.CUcontext
 	stream  C.CUstream
 	mod     C.CUmodule
+	modDec  C.CUmodule // the decode kernels (kernels/decode.cu)
 	fn      map[string]C.CUfunction
 	cache   *cache
 	weights *weightCache // bf16 copies of weights (WithWeightCache)
@@ -440,6 +441,9 @@ func (be *Backend) open() error {
 	for _, k := range tcKernels() {
 		smem[k.fwdName()], smem[k.dqName()], smem[k.dkdvName()] = k.fwdSmem(), k.dqSmem(), k.dkdvSmem()
 	}
+	if err := be.loadDecodeModule(major, smemOptin); err != nil {
+		return err
+	}
 	for k, need := range smem {
 		if smemOptin < need {
 			return fmt.Errorf("%w: device offers %d bytes of shared memory per block, kernel %s needs %d", ErrNoDevice, smemOptin, k, need)
@@ -497,6 +501,9 @@ func (be *Backend) teardown() error {
 	}
 	if be.mod != nil {
 		errs = append(errs, be.dr.check("cuModuleUnload", C.drv_module_unload(d, be.mod)))
+	}
+	if be.modDec != nil {
+		errs = append(errs, be.dr.check("cuModuleUnload", C.drv_module_unload(d, be.modDec)))
 	}
 	if be.stream != nil {
 		errs = append(errs, be.dr.check("cuStreamDestroy", C.drv_stream_destroy(d, be.stream)))
@@ -670,6 +677,7 @@ func (be *Backend) Copy(dst backend.Buffer, dstOff int, src backend.Buffer, srcO
 		return nil
 	}
 	return be.runW([]*buffer{v[0]}, func() error {
+		be.counters.DtoD++
 		return be.dr.check("cuMemcpyDtoDAsync", C.drv_dtod(be.dr.d, C.ulonglong(v[0].ptr+devPtr(4*dstOff)), C.ulonglong(v[1].ptr+devPtr(4*srcOff)), C.size_t(4*n), be.stream))
 	})
 }
@@ -1052,4 +1060,47 @@ func (be *Backend) ResetPeak() error {
 		be.cache.resetPeak()
 		return nil
 	})
+}
+
+// loadDecodeModule loads the decode kernels (kernels/decode.cu), a module
+// of their own, into the kernel table, and allows each the dynamic shared
+// memory it is launched with.
+func (be *Backend) loadDecodeModule(major, smemOptin int) error {
+	d := be.dr.d
+	ptx := decodePTXFor(major)
+	cptx := C.CString(string(ptx))
+	err := be.dr.check("cuModuleLoadData", C.drv_module_load(d, &be.modDec, cptx))
+	C.free(unsafe.Pointer(cptx))
+	if err != nil {
+		return fmt.Errorf("loading the %s decode kernels: %w", parsePTX(ptx).Target, err)
+	}
+	for _, k := range decodeKernelNames {
+		ck := C.CString(k)
+		var f C.CUfunction
+		err := be.dr.check("cuModuleGetFunction("+k+")", C.drv_module_function(d, &f, be.modDec, ck))
+		C.free(unsafe.Pointer(ck))
+		if err != nil {
+			return err
+		}
+		be.fn[k] = f
+	}
+	for k, need := range decodeKernelSmem() {
+		if need <= 48<<10 {
+			continue
+		}
+		if smemOptin < need {
+			return fmt.Errorf("%w: device offers %d bytes of shared memory per block, kernel %s needs %d", ErrNoDevice, smemOptin, k, need)
+		}
+		if err := be.dr.check("cuFuncSetAttribute("+k+")", C.drv_func_max_smem(d, be.fn[k], C.int(need))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// memInfo reports the device's free and total memory (worker thread).
+func (be *Backend) memInfo() (free, total uint64, err error) {
+	var f, t C.size_t
+	err = be.dr.check("cuMemGetInfo", C.drv_mem_info(be.dr.d, &f, &t))
+	return uint64(f), uint64(t), err
 }

@@ -24,6 +24,10 @@ type Counters struct {
 	// HtoDBytes and DtoHBytes their sizes.
 	HtoD, HtoDBytes uint64
 	DtoH, DtoHBytes uint64
+	// DtoD counts device-to-device copies (Copy; the KV cache's block
+	// copies are a kernel, counted in Launches). They are queued on the
+	// stream and make the host wait for nothing.
+	DtoD uint64
 	// StreamSyncs counts cuStreamSynchronize calls (Synchronize, Close,
 	// Profile).
 	StreamSyncs uint64
@@ -52,6 +56,7 @@ func (c Counters) Sub(old Counters) Counters {
 		Launches: c.Launches - old.Launches, Gemms: c.Gemms - old.Gemms,
 		HtoD: c.HtoD - old.HtoD, HtoDBytes: c.HtoDBytes - old.HtoDBytes,
 		DtoH: c.DtoH - old.DtoH, DtoHBytes: c.DtoHBytes - old.DtoHBytes,
+		DtoD:         c.DtoD - old.DtoD,
 		StreamSyncs:  c.StreamSyncs - old.StreamSyncs,
 		DeviceAllocs: c.DeviceAllocs - old.DeviceAllocs, DeviceFrees: c.DeviceFrees - old.DeviceFrees,
 		Kernels: map[string]uint64{},

@@ -15,8 +15,8 @@ import (
 // whose driver traffic is known by construction: an upload of 1,000
 // floats (one host-to-device copy of 4,000 bytes), an Add (one add_f32
 // launch), a BF16 Gemm through cuBLAS (two f32_to_bf16 launches for its
-// inputs, one product), a Download of 10 floats (one copy of 40 bytes)
-// and a Synchronize (one stream synchronization). The profile names
+// inputs, one product), a Copy between two buffers (one device-to-device
+// copy), a Download of 10 floats (one copy of 40 bytes) and a Synchronize (one stream synchronization). The profile names
 // each call once, and the peak in use covers the buffers alive at once.
 func TestCountersProfileAndPeak(t *testing.T) {
 	be := newOrSkip(t, WithProfile(true), WithPrecision(BF16))
@@ -34,6 +34,7 @@ func TestCountersProfileAndPeak(t *testing.T) {
 	require.NoError(t, be.Add(y, x, x))
 	// 10×10 = (10×100)·(100×10): x and y hold the operands.
 	require.NoError(t, be.Gemm(backend.Gemm{M: 10, N: 10, K: 100, Alpha: 1}, x, y, x))
+	require.NoError(t, be.Copy(y, 0, x, 0, 10))
 	require.NoError(t, be.Download(make([]float32, 10), y, 0))
 	require.NoError(t, be.Synchronize())
 
@@ -41,7 +42,7 @@ func TestCountersProfileAndPeak(t *testing.T) {
 	require.NoError(t, err)
 	want := Counters{
 		Launches: 3, Kernels: map[string]uint64{"add_f32": 1, "f32_to_bf16": 2},
-		Gemms: 1, HtoD: 1, HtoDBytes: 4 * n, DtoH: 1, DtoHBytes: 40, StreamSyncs: 1,
+		Gemms: 1, HtoD: 1, HtoDBytes: 4 * n, DtoH: 1, DtoHBytes: 40, DtoD: 1, StreamSyncs: 1,
 	}
 	if be.blas == nil { // the fallback GEMM: rounded float32 inputs, a tiled kernel
 		want.Launches, want.Gemms = 4, 0

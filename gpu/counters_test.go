@@ -38,13 +38,13 @@ func TestGemmLabel(t *testing.T) {
 }
 
 func TestCountersSubAndHostSyncs(t *testing.T) {
-	old := Counters{Launches: 3, Kernels: map[string]uint64{"a": 2, "b": 1}, HtoD: 1, HtoDBytes: 8, StreamSyncs: 1}
+	old := Counters{Launches: 3, Kernels: map[string]uint64{"a": 2, "b": 1}, HtoD: 1, HtoDBytes: 8, StreamSyncs: 1, DtoD: 1}
 	now := Counters{Launches: 7, Kernels: map[string]uint64{"a": 2, "b": 4, "c": 1}, HtoD: 3, HtoDBytes: 20,
-		DtoH: 2, DtoHBytes: 16, StreamSyncs: 2, DeviceAllocs: 1, Gemms: 5}
+		DtoH: 2, DtoHBytes: 16, DtoD: 4, StreamSyncs: 2, DeviceAllocs: 1, Gemms: 5}
 	d := now.Sub(old)
 	require.Equal(t, Counters{Launches: 4, Kernels: map[string]uint64{"b": 3, "c": 1}, HtoD: 2, HtoDBytes: 12,
-		DtoH: 2, DtoHBytes: 16, StreamSyncs: 1, DeviceAllocs: 1, Gemms: 5}, d)
-	// 1 stream sync + 2 DtoH + 2 HtoD + 1 alloc.
+		DtoH: 2, DtoHBytes: 16, DtoD: 3, StreamSyncs: 1, DeviceAllocs: 1, Gemms: 5}, d)
+	// 1 stream sync + 2 DtoH + 2 HtoD + 1 alloc; device copies wait for nothing.
 	require.Equal(t, uint64(6), d.HostSyncs())
 	c := now.clone()
 	c.Kernels["a"]++

@@ -89,6 +89,28 @@
 // fp32 weights' memory (Stats().WeightBytes) and are released with their
 // buffers.
 //
+// # Generation
+//
+// Backend implements backend.Decoder, so that policy.Model's generation
+// runs its decode loop on the device (the kernels of kernels/decode.cu, a
+// module of their own): the paged KV cache is one device allocation
+// (bfloat16 in BF16 precision, float32 otherwise) sized by the model
+// (policy.GenerateOptions); each forward step uploads its layout once
+// (block tables, where each new row goes, the split-K plan), then each
+// layer appends the step's keys and values with one launch and attends
+// over the pages with split-K flash-decoding for decode rows (a warp per
+// row, KV head and split, serving every query head of the group, key and
+// value tiles staged in shared memory) and a tiled kernel for prefill
+// chunks; sampling (sample_rows: greedy, temperature, min-p, top-k and
+// top-p by radix selects over the logits' bits, exact fixed-point sums,
+// the Philox4x32-10 number of backend.SampleUniform) runs on the logits
+// in place, and only 12 bytes per sequence come back. With the pass's
+// positions in a backend.Rows, a decode step makes a fixed number of
+// uploads (6) whatever its layers and batch. Counters reports the
+// launches, products and copies, per step what the fake-driver tests
+// check (TestDecodeStepStructure) and the decode benchmark
+// (decodebench) prints.
+//
 // gpu may import policy/backend and the standard library; it must not import
 // package policy, internal/cpu, device or gorgonia.org/cu (its tests import
 // policy and internal/cpu as references: AdamW bit for bit, kernels side by

@@ -14,6 +14,10 @@ var (
 	ptxSM80 []byte
 	//go:embed kernels/kernels_sm90.ptx
 	ptxSM90 []byte
+	//go:embed kernels/decode_sm80.ptx
+	decodePTXSM80 []byte
+	//go:embed kernels/decode_sm90.ptx
+	decodePTXSM90 []byte
 )
 
 // kernelNames lists every kernel the backend looks up in the module.
@@ -34,6 +38,15 @@ func ptxFor(major int) []byte {
 		return ptxSM90
 	}
 	return ptxSM80
+}
+
+// decodePTXFor returns the decode module's PTX (kernels/decode.cu) for a
+// device of compute capability major.minor.
+func decodePTXFor(major int) []byte {
+	if major >= 9 {
+		return decodePTXSM90
+	}
+	return decodePTXSM80
 }
 
 // ptxInfo is what the loader needs to know about a PTX module: its .target

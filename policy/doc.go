@@ -36,9 +36,17 @@
 //     different lengths, chunked log-prob/entropy over the vocabulary,
 //     and the backward through every module into each parameter's
 //     gradient.
-//   - generate.go: the Sampler implementation — batched prefill and
-//     decode over a shared KV cache, sessions that keep a conversation's
-//     KV cache between turns (LRU-bounded), stop tokens and strings.
+//   - generate.go, generate_options.go: the Sampler implementation — a
+//     continuous-batching scheduler (chunked prefill beside decodes,
+//     preemption when the KV cache is full), sampling on the backend
+//     (backend.Decoder's SampleRows: only token ids and log-probs reach
+//     the host), sessions that keep a conversation's KV blocks between
+//     turns (LRU-bounded), stop tokens and strings; the cache sized from
+//     the backend's memory (GenerateOptions).
+//   - kvpool.go: the paged KV cache's block manager — reference counts,
+//     blocks shared by sessions and (optionally) common prompt prefixes,
+//     copy on write of a shared, partly filled block; decode_host.go
+//     runs it on backends without backend.Decoder.
 //   - checkpoint.go: Load and Save of Hugging Face checkpoint folders
 //     (config.json, safetensors single or sharded, F32/F16/BF16).
 //   - lora.go, lora_peft.go: LoRA adapters (AddLoRA, LoRAConfig with

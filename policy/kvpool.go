@@ -1,246 +1,245 @@
 package policy
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/agentrl/agentrl/policy/backend"
 )
 
-// kvBuffers are per-layer key and value buffers of the same number of
-// rows (kvHeads·headDim floats each): a session's cache or the pool's.
-type kvBuffers struct {
-	k, v []backend.Buffer
-}
-
-// allocKV returns buffers of rows rows for every layer; on failure
-// nothing stays allocated.
-func (m *Model) allocKV(rows int) (kvBuffers, error) {
-	var b kvBuffers
-	n := rows * m.kvWidth()
-	for range m.net.layers {
-		for _, dst := range []*[]backend.Buffer{&b.k, &b.v} {
-			buf, err := m.be.Alloc(n)
-			if err != nil {
-				b.free(m.be)
-				return kvBuffers{}, fmt.Errorf("policy: allocating the KV cache (%d rows): %w", rows, err)
-			}
-			*dst = append(*dst, buf)
-		}
-	}
-	return b, nil
-}
-
-// free releases every buffer, keys and values independently (an
-// allocation that failed half-way leaves one more key than value buffer).
-func (b *kvBuffers) free(be backend.Backend) {
-	for _, buf := range b.k {
-		_ = be.Free(buf)
-	}
-	for _, buf := range b.v {
-		_ = be.Free(buf)
-	}
-	b.k, b.v = nil, nil
-}
-
-// copyKV copies rows rows of keys and values, in every layer, from src
-// starting at row srcRow to dst starting at row dstRow.
-func (m *Model) copyKV(dst kvBuffers, dstRow int, src kvBuffers, srcRow, rows int) error {
-	kvw := m.kvWidth()
-	for l := range dst.k {
-		if err := m.be.Copy(dst.k[l], dstRow*kvw, src.k[l], srcRow*kvw, rows*kvw); err != nil {
-			return err
-		}
-		if err := m.be.Copy(dst.v[l], dstRow*kvw, src.v[l], srcRow*kvw, rows*kvw); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// kvPool is the KV cache of the sequences the scheduler is decoding: per
-// layer one key and one value buffer of rows × kvHeads·headDim. Each live
-// sequence owns a slot, a run of rows of which the first len hold its
-// tokens' keys and values. Slots are placed at the top of the used rows;
-// a finished sequence's rows are reclaimed when the pool is compacted,
-// which happens only when a new or growing slot does not fit, so the cost
-// of moving rows is amortised over many decode steps.
+// kvPool is the generator's paged KV cache (vLLM's block manager over
+// PagedAttention's blocks): a backend cache of blocks of bs rows, a
+// reference count per block, and a free list. A sequence holds its blocks
+// through a block table (kvSeq); a session kept between turns holds the
+// blocks of its last sequence, and a later turn that extends it shares
+// them: its full blocks by reference, its last, partly filled one by a
+// copy made when the new sequence first writes into it (copy on write).
+// No key or value row is ever copied per sequence otherwise.
+//
+// With prefix caching on, every full block is registered under its
+// content — the block before it (id and epoch) and its tokens — so that a
+// new sequence whose prompt starts with the same tokens takes those blocks
+// instead of recomputing them. Freed blocks keep their registration in the
+// free list, least recently freed first out, until they are reused (then
+// their epoch advances, which makes stale registrations of the blocks
+// after them unreachable).
+//
+// A kvPool is used only by the scheduler, under Model.mu.
 type kvPool struct {
-	kvBuffers
-	rows  int       // rows allocated per buffer
-	top   int       // rows below top may be in use
-	slots []*kvSlot // live slots, in order of base
+	dec   backend.Decoder
+	cache backend.KVCache
+	bs    int
+	// Per block: references, epoch (advanced at each reuse), and the
+	// prefix-map key it is registered under ("" when none).
+	ref   []int32
+	epoch []uint32
+	key   []string
+	// The free list, doubly linked through prev and next (−1 ends).
+	prev, next []int32
+	head, tail int32
+	nFree      int
+	prefix     map[string]int32 // nil: prefix caching off
+	peak       int              // most blocks in use at once
 }
 
-// kvSlot is one sequence's rows: [base, base+cap), first len filled; cap
-// never needs to exceed limit (the sequence's last position).
-type kvSlot struct{ base, cap, len, limit int }
-
-// kvWidth is the floats of one row of keys (or values).
-func (m *Model) kvWidth() int { return m.cfg.NumKeyValueHeads * m.cfg.HeadDim }
-
-// free releases the pool's buffers and forgets its slots.
-func (p *kvPool) free(be backend.Backend) {
-	p.kvBuffers.free(be)
-	p.rows, p.top, p.slots = 0, 0, nil
+// kvSeq is a sequence's block table: its first n positions' keys and
+// values are in the cache, position p in block blocks[p/bs].
+type kvSeq struct {
+	blocks []int32
+	n      int
+	reg    int // leading full blocks already registered (or found) in the prefix map
 }
 
-// place gives each new slot (cap and limit set) rows at the top of the
-// pool, compacting or enlarging it when they do not fit.
-func (m *Model) place(p *kvPool, news []*kvSlot) error {
-	need := 0
-	for _, s := range news {
-		need += s.cap
+// newKVPool allocates a cache of spec's shape on dec.
+func newKVPool(dec backend.Decoder, spec backend.KVCacheSpec, prefixCaching bool) (*kvPool, error) {
+	c, err := dec.NewKVCache(spec)
+	if err != nil {
+		return nil, fmt.Errorf("policy: allocating the KV cache (%d blocks of %d rows): %w", spec.Blocks, spec.BlockSize, err)
 	}
-	if p.top+need > p.rows {
-		if err := m.compact(p, need); err != nil {
-			return err
-		}
+	n := spec.Blocks
+	p := &kvPool{dec: dec, cache: c, bs: spec.BlockSize, ref: make([]int32, n), epoch: make([]uint32, n), key: make([]string, n),
+		prev: make([]int32, n), next: make([]int32, n), head: -1, tail: -1}
+	if prefixCaching {
+		p.prefix = make(map[string]int32)
 	}
-	for _, s := range news {
-		s.base, s.len = p.top, 0
-		p.top += s.cap
-		p.slots = append(p.slots, s)
+	for b := range int32(n) {
+		p.pushFree(b)
 	}
-	return nil
+	return p, nil
 }
 
-// release removes s from the pool; its rows are reclaimed at the next
-// compaction (or at once when it is the top slot).
-func (p *kvPool) release(s *kvSlot) {
-	for i, x := range p.slots {
-		if x == s {
-			p.slots = append(p.slots[:i], p.slots[i+1:]...)
-			break
-		}
+// close frees the backend cache.
+func (p *kvPool) close() error { return p.dec.FreeKVCache(p.cache) }
+
+// blocks is the pool's capacity; used the blocks referenced now.
+func (p *kvPool) blocks() int { return len(p.ref) }
+func (p *kvPool) used() int   { return len(p.ref) - p.nFree }
+
+func (p *kvPool) pushFree(b int32) {
+	p.prev[b], p.next[b] = p.tail, -1
+	if p.tail >= 0 {
+		p.next[p.tail] = b
+	} else {
+		p.head = b
 	}
-	if s.base+s.cap == p.top {
-		p.top = 0
-		if n := len(p.slots); n > 0 {
-			p.top = p.slots[n-1].base + p.slots[n-1].cap
+	p.tail = b
+	p.nFree++
+}
+
+func (p *kvPool) unlinkFree(b int32) {
+	if p.prev[b] >= 0 {
+		p.next[p.prev[b]] = p.next[b]
+	} else {
+		p.head = p.next[b]
+	}
+	if p.next[b] >= 0 {
+		p.prev[p.next[b]] = p.prev[b]
+	} else {
+		p.tail = p.prev[b]
+	}
+	p.nFree--
+}
+
+// alloc takes the least recently freed block, dropping its registration;
+// ok is false when every block is in use.
+func (p *kvPool) alloc() (b int32, ok bool) {
+	if p.head < 0 {
+		return -1, false
+	}
+	b = p.head
+	p.unlinkFree(b)
+	if k := p.key[b]; k != "" {
+		delete(p.prefix, k)
+		p.key[b] = ""
+	}
+	p.epoch[b]++
+	p.ref[b] = 1
+	p.peak = max(p.peak, p.used())
+	return b, true
+}
+
+// retain adds a reference to b (taking it off the free list if it was
+// there: a registered block being reused).
+func (p *kvPool) retain(b int32) {
+	if p.ref[b] == 0 {
+		p.unlinkFree(b)
+	}
+	p.ref[b]++
+	p.peak = max(p.peak, p.used())
+}
+
+// release drops a reference to each block; unreferenced ones go to the
+// end of the free list, registrations kept.
+func (p *kvPool) release(blocks []int32) {
+	for _, b := range blocks {
+		if p.ref[b]--; p.ref[b] == 0 {
+			p.pushFree(b)
 		}
 	}
 }
 
-// reserve makes room for need[j] more rows in slots[j]. A slot that must
-// grow doubles its capacity (up to its limit); the top slot grows in
-// place when the pool has the rows, otherwise the pool is compacted with
-// the new capacities.
-func (m *Model) reserve(p *kvPool, slots []*kvSlot, need []int) error {
-	move := false
-	for j, s := range slots {
-		if s.len+need[j] <= s.cap {
-			continue
-		}
-		newCap := min(max(s.len+need[j], 2*s.cap), max(s.limit, s.len+need[j]))
-		if s.base+s.cap == p.top && s.base+newCap <= p.rows {
-			s.cap = newCap
-			p.top = s.base + newCap
-			continue
-		}
-		s.cap = newCap
-		move = true
+// blockKey is the prefix-map key of a block holding toks after the block
+// parent (−1 for the first block) at parent's epoch.
+func blockKey(parent int32, epoch uint32, toks []int) string {
+	b := make([]byte, 8, 8+4*len(toks))
+	binary.LittleEndian.PutUint32(b, uint32(parent))
+	binary.LittleEndian.PutUint32(b[4:], epoch)
+	for _, t := range toks {
+		b = binary.LittleEndian.AppendUint32(b, uint32(t))
 	}
-	if !move {
+	return string(b)
+}
+
+// parentOf returns the block before block i of a table and its epoch.
+func (p *kvPool) parentOf(blocks []int32, i int) (int32, uint32) {
+	if i == 0 {
+		return -1, 0
+	}
+	return blocks[i-1], p.epoch[blocks[i-1]]
+}
+
+// lookup returns, retained, the registered blocks that hold the longest
+// run of at most maxBlocks leading full blocks of tok (tok(i) is token i
+// of the sequence).
+func (p *kvPool) lookup(tok func(int) int, maxBlocks int) []int32 {
+	if p.prefix == nil {
 		return nil
 	}
-	return m.compact(p, 0)
+	var out []int32
+	toks := make([]int, p.bs)
+	for i := range maxBlocks {
+		for j := range toks {
+			toks[j] = tok(i*p.bs + j)
+		}
+		parent, epoch := p.parentOf(out, i)
+		b, ok := p.prefix[blockKey(parent, epoch, toks)]
+		if !ok {
+			break
+		}
+		p.retain(b)
+		out = append(out, b)
+	}
+	return out
 }
 
-// compact moves the live slots' rows, in order, to the bottom of new
-// buffers with room for their capacities plus extra rows, and as much
-// again of headroom, then frees the old buffers. Slot capacities may have
-// been raised by the caller; only the len filled rows are copied.
-func (m *Model) compact(p *kvPool, extra int) error {
-	live := 0
-	for _, s := range p.slots {
-		live += s.cap
+// register records s's full blocks not yet registered (tok(i) is token i
+// of the sequence). A block whose content is already registered under
+// another block stays unregistered.
+func (p *kvPool) register(s *kvSeq, tok func(int) int) {
+	if p.prefix == nil {
+		return
 	}
-	rows := 2 * (live + extra)
-	nb, err := m.allocKV(rows)
-	if err != nil {
-		return err
-	}
-	base := 0
-	for _, s := range p.slots {
-		if s.len > 0 {
-			if err := m.copyKV(nb, base, p.kvBuffers, s.base, s.len); err != nil {
-				nb.free(m.be)
-				return err
-			}
+	for ; (s.reg+1)*p.bs <= s.n; s.reg++ {
+		b := s.blocks[s.reg]
+		if p.key[b] != "" {
+			continue // shared from the map already
 		}
-		base += s.cap
+		toks := make([]int, p.bs)
+		for j := range toks {
+			toks[j] = tok(s.reg*p.bs + j)
+		}
+		parent, epoch := p.parentOf(s.blocks, s.reg)
+		k := blockKey(parent, epoch, toks)
+		if _, dup := p.prefix[k]; dup {
+			continue
+		}
+		p.prefix[k] = b
+		p.key[b] = k
 	}
-	// Only now that every copy succeeded do the slots move.
-	base = 0
-	for _, s := range p.slots {
-		s.base = base
-		base += s.cap
-	}
-	slots := p.slots
-	p.free(m.be)
-	*p = kvPool{kvBuffers: nb, rows: rows, top: base, slots: slots}
-	return nil
 }
 
-// extend feeds chunks[j] to the sequence of slots[j] (prefill with many
-// tokens, decode with one; both may be mixed in one call), appending their
-// keys and values, and returns the logits [vocab] after the last token of
-// each chunk.
-func (m *Model) extend(p *kvPool, slots []*kvSlot, chunks [][]int) ([][]float32, error) {
-	need := make([]int, len(chunks))
-	for j, c := range chunks {
-		need[j] = len(c)
+// grow makes room in s for positions up to n+more: a new block for each
+// block boundary crossed, and, when position n falls inside a shared
+// block, a private copy of it, appended to cows as (source, copy) pairs
+// for the caller to copy before the step writes. It changes nothing and
+// returns false when the free blocks do not suffice.
+func (p *kvPool) grow(s *kvSeq, more int, cows *[2][]int32) bool {
+	need := (s.n+more+p.bs-1)/p.bs - len(s.blocks)
+	last := len(s.blocks) - 1
+	cow := s.n%p.bs != 0 && more > 0 && p.ref[s.blocks[last]] > 1
+	if cow {
+		need++
 	}
-	if err := m.reserve(p, slots, need); err != nil {
-		return nil, err
+	if need > p.nFree {
+		return false
 	}
-	var ids, pos, last []int32
-	spans := make([]backend.Span, len(slots))
-	offs := make([]int, len(slots))
-	t := 0
-	for j, s := range slots {
-		offs[j] = t
-		for n, id := range chunks[j] {
-			ids = append(ids, int32(id))
-			pos = append(pos, int32(s.len+n))
-		}
-		spans[j] = backend.Span{Q0: t, QLen: len(chunks[j]), K0: s.base, KLen: s.len + len(chunks[j])}
-		t += len(chunks[j])
-		last = append(last, int32(t-1))
+	if cow {
+		b, _ := p.alloc()
+		cows[0] = append(cows[0], s.blocks[last])
+		cows[1] = append(cows[1], b)
+		p.release(s.blocks[last : last+1])
+		s.blocks[last] = b
+		need--
 	}
-	kvw := m.kvWidth()
-	store := func(l int, k, v backend.Buffer) (backend.Buffer, backend.Buffer, error) {
-		for j, s := range slots {
-			n := len(chunks[j]) * kvw
-			if err := m.be.Copy(p.k[l], (s.base+s.len)*kvw, k, offs[j]*kvw, n); err != nil {
-				return nil, nil, err
-			}
-			if err := m.be.Copy(p.v[l], (s.base+s.len)*kvw, v, offs[j]*kvw, n); err != nil {
-				return nil, nil, err
-			}
-		}
-		return p.k[l], p.v[l], nil
+	for range need {
+		b, _ := p.alloc()
+		s.blocks = append(s.blocks, b)
 	}
-	tp := m.newPass(false)
-	defer tp.free()
-	r := tp.newRows(pos, spans)
-	r.kv = store
-	hf := m.net.hidden(tp, ids, r, &hiddenSaved{})
-	out := m.net.head.logits(tp, hf, t, last)
-	if !tp.ok() {
-		return nil, tp.err
-	}
-	for j, s := range slots {
-		s.len += len(chunks[j])
-	}
-	v := m.cfg.VocabSize
-	flat := make([]float32, len(slots)*v)
-	if err := m.be.Download(flat, out, 0); err != nil {
-		return nil, err
-	}
-	logits := make([][]float32, len(slots))
-	for j := range logits {
-		logits[j] = flat[j*v : (j+1)*v]
-	}
-	return logits, nil
+	return true
+}
+
+// drop releases all of s's blocks.
+func (p *kvPool) drop(s *kvSeq) {
+	p.release(s.blocks)
+	s.blocks, s.n, s.reg = nil, 0, 0
 }

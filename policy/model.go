@@ -64,6 +64,7 @@ type modelOptions struct {
 	seed        uint64
 	backendInit bool
 	checkpoint  bool
+	gen         GenerateOptions
 }
 
 // WithBackend runs the model on be instead of the default CPU backend:

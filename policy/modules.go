@@ -15,18 +15,18 @@ import (
 
 // rows is where a pass's rows sit: n rows at positions pos (for RoPE),
 // grouped into attention spans — the backend's Rows, made once per pass
-// (pass.newRows) and shared by every layer; in generation, kv receives
-// each layer's keys and values and returns what attention reads (the KV
-// cache).
+// (pass.newRows) and shared by every layer; in generation, attend
+// replaces the attention over spans with one over the paged KV cache.
 type rows struct {
-	n   int
-	dev backend.Rows
-	kv  kvStore
+	n      int
+	dev    backend.Rows
+	attend attendFunc
 }
 
-// kvStore receives a layer's keys (after norm and RoPE) and values of the
-// new rows and returns the buffers attention reads them from.
-type kvStore func(layer int, k, v backend.Buffer) (ck, cv backend.Buffer, err error)
+// attendFunc stores a layer's keys (after norm and RoPE) and values of the
+// new rows in the KV cache and writes the attention of the queries q over
+// the cache into out.
+type attendFunc func(layer int, a backend.Attention, out, q, k, v backend.Buffer) error
 
 // bufOf returns p's backend weights, nil when p is absent (no bias).
 func bufOf(p *param) backend.Buffer {
@@ -177,16 +177,13 @@ func (a *attention) forward(tp *pass, x backend.Buffer, r *rows, s *attnSaved) b
 	q := a.project(tp, &a.q, a.qNorm, &a.qRope, x, r, &s.q, &s.qNorm)
 	k := a.project(tp, &a.k, a.kNorm, &a.kRope, x, r, &s.k, &s.kNorm)
 	v := a.v.forward(tp, x, r.n, &s.v)
-	ck, cv := k, v
-	if r.kv != nil {
-		tp.do("kv cache", func() (err error) {
-			ck, cv, err = r.kv(a.layer, k, v)
-			return err
-		})
-	}
 	out := tp.alloc(r.n * a.o.in)
 	lse := tp.allocIf(tp.train, r.n*a.shape.Heads)
-	tp.do("attention", func() error { return tp.be.AttentionForward(a.shape, r.dev, out, lse, q, ck, cv) })
+	if r.attend != nil {
+		tp.do("paged attention", func() error { return r.attend(a.layer, a.shape, out, q, k, v) })
+	} else {
+		tp.do("attention", func() error { return tp.be.AttentionForward(a.shape, r.dev, out, lse, q, k, v) })
+	}
 	s.qr, s.kr, s.vv, s.out, s.lse = q, k, v, out, lse
 	return a.o.forward(tp, out, r.n, &s.o)
 }

@@ -23,7 +23,11 @@ type Sampled struct {
 
 // TokenSampler draws tokens from logits with SampleParams' temperature,
 // min-p, top-k and top-p, from a random source passed in. It reuses its
-// buffers across calls and is not safe for concurrent use.
+// buffers across calls and is not safe for concurrent use. It samples
+// logits the caller holds on the host; Model.Generate samples on the
+// backend instead (backend.Decoder.SampleRows), with the same truncations
+// but a counter-based random number per token (backend.SampleRow), so
+// its tokens are not TokenSampler's for the same seed.
 type TokenSampler struct {
 	rng  *rand.Rand
 	w    []float64 // unnormalised probabilities exp(z - max z)

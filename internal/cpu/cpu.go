@@ -15,6 +15,9 @@ type Backend struct {
 	workers int
 	par     *gemm.Engine // products that may use every worker
 	ser     *gemm.Engine // products run inside already-parallel loops
+	// samplers keeps SampleRows' samplers and their vocabulary-sized
+	// buffers between calls.
+	samplers sync.Pool
 }
 
 var _ backend.Backend = (*Backend)(nil)

@@ -7,6 +7,13 @@
 // implementation shares so that all of them reject the same bad calls with
 // the same errors.
 //
+// Backends that run generation's decode loop in their own memory also
+// implement Decoder: a paged KV cache (block tables, one append and one
+// attention call per layer per step) and sampling over logits that never
+// leave the device, by the rule SampleRow documents (vLLM's truncations,
+// a Philox4x32-10 number per token). HostSampler is that rule on the
+// host.
+//
 // The transformer in package policy is written once over this interface,
 // so one model definition runs on every backend; internal/cpu implements
 // it for the CPU and package gpu for CUDA, and both run the conformance

@@ -13,10 +13,12 @@ root=$(cd "$(dirname "$0")/../../.." && pwd)
 emu="$root/gpu/kernels/emu"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# Both modules: kernels.cu and the decode kernels of decode.cu.
+cat "$root/gpu/kernels/kernels.cu" "$root/gpu/kernels/decode.cu" >"$tmp/all.cu"
 sed -e 's|^#include <cuda_bf16.h>||' \
     -e 's|extern __shared__ float \([a-z_]*\)\[\];|float* \1 = emu_smem.data();|' \
-    "$root/gpu/kernels/kernels.cu" >"$tmp/kernels_emu.inc"
-python3 "$emu/gen_wrappers.py" "$root/gpu/kernels/kernels.cu" >"$tmp/wrappers.inc"
+    "$tmp/all.cu" >"$tmp/kernels_emu.inc"
+python3 "$emu/gen_wrappers.py" "$tmp/all.cu" >"$tmp/wrappers.inc"
 g++ -std=c++20 -O2 -ffp-contract=off -fno-strict-aliasing -fPIC -shared -pthread -I"$emu" -I"$tmp" -o "$tmp/libcuda.so.1" "$emu/fakecuda.cc"
 cp "$tmp/libcuda.so.1" "$tmp/libcublas.so.13"
 pkg=./gpu

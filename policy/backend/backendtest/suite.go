@@ -47,6 +47,12 @@ func Run(t *testing.T, b backend.Backend, tol Tolerance) {
 		{"ZeroSizes", ZeroSizes},
 		{"Errors", Errors},
 	}
+	if _, ok := b.(backend.Decoder); ok {
+		checks = append(checks, struct {
+			name string
+			f    func(*testing.T, backend.Backend, Tolerance)
+		}{"Decoder", Decoder})
+	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) { c.f(t, b, tol) })
 	}

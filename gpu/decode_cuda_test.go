@@ -1,0 +1,142 @@
+//go:build agentrl_cuda && cgo
+
+package gpu
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentrl/agentrl/lm"
+	"github.com/agentrl/agentrl/policy"
+)
+
+// decodeModel is a Qwen3-shaped model of the given depth, small enough
+// for the fake driver: vocabulary 64, hidden 32, 4/2 heads of dim 16, no
+// end-of-sequence token (every request runs its MaxNewTokens).
+func decodeModel(t *testing.T, be *Backend, layers int) *policy.Model {
+	t.Helper()
+	cfg, err := policy.ParseConfig([]byte(fmt.Sprintf(`{"model_type": "qwen3", "vocab_size": 64, "hidden_size": 32,
+		"intermediate_size": 48, "num_hidden_layers": %d, "num_attention_heads": 4, "num_key_value_heads": 2,
+		"head_dim": 16, "max_position_embeddings": 128, "rope_theta": 10000, "tie_word_embeddings": true, "eos_token_id": []}`, layers)))
+	require.NoError(t, err)
+	m, err := policy.New(cfg, 3, policy.WithBackend(be))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// decodeCounters is what one decode step sends to the device, measured as
+// the difference between generations of base+extra and base tokens (the
+// same prefill and set-up, extra more decode steps) divided by extra.
+func decodeCounters(t *testing.T, be *Backend, m *policy.Model, batch int) Counters {
+	t.Helper()
+	run := func(n int) Counters {
+		reqs := make([]lm.GenerateRequest, batch)
+		for i := range reqs {
+			reqs[i] = lm.GenerateRequest{Prompt: []int{1 + i, 2, 3, 4, 5}, Params: lm.SampleParams{MaxNewTokens: n, Temperature: 0.8, TopK: 10, Seed: new(uint64)}}
+		}
+		before, err := be.Counters()
+		require.NoError(t, err)
+		_, err = m.Generate(context.Background(), reqs)
+		require.NoError(t, err)
+		after, err := be.Counters()
+		require.NoError(t, err)
+		return after.Sub(before)
+	}
+	const base, extra = 2, 3
+	run(1) // the model's first generation uploads its weights
+	d := run(base + extra).Sub(run(base))
+	per := func(x uint64) uint64 {
+		require.Zero(t, x%extra, "an equal share per step")
+		return x / extra
+	}
+	kernels := map[string]uint64{}
+	for k, n := range d.Kernels {
+		kernels[k] = per(n)
+	}
+	return Counters{Launches: per(d.Launches), Kernels: kernels, Gemms: per(d.Gemms), HtoD: per(d.HtoD), HtoDBytes: per(d.HtoDBytes),
+		DtoH: per(d.DtoH), DtoHBytes: per(d.DtoHBytes), DtoD: per(d.DtoD), StreamSyncs: per(d.StreamSyncs)}
+}
+
+// TestDecodeStepStructure (fake driver or GPU): what a decode step sends to
+// the device does not depend on the batch size — kernel launches, cuBLAS
+// products, uploads (nor, uploads, on the layers) — and no key or value
+// row is copied per sequence
+// (no device-to-device copy at all); what comes back is one download of
+// 12 bytes per sequence (token id, log-prob, raw log-prob). In FP32
+// (no bf16 conversions), a Qwen3 layer launches 12 kernels — RMSNorm
+// before attention, after it, and on queries and keys (4), RoPE on
+// queries and keys (2), the KV append (1), split-K paged attention and
+// its merge (2), the two residual adds (2), SwiGLU (1); the projections
+// are cuBLAS products (7) — and the step 4 more: the embedding, the final
+// RMSNorm, the gather of the sampled rows' hidden states and sampling;
+// and the LM head is one more product.
+func TestDecodeStepStructure(t *testing.T) {
+	be := newOrSkip(t, WithPrecision(FP32))
+	for _, layers := range []int{1, 2} {
+		m := decodeModel(t, be, layers)
+		var first Counters
+		for i, batch := range []int{1, 3, 7} {
+			c := decodeCounters(t, be, m, batch)
+			t.Logf("%d layers, batch %d: %+v per decode step", layers, batch, c)
+			assert.Equal(t, uint64(12*layers+4), c.Launches, "launches, batch %d", batch)
+			assert.Equal(t, uint64(7*layers+1), c.Gemms, "cuBLAS products, batch %d", batch)
+			assert.Equal(t, uint64(1), c.DtoH, "downloads, batch %d", batch)
+			assert.Equal(t, uint64(12*batch), c.DtoHBytes, "bytes downloaded, batch %d", batch)
+			assert.Zero(t, c.DtoD, "device copies, batch %d", batch)
+			// Uploads, whatever the layers: the token ids, the pass's
+			// positions and RoPE's frequencies (once per pass, in its
+			// backend.Rows, for the queries and keys of every layer), the
+			// step's layout, the sampled rows and the sampling parameters.
+			assert.Equal(t, uint64(6), c.HtoD, "uploads, batch %d", batch)
+			// The host waits at those uploads and the one download only.
+			assert.Equal(t, uint64(7), c.HostSyncs(), "host synchronizations, batch %d", batch)
+			if i == 0 {
+				first = c
+				continue
+			}
+			assert.Equal(t, first.HtoD, c.HtoD, "uploads, batch %d", batch)
+		}
+	}
+}
+
+// TestDecodeMatchesCPU (fake driver or GPU): the same requests on the
+// device and on the CPU backend give the same tokens — greedy and sampled
+// with top-k and top-p — over prompts that prefill by tiles (more than 4
+// rows) and by split-K (a session's next turn adds 3), in FP32.
+func TestDecodeMatchesCPU(t *testing.T) {
+	be := newOrSkip(t, WithPrecision(FP32))
+	dev := decodeModel(t, be, 2)
+	host, err := dev.Clone()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = host.Close() })
+	seed := uint64(9)
+	reqs := []lm.GenerateRequest{
+		{Prompt: []int{5, 6, 7, 8, 9, 10, 11, 12, 13}, Params: lm.SampleParams{MaxNewTokens: 6, Logprobs: true}, Session: "s"},
+		{Prompt: []int{1, 2}, Params: lm.SampleParams{MaxNewTokens: 5, Temperature: 0.9, TopK: 12, TopP: 0.9, Seed: &seed, Logprobs: true}},
+		{Prompt: []int{40, 41, 42}, Params: lm.SampleParams{MaxNewTokens: 4, Temperature: 1.3, MinP: 0.05, Seed: &seed, Logprobs: true}},
+	}
+	ctx := context.Background()
+	got, err := dev.Generate(ctx, reqs)
+	require.NoError(t, err)
+	want, err := host.Generate(ctx, reqs)
+	require.NoError(t, err)
+	for i := range want {
+		require.Equal(t, want[i].Tokens, got[i].Tokens, "request %d", i)
+		require.InDeltaSlice(t, want[i].LogProbs, got[i].LogProbs, 1e-4, "request %d", i)
+		require.InDeltaSlice(t, want[i].RawLogProbs, got[i].RawLogProbs, 1e-4, "request %d", i)
+	}
+	next := reqs[0]
+	next.Prompt = append(append(append([]int(nil), next.Prompt...), got[0].Tokens...), 3, 4)
+	g2, err := dev.Generate(ctx, []lm.GenerateRequest{next})
+	require.NoError(t, err)
+	w2, err := host.Generate(ctx, []lm.GenerateRequest{next})
+	require.NoError(t, err)
+	require.Equal(t, w2[0].Tokens, g2[0].Tokens)
+	assert.Equal(t, len(reqs[0].Prompt)+5, g2[0].CachedTokens)
+	assert.Equal(t, "backend", dev.GenerateStats().Decoder)
+}

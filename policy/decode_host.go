@@ -1,0 +1,347 @@
+package policy
+
+import (
+	"fmt"
+
+	"github.com/agentrl/agentrl/policy/backend"
+)
+
+// hostDecoder gives backends without backend.Decoder the generator's
+// paged KV cache and sampling, through their Memory and Kernels: the
+// cache is one key and one value buffer per layer, grown (by doubling,
+// up to the spec's blocks) as blocks are touched; appends and attention
+// move rows with Copy (one call per run of consecutive cache rows), the
+// attention gathers each sequence's rows into contiguous scratch for
+// AttentionForward, and sampling downloads the sampled rows' logits and
+// runs backend.HostSampler. It is the slow path that keeps every backend
+// working; the CPU and CUDA backends implement Decoder themselves.
+type hostDecoder struct {
+	be      backend.Backend
+	sampler backend.HostSampler
+}
+
+var _ backend.Decoder = (*hostDecoder)(nil)
+
+// hostKVInitial is the blocks a hostDecoder cache starts with.
+const hostKVInitial = 16
+
+// hostKV is a hostDecoder cache: per layer, keys and values of capBlocks
+// blocks.
+type hostKV struct {
+	spec      backend.KVCacheSpec
+	k, v      []backend.Buffer
+	capBlocks int
+	freed     bool
+}
+
+func (c *hostKV) Spec() backend.KVCacheSpec { return c.spec }
+
+// hostLayout is a step prepared by a hostDecoder: the step, each new
+// row's cache row, and the gather scratch its layers reuse.
+type hostLayout struct {
+	cache    *hostKV
+	step     backend.PagedStep
+	slots    []int32
+	gk, gv   backend.Buffer
+	spans    []backend.Span
+	rows     backend.Rows // the step's rows over the gathered keys, made with gk
+	released bool
+}
+
+func (l *hostLayout) Step() backend.PagedStep { return l.step }
+func (l *hostLayout) Cache() backend.KVCache  { return l.cache }
+
+func (d *hostDecoder) kv(c backend.KVCache) (*hostKV, error) {
+	kc, ok := c.(*hostKV)
+	if !ok || kc == nil || kc.freed {
+		return nil, fmt.Errorf("%w: not a live KV cache of this decoder", backend.ErrBuffer)
+	}
+	return kc, nil
+}
+
+func (d *hostDecoder) layout(l backend.PagedLayout) (*hostLayout, error) {
+	hl, ok := l.(*hostLayout)
+	if !ok || hl == nil || hl.released {
+		return nil, fmt.Errorf("%w: not a live step layout of this decoder", backend.ErrBuffer)
+	}
+	if _, err := d.kv(hl.cache); err != nil {
+		return nil, err
+	}
+	return hl, nil
+}
+
+// MemoryInfo is unknown for a generic backend.
+func (d *hostDecoder) MemoryInfo() (backend.MemoryInfo, error) {
+	return backend.MemoryInfo{}, fmt.Errorf("policy: backend %s does not report its memory", d.be.Name())
+}
+
+// KVBlockBytes counts float32 rows.
+func (d *hostDecoder) KVBlockBytes(s backend.KVCacheSpec) (int64, error) {
+	if err := s.Check(); err != nil {
+		return 0, err
+	}
+	return 2 * 4 * int64(s.Layers) * int64(s.BlockSize) * int64(s.Width()), nil
+}
+
+// NewKVCache allocates the first hostKVInitial blocks of every layer.
+func (d *hostDecoder) NewKVCache(s backend.KVCacheSpec) (backend.KVCache, error) {
+	if err := s.Check(); err != nil {
+		return nil, err
+	}
+	c := &hostKV{spec: s}
+	if err := d.grow(c, min(s.Blocks, hostKVInitial)); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// grow reallocates c's buffers for at least blocks blocks (doubling, up
+// to the spec), copying what they hold; on failure c is unchanged.
+func (d *hostDecoder) grow(c *hostKV, blocks int) error {
+	if blocks <= c.capBlocks {
+		return nil
+	}
+	blocks = min(max(blocks, 2*c.capBlocks), c.spec.Blocks)
+	rows := c.spec.BlockSize * c.spec.Width()
+	var k, v []backend.Buffer
+	undo := func() {
+		for _, b := range append(k, v...) {
+			_ = d.be.Free(b)
+		}
+	}
+	for l := range c.spec.Layers {
+		for _, dst := range []*[]backend.Buffer{&k, &v} {
+			b, err := d.be.Alloc(blocks * rows)
+			if err != nil {
+				undo()
+				return fmt.Errorf("allocating %d KV blocks of layer %d: %w", blocks, l, err)
+			}
+			*dst = append(*dst, b)
+		}
+	}
+	if c.capBlocks > 0 {
+		for l := range c.spec.Layers {
+			if err := d.be.Copy(k[l], 0, c.k[l], 0, c.capBlocks*rows); err != nil {
+				undo()
+				return err
+			}
+			if err := d.be.Copy(v[l], 0, c.v[l], 0, c.capBlocks*rows); err != nil {
+				undo()
+				return err
+			}
+		}
+	}
+	d.freeBuffers(c)
+	c.k, c.v, c.capBlocks = k, v, blocks
+	return nil
+}
+
+func (d *hostDecoder) freeBuffers(c *hostKV) {
+	for _, b := range append(c.k, c.v...) {
+		_ = d.be.Free(b)
+	}
+	c.k, c.v = nil, nil
+}
+
+// FreeKVCache frees the buffers.
+func (d *hostDecoder) FreeKVCache(c backend.KVCache) error {
+	kc, err := d.kv(c)
+	if err != nil {
+		return err
+	}
+	d.freeBuffers(kc)
+	kc.freed = true
+	return nil
+}
+
+// CopyKVBlocks copies block by block, layer by layer.
+func (d *hostDecoder) CopyKVBlocks(c backend.KVCache, src, dst []int32) error {
+	kc, err := d.kv(c)
+	if err != nil {
+		return err
+	}
+	if err := backend.CheckBlockCopy(kc.spec, src, dst); err != nil {
+		return err
+	}
+	top := 0
+	for i := range src {
+		top = max(top, int(src[i])+1, int(dst[i])+1)
+	}
+	if err := d.grow(kc, top); err != nil {
+		return err
+	}
+	n := kc.spec.BlockSize * kc.spec.Width()
+	for i := range src {
+		for l := range kc.spec.Layers {
+			if err := d.be.Copy(kc.k[l], int(dst[i])*n, kc.k[l], int(src[i])*n, n); err != nil {
+				return err
+			}
+			if err := d.be.Copy(kc.v[l], int(dst[i])*n, kc.v[l], int(src[i])*n, n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// PrepareStep checks the step and grows the cache over every block it
+// names.
+func (d *hostDecoder) PrepareStep(c backend.KVCache, s backend.PagedStep) (backend.PagedLayout, error) {
+	kc, err := d.kv(c)
+	if err != nil {
+		return nil, err
+	}
+	slots, err := backend.CheckPagedStep(kc.spec, s)
+	if err != nil {
+		return nil, err
+	}
+	top := 0
+	for _, q := range s.Seqs {
+		for _, b := range q.Blocks[:(q.KLen+kc.spec.BlockSize-1)/kc.spec.BlockSize] {
+			top = max(top, int(b)+1)
+		}
+	}
+	if err := d.grow(kc, top); err != nil {
+		return nil, err
+	}
+	return &hostLayout{cache: kc, step: s, slots: slots}, nil
+}
+
+// ReleaseStep frees the gather scratch.
+func (d *hostDecoder) ReleaseStep(l backend.PagedLayout) error {
+	hl, err := d.layout(l)
+	if err != nil {
+		return err
+	}
+	for _, b := range []backend.Buffer{hl.gk, hl.gv} {
+		if b != nil {
+			_ = d.be.Free(b)
+		}
+	}
+	if hl.rows != nil {
+		_ = d.be.FreeRows(hl.rows)
+	}
+	hl.gk, hl.gv, hl.rows, hl.released = nil, nil, nil, true
+	return nil
+}
+
+// AppendKV copies runs of rows that go to consecutive cache rows.
+func (d *hostDecoder) AppendKV(l backend.PagedLayout, layer int, k, v backend.Buffer) error {
+	hl, err := d.layout(l)
+	if err != nil {
+		return err
+	}
+	spec := hl.cache.spec
+	if layer < 0 || layer >= spec.Layers {
+		return fmt.Errorf("%w: layer %d of a cache of %d layers", backend.ErrIndex, layer, spec.Layers)
+	}
+	w := spec.Width()
+	if err := backend.CheckKVRows("append keys", k, hl.step.Rows, w); err != nil {
+		return err
+	}
+	if err := backend.CheckKVRows("append values", v, hl.step.Rows, w); err != nil {
+		return err
+	}
+	s := hl.slots
+	for r := 0; r < len(s); {
+		if s[r] < 0 {
+			r++
+			continue
+		}
+		n := 1
+		for r+n < len(s) && s[r+n] == s[r]+int32(n) {
+			n++
+		}
+		if err := d.be.Copy(hl.cache.k[layer], int(s[r])*w, k, r*w, n*w); err != nil {
+			return err
+		}
+		if err := d.be.Copy(hl.cache.v[layer], int(s[r])*w, v, r*w, n*w); err != nil {
+			return err
+		}
+		r += n
+	}
+	return nil
+}
+
+// PagedAttention gathers every sequence's keys and values of layer into
+// contiguous scratch, sequence after sequence, and runs AttentionForward
+// over it.
+func (d *hostDecoder) PagedAttention(l backend.PagedLayout, layer int, a backend.Attention, out, q backend.Buffer) error {
+	hl, err := d.layout(l)
+	if err != nil {
+		return err
+	}
+	spec := hl.cache.spec
+	if err := backend.CheckPagedAttention(spec, hl.step.Rows, layer, a, out, q); err != nil {
+		return err
+	}
+	w, bs := spec.Width(), spec.BlockSize
+	if hl.gk == nil {
+		total := 0
+		pos := make([]int32, hl.step.Rows) // rows in no sequence: position 0
+		var spans []backend.Span
+		for _, s := range hl.step.Seqs {
+			if s.QLen == 0 {
+				continue
+			}
+			spans = append(spans, backend.Span{Q0: s.Q0, QLen: s.QLen, K0: total, KLen: s.KLen})
+			for i := range s.QLen {
+				pos[s.Q0+i] = int32(s.KLen - s.QLen + i)
+			}
+			total += s.KLen
+		}
+		rows, err := d.be.NewRows(pos, spans)
+		if err != nil {
+			return err
+		}
+		gk, err := d.be.Alloc(total * w)
+		if err != nil {
+			_ = d.be.FreeRows(rows)
+			return err
+		}
+		gv, err := d.be.Alloc(total * w)
+		if err != nil {
+			_ = d.be.FreeRows(rows)
+			_ = d.be.Free(gk)
+			return err
+		}
+		hl.spans, hl.rows, hl.gk, hl.gv = spans, rows, gk, gv
+	}
+	i := 0
+	for _, s := range hl.step.Seqs {
+		if s.QLen == 0 {
+			continue
+		}
+		k0 := hl.spans[i].K0
+		i++
+		for blk := 0; blk*bs < s.KLen; blk++ {
+			n := min(bs, s.KLen-blk*bs) * w
+			src := int(s.Blocks[blk]) * bs * w
+			if err := d.be.Copy(hl.gk, (k0+blk*bs)*w, hl.cache.k[layer], src, n); err != nil {
+				return err
+			}
+			if err := d.be.Copy(hl.gv, (k0+blk*bs)*w, hl.cache.v[layer], src, n); err != nil {
+				return err
+			}
+		}
+	}
+	return d.be.AttentionForward(a, hl.rows, out, nil, q, hl.gk, hl.gv)
+}
+
+// SampleRows downloads the logits and samples on the host.
+func (d *hostDecoder) SampleRows(logits backend.Buffer, vocab int, rows []backend.SampleRow, out []backend.SampleResult) error {
+	if err := backend.CheckSampleRows(logits, vocab, rows, out); err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	z := make([]float32, len(rows)*vocab)
+	if err := d.be.Download(z, logits, 0); err != nil {
+		return err
+	}
+	for i, r := range rows {
+		out[i] = d.sampler.Sample(z[i*vocab:(i+1)*vocab], r)
+	}
+	return nil
+}
