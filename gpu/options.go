@@ -29,6 +29,7 @@ type DriverError struct {
 	Msg  string
 }
 
+// Error names the driver call, its status code and the driver's message.
 func (e *DriverError) Error() string {
 	return fmt.Sprintf("gpu: %s failed: status %d (%s)", e.Call, e.Code, e.Msg)
 }
@@ -50,6 +51,7 @@ const (
 	FP32
 )
 
+// String is the precision's flag value: bf16, tf32 or fp32.
 func (p Precision) String() string {
 	switch p {
 	case BF16:

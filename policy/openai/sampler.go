@@ -47,6 +47,7 @@ type HTTPError struct {
 	Body string
 }
 
+// Error names the URL, the status and the server's answer.
 func (e *HTTPError) Error() string {
 	return fmt.Sprintf("openai: POST %s: status %d: %s", e.URL, e.StatusCode, e.Body)
 }

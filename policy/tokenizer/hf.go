@@ -61,6 +61,7 @@ type UnsupportedError struct {
 	What      string
 }
 
+// Error names the unsupported component of tokenizer.json and what of it.
 func (e *UnsupportedError) Error() string {
 	return fmt.Sprintf("tokenizer: unsupported %s: %s", e.Component, e.What)
 }

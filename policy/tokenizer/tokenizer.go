@@ -46,6 +46,7 @@ type IDError struct {
 	Size  int // the tokenizer's VocabSize
 }
 
+// Error names the id, its index in the input and the vocabulary size.
 func (e *IDError) Error() string {
 	return fmt.Sprintf("tokenizer: id %d at index %d names no token (vocab size %d)", e.ID, e.Index, e.Size)
 }
