@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,6 +77,26 @@ func TestShortRequestJoinsRunningDecode(t *testing.T) {
 	var steps []int
 	paused, resume := pauseAt(m, 3, &steps)
 	defer resume()
+	// Step 9 is the first after the short sequence's last token (step 8,
+	// below): the scheduler waits there until the test has received the
+	// short result, which proves the result was handed back while the
+	// long sequence still decodes, on any number of threads (with one,
+	// the test goroutine might otherwise run only once the scheduler's
+	// goroutine had finished the long sequence). Were the short result
+	// held until the long one ended, the wait would time out.
+	shortReceived := make(chan struct{})
+	var waitedInVain atomic.Bool
+	paused3 := m.gen.onStep
+	m.gen.onStep = func(seqs int) {
+		paused3(seqs)
+		if len(steps) == 9 {
+			select {
+			case <-shortReceived:
+			case <-time.After(5 * time.Second):
+				waitedInVain.Store(true)
+			}
+		}
+	}
 	type result struct {
 		g   []lm.Generation
 		err error
@@ -95,14 +116,11 @@ func TestShortRequestJoinsRunningDecode(t *testing.T) {
 	resume()
 
 	s := <-shortDone
+	close(shortReceived)
 	require.NoError(t, s.err)
-	select {
-	case <-longDone:
-		t.Fatal("the long generation finished before the short one returned")
-	default:
-	}
 	l := <-longDone
 	require.NoError(t, l.err)
+	assert.False(t, waitedInVain.Load(), "the short generation was returned only after the long one finished")
 
 	// Step 4 advanced both sequences: the short prompt's prefill and the
 	// long sequence's decode in one pass; the short one then decoded 4
