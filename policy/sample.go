@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/agentrl/agentrl/internal/quickselect"
 	"github.com/agentrl/agentrl/lm"
 )
 
@@ -145,7 +146,7 @@ func topK(keep []int32, w []float64, k int, vals []float64) []int32 {
 	for i, id := range keep {
 		vals[i] = w[id]
 	}
-	kth := selectKthLargest(vals, k)
+	kth := quickselect.KthLargest(vals, k)
 	out := keep[:0]
 	for _, id := range keep {
 		if w[id] >= kth {
@@ -153,38 +154,6 @@ func topK(keep []int32, w []float64, k int, vals []float64) []int32 {
 		}
 	}
 	return out
-}
-
-// selectKthLargest returns the k-th largest value (1-based) of v,
-// reordering v (quickselect, expected linear time).
-func selectKthLargest(v []float64, k int) float64 {
-	lo, hi, target := 0, len(v)-1, k-1
-	for lo < hi {
-		pivot := v[lo+(hi-lo)/2]
-		i, j := lo, hi
-		for i <= j {
-			for v[i] > pivot {
-				i++
-			}
-			for v[j] < pivot {
-				j--
-			}
-			if i <= j {
-				v[i], v[j] = v[j], v[i]
-				i++
-				j--
-			}
-		}
-		switch {
-		case target <= j:
-			hi = j
-		case target >= i:
-			lo = i
-		default:
-			return v[target]
-		}
-	}
-	return v[target]
 }
 
 // topP keeps the nucleus of the kept ids: in order of decreasing weight

@@ -213,22 +213,6 @@ func TestTopPMatchesFullSort(t *testing.T) {
 	}
 }
 
-func TestSelectKthLargest(t *testing.T) {
-	r := rand.New(rand.NewPCG(9, 9))
-	for trial := 0; trial < 500; trial++ {
-		n := 1 + r.IntN(200)
-		v := make([]float64, n)
-		for i := range v {
-			v[i] = float64(r.IntN(20)) // many ties
-		}
-		k := 1 + r.IntN(n)
-		sorted := slices.Clone(v)
-		slices.Sort(sorted)
-		slices.Reverse(sorted)
-		require.Equal(t, sorted[k-1], selectKthLargest(v, k), "n %d k %d", n, k)
-	}
-}
-
 func TestSampleErrors(t *testing.T) {
 	s := NewTokenSampler(rand.New(rand.NewPCG(1, 1)))
 	inf, nan := float32(math.Inf(1)), float32(math.NaN())

@@ -3,6 +3,8 @@ package backend
 import (
 	"math"
 	"slices"
+
+	"github.com/agentrl/agentrl/internal/quickselect"
 )
 
 // HostSampler draws tokens from host logits by SampleRow's rule, in
@@ -69,7 +71,7 @@ func (s *HostSampler) Sample(logits []float32, r SampleRow) SampleResult {
 		for _, id := range keep {
 			vals = append(vals, logits[id])
 		}
-		kth := kthLargest(vals, r.TopK)
+		kth := quickselect.KthLargest(vals, r.TopK)
 		s.vals = vals
 		out := keep[:0]
 		for _, id := range keep {
@@ -155,36 +157,4 @@ func (s *HostSampler) nucleus(keep []int32, logits []float32, w []float64, p flo
 	out := append(keep[:0], order...)
 	slices.Sort(out)
 	return out
-}
-
-// kthLargest returns the k-th largest value (1-based) of v, reordering v
-// (quickselect, expected linear time).
-func kthLargest(v []float32, k int) float32 {
-	lo, hi, target := 0, len(v)-1, k-1
-	for lo < hi {
-		pivot := v[lo+(hi-lo)/2]
-		i, j := lo, hi
-		for i <= j {
-			for v[i] > pivot {
-				i++
-			}
-			for v[j] < pivot {
-				j--
-			}
-			if i <= j {
-				v[i], v[j] = v[j], v[i]
-				i++
-				j--
-			}
-		}
-		switch {
-		case target <= j:
-			hi = j
-		case target >= i:
-			lo = i
-		default:
-			return v[target]
-		}
-	}
-	return v[target]
 }
