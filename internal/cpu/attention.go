@@ -64,17 +64,7 @@ func (be *Backend) AttentionForward(a backend.Attention, r backend.Rows, out, ls
 			}
 			for i := range nb {
 				row := sc[i*nk : (i+1)*nk]
-				lim := past + r0 + i + 1
-				m := float32(math.Inf(-1))
-				for _, x := range row[:lim] {
-					m = max(m, x)
-				}
-				sum := be.ser.ExpShift(row[:lim], m)
-				inv := float32(1 / sum)
-				for j := range row[:lim] {
-					row[j] *= inv
-				}
-				clear(row[lim:])
+				m, sum := be.causalSoftmax(row, past+r0+i+1)
 				if ld != nil {
 					ld[(s.Q0+r0+i)*a.Heads+h] = m + float32(math.Log(sum))
 				}
@@ -91,6 +81,24 @@ func (be *Backend) AttentionForward(a backend.Attention, r backend.Rows, out, ls
 		}
 	}
 	return nil
+}
+
+// causalSoftmax turns the scores row[:lim] into probabilities in place
+// (shifted by their maximum m, summing to 1 over sum = Σ exp(x − m)) and
+// zeroes the masked row[lim:]; it returns m and sum, whose m + log(sum)
+// is the row's log-sum-exp.
+func (be *Backend) causalSoftmax(row []float32, lim int) (m float32, sum float64) {
+	m = float32(math.Inf(-1))
+	for _, x := range row[:lim] {
+		m = max(m, x)
+	}
+	sum = be.ser.ExpShift(row[:lim], m)
+	inv := float32(1 / sum)
+	for j := range row[:lim] {
+		row[j] *= inv
+	}
+	clear(row[lim:])
+	return m, sum
 }
 
 // AttentionBackward accumulates the attention gradients, recomputing P from

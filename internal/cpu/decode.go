@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"math"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -302,16 +301,7 @@ func (be *Backend) PagedAttention(l backend.PagedLayout, layer int, a backend.At
 				}
 				for i := range nb {
 					row := p[i*nk : (i+1)*nk]
-					lim := past + r0 + i + 1
-					m := float32(math.Inf(-1))
-					for _, x := range row[:lim] {
-						m = max(m, x)
-					}
-					inv := float32(1 / be.ser.ExpShift(row[:lim], m))
-					for j := range row[:lim] {
-						row[j] *= inv
-					}
-					clear(row[lim:])
+					be.causalSoftmax(row, past+r0+i+1)
 				}
 				if err := be.ser.Sgemm(false, false, nb, d, nk, 1, p, nk, vb, d, 0, od[qBase+r0*qRow:], qRow); err != nil {
 					errs[wk] = err
