@@ -117,6 +117,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/agentrl/agentrl/internal/osthread"
 	"github.com/agentrl/agentrl/policy/backend"
 )
 
@@ -144,7 +145,7 @@ func mpiCheck(code C.int) error {
 // mpiEngine is the MPI engine; every MPI call runs on its worker's
 // locked thread.
 type mpiEngine struct {
-	w      *worker
+	w      *osthread.Worker
 	comm   C.MPI_Comm
 	r, n   int
 	owned  C.int  // this engine initialised MPI and finalises it
@@ -164,10 +165,10 @@ func openMPI(ctx context.Context) (engine, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	e := &mpiEngine{w: newWorker()}
+	e := &mpiEngine{w: osthread.New(ErrClosed)}
 	e.cancel = (*C.int)(C.calloc(1, C.sizeof_int))
 	var rank, size C.int
-	err := e.w.do(func() error {
+	err := e.w.Do(func() error {
 		rc := C.mpi_init(&e.comm, &rank, &size, &e.owned)
 		if rc == -2 {
 			return errors.New("dist: MPI was finalised already: a process initialises MPI once (open one MPI communicator per process)")
@@ -175,7 +176,7 @@ func openMPI(ctx context.Context) (engine, error) {
 		return mpiCheck(rc)
 	})
 	if err != nil {
-		e.w.stop()
+		_ = e.w.Stop(nil)
 		C.free(unsafe.Pointer(e.cancel))
 		return nil, fmt.Errorf("dist: MPI_Init: %w", err)
 	}
@@ -235,7 +236,7 @@ func (e *mpiEngine) run(ctx context.Context, c coll) error {
 		return p
 	}
 	call := func(kind int, send, recv unsafe.Pointer, count int) error {
-		return e.w.do(func() error {
+		return e.w.Do(func() error {
 			rc := C.mpi_run(e.comm, C.int(kind), send, recv, C.int(count), dt, op, C.int(c.root), e.cancel)
 			if rc == -1 {
 				e.dead = true
@@ -280,9 +281,9 @@ func (e *mpiEngine) run(ctx context.Context, c coll) error {
 func (e *mpiEngine) close(abandoned bool) error {
 	var err error
 	if !abandoned && !e.dead {
-		err = e.w.do(func() error { return mpiCheck(C.mpi_finish(&e.comm, e.owned)) })
+		err = e.w.Do(func() error { return mpiCheck(C.mpi_finish(&e.comm, e.owned)) })
 	}
-	e.w.stop()
+	_ = e.w.Stop(nil)
 	if !e.dead {
 		C.free(unsafe.Pointer(e.cancel))
 	}

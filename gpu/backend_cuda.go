@@ -224,6 +224,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/agentrl/agentrl/internal/osthread"
 	"github.com/agentrl/agentrl/policy/backend"
 )
 
@@ -293,7 +294,7 @@ func blasCheck(call string, code C.int) error {
 // the package doc), so a Backend is safe for concurrent use.
 type Backend struct {
 	cfg     config
-	w       *worker
+	w       *osthread.Worker
 	dr      *driver
 	blas    *blasLib // nil: the tiled fallback GEMM
 	dev     C.CUdevice
@@ -351,12 +352,12 @@ func New(ctx context.Context, opts ...Option) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	be := &Backend{cfg: cfg, w: newWorker(), dr: dr, fn: map[string]C.CUfunction{}, weights: newWeightCache(),
+	be := &Backend{cfg: cfg, w: osthread.New(ErrClosed), dr: dr, fn: map[string]C.CUfunction{}, weights: newWeightCache(),
 		counters: Counters{Kernels: map[string]uint64{}}}
 	be.stats.Store(&CacheStats{})
-	if err := be.w.do(be.open); err != nil {
+	if err := be.w.Do(be.open); err != nil {
 		// Release what open got before it failed (a context, a stream …).
-		_ = be.w.stop(be.teardown)
+		_ = be.w.Stop(be.teardown)
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -476,7 +477,7 @@ func (be *Backend) Close() error {
 	if be == nil || be.w == nil || be.closed.Swap(true) {
 		return nil
 	}
-	return be.w.stop(be.teardown)
+	return be.w.Stop(be.teardown)
 }
 
 // teardown releases whatever open acquired; it runs on the worker thread.
@@ -536,7 +537,7 @@ func (be *Backend) run(f func() error) error {
 	if be.closed.Load() {
 		return ErrClosed
 	}
-	return be.w.do(func() error {
+	return be.w.Do(func() error {
 		err := f()
 		s := be.cache.stats
 		s.WeightBytes, s.WeightHits, s.WeightConversions = be.weights.bytes, be.weights.hits, be.weights.conversions
