@@ -10,6 +10,10 @@
 // that surrogate (loss.Computer.Surrogate) by finite differences, so it
 // applies to them too.
 //
+// RandomBatch makes the batches the checks use; Rows writes and reads
+// batches as plain [][]float32 slices, and Values reads a result's
+// gradients the same way.
+//
 // losstest depends only on package loss, gorgonia.org/tensor (the Batch
 // type) and the standard library, testing included.
 package losstest

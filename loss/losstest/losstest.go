@@ -311,6 +311,120 @@ func CheckAll(t *testing.T, e Evaluator, cfg loss.Config, reinforceAgg loss.Agg)
 	}
 }
 
+// Rows is a batch as plain slices, B rows of T values per tensor, for
+// writing a batch by hand (Rows.Batch) and reading one (RowsOf). A nil
+// field is an absent optional tensor.
+type Rows struct {
+	LogProbs, OldLogProbs, Advantages, Mask [][]float32
+	RefLogProbs, RolloutLogProbs, Entropy   [][]float32
+}
+
+// fields lists r's fields with their names, in loss.Batch's order.
+func (r *Rows) fields() []struct {
+	name string
+	v    *[][]float32
+} {
+	return []struct {
+		name string
+		v    *[][]float32
+	}{
+		{"LogProbs", &r.LogProbs}, {"OldLogProbs", &r.OldLogProbs}, {"Advantages", &r.Advantages}, {"Mask", &r.Mask},
+		{"RefLogProbs", &r.RefLogProbs}, {"RolloutLogProbs", &r.RolloutLogProbs}, {"Entropy", &r.Entropy},
+	}
+}
+
+// Batch returns r as a loss.Batch of new [B,T] float32 tensors. LogProbs,
+// OldLogProbs, Advantages and Mask are required (loss.ErrMissing); B and
+// T must be positive (loss.ErrEmptyBatch), and every row of every field
+// must have LogProbs' shape (loss.ErrShape). Values are copied as they
+// are: loss.Compute checks that they are finite and the mask 0 or 1.
+func (r Rows) Batch() (loss.Batch, error) {
+	rows := len(r.LogProbs)
+	if rows == 0 || len(r.LogProbs[0]) == 0 {
+		return loss.Batch{}, fmt.Errorf("losstest: Rows.Batch: LogProbs has %d rows of %d values: %w", rows, firstLen(r.LogProbs), loss.ErrEmptyBatch)
+	}
+	cols := len(r.LogProbs[0])
+	var b loss.Batch
+	dst := fieldsOf(&b)
+	for i, f := range r.fields() {
+		v := *f.v
+		if v == nil {
+			if i < 4 {
+				return loss.Batch{}, fmt.Errorf("losstest: Rows.Batch: %s is nil: %w", f.name, loss.ErrMissing)
+			}
+			continue
+		}
+		if len(v) != rows {
+			return loss.Batch{}, fmt.Errorf("losstest: Rows.Batch: %s has %d rows, LogProbs has %d: %w", f.name, len(v), rows, loss.ErrShape)
+		}
+		data := make([]float32, 0, rows*cols)
+		for j, row := range v {
+			if len(row) != cols {
+				return loss.Batch{}, fmt.Errorf("losstest: Rows.Batch: %s row %d has %d values, LogProbs row 0 has %d: %w",
+					f.name, j, len(row), cols, loss.ErrShape)
+			}
+			data = append(data, row...)
+		}
+		*dst[i] = dense(rows, cols, data)
+	}
+	return b, nil
+}
+
+// RowsOf copies b's tensors into Rows; absent optional tensors stay nil.
+// A tensor that is not a [B,T] float32 tensor in host memory is an error
+// (loss.ErrShape).
+func RowsOf(b loss.Batch) (Rows, error) {
+	var r Rows
+	src := fieldsOf(&b)
+	for i, f := range r.fields() {
+		if *src[i] == nil {
+			continue
+		}
+		v, err := Values(*src[i])
+		if err != nil {
+			return Rows{}, fmt.Errorf("losstest: RowsOf: Batch.%s: %w", f.name, err)
+		}
+		*f.v = v
+	}
+	return r, nil
+}
+
+// Values copies a [B,T] float32 tensor, such as a Batch field or
+// loss.Result.GradLogProbs, into B rows of T values. A nil tensor, or one
+// that is not a [B,T] float32 tensor in host memory, is an error
+// (loss.ErrMissing, loss.ErrShape).
+func Values(t *tensor.Dense) ([][]float32, error) {
+	switch {
+	case t == nil:
+		return nil, fmt.Errorf("losstest: Values: nil tensor: %w", loss.ErrMissing)
+	case t.Dtype().Type == nil:
+		return nil, fmt.Errorf("losstest: Values: uninitialised tensor.Dense: %w", loss.ErrShape)
+	case t.Dtype() != tensor.Float32:
+		return nil, fmt.Errorf("losstest: Values: dtype %v, want float32: %w", t.Dtype(), loss.ErrShape)
+	case t.Shape().Dims() != 2:
+		return nil, fmt.Errorf("losstest: Values: shape %v, want [B,T]: %w", t.Shape(), loss.ErrShape)
+	case !t.IsNativelyAccessible() || t.RequiresIterator():
+		return nil, fmt.Errorf("losstest: Values: a view or not in host memory: %w", loss.ErrShape)
+	}
+	rows, cols := t.Shape()[0], t.Shape()[1]
+	data := t.Float32s()
+	if len(data) != rows*cols {
+		return nil, fmt.Errorf("losstest: Values: %d values for shape %v: %w", len(data), t.Shape(), loss.ErrShape)
+	}
+	out := make([][]float32, rows)
+	for r := range out {
+		out[r] = append([]float32(nil), data[r*cols:(r+1)*cols]...)
+	}
+	return out, nil
+}
+
+func firstLen(v [][]float32) int {
+	if len(v) == 0 {
+		return 0
+	}
+	return len(v[0])
+}
+
 // sameResult compares two results on the first cols columns; a has acols
 // columns, b has bcols.
 func sameResult(what string, a, b loss.Result, acols, bcols int) error {

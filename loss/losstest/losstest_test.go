@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 
 	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/loss/losstest"
@@ -129,4 +130,88 @@ func TestCheckGradientCatchesWrongGradient(t *testing.T) {
 	cfg := loss.Config{Mode: loss.ModeGPG}
 	require.NoError(t, losstest.CheckGradient(c, cfg, b))
 	assert.ErrorContains(t, losstest.CheckGradient(wrongGrad{c}, cfg, b), "LogProbs[0,0]")
+}
+
+func TestRowsRoundTrip(t *testing.T) {
+	b := losstest.RandomBatch(rand.New(rand.NewPCG(8, 9)), 3, 4)
+	r, err := losstest.RowsOf(b)
+	require.NoError(t, err)
+	require.Len(t, r.Advantages, 3)
+	require.Len(t, r.Advantages[1], 4)
+	assert.Equal(t, b.Advantages.Float32s()[4:8], r.Advantages[1])
+	assert.Equal(t, []float32{1, 0, 1, 1}, r.Mask[0], "RandomBatch's tool-output gap")
+	assert.Equal(t, []float32{0, 0, 0, 0}, r.Mask[2], "RandomBatch's all-padding row")
+
+	back, err := r.Batch()
+	require.NoError(t, err)
+	assert.Equal(t, b.LogProbs.Float32s(), back.LogProbs.Float32s())
+	assert.Equal(t, b.Entropy.Float32s(), back.Entropy.Float32s())
+	assert.Equal(t, []int{3, 4}, []int(back.Mask.Shape()))
+
+	// copies, not views
+	r.LogProbs[0][0] = 42
+	assert.NotEqual(t, float32(42), b.LogProbs.Float32s()[0])
+	assert.NotEqual(t, float32(42), back.LogProbs.Float32s()[0])
+
+	// a hand-written batch without the optional tensors computes
+	hand := losstest.Rows{
+		LogProbs:    [][]float32{{-1, -2}, {-0.5, -1}},
+		OldLogProbs: [][]float32{{-1, -2}, {-0.5, -1}},
+		Advantages:  [][]float32{{1, 1}, {-1, -1}},
+		Mask:        [][]float32{{1, 1}, {1, 0}},
+	}
+	hb, err := hand.Batch()
+	require.NoError(t, err)
+	assert.Nil(t, hb.Entropy)
+	res, err := loss.Compute(loss.Config{Mode: loss.ModeGPG}, hb)
+	require.NoError(t, err)
+	g, err := losstest.Values(res.GradLogProbs)
+	require.NoError(t, err)
+	// gpg, token-mean over 3 tokens: dL/dlogπ = −A/3, 0 on padding
+	assert.InDeltaSlice(t, []float32{-1.0 / 3, -1.0 / 3}, g[0], 1e-7)
+	assert.InDeltaSlice(t, []float32{1.0 / 3, 0}, g[1], 1e-7)
+}
+
+func TestRowsErrors(t *testing.T) {
+	ok := func() losstest.Rows {
+		return losstest.Rows{
+			LogProbs: [][]float32{{-1, -2}}, OldLogProbs: [][]float32{{-1, -2}},
+			Advantages: [][]float32{{1, 1}}, Mask: [][]float32{{1, 1}},
+		}
+	}
+	for name, tc := range map[string]struct {
+		edit     func(*losstest.Rows)
+		sentinel error
+		msg      string
+	}{
+		"no rows": {func(r *losstest.Rows) { r.LogProbs = nil }, loss.ErrEmptyBatch,
+			"losstest: Rows.Batch: LogProbs has 0 rows of 0 values: empty batch"},
+		"empty row": {func(r *losstest.Rows) { r.LogProbs = [][]float32{{}} }, loss.ErrEmptyBatch,
+			"losstest: Rows.Batch: LogProbs has 1 rows of 0 values: empty batch"},
+		"missing mask": {func(r *losstest.Rows) { r.Mask = nil }, loss.ErrMissing,
+			"losstest: Rows.Batch: Mask is nil: missing input"},
+		"extra row": {func(r *losstest.Rows) { r.Advantages = [][]float32{{1, 1}, {1, 1}} }, loss.ErrShape,
+			"losstest: Rows.Batch: Advantages has 2 rows, LogProbs has 1: shape mismatch"},
+		"ragged": {func(r *losstest.Rows) { r.Entropy = [][]float32{{1}} }, loss.ErrShape,
+			"losstest: Rows.Batch: Entropy row 0 has 1 values, LogProbs row 0 has 2: shape mismatch"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := ok()
+			tc.edit(&r)
+			_, err := r.Batch()
+			assert.ErrorIs(t, err, tc.sentinel)
+			assert.EqualError(t, err, tc.msg)
+		})
+	}
+
+	_, err := losstest.Values(nil)
+	assert.ErrorIs(t, err, loss.ErrMissing)
+	_, err = losstest.Values(&tensor.Dense{})
+	assert.ErrorIs(t, err, loss.ErrShape)
+	_, err = losstest.Values(tensor.New(tensor.WithShape(2), tensor.WithBacking([]float32{1, 2})))
+	assert.EqualError(t, err, "losstest: Values: shape (2), want [B,T]: shape mismatch")
+	_, err = losstest.Values(tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float64{1, 2})))
+	assert.EqualError(t, err, "losstest: Values: dtype float64, want float32: shape mismatch")
+	_, err = losstest.RowsOf(loss.Batch{LogProbs: tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float64{1, 2}))})
+	assert.EqualError(t, err, "losstest: RowsOf: Batch.LogProbs: losstest: Values: dtype float64, want float32: shape mismatch")
 }
