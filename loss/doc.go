@@ -54,7 +54,9 @@
 // need — Min, Max, Clamp, Where and StopGradient — are gorgonia Ops with
 // symbolic derivatives, usable in Variant.Build.
 //
-// Package losstest holds the checks every objective should pass.
+// Package losstest holds the checks an objective should pass: those every
+// objective must pass, and the REINFORCE check for a Variant that declares
+// ReducesToREINFORCE.
 //
 // loss depends on nothing else in agentrl except internal packages.
 package loss

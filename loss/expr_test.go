@@ -461,6 +461,7 @@ func TestTanhGateByHand(t *testing.T) {
 		beta*-1*(1+math.Tanh(-0.5)) + beta*-1*(1+th)) / 4
 	assert.InDelta(t, want, res.Loss, 1e-7)
 
-	// and against finite differences
+	// and against finite differences, with the rest of the suite
 	assert.NoError(t, losstest.CheckGradient(c, cfg, losstest.RandomBatch(rand.New(rand.NewPCG(3, 4)), 3, 5)))
+	assert.NoError(t, losstest.Check(c, cfg))
 }

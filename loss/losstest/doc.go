@@ -1,7 +1,9 @@
-// Package losstest holds checks that any loss variant must pass: gradients
-// against central finite differences, invariance to padding tokens, zero
-// policy gradient at zero advantage, and the REINFORCE gradient at ratio 1
-// without clipping. A new variant's tests call them, as gonum's
+// Package losstest holds checks for loss variants: gradients against
+// central finite differences, invariance to padding tokens and zero
+// policy gradient at zero advantage, which every objective must pass, and
+// the REINFORCE gradient at ratio 1, which an objective passes if it
+// declares loss.Variant.ReducesToREINFORCE. A new variant's tests call
+// CheckAll (or Check, which returns the failures), as gonum's
 // blas/testblas is called by each BLAS implementation.
 //
 // The checks run against an Evaluator (a *loss.Computer). Objectives that

@@ -1,6 +1,8 @@
 package losstest
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -211,10 +213,11 @@ func CheckZeroAdvantage(e Evaluator, cfg loss.Config, b loss.Batch) error {
 // "seq-mean-token-sum" over S non-empty rows, 1/(S·D) for
 // "seq-mean-token-sum-norm" with divisor D, 1/(S·n_b) for
 // "seq-mean-token-mean" with n_b tokens in the row. agg is the aggregation
-// the objective applies to its policy term (Config.Agg for vanilla, cispo
-// and gpg; "seq-mean-token-mean" for gspo, sapo and geo_mean). Rows without
-// tokens get one, so that geo_mean's mean over all rows is a mean over
-// non-empty rows.
+// the objective applies to its policy term: its Variant.Agg, else
+// Config.Agg ("seq-mean-token-mean" for gspo, sapo and geo_mean; Config.Agg
+// for vanilla, cispo and gpg). Rows without tokens get one, so that
+// geo_mean's mean over all rows is a mean over non-empty rows. Only an
+// objective that declares Variant.ReducesToREINFORCE need pass it.
 func CheckREINFORCE(e Evaluator, cfg loss.Config, b loss.Batch, agg loss.Agg) error {
 	cfg.EntropyCoef, cfg.KLCoef, cfg.TISCap = 0, 0, 0
 	rows, cols := b.LogProbs.Shape()[0], b.LogProbs.Shape()[1]
@@ -274,41 +277,86 @@ func CheckREINFORCE(e Evaluator, cfg loss.Config, b loss.Batch, agg loss.Agg) er
 	return nil
 }
 
-// CheckAll runs the four checks for cfg on random batches (seeded, so
-// failures reproduce) as subtests of t: the padding, zero-advantage and
-// REINFORCE checks on a 4×6 and a 3×5 batch, the finite-difference check,
-// the costly one, on the 3×5 batch. reinforceAgg is passed to
-// CheckREINFORCE.
-func CheckAll(t *testing.T, e Evaluator, cfg loss.Config, reinforceAgg loss.Agg) {
-	t.Helper()
-	shapes := [][2]int{{4, 6}, {3, 5}}
-	for si, sh := range shapes {
-		seed := uint64(1000*si + 7)
-		b := RandomBatch(rand.New(rand.NewPCG(seed, 1)), sh[0], sh[1])
-		name := fmt.Sprintf("%dx%d", sh[0], sh[1])
-		if sh[0] == 3 {
-			t.Run(name+"/gradient", func(t *testing.T) {
-				if err := CheckGradient(e, cfg, b); err != nil {
-					t.Error(err)
-				}
-			})
+// VariantEvaluator is an Evaluator that also says which Variant a mode
+// names, so that the checks can read the properties it declares;
+// *loss.Computer implements it.
+type VariantEvaluator interface {
+	Evaluator
+	// Lookup returns the variant registered under name.
+	Lookup(name loss.Mode) (loss.Variant, bool)
+}
+
+// Check runs, on random batches (seeded, so failures reproduce), the
+// checks every objective must pass and those its Variant declares, and
+// returns their failures joined (errors.Join), or nil:
+//
+//   - CheckPadding and CheckZeroAdvantage on a 4×6 and a 3×5 batch;
+//   - CheckGradient, the costly one, on the 3×5 batch;
+//   - CheckREINFORCE on both batches if the variant declares
+//     ReducesToREINFORCE, with its Agg (or cfg.Agg, or "token-mean").
+//
+// cfg.Mode names the variant (empty means "vanilla", as in Compute).
+func Check(e VariantEvaluator, cfg loss.Config) error {
+	checks, err := suite(e, cfg)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range checks {
+		if err := c.run(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.name, err))
 		}
-		t.Run(name+"/padding", func(t *testing.T) {
-			if err := CheckPadding(e, cfg, b, rand.New(rand.NewPCG(seed, 2))); err != nil {
-				t.Error(err)
-			}
-		})
-		t.Run(name+"/zero-advantage", func(t *testing.T) {
-			if err := CheckZeroAdvantage(e, cfg, b); err != nil {
-				t.Error(err)
-			}
-		})
-		t.Run(name+"/reinforce", func(t *testing.T) {
-			if err := CheckREINFORCE(e, cfg, b, reinforceAgg); err != nil {
+	}
+	return errors.Join(errs...)
+}
+
+// CheckAll runs the checks of Check as subtests of t, named after the
+// batch shape and the check ("3x5/gradient", "4x6/reinforce", ...).
+func CheckAll(t *testing.T, e VariantEvaluator, cfg loss.Config) {
+	t.Helper()
+	checks, err := suite(e, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			if err := c.run(); err != nil {
 				t.Error(err)
 			}
 		})
 	}
+}
+
+// namedCheck is one check of the suite on one batch.
+type namedCheck struct {
+	name string
+	run  func() error
+}
+
+// suite lists the checks Check and CheckAll run for cfg.
+func suite(e VariantEvaluator, cfg loss.Config) ([]namedCheck, error) {
+	mode := cmp.Or(cfg.Mode, loss.ModeVanilla)
+	v, ok := e.Lookup(mode)
+	if !ok {
+		return nil, fmt.Errorf("losstest: mode %q is not registered: %w", mode, loss.ErrUnknownName)
+	}
+	agg := cmp.Or(v.Agg, cfg.Agg, loss.AggTokenMean)
+	var checks []namedCheck
+	for si, sh := range [][2]int{{4, 6}, {3, 5}} {
+		seed := uint64(1000*si + 7)
+		b := RandomBatch(rand.New(rand.NewPCG(seed, 1)), sh[0], sh[1])
+		name := fmt.Sprintf("%dx%d/", sh[0], sh[1])
+		if sh[0] == 3 {
+			checks = append(checks, namedCheck{name + "gradient", func() error { return CheckGradient(e, cfg, b) }})
+		}
+		checks = append(checks,
+			namedCheck{name + "padding", func() error { return CheckPadding(e, cfg, b, rand.New(rand.NewPCG(seed, 2))) }},
+			namedCheck{name + "zero-advantage", func() error { return CheckZeroAdvantage(e, cfg, b) }})
+		if v.ReducesToREINFORCE {
+			checks = append(checks, namedCheck{name + "reinforce", func() error { return CheckREINFORCE(e, cfg, b, agg) }})
+		}
+	}
+	return checks, nil
 }
 
 // Rows is a batch as plain slices, B rows of T values per tensor, for

@@ -20,17 +20,6 @@ var (
 	kls   = []loss.KLType{loss.KLK1, loss.KLK2, loss.KLK3, loss.KLAbs, loss.KLK3Plus}
 )
 
-// policyAgg is the aggregation each built-in applies to its policy term:
-// verl's gspo and sapo force seq-mean-token-mean, and geo_mean's mean of
-// per-row token means is the same thing when no row is empty.
-func policyAgg(mode loss.Mode, agg loss.Agg) loss.Agg {
-	switch mode {
-	case loss.ModeGSPO, loss.ModeSAPO, loss.ModeGeoMean:
-		return loss.AggSeqMeanTokenMean
-	}
-	return agg
-}
-
 func TestBuiltinsPassAllChecks(t *testing.T) {
 	c := loss.NewComputer(nil)
 	i := 0
@@ -44,7 +33,7 @@ func TestBuiltinsPassAllChecks(t *testing.T) {
 				}
 				i++
 				t.Run(fmt.Sprintf("%s/%s/%s", mode, agg, kl), func(t *testing.T) {
-					losstest.CheckAll(t, c, cfg, policyAgg(mode, agg))
+					losstest.CheckAll(t, c, cfg)
 				})
 			}
 		}
@@ -57,7 +46,7 @@ func TestNoLowerBoundPassesAllChecks(t *testing.T) {
 	c := loss.NewComputer(nil)
 	for _, mode := range []loss.Mode{loss.ModeCISPO, loss.ModeVanilla} {
 		cfg := loss.Config{Mode: mode, ClipLow: 10, ClipHigh: 0.28, ClipC: 10, KLCoef: 0.05}
-		t.Run(string(mode), func(t *testing.T) { losstest.CheckAll(t, c, cfg, loss.AggTokenMean) })
+		t.Run(string(mode), func(t *testing.T) { losstest.CheckAll(t, c, cfg) })
 	}
 }
 
@@ -130,6 +119,52 @@ func TestCheckGradientCatchesWrongGradient(t *testing.T) {
 	cfg := loss.Config{Mode: loss.ModeGPG}
 	require.NoError(t, losstest.CheckGradient(c, cfg, b))
 	assert.ErrorContains(t, losstest.CheckGradient(wrongGrad{c}, cfg, b), "LogProbs[0,0]")
+}
+
+// tanhGate is the issue's objective L = −w(A)·A·(1 + tanh(r − 1)),
+// w(A) = 1 if A ≥ 0 else β, which by design is not REINFORCE at ratio 1
+// for A < 0: there its gradient is −β·A·w_agg.
+func tanhGate(beta float64, claimREINFORCE bool) loss.Variant {
+	return loss.Variant{ReducesToREINFORCE: claimREINFORCE, Loss: func(v *loss.Vars) loss.Expr {
+		a := v.Advantages()
+		w := v.Where(a.GE(0), 1, beta)
+		return w.Mul(a).Mul(v.Ratio().Sub(1).Tanh().Add(1)).Neg()
+	}}
+}
+
+// Check runs the REINFORCE check only for variants that declare the
+// property: the tanh gate passes without the claim and fails with it, with
+// the message the issue quotes (half the REINFORCE gradient at A < 0).
+func TestCheckRunsDeclaredProperties(t *testing.T) {
+	reg := loss.NewRegistry()
+	require.NoError(t, reg.Register("tanh_gate", tanhGate(0.5, false)))
+	require.NoError(t, reg.Register("tanh_gate_claims", tanhGate(0.5, true)))
+	c := loss.NewComputer(reg)
+
+	assert.NoError(t, losstest.Check(c, loss.Config{Mode: "tanh_gate"}))
+	err := losstest.Check(c, loss.Config{Mode: "tanh_gate_claims"})
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "4x6/reinforce: losstest: CheckREINFORCE: d loss/d LogProbs[")
+	assert.NotContains(t, err.Error(), "padding")
+	assert.NotContains(t, err.Error(), "gradient:")
+
+	// the same suite as subtests
+	t.Run("CheckAll", func(t *testing.T) { losstest.CheckAll(t, c, loss.Config{Mode: "tanh_gate"}) })
+
+	err = losstest.Check(c, loss.Config{Mode: "nope"})
+	assert.ErrorIs(t, err, loss.ErrUnknownName)
+	assert.EqualError(t, err, `losstest: mode "nope" is not registered: unknown name`)
+}
+
+// Check uses the aggregation the variant declares: gspo's policy term is
+// seq-mean-token-mean whatever Config.Agg says, and the REINFORCE check
+// would fail for it under token-mean.
+func TestCheckUsesDeclaredAgg(t *testing.T) {
+	c := loss.NewComputer(nil)
+	cfg := loss.Config{Mode: loss.ModeGSPO, Agg: loss.AggTokenMean}
+	assert.NoError(t, losstest.Check(c, cfg))
+	b := losstest.RandomBatch(rand.New(rand.NewPCG(1, 2)), 4, 6)
+	assert.ErrorContains(t, losstest.CheckREINFORCE(c, cfg, b, loss.AggTokenMean), "REINFORCE")
 }
 
 func TestRowsRoundTrip(t *testing.T) {
