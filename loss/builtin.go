@@ -1,27 +1,25 @@
 package loss
 
-import (
-	"math"
-
-	"gorgonia.org/gorgonia"
-)
+import "math"
 
 // builtinVariant returns the built-in variant called name. A switch, not
 // a package-level map, so that no package state can be mutated.
 func builtinVariant(name Mode) (Variant, bool) {
 	switch name {
 	case ModeVanilla:
-		return Variant{Build: buildVanilla, Metrics: metricsVanilla}, true
+		return Variant{Loss: lossVanilla, Metrics: metricsVanilla, ReducesToREINFORCE: true}, true
 	case ModeGSPO:
-		return Variant{Build: buildGSPO, Metrics: metricsGSPO}, true
+		return Variant{Loss: lossGSPO, Agg: AggSeqMeanTokenMean, Metrics: metricsGSPO, ReducesToREINFORCE: true}, true
 	case ModeCISPO:
-		return Variant{Build: buildCISPO, Metrics: metricsCISPO}, true
+		return Variant{Loss: lossCISPO, Metrics: metricsCISPO, ReducesToREINFORCE: true}, true
 	case ModeGPG:
-		return Variant{Build: buildGPG, Metrics: metricsPlain}, true
+		return Variant{Loss: lossGPG, Metrics: metricsPlain, ReducesToREINFORCE: true}, true
 	case ModeSAPO:
-		return Variant{Build: buildSAPO, Metrics: metricsPlain}, true
+		return Variant{Loss: lossSAPO, Agg: AggSeqMeanTokenMean, Metrics: metricsPlain, ReducesToREINFORCE: true}, true
 	case ModeGeoMean:
-		return Variant{Build: buildGeoMean, Metrics: metricsGeoMean}, true
+		// The mean over rows of per-row token means is seq-mean-token-mean
+		// when no row is empty.
+		return Variant{Loss: lossGeoMean, Agg: AggSeqMeanTokenMean, Metrics: metricsGeoMean, ReducesToREINFORCE: true}, true
 	}
 	return Variant{}, false
 }
@@ -32,83 +30,70 @@ func builtinModes() []Mode {
 	return []Mode{ModeCISPO, ModeGeoMean, ModeGPG, ModeGSPO, ModeSAPO, ModeVanilla}
 }
 
-// buildVanilla is PPO-clip with decoupled bounds and dual-clip, after
+// The built-in objectives below build their graphs in the order the
+// gorgonia-only versions before them did, operation for operation, so
+// that their float64 results are unchanged to the last bit.
+
+// lossVanilla is PPO-clip with decoupled bounds and dual-clip, after
 // verl's compute_policy_loss_vanilla (verl/trainer/ppo/core_algos.py):
 //
 //	r    = exp(clamp(logπ − logπ_old, −20, 20))
 //	L1   = max(−A·r, −A·clamp(r, 1−ε_low, 1+ε_high))
 //	L    = A < 0 ? min(−A·c, L1) : L1
-func buildVanilla(in *Inputs) (Term, error) {
-	e := &ex{}
-	cfg := in.Config
-	a := in.Advantages
-	ratio := e.exp(e.clamp(e.sub(in.LogProbs, in.OldLogProbs), -20, 20))
-	negA := e.neg(a)
-	pg1 := e.mul(negA, ratio)
-	pg2 := e.mul(negA, e.clamp(ratio, 1-cfg.ClipLow, 1+cfg.ClipHigh))
-	clip1 := e.max(pg1, pg2)
-	pg3 := e.scale(negA, cfg.ClipC)
-	clip2 := e.min(pg3, clip1)
-	pg := e.where(e.lt0(a), clip2, clip1)
-	return Term{PerToken: pg}, e.err
+func lossVanilla(v *Vars) Expr {
+	cfg, a, r := v.Config(), v.Advantages(), v.Ratio()
+	negA := a.Neg()
+	l1 := negA.Mul(r).Max(negA.Mul(r.Clip(1-cfg.ClipLow, 1+cfg.ClipHigh)))
+	return v.Where(a.LT(0), negA.Mul(cfg.ClipC).Min(l1), l1)
 }
 
-// buildGSPO is GSPO's token-level form of the sequence ratio, after verl's
+// lossGSPO is GSPO's token-level form of the sequence ratio, after verl's
 // compute_policy_loss_gspo (Zheng et al. 2025, arXiv:2507.18071):
 //
 //	s_b    = Σ_t m·(logπ − logπ_old) / max(n_b, 1)
 //	log r  = min(logπ − sg(logπ) + sg(s_b), 10)
 //	L      = max(−A·r, −A·clamp(r, 1−ε_low, 1+ε_high)), aggregated seq-mean-token-mean
-func buildGSPO(in *Inputs) (Term, error) {
-	e := &ex{}
-	cfg := in.Config
-	seqKL := e.div(e.sum(e.mul(e.sub(in.LogProbs, in.OldLogProbs), in.Mask), 1), e.clamp(in.Count, 1, math.Inf(1)))
-	logRatio := e.addRow(e.sub(in.LogProbs, e.sg(in.LogProbs)), e.sg(seqKL))
-	ratio := e.exp(e.clamp(logRatio, math.Inf(-1), 10))
-	negA := e.neg(in.Advantages)
-	pg1 := e.mul(negA, ratio)
-	pg2 := e.mul(negA, e.clamp(ratio, 1-cfg.ClipLow, 1+cfg.ClipHigh))
-	return Term{PerToken: e.max(pg1, pg2), Agg: AggSeqMeanTokenMean}, e.err
+func lossGSPO(v *Vars) Expr {
+	cfg, lp := v.Config(), v.LogProbs()
+	s := lp.Sub(v.OldLogProbs()).SeqMean()
+	r := lp.Sub(lp.StopGradient()).Add(s.StopGradient()).Min(10).Exp()
+	negA := v.Advantages().Neg()
+	return negA.Mul(r).Max(negA.Mul(r.Clip(1-cfg.ClipLow, 1+cfg.ClipHigh)))
 }
 
-// buildCISPO is CISPO (MiniMax-M1, arXiv:2506.13585), after verl's
+// lossCISPO is CISPO (MiniMax-M1, arXiv:2506.13585), after verl's
 // compute_policy_loss_cispo: the clipped ratio is a detached weight on the
 // REINFORCE term,
 //
 //	L = −sg(clamp(exp(clamp(logπ − logπ_old, ±20)), 1−ε_low, 1+ε_high))·A·logπ
-func buildCISPO(in *Inputs) (Term, error) {
-	e := &ex{}
-	cfg := in.Config
-	ratio := e.exp(e.clamp(e.sub(in.LogProbs, in.OldLogProbs), -20, 20))
-	w := e.sg(e.clamp(ratio, 1-cfg.ClipLow, 1+cfg.ClipHigh))
-	pg := e.neg(e.mul(e.mul(w, in.Advantages), in.LogProbs))
-	return Term{PerToken: pg}, e.err
+func lossCISPO(v *Vars) Expr {
+	cfg := v.Config()
+	w := v.Ratio().Clip(1-cfg.ClipLow, 1+cfg.ClipHigh).StopGradient()
+	return w.Mul(v.Advantages()).Mul(v.LogProbs()).Neg()
 }
 
-// buildGPG is GPG (arXiv:2504.02546), after verl's compute_policy_loss_gpg:
+// lossGPG is GPG (arXiv:2504.02546), after verl's compute_policy_loss_gpg:
 // L = −logπ·A.
-func buildGPG(in *Inputs) (Term, error) {
-	e := &ex{}
-	return Term{PerToken: e.neg(e.mul(in.LogProbs, in.Advantages))}, e.err
+func lossGPG(v *Vars) Expr {
+	return v.LogProbs().Mul(v.Advantages()).Neg()
 }
 
-// buildSAPO is SAPO's soft gate (Gao et al. 2025, arXiv:2511.20347), after
+// lossSAPO is SAPO's soft gate (Gao et al. 2025, arXiv:2511.20347), after
 // verl's compute_policy_loss_sapo:
 //
 //	r = exp(clamp(logπ − logπ_old, ±20)),  τ = A > 0 ? τ_pos : τ_neg
 //	L = −σ(τ·(r − 1))·(4/τ)·A, aggregated seq-mean-token-mean
-func buildSAPO(in *Inputs) (Term, error) {
-	e := &ex{}
-	cfg := in.Config
-	ratio := e.exp(e.clamp(e.sub(in.LogProbs, in.OldLogProbs), -20, 20))
-	// τ = τ_neg + (τ_pos − τ_neg)·[A > 0]
-	tau := e.addS(e.scale(e.gt0(in.Advantages), cfg.TauPos-cfg.TauNeg), cfg.TauNeg)
-	gate := e.div(e.scale(e.sigmoid(e.mul(tau, e.addS(ratio, -1))), 4), tau)
-	pg := e.neg(e.mul(gate, in.Advantages))
-	return Term{PerToken: pg, Agg: AggSeqMeanTokenMean}, e.err
+//
+// r − 1 is written r + (−1): gorgonia rewrites exp(x) − 1 as expm1(x),
+// which would change the last bits of the values verl's formula gives.
+func lossSAPO(v *Vars) Expr {
+	cfg, a, r := v.Config(), v.Advantages(), v.Ratio()
+	tau := a.GT(0).Mul(cfg.TauPos - cfg.TauNeg).Add(cfg.TauNeg) // τ_neg + (τ_pos − τ_neg)·[A > 0]
+	gate := tau.Mul(r.Add(-1)).Sigmoid().Mul(4).Div(tau)
+	return gate.Mul(a).Neg()
 }
 
-// buildGeoMean is GMPO (Zhao et al. 2025, arXiv:2507.20673), after verl's
+// lossGeoMean is GMPO (Zhao et al. 2025, arXiv:2507.20673), after verl's
 // compute_policy_loss_geo_mean: the token log-ratio δ is clipped to
 // [−ε_low, ε_high] in the direction that matters for sign(A), and the
 // sequence ratio is the geometric mean of the token ratios:
@@ -119,23 +104,18 @@ func buildSAPO(in *Inputs) (Term, error) {
 //
 // With TIS, each L_b is weighted by the geometric mean of the row's
 // token weights, exp(Σ_t m·log(w + 1e-10) / (n_b + 1e-8)), as verl does.
-func buildGeoMean(in *Inputs) (Term, error) {
-	e := &ex{}
-	cfg := in.Config
-	delta := e.sub(in.LogProbs, in.OldLogProbs)
-	sgn := e.sign(in.Advantages)
-	clipped := e.clamp(delta, -cfg.ClipLow, cfg.ClipHigh)
-	dmin := e.mul(sgn, e.min(e.mul(sgn, delta), e.mul(sgn, clipped)))
-	den := e.addS(in.Count, 1e-8)
-	ratio := e.exp(e.div(e.sum(e.mul(dmin, in.Mask), 1), den))
-	adv := e.div(e.sum(e.mul(in.Advantages, in.Mask), 1), den)
-	pg := e.neg(e.mul(adv, ratio))
-	if in.TISWeights != nil {
-		logW := e.log(e.addS(in.TISWeights, 1e-10))
-		seqW := e.exp(e.div(e.sum(e.mul(logW, in.Mask), 1), den))
-		pg = e.mul(pg, seqW)
+func lossGeoMean(v *Vars) Expr {
+	cfg, a := v.Config(), v.Advantages()
+	delta := v.LogProbs().Sub(v.OldLogProbs())
+	sgn := a.Sign()
+	clipped := delta.Clip(-cfg.ClipLow, cfg.ClipHigh)
+	dmin := sgn.Mul(sgn.Mul(delta).Min(sgn.Mul(clipped)))
+	n := v.Count().Add(1e-8)
+	pg := a.SeqSum().Div(n).Mul(dmin.SeqSum().Div(n).Exp()).Neg()
+	if w, ok := v.TISWeights(); ok {
+		pg = pg.Mul(w.Add(1e-10).Log().SeqSum().Div(n).Exp())
 	}
-	return Term{Scalar: e.scale(e.sum(pg), 1/float64(in.Rows))}, e.err
+	return pg.Mean()
 }
 
 // The metrics below follow the pg_metrics dictionaries of the verl
@@ -261,105 +241,4 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-// ex builds gorgonia expressions and keeps the first error, so expression
-// code reads like the formula it implements. Every method returns nil once
-// an error has occurred.
-type ex struct{ err error }
-
-func (e *ex) do(f func() (*gorgonia.Node, error)) *gorgonia.Node {
-	if e.err != nil {
-		return nil
-	}
-	n, err := f()
-	if err != nil {
-		e.err = err
-		return nil
-	}
-	return n
-}
-
-func (e *ex) ok(ns ...*gorgonia.Node) bool {
-	if e.err != nil {
-		return false
-	}
-	for _, n := range ns {
-		if n == nil {
-			return false
-		}
-	}
-	return true
-}
-
-func (e *ex) bin(f func(a, b *gorgonia.Node) (*gorgonia.Node, error), a, b *gorgonia.Node) *gorgonia.Node {
-	if !e.ok(a, b) {
-		return nil
-	}
-	return e.do(func() (*gorgonia.Node, error) { return f(a, b) })
-}
-
-func (e *ex) un(f func(a *gorgonia.Node) (*gorgonia.Node, error), a *gorgonia.Node) *gorgonia.Node {
-	if !e.ok(a) {
-		return nil
-	}
-	return e.do(func() (*gorgonia.Node, error) { return f(a) })
-}
-
-func (e *ex) add(a, b *gorgonia.Node) *gorgonia.Node { return e.bin(gorgonia.Add, a, b) }
-func (e *ex) sub(a, b *gorgonia.Node) *gorgonia.Node { return e.bin(gorgonia.Sub, a, b) }
-func (e *ex) mul(a, b *gorgonia.Node) *gorgonia.Node { return e.bin(gorgonia.HadamardProd, a, b) }
-func (e *ex) div(a, b *gorgonia.Node) *gorgonia.Node { return e.bin(gorgonia.HadamardDiv, a, b) }
-func (e *ex) min(a, b *gorgonia.Node) *gorgonia.Node { return e.bin(Min, a, b) }
-func (e *ex) max(a, b *gorgonia.Node) *gorgonia.Node { return e.bin(Max, a, b) }
-func (e *ex) neg(a *gorgonia.Node) *gorgonia.Node    { return e.un(gorgonia.Neg, a) }
-func (e *ex) exp(a *gorgonia.Node) *gorgonia.Node    { return e.un(gorgonia.Exp, a) }
-func (e *ex) log(a *gorgonia.Node) *gorgonia.Node    { return e.un(gorgonia.Log, a) }
-func (e *ex) abs(a *gorgonia.Node) *gorgonia.Node    { return e.un(gorgonia.Abs, a) }
-func (e *ex) square(a *gorgonia.Node) *gorgonia.Node { return e.un(gorgonia.Square, a) }
-func (e *ex) sign(a *gorgonia.Node) *gorgonia.Node   { return e.un(gorgonia.Sign, a) }
-func (e *ex) sg(a *gorgonia.Node) *gorgonia.Node     { return e.un(StopGradient, a) }
-func (e *ex) sigmoid(a *gorgonia.Node) *gorgonia.Node {
-	return e.un(gorgonia.Sigmoid, a)
-}
-
-func (e *ex) sum(a *gorgonia.Node, along ...int) *gorgonia.Node {
-	return e.un(func(a *gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Sum(a, along...) }, a)
-}
-
-func (e *ex) clamp(a *gorgonia.Node, lo, hi float64) *gorgonia.Node {
-	return e.un(func(a *gorgonia.Node) (*gorgonia.Node, error) { return Clamp(a, lo, hi) }, a)
-}
-
-func (e *ex) where(c, a, b *gorgonia.Node) *gorgonia.Node {
-	if !e.ok(c, a, b) {
-		return nil
-	}
-	return e.do(func() (*gorgonia.Node, error) { return Where(c, a, b) })
-}
-
-// scale multiplies a by the constant s.
-func (e *ex) scale(a *gorgonia.Node, s float64) *gorgonia.Node {
-	return e.bin(gorgonia.Mul, a, gorgonia.NewConstant(s))
-}
-
-// addS adds the constant s to a.
-func (e *ex) addS(a *gorgonia.Node, s float64) *gorgonia.Node {
-	return e.bin(gorgonia.Add, a, gorgonia.NewConstant(s))
-}
-
-// lt0 and gt0 are the 0/1 indicators of a < 0 and a > 0.
-func (e *ex) lt0(a *gorgonia.Node) *gorgonia.Node {
-	return e.bin(func(a, b *gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Lt(a, b, true) }, a, gorgonia.NewConstant(0.0))
-}
-
-func (e *ex) gt0(a *gorgonia.Node) *gorgonia.Node {
-	return e.bin(func(a, b *gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Gt(a, b, true) }, a, gorgonia.NewConstant(0.0))
-}
-
-// addRow adds the [B] vector v to every column of the [B,T] matrix x.
-func (e *ex) addRow(x, v *gorgonia.Node) *gorgonia.Node {
-	return e.bin(func(x, v *gorgonia.Node) (*gorgonia.Node, error) {
-		return gorgonia.BroadcastAdd(x, v, nil, []byte{1})
-	}, x, v)
 }

@@ -1,6 +1,8 @@
 package loss
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -84,10 +86,10 @@ func NewComputer(reg *Registry, opts ...Option) *Computer {
 // change them every step reuse one graph; cfg holds them zeroed, and the
 // flags record which terms exist.
 type graphKey struct {
-	cfg                        Config
-	rows, cols                 int
-	hasRef, hasTIS, hasEntropy bool
-	entTerm, klTerm            bool
+	cfg                                    Config
+	rows, cols                             int
+	hasRef, hasTIS, hasEntropy, hasRollout bool
+	entTerm, klTerm                        bool
 }
 
 // compiled is one graph with its machine, input nodes and read-back slots.
@@ -99,6 +101,7 @@ type compiled struct {
 	key     graphKey
 
 	logp, old, adv, mask, count, ref, tis, ent *gorgonia.Node
+	roll                                       *gorgonia.Node // rollout log-probs, only when a variant's Loss uses them
 	entCoef, klCoef                            *gorgonia.Node // scalar inputs, nil when the term is absent
 	weights                                    map[Agg]*gorgonia.Node
 
@@ -138,6 +141,15 @@ func (c *Computer) Compute(cfg Config, b Batch) (res Result, err error) {
 	cg.mu.Lock()
 	defer cg.mu.Unlock()
 	return cg.run(ncfg, b)
+}
+
+// Lookup returns the variant c computes for the mode name, from the
+// Registry c was made with.
+func (c *Computer) Lookup(name Mode) (Variant, bool) {
+	if c == nil {
+		return Variant{}, false
+	}
+	return c.reg.Lookup(name)
 }
 
 // Surrogate returns the objective whose gradient Compute reports, evaluated
@@ -213,7 +225,7 @@ func batchKey(ncfg Config, b Batch) (graphKey, error) {
 	shape := ncfg
 	shape.EntropyCoef, shape.KLCoef, shape.TISCap, shape.AggDivisor = 0, 0, 0, 0
 	key := graphKey{cfg: shape, rows: rows, cols: cols, hasRef: b.RefLogProbs != nil, hasTIS: ncfg.TISCap > 0, hasEntropy: b.Entropy != nil,
-		entTerm: ncfg.EntropyCoef != 0, klTerm: ncfg.KLCoef != 0}
+		hasRollout: b.RolloutLogProbs != nil, entTerm: ncfg.EntropyCoef != 0, klTerm: ncfg.KLCoef != 0}
 	switch {
 	case ncfg.KLCoef != 0 && !key.hasRef:
 		return key, fmt.Errorf("loss: Config.KLCoef = %v needs Batch.RefLogProbs: %w", ncfg.KLCoef, ErrMissing)
@@ -256,6 +268,22 @@ func (c *Computer) graph(key graphKey, v Variant) (*compiled, error) {
 
 // build constructs, differentiates and compiles the graph for key.
 func build(key graphKey, v Variant) (*compiled, error) {
+	cg, err := buildGraph(key, v, true)
+	if errors.Is(err, errEntropyNoGradient) {
+		// The variant uses the entropy only where no gradient reaches it
+		// (through StopGradient): its gradient is zero.
+		return buildGraph(key, v, false)
+	}
+	return cg, err
+}
+
+// errEntropyNoGradient reports that a variant's Loss used the entropy but
+// gorgonia found no gradient path to it.
+var errEntropyNoGradient = errors.New("no gradient reaches the entropy")
+
+// buildGraph is build; entGrad says whether to differentiate with respect
+// to an entropy the variant's Loss uses.
+func buildGraph(key graphKey, v Variant, entGrad bool) (*compiled, error) {
 	cfg, rows, cols := key.cfg, key.rows, key.cols
 	g := gorgonia.NewGraph()
 	cg := &compiled{g: g, variant: v, key: key, weights: map[Agg]*gorgonia.Node{}, vals: map[*gorgonia.Node]*tensor.Dense{}}
@@ -294,69 +322,55 @@ func build(key graphKey, v Variant) (*compiled, error) {
 	}
 	in := &Inputs{Graph: g, LogProbs: cg.logp, OldLogProbs: cg.old, Advantages: cg.adv, Mask: cg.mask, Count: cg.count,
 		TISWeights: cg.tis, Config: cfg, Rows: rows, Cols: cols}
-	term, err := v.Build(in)
-	if err != nil {
-		return nil, fmt.Errorf("loss: mode %q: Build: %w: %w", cfg.Mode, err, ErrConfig)
+	x := &Vars{in: in, ref: cg.ref, ent: cg.ent}
+	if key.hasRollout {
+		x.rollout = func() *gorgonia.Node {
+			cg.roll = input("rollout_logp", rows, cols)
+			return cg.roll
+		}
 	}
-	e := &ex{}
-	var pg *gorgonia.Node
-	switch {
-	case term.PerToken != nil:
-		if !term.PerToken.Shape().Eq(tensor.Shape{rows, cols}) {
-			return nil, fmt.Errorf("loss: mode %q: Term.PerToken has shape %v, want [%d %d]: %w", cfg.Mode, term.PerToken.Shape(), rows, cols, ErrShape)
-		}
-		agg := term.Agg
-		if agg == "" {
-			agg = cfg.Agg
-		}
-		if _, err := (Config{Agg: agg}).normalized(); err != nil {
-			return nil, fmt.Errorf("loss: mode %q: Term.Agg: %w", cfg.Mode, err)
-		}
-		pt := term.PerToken
-		if cg.tis != nil {
-			pt = e.mul(pt, cg.tis)
-		}
-		pg = e.sum(e.mul(pt, weight(agg)))
-	case term.Scalar != nil:
-		if !term.Scalar.IsScalar() {
-			return nil, fmt.Errorf("loss: mode %q: Term.Scalar has shape %v, want a scalar: %w", cfg.Mode, term.Scalar.Shape(), ErrShape)
-		}
-		pg = term.Scalar
-	default:
-		return nil, fmt.Errorf("loss: mode %q: Build returned an empty Term: %w", cfg.Mode, ErrConfig)
+	pg, err := policyTerm(v, in, x, weight)
+	if err != nil {
+		return nil, fmt.Errorf("loss: mode %q: %w", cfg.Mode, err)
 	}
 	total := pg
 	wrt := gorgonia.Nodes{cg.logp}
 	if key.entTerm {
 		// verl dp_actor: policy_loss = pg_loss − entropy_coeff·agg_loss(entropy)
 		cg.entCoef = gorgonia.NewScalar(g, tensor.Float64, gorgonia.WithName("entropy_coef"))
-		total = e.sub(total, e.bin(gorgonia.Mul, e.sum(e.mul(cg.ent, weight(cfg.Agg))), cg.entCoef))
+		total = total.Sub(x.Wrap(cg.ent, nil).Mul(x.Wrap(weight(cfg.Agg), nil)).sumAll().Mul(x.Wrap(cg.entCoef, nil)))
+	}
+	entOnlyInLoss := !key.entTerm && x.usedEntropy && entGrad
+	if key.entTerm || entOnlyInLoss {
 		wrt = append(wrt, cg.ent)
 	}
-	var klAgg *gorgonia.Node
+	var klAgg Expr
 	if key.hasRef {
 		// verl dp_actor: policy_loss += kl_loss_coef·agg_loss(kl_penalty(logπ, ref))
-		klAgg = e.sum(e.mul(klExpr(e, cg.logp, cg.ref, cfg.KLType), weight(cfg.Agg)))
+		klAgg = klExpr(x.LogProbs(), x.RefLogProbs(), cfg.KLType).Mul(x.Wrap(weight(cfg.Agg), nil)).sumAll()
 		if key.klTerm {
 			cg.klCoef = gorgonia.NewScalar(g, tensor.Float64, gorgonia.WithName("kl_coef"))
-			total = e.add(total, e.bin(gorgonia.Mul, klAgg, cg.klCoef))
+			total = total.Add(klAgg.Mul(x.Wrap(cg.klCoef, nil)))
 		}
 	}
-	if e.err != nil {
-		return nil, fmt.Errorf("loss: mode %q: building the loss: %w", cfg.Mode, e.err)
+	if x.err != nil {
+		return nil, fmt.Errorf("loss: mode %q: building the loss: %w", cfg.Mode, x.err)
 	}
-	grads, err := gorgonia.Grad(total, wrt...)
+	grads, err := gorgonia.Grad(total.n, wrt...)
+	if err != nil && entOnlyInLoss {
+		return nil, errEntropyNoGradient
+	}
 	if err != nil {
 		return nil, fmt.Errorf("loss: mode %q: differentiating the loss (does it depend on LogProbs?): %v: %w", cfg.Mode, err, ErrConfig)
 	}
-	gorgonia.Read(total, &cg.readout.total)
-	gorgonia.Read(pg, &cg.readout.pg)
+	gorgonia.Read(total.n, &cg.readout.total)
+	gorgonia.Read(pg.n, &cg.readout.pg)
 	gorgonia.Read(grads[0], &cg.readout.gLogp)
 	if len(grads) > 1 {
 		gorgonia.Read(grads[1], &cg.readout.gEnt)
 	}
-	if klAgg != nil {
-		gorgonia.Read(klAgg, &cg.readout.kl)
+	if klAgg.n != nil {
+		gorgonia.Read(klAgg.n, &cg.readout.kl)
 	}
 	for _, n := range g.AllNodes() {
 		if op, ok := n.Op().(stopGradOp); ok && op.pin != nil {
@@ -375,30 +389,99 @@ func build(key graphKey, v Variant) (*compiled, error) {
 //	k2:  ½(logπ − ref)²
 //	k3:  clamp(e^δ − δ − 1, −10, 10), δ = clamp(ref − logπ, −20, 20)
 //	x+:  ½(logπ − ref)² − sg(½(logπ − ref)²) + sg(x)   (value of x, gradient of k2)
-func klExpr(e *ex, logp, ref *gorgonia.Node, typ KLType) *gorgonia.Node {
+func klExpr(logp, ref Expr, typ KLType) Expr {
 	b, plus := strings.CutSuffix(string(typ), "+")
-	base := KLType(b)
-	diff := e.sub(logp, ref)
-	var fwd *gorgonia.Node
-	switch base {
+	diff := logp.Sub(ref)
+	var fwd Expr
+	switch KLType(b) {
 	case KLK1:
 		fwd = diff
 	case KLAbs:
-		fwd = e.abs(diff)
+		fwd = diff.Abs()
 	case KLK2:
-		fwd = e.scale(e.square(diff), 0.5)
+		fwd = diff.Square().Mul(0.5)
 	case KLK3:
-		d := e.clamp(e.sub(ref, logp), -20, 20)
-		fwd = e.clamp(e.sub(e.addS(e.exp(d), -1), d), -10, 10)
+		d := ref.Sub(logp).Clip(-20, 20)
+		fwd = d.Exp().Add(-1).Sub(d).Clip(-10, 10)
 	default:
-		e.err = fmt.Errorf("loss: Config.KLType %q: %w", typ, ErrUnknownName)
-		return nil
+		return logp.v.fail(fmt.Errorf("loss: Config.KLType %q: %w", typ, ErrUnknownName))
 	}
 	if !plus {
 		return fwd
 	}
-	bw := e.scale(e.square(diff), 0.5)
-	return e.add(e.sub(bw, e.sg(bw)), e.sg(fwd))
+	bw := diff.Square().Mul(0.5)
+	return bw.Sub(bw.StopGradient()).Add(fwd.StopGradient())
+}
+
+// callLoss calls loss on x. gorgonia panics on some misuse, such as an
+// operation on the nil node of a failed Expr; the first error recorded
+// explains such a panic better than the panic does.
+func callLoss(loss func(*Vars) Expr, x *Vars) (l Expr, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if x.err != nil {
+				err = fmt.Errorf("Loss: %w", x.err)
+				return
+			}
+			err = fmt.Errorf("Loss: gorgonia panicked: %v: %w", r, ErrConfig)
+		}
+	}()
+	return loss(x), nil
+}
+
+// policyTerm builds v's policy term and aggregates it: Σ W·L over the
+// tokens, W being the weights of the aggregation (see aggWeights), for a
+// per-token L, which TIS weights first; a scalar as it is.
+func policyTerm(v Variant, in *Inputs, x *Vars, weight func(Agg) *gorgonia.Node) (Expr, error) {
+	rows, cols := in.Rows, in.Cols
+	var term Term
+	if v.Loss != nil {
+		l, err := callLoss(v.Loss, x)
+		switch {
+		case err != nil:
+			return Expr{}, err
+		case x.err != nil:
+			return Expr{}, fmt.Errorf("Loss: %w", x.err)
+		case l.v != x || l.n == nil:
+			return Expr{}, fmt.Errorf("Loss returned the zero Expr or one of another Vars: %w", ErrConfig)
+		case l.n.IsScalar():
+			term.Scalar = l.n
+		case l.isTokens():
+			term.PerToken = l.n
+		default:
+			return Expr{}, fmt.Errorf("Loss returned a %v expression, want [%d %d] or a scalar (reduce a per-sequence value with Sum or Mean): %w",
+				l.n.Shape(), rows, cols, ErrShape)
+		}
+	} else {
+		var err error
+		if term, err = v.Build(in); err != nil {
+			return Expr{}, fmt.Errorf("Build: %w: %w", err, ErrConfig)
+		}
+	}
+	switch {
+	case term.PerToken != nil:
+		if !term.PerToken.Shape().Eq(tensor.Shape{rows, cols}) {
+			return Expr{}, fmt.Errorf("Term.PerToken has shape %v, want [%d %d]: %w", term.PerToken.Shape(), rows, cols, ErrShape)
+		}
+		agg := cmp.Or(term.Agg, v.Agg, in.Config.Agg)
+		if term.Agg != "" && v.Agg != "" && term.Agg != v.Agg {
+			return Expr{}, fmt.Errorf("Term.Agg %q contradicts Variant.Agg %q: %w", term.Agg, v.Agg, ErrConfig)
+		}
+		if err := checkAgg("Term.Agg", agg); err != nil {
+			return Expr{}, err
+		}
+		pt := x.Wrap(term.PerToken, nil)
+		if in.TISWeights != nil {
+			pt = pt.Mul(x.Wrap(in.TISWeights, nil))
+		}
+		return pt.Mul(x.Wrap(weight(agg), nil)).sumAll(), x.err
+	case term.Scalar != nil:
+		if !term.Scalar.IsScalar() {
+			return Expr{}, fmt.Errorf("Term.Scalar has shape %v, want a scalar: %w", term.Scalar.Shape(), ErrShape)
+		}
+		return x.Wrap(term.Scalar, nil), x.err
+	}
+	return Expr{}, fmt.Errorf("Build returned an empty Term: %w", ErrConfig)
 }
 
 // run binds b and the per-call settings of cfg (normalised) to the graph's
@@ -432,6 +515,9 @@ func (cg *compiled) run(cfg Config, b Batch) (Result, error) {
 	if cg.ref != nil {
 		fill(cg.ref, b.RefLogProbs)
 		metrics["kl_coef"] = cfg.KLCoef
+	}
+	if cg.roll != nil {
+		fill(cg.roll, b.RolloutLogProbs)
 	}
 	if cg.tis != nil {
 		// verl: tis_imp_ratio = clamp(exp(old − rollout), max=cap); the log

@@ -199,11 +199,8 @@ func (cfg Config) normalized() (Config, error) {
 	case cfg.TauPos < 0 || cfg.TauNeg < 0:
 		return cfg, fmt.Errorf("loss: Config.TauPos/TauNeg = %v/%v, want > 0: %w", cfg.TauPos, cfg.TauNeg, ErrConfig)
 	}
-	switch cfg.Agg {
-	case AggTokenMean, AggSeqMeanTokenSum, AggSeqMeanTokenMean, AggSeqMeanTokenSumNorm:
-	default:
-		return cfg, fmt.Errorf("loss: Config.Agg %q (want one of %s, %s, %s, %s): %w", cfg.Agg,
-			AggTokenMean, AggSeqMeanTokenSum, AggSeqMeanTokenMean, AggSeqMeanTokenSumNorm, ErrUnknownName)
+	if err := checkAgg("Config.Agg", cfg.Agg); err != nil {
+		return cfg, fmt.Errorf("loss: %w", err)
 	}
 	kt, err := canonicalKL(cfg.KLType)
 	if err != nil {
@@ -211,6 +208,17 @@ func (cfg Config) normalized() (Config, error) {
 	}
 	cfg.KLType = kt
 	return cfg, nil
+}
+
+// checkAgg returns an error naming field unless agg is a known
+// aggregation; the caller adds the package prefix.
+func checkAgg(field string, agg Agg) error {
+	switch agg {
+	case AggTokenMean, AggSeqMeanTokenSum, AggSeqMeanTokenMean, AggSeqMeanTokenSumNorm:
+		return nil
+	}
+	return fmt.Errorf("%s %q (want one of %s, %s, %s, %s): %w", field, agg,
+		AggTokenMean, AggSeqMeanTokenSum, AggSeqMeanTokenMean, AggSeqMeanTokenSumNorm, ErrUnknownName)
 }
 
 // canonicalKL maps verl's KL names and aliases onto k1, k2, k3, abs and their

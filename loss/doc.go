@@ -5,8 +5,24 @@
 // sampling, and returns the loss together with its exact gradient with
 // respect to the log-probabilities and the entropy.
 //
-// Objectives are written as gorgonia expressions and differentiated
-// symbolically, so a user-registered variant gets exact gradients too.
+// An objective is a Variant whose Loss writes the formula with Expr
+// methods on the batch's quantities (Vars: the ratio, log-ratio,
+// advantages, mask, old, reference and rollout log-probs, entropy), for
+// instance PPO's clipped term as
+//
+//	negA := v.Advantages().Neg()
+//	r := v.Ratio()
+//	return negA.Mul(r).Max(negA.Mul(r.Clip(1-ε, 1+ε)))
+//
+// with numbers as constants, broadcasting between per-token, per-sequence
+// and scalar values, Min, Max, Clip, Where, Exp, Log, Tanh, Sigmoid and
+// StopGradient, and masked per-sequence sums and means (SeqSum, SeqMean)
+// for sequence-level objectives such as GSPO. The first error met while
+// building is kept and returned once, by Compute. The expressions are
+// gorgonia nodes, differentiated symbolically, so a user-registered
+// variant gets exact gradients too; Vars.Inputs, Vars.Wrap and Expr.Node
+// reach gorgonia for what the methods lack. The built-in modes are
+// written this way.
 //
 // Names and formulas follow verl (verl/trainer/ppo/core_algos.py), so that
 // configurations carry over: Config.Mode is verl's policy_loss.loss_mode,
@@ -36,9 +52,11 @@
 //
 // The elementwise operations that gorgonia v0.9.18 lacks and the losses
 // need — Min, Max, Clamp, Where and StopGradient — are gorgonia Ops with
-// symbolic derivatives, usable in user variants.
+// symbolic derivatives, usable in Variant.Build.
 //
-// Package losstest holds the checks every objective should pass.
+// Package losstest holds the checks an objective should pass: those every
+// objective must pass, and the REINFORCE check for a Variant that declares
+// ReducesToREINFORCE.
 //
 // loss depends on nothing else in agentrl except internal packages.
 package loss

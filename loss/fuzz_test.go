@@ -4,11 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"gorgonia.org/tensor"
 
 	"github.com/agentrl/agentrl/loss"
+	"github.com/agentrl/agentrl/loss/losstest"
 )
 
 // FuzzCompute feeds arbitrary batches (any float32 bit patterns, NaN and
@@ -64,6 +66,91 @@ func FuzzCompute(f *testing.F) {
 		for i, g := range res.GradLogProbs.Float32s() {
 			if math.IsNaN(float64(g)) || math.IsInf(float64(g), 0) || (mask[i] == 0 && g != 0) {
 				t.Fatalf("grad[%d] = %v (mask %v)", i, g, mask[i])
+			}
+		}
+	})
+}
+
+// FuzzExpr builds arbitrary expressions (a stack program read from the
+// input: leaves, unary, binary and ternary operations, numbers, every
+// shape combination, misuse included) as a variant's Loss and computes
+// them on a valid batch. Compute must never panic, and must either return
+// one of the package's errors or a finite loss with finite gradients that
+// vanish on padding.
+func FuzzExpr(f *testing.F) {
+	f.Add([]byte{0, 40, 3, 60, 20})          // −(logπ·A)
+	f.Add([]byte{4, 31, 9, 21, 70, 50})      // SeqMean, broadcast, Max
+	f.Add([]byte{2, 44, 1, 7, 8, 90, 65, 3}) // a Where
+	f.Add([]byte{10, 11, 12, 13, 61, 62, 63})
+	sentinels := []error{loss.ErrConfig, loss.ErrShape, loss.ErrNonFinite, loss.ErrMissing, loss.ErrUnknownName}
+	b := losstest.RandomBatch(rand.New(rand.NewPCG(5, 5)), 3, 4)
+	b.RolloutLogProbs = nil // RolloutLogProbs() must then fail with ErrMissing
+	f.Fuzz(func(t *testing.T, prog []byte) {
+		if len(prog) > 32 {
+			prog = prog[:32]
+		}
+		l := func(v *loss.Vars) loss.Expr {
+			leaves := []func() loss.Expr{v.LogProbs, v.OldLogProbs, v.Advantages, v.Mask, v.Ratio, v.LogRatio, v.Count,
+				v.Entropy, v.RefLogProbs, v.RolloutLogProbs, func() loss.Expr { return v.Const(0.5) }}
+			var st []loss.Expr
+			pop := func() loss.Expr {
+				if len(st) == 0 {
+					return v.LogProbs()
+				}
+				x := st[len(st)-1]
+				st = st[:len(st)-1]
+				return x
+			}
+			for i, c := range prog {
+				num := float64(int(c)%7) - 3 // a number operand, −3..3
+				switch op := int(c) % 50; {
+				case op < len(leaves):
+					st = append(st, leaves[op]())
+				case op < 30:
+					x := pop()
+					unary := []func() loss.Expr{x.Neg, x.Abs, x.Sign, x.Square, x.Sqrt, x.Exp, x.Log, x.Tanh, x.Sigmoid,
+						x.StopGradient, x.SeqSum, x.SeqMean, x.Sum, x.Mean,
+						func() loss.Expr { return x.Clip(num, num+float64(i%3)) },
+						func() loss.Expr { return x.Min(num) }, func() loss.Expr { return x.Max(num) },
+						func() loss.Expr { return x.Add(num) }, func() loss.Expr { return x.Div(num) }}
+					st = append(st, unary[op-len(leaves)]())
+				case op < 49:
+					y, x := pop(), pop()
+					binary := []func(any) loss.Expr{x.Add, x.Sub, x.Mul, x.Div, x.Min, x.Max, x.GT, x.GE, x.LT, x.LE}
+					var operand any = y
+					if c >= 200 {
+						operand = "bad"
+					}
+					st = append(st, binary[(op-30)%len(binary)](operand))
+				default:
+					bb, a, cond := pop(), pop(), pop()
+					st = append(st, v.Where(cond, a, bb))
+				}
+			}
+			return pop()
+		}
+		reg := loss.NewRegistry()
+		if err := reg.Register("f", loss.Variant{Loss: l}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := loss.NewComputer(reg, loss.WithCacheSize(0)).Compute(loss.Config{Mode: "f", KLCoef: 0.1, EntropyCoef: 0.01}, b)
+		if err != nil {
+			for _, s := range sentinels {
+				if errors.Is(err, s) {
+					return
+				}
+			}
+			t.Fatalf("error wraps no sentinel: %v", err)
+		}
+		if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
+			t.Fatalf("loss %v", res.Loss)
+		}
+		mask := b.Mask.Float32s()
+		for _, g := range []*tensor.Dense{res.GradLogProbs, res.GradEntropy} {
+			for i, x := range g.Float32s() {
+				if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) || (mask[i] == 0 && x != 0) {
+					t.Fatalf("grad[%d] = %v (mask %v)", i, x, mask[i])
+				}
 			}
 		}
 	})

@@ -13,7 +13,8 @@ import (
 
 // This file adds the elementwise operations that policy-gradient losses need
 // and gorgonia v0.9.18 does not offer in a form we can rely on: Min, Max,
-// Clamp, Where and StopGradient. Each is a gorgonia.Op with a Do (forward
+// Clamp, Where and StopGradient, and a logarithm that leaves the graph as
+// it was built (logNode, for Expr.Log). Each is a gorgonia.Op with a Do (forward
 // value) and a SymDiff (symbolic gradient), so expressions that use them are
 // differentiated by gorgonia.Grad like any built-in op. Their gradients are
 // the subgradients PyTorch uses away from ties (torch.minimum, torch.clamp,
@@ -56,6 +57,15 @@ func Where(cond, a, b *gorgonia.Node) (*gorgonia.Node, error) {
 // GSPO and CISPO papers).
 func StopGradient(x *gorgonia.Node) (*gorgonia.Node, error) {
 	return gorgonia.ApplyOp(stopGradOp{pin: &pin{}}, x)
+}
+
+// logNode is the natural logarithm as an op of this package. gorgonia.Log
+// rewrites log(1 + y) as log1p(y) and, doing so, removes the node 1 + y
+// from the graph and returns it to gorgonia's node pool, although other
+// expressions may still use it; Expr.Log must not do that to a user's
+// expression.
+func logNode(x *gorgonia.Node) (*gorgonia.Node, error) {
+	return gorgonia.ApplyOp(logOp{}, x)
 }
 
 // kernel is an elementwise function of one, two or three arguments; the
@@ -367,6 +377,47 @@ func (op whereOp) SymDiff(in gorgonia.Nodes, _, grad *gorgonia.Node) (gorgonia.N
 		return nil, err
 	}
 	return gorgonia.Nodes{nil, ga, gb}, nil
+}
+
+// logOp is logNode: log x, with gradient g / x.
+type logOp struct{}
+
+func (op logOp) Arity() int     { return 1 }
+func (op logOp) Type() hm.Type  { return fnType(1) }
+func (op logOp) String() string { return "Log" }
+func (op logOp) InferShape(shps ...gorgonia.DimSizer) (tensor.Shape, error) {
+	return sameShape(op, shps)
+}
+func (op logOp) Do(vs ...gorgonia.Value) (gorgonia.Value, error) {
+	return op.UsePreallocDo(nil, vs...)
+}
+func (op logOp) UsePreallocDo(prealloc gorgonia.Value, vs ...gorgonia.Value) (gorgonia.Value, error) {
+	if len(vs) != 1 {
+		return nil, fmt.Errorf("loss: %v takes 1 input, got %d", op, len(vs))
+	}
+	if ins, out, ok, err := prep64(op.String(), vs, prealloc); err != nil {
+		return nil, err
+	} else if ok {
+		x, o := ins[0], out.Float64s()
+		for i, v := range x {
+			o[i] = math.Log(v)
+		}
+		return out, nil
+	}
+	return elementwise(op.String(), vs, prealloc, kernel{f1: math.Log})
+}
+func (op logOp) ReturnsPtr() bool      { return false }
+func (op logOp) CallsExtern() bool     { return false }
+func (op logOp) OverwritesInput() int  { return -1 }
+func (op logOp) WriteHash(h hash.Hash) { _, _ = h.Write([]byte(op.String())) }
+func (op logOp) Hashcode() uint32      { return hashOf(op) }
+func (op logOp) DiffWRT(int) []bool    { return []bool{true} }
+func (op logOp) SymDiff(in gorgonia.Nodes, _, grad *gorgonia.Node) (gorgonia.Nodes, error) {
+	g, err := gorgonia.HadamardDiv(grad, in[0])
+	if err != nil {
+		return nil, err
+	}
+	return gorgonia.Nodes{g}, nil
 }
 
 // stopGradOp is StopGradient. Its pin lets Computer.Surrogate hold the

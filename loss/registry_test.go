@@ -39,7 +39,7 @@ func TestRegistryZeroValueHoldsBuiltins(t *testing.T) {
 		for _, m := range builtinModes {
 			v, ok := r.Lookup(m)
 			assert.True(t, ok, m)
-			assert.NotNil(t, v.Build, m)
+			assert.True(t, v.Loss != nil || v.Build != nil, m)
 		}
 		_, ok := r.Lookup("")
 		assert.False(t, ok, "the empty name is not a mode")
@@ -62,7 +62,11 @@ func TestRegistryRegisterErrors(t *testing.T) {
 		{r.Register("vanilla", negLogProb), loss.ErrDuplicateName, `loss: Register("vanilla"): name already registered`},
 		{r.Register("mine", negLogProb), loss.ErrDuplicateName, `loss: Register("mine"): name already registered`},
 		{r.Register("", negLogProb), loss.ErrConfig, `loss: Register(""): empty name: invalid loss config`},
-		{r.Register("x", loss.Variant{}), loss.ErrConfig, `loss: Register("x"): nil Variant.Build: invalid loss config`},
+		{r.Register("x", loss.Variant{}), loss.ErrConfig, `loss: Register("x"): Variant sets neither Loss nor Build: invalid loss config`},
+		{r.Register("x", loss.Variant{Build: negLogProb.Build, Loss: func(v *loss.Vars) loss.Expr { return v.LogProbs() }}), loss.ErrConfig,
+			`loss: Register("x"): Variant sets both Loss and Build: invalid loss config`},
+		{r.Register("x", loss.Variant{Build: negLogProb.Build, Agg: "median"}), loss.ErrUnknownName,
+			`loss: Register("x"): Variant.Agg "median" (want one of token-mean, seq-mean-token-sum, seq-mean-token-mean, seq-mean-token-sum-norm): unknown name`},
 		{nilReg.Register("x", negLogProb), loss.ErrConfig, `loss: Register("x"): nil *Registry: invalid loss config`},
 	} {
 		assert.ErrorIs(t, tc.err, tc.sentinel, tc.msg)

@@ -8,15 +8,47 @@ import (
 	"gorgonia.org/gorgonia"
 )
 
-// Variant is a policy-gradient objective written as a gorgonia expression.
-// Build receives the batch as graph nodes and returns the policy term;
-// Compute adds the entropy and KL terms, differentiates the total
-// symbolically and evaluates it. The graph is float64; Build is called once
-// per (Config, shape) and the compiled graph is reused, so Build must only
-// build the expression, not look at values.
+// Variant is a policy-gradient objective. Its Loss writes the policy term
+// as an expression in the batch's quantities, for instance the tanh-gated
+// objective L = −w(A)·A·(1 + tanh(r − 1)), w(A) = 1 if A ≥ 0 else β, as
+//
+//	Loss: func(v *loss.Vars) loss.Expr {
+//		a := v.Advantages()
+//		w := v.Where(a.GE(0), 1, beta)
+//		return w.Mul(a).Mul(v.Ratio().Sub(1).Tanh().Add(1)).Neg()
+//	},
+//
+// Compute weights the per-token loss by TIS, aggregates it, adds the
+// entropy and KL terms, differentiates the total symbolically and
+// evaluates it. Build is the same thing in gorgonia nodes, for objectives
+// that need gorgonia directly; a Variant sets one of the two.
+//
+// The graph is float64. Compute calls Loss or Build when it builds a
+// graph for a new (Config, shape) and then reuses the compiled graph, so
+// they must only build the expression, not look at values or keep state.
 type Variant struct {
-	// Build returns the variant's policy-gradient term. Required.
+	// Loss returns the variant's policy-gradient term: a [B,T] per-token
+	// loss (verl's pg_losses), which Compute weights by TIS and aggregates
+	// with Agg, or a scalar the variant aggregated itself (a [B] value must
+	// be reduced with Sum or Mean first). An error met while building the
+	// expression is returned by Compute, wrapped.
+	Loss func(v *Vars) Expr
+	// Build returns the variant's policy-gradient term as gorgonia nodes.
+	// Set it instead of Loss.
 	Build func(in *Inputs) (Term, error)
+	// Agg, if set, aggregates the per-token loss instead of Config.Agg
+	// (verl's gspo and sapo force "seq-mean-token-mean"); Config.Agg still
+	// aggregates the entropy and KL terms. A variant whose Loss returns a
+	// scalar names here the aggregation its scalar amounts to at ratio 1,
+	// for losstest's REINFORCE check.
+	Agg Agg
+	// ReducesToREINFORCE declares that at ratio 1 (OldLogProbs =
+	// LogProbs), with advantages constant along each sequence and no TIS,
+	// the policy term's gradient is the REINFORCE gradient −A·w, w being
+	// the token's weight under Agg (or Config.Agg). Every built-in mode
+	// declares it; an objective that reweights advantages by sign or size
+	// does not hold it. losstest checks it when it is declared.
+	ReducesToREINFORCE bool
 	// Metrics, if set, computes diagnostics (verl's pg_clipfrac,
 	// pg_clipfrac_lower, ppo_kl, ...) from the batch values. Keys it
 	// returns are added to Result.Metrics.
@@ -47,14 +79,14 @@ type Inputs struct {
 	Rows, Cols int
 }
 
-// Term is the policy-gradient part of the loss returned by a Variant: either
+// Term is the policy-gradient part of the loss returned by Variant.Build: either
 // a per-token loss matrix that Compute weights by TIS and aggregates, or a
 // scalar the variant aggregated itself.
 type Term struct {
 	// PerToken is the [B,T] per-token loss (verl's pg_losses).
 	PerToken *gorgonia.Node
-	// Agg, if set, aggregates PerToken instead of Config.Agg (verl's gspo
-	// and sapo force "seq-mean-token-mean").
+	// Agg, if set, aggregates PerToken instead of Config.Agg, as
+	// Variant.Agg does; if both are set they must agree.
 	Agg Agg
 	// Scalar is the aggregated loss, used when PerToken is nil.
 	Scalar *gorgonia.Node
@@ -105,15 +137,24 @@ type Registry struct {
 func NewRegistry() *Registry { return new(Registry) }
 
 // Register adds v under name. It fails if the registry is nil, name is
-// empty or v.Build is nil (ErrConfig), or name is taken (ErrDuplicateName).
+// empty, or v sets neither or both of Loss and Build (ErrConfig), if v.Agg
+// names no aggregation (ErrUnknownName), or if name is taken
+// (ErrDuplicateName).
 func (r *Registry) Register(name Mode, v Variant) error {
 	switch {
 	case r == nil:
 		return fmt.Errorf("loss: Register(%q): nil *Registry: %w", name, ErrConfig)
 	case name == "":
 		return fmt.Errorf("loss: Register(%q): empty name: %w", name, ErrConfig)
-	case v.Build == nil:
-		return fmt.Errorf("loss: Register(%q): nil Variant.Build: %w", name, ErrConfig)
+	case v.Loss == nil && v.Build == nil:
+		return fmt.Errorf("loss: Register(%q): Variant sets neither Loss nor Build: %w", name, ErrConfig)
+	case v.Loss != nil && v.Build != nil:
+		return fmt.Errorf("loss: Register(%q): Variant sets both Loss and Build: %w", name, ErrConfig)
+	}
+	if v.Agg != "" {
+		if err := checkAgg("Variant.Agg", v.Agg); err != nil {
+			return fmt.Errorf("loss: Register(%q): %w", name, err)
+		}
 	}
 	if _, ok := builtinVariant(name); ok {
 		return fmt.Errorf("loss: Register(%q): %w", name, ErrDuplicateName)

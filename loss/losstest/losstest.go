@@ -1,6 +1,8 @@
 package losstest
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -211,10 +213,11 @@ func CheckZeroAdvantage(e Evaluator, cfg loss.Config, b loss.Batch) error {
 // "seq-mean-token-sum" over S non-empty rows, 1/(S·D) for
 // "seq-mean-token-sum-norm" with divisor D, 1/(S·n_b) for
 // "seq-mean-token-mean" with n_b tokens in the row. agg is the aggregation
-// the objective applies to its policy term (Config.Agg for vanilla, cispo
-// and gpg; "seq-mean-token-mean" for gspo, sapo and geo_mean). Rows without
-// tokens get one, so that geo_mean's mean over all rows is a mean over
-// non-empty rows.
+// the objective applies to its policy term: its Variant.Agg, else
+// Config.Agg ("seq-mean-token-mean" for gspo, sapo and geo_mean; Config.Agg
+// for vanilla, cispo and gpg). Rows without tokens get one, so that
+// geo_mean's mean over all rows is a mean over non-empty rows. Only an
+// objective that declares Variant.ReducesToREINFORCE need pass it.
 func CheckREINFORCE(e Evaluator, cfg loss.Config, b loss.Batch, agg loss.Agg) error {
 	cfg.EntropyCoef, cfg.KLCoef, cfg.TISCap = 0, 0, 0
 	rows, cols := b.LogProbs.Shape()[0], b.LogProbs.Shape()[1]
@@ -274,41 +277,200 @@ func CheckREINFORCE(e Evaluator, cfg loss.Config, b loss.Batch, agg loss.Agg) er
 	return nil
 }
 
-// CheckAll runs the four checks for cfg on random batches (seeded, so
-// failures reproduce) as subtests of t: the padding, zero-advantage and
-// REINFORCE checks on a 4×6 and a 3×5 batch, the finite-difference check,
-// the costly one, on the 3×5 batch. reinforceAgg is passed to
-// CheckREINFORCE.
-func CheckAll(t *testing.T, e Evaluator, cfg loss.Config, reinforceAgg loss.Agg) {
-	t.Helper()
-	shapes := [][2]int{{4, 6}, {3, 5}}
-	for si, sh := range shapes {
-		seed := uint64(1000*si + 7)
-		b := RandomBatch(rand.New(rand.NewPCG(seed, 1)), sh[0], sh[1])
-		name := fmt.Sprintf("%dx%d", sh[0], sh[1])
-		if sh[0] == 3 {
-			t.Run(name+"/gradient", func(t *testing.T) {
-				if err := CheckGradient(e, cfg, b); err != nil {
-					t.Error(err)
-				}
-			})
+// VariantEvaluator is an Evaluator that also says which Variant a mode
+// names, so that the checks can read the properties it declares;
+// *loss.Computer implements it.
+type VariantEvaluator interface {
+	Evaluator
+	// Lookup returns the variant registered under name.
+	Lookup(name loss.Mode) (loss.Variant, bool)
+}
+
+// Check runs, on random batches (seeded, so failures reproduce), the
+// checks every objective must pass and those its Variant declares, and
+// returns their failures joined (errors.Join), or nil:
+//
+//   - CheckPadding and CheckZeroAdvantage on a 4×6 and a 3×5 batch;
+//   - CheckGradient, the costly one, on the 3×5 batch;
+//   - CheckREINFORCE on both batches if the variant declares
+//     ReducesToREINFORCE, with its Agg (or cfg.Agg, or "token-mean").
+//
+// cfg.Mode names the variant (empty means "vanilla", as in Compute).
+func Check(e VariantEvaluator, cfg loss.Config) error {
+	checks, err := suite(e, cfg)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range checks {
+		if err := c.run(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.name, err))
 		}
-		t.Run(name+"/padding", func(t *testing.T) {
-			if err := CheckPadding(e, cfg, b, rand.New(rand.NewPCG(seed, 2))); err != nil {
-				t.Error(err)
-			}
-		})
-		t.Run(name+"/zero-advantage", func(t *testing.T) {
-			if err := CheckZeroAdvantage(e, cfg, b); err != nil {
-				t.Error(err)
-			}
-		})
-		t.Run(name+"/reinforce", func(t *testing.T) {
-			if err := CheckREINFORCE(e, cfg, b, reinforceAgg); err != nil {
+	}
+	return errors.Join(errs...)
+}
+
+// CheckAll runs the checks of Check as subtests of t, named after the
+// batch shape and the check ("3x5/gradient", "4x6/reinforce", ...).
+func CheckAll(t *testing.T, e VariantEvaluator, cfg loss.Config) {
+	t.Helper()
+	checks, err := suite(e, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			if err := c.run(); err != nil {
 				t.Error(err)
 			}
 		})
 	}
+}
+
+// namedCheck is one check of the suite on one batch.
+type namedCheck struct {
+	name string
+	run  func() error
+}
+
+// suite lists the checks Check and CheckAll run for cfg.
+func suite(e VariantEvaluator, cfg loss.Config) ([]namedCheck, error) {
+	mode := cmp.Or(cfg.Mode, loss.ModeVanilla)
+	v, ok := e.Lookup(mode)
+	if !ok {
+		return nil, fmt.Errorf("losstest: mode %q is not registered: %w", mode, loss.ErrUnknownName)
+	}
+	agg := cmp.Or(v.Agg, cfg.Agg, loss.AggTokenMean)
+	var checks []namedCheck
+	for si, sh := range [][2]int{{4, 6}, {3, 5}} {
+		seed := uint64(1000*si + 7)
+		b := RandomBatch(rand.New(rand.NewPCG(seed, 1)), sh[0], sh[1])
+		name := fmt.Sprintf("%dx%d/", sh[0], sh[1])
+		if sh[0] == 3 {
+			checks = append(checks, namedCheck{name + "gradient", func() error { return CheckGradient(e, cfg, b) }})
+		}
+		checks = append(checks,
+			namedCheck{name + "padding", func() error { return CheckPadding(e, cfg, b, rand.New(rand.NewPCG(seed, 2))) }},
+			namedCheck{name + "zero-advantage", func() error { return CheckZeroAdvantage(e, cfg, b) }})
+		if v.ReducesToREINFORCE {
+			checks = append(checks, namedCheck{name + "reinforce", func() error { return CheckREINFORCE(e, cfg, b, agg) }})
+		}
+	}
+	return checks, nil
+}
+
+// Rows is a batch as plain slices, B rows of T values per tensor, for
+// writing a batch by hand (Rows.Batch) and reading one (RowsOf). A nil
+// field is an absent optional tensor.
+type Rows struct {
+	LogProbs, OldLogProbs, Advantages, Mask [][]float32
+	RefLogProbs, RolloutLogProbs, Entropy   [][]float32
+}
+
+// fields lists r's fields with their names, in loss.Batch's order.
+func (r *Rows) fields() []struct {
+	name string
+	v    *[][]float32
+} {
+	return []struct {
+		name string
+		v    *[][]float32
+	}{
+		{"LogProbs", &r.LogProbs}, {"OldLogProbs", &r.OldLogProbs}, {"Advantages", &r.Advantages}, {"Mask", &r.Mask},
+		{"RefLogProbs", &r.RefLogProbs}, {"RolloutLogProbs", &r.RolloutLogProbs}, {"Entropy", &r.Entropy},
+	}
+}
+
+// Batch returns r as a loss.Batch of new [B,T] float32 tensors. LogProbs,
+// OldLogProbs, Advantages and Mask are required (loss.ErrMissing); B and
+// T must be positive (loss.ErrEmptyBatch), and every row of every field
+// must have LogProbs' shape (loss.ErrShape). Values are copied as they
+// are: loss.Compute checks that they are finite and the mask 0 or 1.
+func (r Rows) Batch() (loss.Batch, error) {
+	rows := len(r.LogProbs)
+	if rows == 0 || len(r.LogProbs[0]) == 0 {
+		return loss.Batch{}, fmt.Errorf("losstest: Rows.Batch: LogProbs has %d rows of %d values: %w", rows, firstLen(r.LogProbs), loss.ErrEmptyBatch)
+	}
+	cols := len(r.LogProbs[0])
+	var b loss.Batch
+	dst := fieldsOf(&b)
+	for i, f := range r.fields() {
+		v := *f.v
+		if v == nil {
+			if i < 4 {
+				return loss.Batch{}, fmt.Errorf("losstest: Rows.Batch: %s is nil: %w", f.name, loss.ErrMissing)
+			}
+			continue
+		}
+		if len(v) != rows {
+			return loss.Batch{}, fmt.Errorf("losstest: Rows.Batch: %s has %d rows, LogProbs has %d: %w", f.name, len(v), rows, loss.ErrShape)
+		}
+		data := make([]float32, 0, rows*cols)
+		for j, row := range v {
+			if len(row) != cols {
+				return loss.Batch{}, fmt.Errorf("losstest: Rows.Batch: %s row %d has %d values, LogProbs row 0 has %d: %w",
+					f.name, j, len(row), cols, loss.ErrShape)
+			}
+			data = append(data, row...)
+		}
+		*dst[i] = dense(rows, cols, data)
+	}
+	return b, nil
+}
+
+// RowsOf copies b's tensors into Rows; absent optional tensors stay nil.
+// A tensor that is not a [B,T] float32 tensor in host memory is an error
+// (loss.ErrShape).
+func RowsOf(b loss.Batch) (Rows, error) {
+	var r Rows
+	src := fieldsOf(&b)
+	for i, f := range r.fields() {
+		if *src[i] == nil {
+			continue
+		}
+		v, err := Values(*src[i])
+		if err != nil {
+			return Rows{}, fmt.Errorf("losstest: RowsOf: Batch.%s: %w", f.name, err)
+		}
+		*f.v = v
+	}
+	return r, nil
+}
+
+// Values copies a [B,T] float32 tensor, such as a Batch field or
+// loss.Result.GradLogProbs, into B rows of T values. A nil tensor, or one
+// that is not a [B,T] float32 tensor in host memory, is an error
+// (loss.ErrMissing, loss.ErrShape).
+func Values(t *tensor.Dense) ([][]float32, error) {
+	switch {
+	case t == nil:
+		return nil, fmt.Errorf("losstest: Values: nil tensor: %w", loss.ErrMissing)
+	case t.Dtype().Type == nil:
+		return nil, fmt.Errorf("losstest: Values: uninitialised tensor.Dense: %w", loss.ErrShape)
+	case t.Dtype() != tensor.Float32:
+		return nil, fmt.Errorf("losstest: Values: dtype %v, want float32: %w", t.Dtype(), loss.ErrShape)
+	case t.Shape().Dims() != 2:
+		return nil, fmt.Errorf("losstest: Values: shape %v, want [B,T]: %w", t.Shape(), loss.ErrShape)
+	case !t.IsNativelyAccessible() || t.RequiresIterator():
+		return nil, fmt.Errorf("losstest: Values: a view or not in host memory: %w", loss.ErrShape)
+	}
+	rows, cols := t.Shape()[0], t.Shape()[1]
+	data := t.Float32s()
+	if len(data) != rows*cols {
+		return nil, fmt.Errorf("losstest: Values: %d values for shape %v: %w", len(data), t.Shape(), loss.ErrShape)
+	}
+	out := make([][]float32, rows)
+	for r := range out {
+		out[r] = append([]float32(nil), data[r*cols:(r+1)*cols]...)
+	}
+	return out, nil
+}
+
+func firstLen(v [][]float32) int {
+	if len(v) == 0 {
+		return 0
+	}
+	return len(v[0])
 }
 
 // sameResult compares two results on the first cols columns; a has acols
