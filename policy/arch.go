@@ -2,33 +2,60 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/agentrl/agentrl/policy/backend"
 )
 
-// architecture is what distinguishes one model_type: its transformers
-// class, the config.json fields it reads and writes with their defaults,
-// and which optional parts its decoder layers have. Qwen3, Qwen2 and
-// Llama share the Llama layout (layout below), so each is a small file
-// (arch_qwen3.go, arch_qwen2.go, arch_llama.go); a new architecture of
-// that family is one more file and a line in architectures.
+// architecture is one config.json model_type of the Llama family: its
+// transformers class, the defaults of its transformers config class, how
+// it reads and writes the config.json keys that are its own, and which
+// optional parts its decoder layers have. Everything else is shared by
+// the family: the keys every type carries (sizes, norms, RoPE, tokens),
+// the layout below with its Hugging Face tensor names, the modules, Load
+// and Save.
+//
+// Adding a Llama-family variant is one new file, arch_<name>.go, holding
+//
+//   - its model_type as an exported constant (like ModelQwen3);
+//   - an architecture value: modelType, class, headDim and maxPositions,
+//     readConfig and writeConfig for the keys only it carries, validate
+//     for what they must satisfy, and parts for its layers;
+//   - func init() { register(theValue) }.
+//
+// ParseConfig, Validate, MarshalJSON (so WriteConfig and Save), layout,
+// TensorSpecs, New, Load, and the errors that list the model types pick it
+// up; no other file changes. A key of its own that Config has no field
+// for stays in Config.Extra, which MarshalJSON writes back as read; parts
+// and validate read it there (arch_variant_test.go registers such a type
+// in the tests). A variant whose layers need a part that layerParts lacks
+// (another norm, another MLP, fused projections) is more than one file:
+// the part goes into layerParts, layout and the modules.
 type architecture struct {
+	// modelType is config.json's "model_type".
+	modelType string
 	// class is config.json's "architectures" entry.
 	class string
 	// headDim is head_dim when config.json has none; 0 means
-	// hidden_size / num_attention_heads. headDimOptional: config.json
-	// leaves head_dim out when it is hidden_size / num_attention_heads.
-	headDim         int
-	headDimOptional bool
+	// hidden_size / num_attention_heads, which must then divide evenly.
+	headDim int
 	// maxPositions is max_position_embeddings when config.json has none.
 	maxPositions int
-	// attentionBias and mlpBias: config.json carries "attention_bias" and
-	// "mlp_bias" for this type.
-	attentionBias, mlpBias bool
-	// slidingWindow: config.json carries "use_sliding_window" (always
-	// false here: sliding-window attention is not supported).
-	slidingWindow bool
+	// readConfig, when set, reads the keys only this type carries into
+	// c, reporting a mistyped value through p. It runs after the shared
+	// keys of sizes, norm, RoPE and embeddings are read.
+	readConfig func(p *fieldParser, c *Config)
+	// writeConfig, when set, writes the keys only this type carries into
+	// m, the config.json object under construction, which already holds
+	// the shared keys; it may delete a shared key the type's config class
+	// does not have. Config.Extra fills the keys left unwritten.
+	writeConfig func(c Config, m map[string]any)
+	// validate, when set, checks what this type's keys must satisfy; it
+	// runs at the end of Config.Validate.
+	validate func(c Config) error
 	// parts says which optional parts the layers of c have.
 	parts func(c Config) layerParts
 }
@@ -43,12 +70,35 @@ type layerParts struct {
 	qkNorm bool
 }
 
-// architectures maps config.json's model_type to its architecture. It is
-// never written.
-var architectures = map[string]architecture{
-	ModelQwen3: qwen3,
-	ModelQwen2: qwen2,
-	ModelLlama: llama,
+// architectures maps config.json's model_type to its architecture. The
+// init functions of the arch_*.go files fill it through register, and
+// nothing writes it after init (as with image.RegisterFormat's formats
+// and database/sql's drivers), so it is read without a lock.
+var architectures = map[string]architecture{}
+
+// register adds a to architectures. Only init functions call it. It
+// panics on an entry without modelType, class or parts, or on a
+// model_type registered twice: a mistake in the file that calls it, which
+// any run of the package's tests reveals.
+func register(a architecture) {
+	if a.modelType == "" || a.class == "" || a.parts == nil {
+		panic(fmt.Sprintf("policy: architecture %q registered without model_type, class or parts", a.modelType))
+	}
+	if _, dup := architectures[a.modelType]; dup {
+		panic(fmt.Sprintf("policy: architecture %q registered twice", a.modelType))
+	}
+	architectures[a.modelType] = a
+}
+
+// lookupArch returns modelType's architecture, or an ErrConfig that lists
+// the registered model types in order.
+func lookupArch(modelType string) (architecture, error) {
+	a, ok := architectures[modelType]
+	if !ok {
+		names := slices.Sorted(maps.Keys(architectures))
+		return architecture{}, fmt.Errorf("%w: model_type %q is not one of %s", ErrConfig, modelType, strings.Join(names, ", "))
+	}
+	return a, nil
 }
 
 // arch returns c's architecture; the zero architecture (Llama's layout

@@ -15,13 +15,6 @@ import (
 	"github.com/agentrl/agentrl/internal/atomicfile"
 )
 
-// Model types (config.json "model_type") that Config understands.
-const (
-	ModelQwen3 = "qwen3"
-	ModelQwen2 = "qwen2"
-	ModelLlama = "llama"
-)
-
 // ConfigFileName is the name of a Hugging Face model configuration file.
 const ConfigFileName = "config.json"
 
@@ -47,16 +40,11 @@ type RopeScaling struct {
 	extra map[string]json.RawMessage
 }
 
-// Config is the architecture of a decoder-only transformer as Hugging Face
-// describes it in config.json, for the families this package runs:
-//
-//   - "qwen3" (Qwen3ForCausalLM): RMSNorm, RoPE, grouped-query attention with
-//     an explicit head_dim and per-head RMSNorm of queries and keys
-//     (q_norm, k_norm), SwiGLU MLP; attention_bias on q/k/v/o.
-//   - "qwen2" (Qwen2ForCausalLM, also Qwen2.5): as qwen3 without q/k norm,
-//     with biases on q, k and v (never on o), head_dim = hidden/heads.
-//   - "llama" (LlamaForCausalLM): attention_bias on q/k/v/o, mlp_bias on
-//     gate/up/down, optional rope_scaling "linear" or "llama3".
+// Config is the architecture of a decoder-only transformer of the Llama
+// family as Hugging Face describes it in config.json. ModelType is one of
+// the model types that the arch_*.go files register (ModelQwen3,
+// ModelQwen2, ModelLlama); each says what its type differs in: defaults,
+// the keys it carries, biases, Qwen3's q/k norm.
 //
 // The zero value is not a valid Config; use ParseConfig or fill every size.
 type Config struct {
@@ -89,7 +77,11 @@ type Config struct {
 	Extra map[string]json.RawMessage
 }
 
-// known lists the keys Config models; the rest go to Extra.
+// known lists the keys Config has fields for, and those ParseConfig reads
+// and drops (architectures, hidden_act, use_sliding_window,
+// rope_parameters); the rest go to Extra. A key here is dropped also by
+// a type that does not carry it (qwen2's attention_bias), as Config has no
+// place for it; an architecture's key with no field here stays in Extra.
 var known = map[string]bool{
 	"architectures": true, "model_type": true, "vocab_size": true, "hidden_size": true,
 	"intermediate_size": true, "num_hidden_layers": true, "num_attention_heads": true,
@@ -118,12 +110,13 @@ func ReadConfig(dir string) (Config, error) {
 // The sizes (vocab_size, hidden_size, intermediate_size, num_hidden_layers,
 // num_attention_heads) are required: transformers would fill a missing one
 // with the default of a 7B model, which never matches a checkpoint. Other
-// fields take transformers' defaults for the model_type:
-// num_key_value_heads = num_attention_heads, rms_norm_eps 1e-6, rope_theta
-// 10000, tie_word_embeddings false, head_dim 128 for qwen3 (Qwen3Config)
-// and hidden_size/num_attention_heads otherwise, max_position_embeddings
-// 32768 (qwen2, qwen3) or 2048 (llama). hidden_act must be "silu", and
-// sliding-window attention is rejected.
+// fields take transformers' defaults: num_key_value_heads =
+// num_attention_heads, rms_norm_eps 1e-6, rope_theta 10000,
+// tie_word_embeddings false, and head_dim and max_position_embeddings as
+// the model_type's architecture file says (head_dim
+// hidden_size/num_attention_heads unless it says otherwise). The
+// architecture reads the keys only its type carries. hidden_act must be
+// "silu", and sliding-window attention is rejected.
 func ParseConfig(data []byte) (Config, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
@@ -132,68 +125,25 @@ func ParseConfig(data []byte) (Config, error) {
 	if raw == nil {
 		return Config{}, fmt.Errorf("%w: not a JSON object", ErrConfig)
 	}
-	p := fieldParser{raw: raw}
-	var c Config
-	if !p.has("model_type") {
-		return Config{}, fmt.Errorf("%w: missing required field \"model_type\"", ErrConfig)
+	p := &fieldParser{raw: raw}
+	a, err := readModelType(p)
+	if err != nil {
+		return Config{}, err
 	}
-	p.str("model_type", &c.ModelType)
-	if p.err != nil {
-		return Config{}, p.err
+	c := Config{ModelType: a.modelType, RMSNormEps: 1e-6, RopeTheta: 10000}
+	if err := c.readShape(p, a); err != nil {
+		return Config{}, err
 	}
-	if _, ok := architectures[c.ModelType]; !ok {
-		return Config{}, fmt.Errorf("%w: model_type %q is not one of qwen3, qwen2, llama", ErrConfig, c.ModelType)
-	}
-	for _, f := range []struct {
-		key string
-		dst *int
-	}{
-		{"vocab_size", &c.VocabSize}, {"hidden_size", &c.HiddenSize},
-		{"intermediate_size", &c.IntermediateSize}, {"num_hidden_layers", &c.NumHiddenLayers},
-		{"num_attention_heads", &c.NumAttentionHeads},
-	} {
-		if !p.has(f.key) {
-			return Config{}, fmt.Errorf("%w: missing required field %q", ErrConfig, f.key)
-		}
-		p.integer(f.key, f.dst)
-	}
-	c.NumKeyValueHeads = c.NumAttentionHeads
-	p.integer("num_key_value_heads", &c.NumKeyValueHeads)
-	a := c.arch()
-	c.HeadDim = a.headDim
-	if c.HeadDim == 0 && c.NumAttentionHeads > 0 {
-		c.HeadDim = c.HiddenSize / c.NumAttentionHeads
-		if !p.has("head_dim") && c.HiddenSize%c.NumAttentionHeads != 0 {
-			return Config{}, fmt.Errorf("%w: hidden_size %d is not a multiple of num_attention_heads %d and head_dim is absent", ErrConfig, c.HiddenSize, c.NumAttentionHeads)
-		}
-	}
-	p.integer("head_dim", &c.HeadDim)
-	c.MaxPositionEmbeddings = a.maxPositions
-	p.integer("max_position_embeddings", &c.MaxPositionEmbeddings)
-	c.RMSNormEps = 1e-6
 	p.number("rms_norm_eps", &c.RMSNormEps)
-	c.RopeTheta = 10000
 	p.number("rope_theta", &c.RopeTheta)
 	p.boolean("tie_word_embeddings", &c.TieWordEmbeddings)
-	if a.attentionBias {
-		p.boolean("attention_bias", &c.AttentionBias)
+	if a.readConfig != nil {
+		a.readConfig(p, &c)
 	}
-	if a.mlpBias {
-		p.boolean("mlp_bias", &c.MLPBias)
-	}
-	act := "silu"
+	act, sliding := "silu", false
 	p.str("hidden_act", &act)
-	var sliding bool
 	p.boolean("use_sliding_window", &sliding)
-	p.str("torch_dtype", &c.TorchDType)
-	if p.has("bos_token_id") {
-		var id int
-		p.integer("bos_token_id", &id)
-		if p.err == nil && string(raw["bos_token_id"]) != "null" {
-			c.BOSTokenID = &id
-		}
-	}
-	c.EOSTokenIDs = p.intOrList("eos_token_id")
+	c.readTokens(p)
 	if p.err != nil {
 		return Config{}, p.err
 	}
@@ -203,45 +153,122 @@ func ParseConfig(data []byte) (Config, error) {
 	if sliding {
 		return Config{}, fmt.Errorf("%w: use_sliding_window true is not supported", ErrConfig)
 	}
-	if rs, ok := raw["rope_scaling"]; ok && string(rs) != "null" {
-		s, err := parseRopeScaling("rope_scaling", rs)
-		if err != nil {
-			return Config{}, err
-		}
-		c.RopeScaling = s
+	if err := c.readRope(raw); err != nil {
+		return Config{}, err
 	}
-	// transformers v5 writes "rope_parameters" (rope_theta and the scaling
-	// in one object) instead of rope_theta and rope_scaling.
-	if rp, ok := raw["rope_parameters"]; ok && string(rp) != "null" {
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(rp, &m); err != nil || m == nil {
-			return Config{}, fmt.Errorf("%w: rope_parameters is not an object", ErrConfig)
-		}
-		q := fieldParser{raw: m, prefix: "rope_parameters."}
-		q.number("rope_theta", &c.RopeTheta)
-		if q.err != nil {
-			return Config{}, q.err
-		}
-		s, err := parseRopeScaling("rope_parameters", rp)
-		if err != nil {
-			return Config{}, err
-		}
-		if s.Type != "default" {
-			c.RopeScaling = s
-		}
-	}
-	for k, v := range raw {
-		if !known[k] {
-			if c.Extra == nil {
-				c.Extra = make(map[string]json.RawMessage)
-			}
-			c.Extra[k] = v
-		}
-	}
+	c.Extra = extraKeys(raw)
 	if err := c.Validate(); err != nil {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// readModelType reads the required "model_type" and returns its
+// architecture.
+func readModelType(p *fieldParser) (architecture, error) {
+	if !p.has("model_type") {
+		return architecture{}, fmt.Errorf("%w: missing required field \"model_type\"", ErrConfig)
+	}
+	var t string
+	p.str("model_type", &t)
+	if p.err != nil {
+		return architecture{}, p.err
+	}
+	return lookupArch(t)
+}
+
+// readShape reads the sizes: the five required ones, num_key_value_heads,
+// head_dim and max_position_embeddings with a's defaults. A missing
+// required size is returned at once; a mistyped one is left in p.
+func (c *Config) readShape(p *fieldParser, a architecture) error {
+	for _, f := range []struct {
+		key string
+		dst *int
+	}{
+		{"vocab_size", &c.VocabSize}, {"hidden_size", &c.HiddenSize},
+		{"intermediate_size", &c.IntermediateSize}, {"num_hidden_layers", &c.NumHiddenLayers},
+		{"num_attention_heads", &c.NumAttentionHeads},
+	} {
+		if !p.has(f.key) {
+			return fmt.Errorf("%w: missing required field %q", ErrConfig, f.key)
+		}
+		p.integer(f.key, f.dst)
+	}
+	c.NumKeyValueHeads = c.NumAttentionHeads
+	p.integer("num_key_value_heads", &c.NumKeyValueHeads)
+	c.HeadDim = a.headDim
+	if c.HeadDim == 0 && c.NumAttentionHeads > 0 {
+		c.HeadDim = c.HiddenSize / c.NumAttentionHeads
+		if !p.has("head_dim") && c.HiddenSize%c.NumAttentionHeads != 0 {
+			return fmt.Errorf("%w: hidden_size %d is not a multiple of num_attention_heads %d and head_dim is absent", ErrConfig, c.HiddenSize, c.NumAttentionHeads)
+		}
+	}
+	p.integer("head_dim", &c.HeadDim)
+	c.MaxPositionEmbeddings = a.maxPositions
+	p.integer("max_position_embeddings", &c.MaxPositionEmbeddings)
+	return nil
+}
+
+// readTokens reads torch_dtype, bos_token_id (null or absent: none) and
+// eos_token_id (an integer or a list).
+func (c *Config) readTokens(p *fieldParser) {
+	p.str("torch_dtype", &c.TorchDType)
+	if p.has("bos_token_id") {
+		var id int
+		p.integer("bos_token_id", &id)
+		if p.err == nil && string(p.raw["bos_token_id"]) != "null" {
+			c.BOSTokenID = &id
+		}
+	}
+	c.EOSTokenIDs = p.intOrList("eos_token_id")
+}
+
+// readRope reads rope_scaling, or rope_parameters, which transformers v5
+// writes instead of rope_theta and rope_scaling (both in one object).
+func (c *Config) readRope(raw map[string]json.RawMessage) error {
+	if rs, ok := raw["rope_scaling"]; ok && string(rs) != "null" {
+		s, err := parseRopeScaling("rope_scaling", rs)
+		if err != nil {
+			return err
+		}
+		c.RopeScaling = s
+	}
+	rp, ok := raw["rope_parameters"]
+	if !ok || string(rp) == "null" {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(rp, &m); err != nil || m == nil {
+		return fmt.Errorf("%w: rope_parameters is not an object", ErrConfig)
+	}
+	q := fieldParser{raw: m, prefix: "rope_parameters."}
+	q.number("rope_theta", &c.RopeTheta)
+	if q.err != nil {
+		return q.err
+	}
+	s, err := parseRopeScaling("rope_parameters", rp)
+	if err != nil {
+		return err
+	}
+	if s.Type != "default" {
+		c.RopeScaling = s
+	}
+	return nil
+}
+
+// extraKeys returns the keys of raw that Config does not model (nil when
+// there are none).
+func extraKeys(raw map[string]json.RawMessage) map[string]json.RawMessage {
+	var extra map[string]json.RawMessage
+	for k, v := range raw {
+		if !known[k] {
+			if extra == nil {
+				extra = make(map[string]json.RawMessage)
+			}
+			extra[k] = v
+		}
+	}
+	return extra
 }
 
 func parseRopeScaling(field string, data json.RawMessage) (*RopeScaling, error) {
@@ -297,10 +324,13 @@ func parseRopeScaling(field string, data json.RawMessage) (*RopeScaling, error) 
 // count cannot overflow int64.
 const maxDim = 1 << 20
 
-// Validate checks that the sizes are positive, bounded and consistent.
+// Validate checks that the model_type is registered, that the sizes are
+// positive, bounded and consistent, and what the architecture requires
+// of the keys only its type carries.
 func (c Config) Validate() error {
-	if _, ok := architectures[c.ModelType]; !ok {
-		return fmt.Errorf("%w: model_type %q is not one of qwen3, qwen2, llama", ErrConfig, c.ModelType)
+	a, err := lookupArch(c.ModelType)
+	if err != nil {
+		return err
 	}
 	for _, f := range []struct {
 		key string
@@ -345,6 +375,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: rope_scaling type %q is not supported (default, linear, llama3)", ErrConfig, s.Type)
 		}
 	}
+	if a.validate != nil {
+		return a.validate(c)
+	}
 	return nil
 }
 
@@ -362,60 +395,30 @@ func (c Config) QKNorm() bool { return c.parts().qkNorm }
 func (c Config) Architecture() string { return c.arch().class }
 
 // MarshalJSON writes the config in Hugging Face's format: the keys
-// transformers reads for the model_type, plus Extra, sorted by key and
-// indented by two spaces as PretrainedConfig.to_json_string writes them.
+// transformers reads for the model_type (the shared ones, then those the
+// architecture writes), plus the keys of Extra not written already, sorted
+// by key and indented by two spaces as PretrainedConfig.to_json_string
+// writes them.
 func (c Config) MarshalJSON() ([]byte, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	m := make(map[string]any, len(c.Extra)+24)
-	for k, v := range c.Extra {
-		m[k] = v
-	}
-	m["architectures"] = []string{c.Architecture()}
-	m["model_type"] = c.ModelType
-	m["vocab_size"] = c.VocabSize
-	m["hidden_size"] = c.HiddenSize
-	m["intermediate_size"] = c.IntermediateSize
-	m["num_hidden_layers"] = c.NumHiddenLayers
-	m["num_attention_heads"] = c.NumAttentionHeads
-	m["num_key_value_heads"] = c.NumKeyValueHeads
-	a := c.arch()
-	if !a.headDimOptional || c.HeadDim != c.HiddenSize/c.NumAttentionHeads {
-		m["head_dim"] = c.HeadDim
-	}
-	m["max_position_embeddings"] = c.MaxPositionEmbeddings
-	m["rms_norm_eps"] = pyFloat(c.RMSNormEps)
-	m["rope_theta"] = pyFloat(c.RopeTheta)
-	m["tie_word_embeddings"] = c.TieWordEmbeddings
-	m["hidden_act"] = "silu"
-	if a.attentionBias {
-		m["attention_bias"] = c.AttentionBias
-	}
-	if a.mlpBias {
-		m["mlp_bias"] = c.MLPBias
-	}
-	if a.slidingWindow {
-		m["use_sliding_window"] = false
-	}
-	if s := c.RopeScaling; s != nil {
-		rs := make(map[string]any, len(s.extra)+5)
-		for k, v := range s.extra {
-			rs[k] = v
-		}
-		rs["rope_type"] = s.Type
-		switch s.Type {
-		case "linear":
-			rs["factor"] = pyFloat(s.Factor)
-		case "llama3":
-			rs["factor"] = pyFloat(s.Factor)
-			rs["low_freq_factor"] = pyFloat(s.LowFreqFactor)
-			rs["high_freq_factor"] = pyFloat(s.HighFreqFactor)
-			rs["original_max_position_embeddings"] = s.OriginalMaxPositionEmbeddings
-		}
-		m["rope_scaling"] = rs
-	} else {
-		m["rope_scaling"] = nil
+	m := map[string]any{
+		"architectures":           []string{c.Architecture()},
+		"model_type":              c.ModelType,
+		"vocab_size":              c.VocabSize,
+		"hidden_size":             c.HiddenSize,
+		"intermediate_size":       c.IntermediateSize,
+		"num_hidden_layers":       c.NumHiddenLayers,
+		"num_attention_heads":     c.NumAttentionHeads,
+		"num_key_value_heads":     c.NumKeyValueHeads,
+		"head_dim":                c.HeadDim,
+		"max_position_embeddings": c.MaxPositionEmbeddings,
+		"rms_norm_eps":            pyFloat(c.RMSNormEps),
+		"rope_theta":              pyFloat(c.RopeTheta),
+		"tie_word_embeddings":     c.TieWordEmbeddings,
+		"hidden_act":              "silu",
+		"rope_scaling":            c.RopeScaling.jsonValue(),
 	}
 	if c.BOSTokenID != nil {
 		m["bos_token_id"] = *c.BOSTokenID
@@ -430,6 +433,14 @@ func (c Config) MarshalJSON() ([]byte, error) {
 	if c.TorchDType != "" {
 		m["torch_dtype"] = c.TorchDType
 	}
+	if a := c.arch(); a.writeConfig != nil {
+		a.writeConfig(c, m)
+	}
+	for k, v := range c.Extra {
+		if _, ok := m[k]; !ok {
+			m[k] = v
+		}
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -438,6 +449,30 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// jsonValue is s as config.json's "rope_scaling" holds it: null for
+// none, else rope_type with the parameters of that type and the other
+// keys read with it.
+func (s *RopeScaling) jsonValue() any {
+	if s == nil {
+		return nil
+	}
+	rs := make(map[string]any, len(s.extra)+5)
+	for k, v := range s.extra {
+		rs[k] = v
+	}
+	rs["rope_type"] = s.Type
+	switch s.Type {
+	case "linear":
+		rs["factor"] = pyFloat(s.Factor)
+	case "llama3":
+		rs["factor"] = pyFloat(s.Factor)
+		rs["low_freq_factor"] = pyFloat(s.LowFreqFactor)
+		rs["high_freq_factor"] = pyFloat(s.HighFreqFactor)
+		rs["original_max_position_embeddings"] = s.OriginalMaxPositionEmbeddings
+	}
+	return rs
 }
 
 // pyFloat is a float written as Python's repr writes it (json.dumps uses

@@ -264,7 +264,7 @@ func TestConfigErrors(t *testing.T) {
 		{"not object", `[1]`, "cannot unmarshal array"},
 		{"null", `null`, "not a JSON object"},
 		{"no model_type", `{` + base + `}`, `missing required field "model_type"`},
-		{"unknown model_type", `{"model_type":"qwen3_moe",` + base + `}`, `model_type "qwen3_moe" is not one of qwen3, qwen2, llama`},
+		{"unknown model_type", `{"model_type":"qwen3_moe",` + base + `}`, `model_type "qwen3_moe" is not one of llama, qwen2, qwen3, variant_test`},
 		{"missing hidden", `{"model_type":"qwen2","vocab_size":10,"intermediate_size":16,"num_hidden_layers":1,"num_attention_heads":2}`, `missing required field "hidden_size"`},
 		{"missing layers", `{"model_type":"llama","vocab_size":10,"hidden_size":8,"intermediate_size":16,"num_attention_heads":2}`, `missing required field "num_hidden_layers"`},
 		{"string size", `{"model_type":"llama",` + base + `,"num_key_value_heads":"2"}`, `field "num_key_value_heads" = "2" is not an integer`},

@@ -10,9 +10,10 @@
 //     log-probabilities and entropies with a paired backward) — live in
 //     package lm, which imports no model; Model implements them.
 //   - config.go: Config, parsed from and written to Hugging Face's
-//     config.json for model_type qwen3, qwen2 and llama; the tensor names
-//     and shapes a config implies (TensorSpecs, CheckTensors), parameter
-//     count, verl-compatible FLOPs for MFU, and RoPE frequencies.
+//     config.json for the model types the arch_*.go files register; the
+//     tensor names and shapes a config implies (TensorSpecs,
+//     CheckTensors), parameter count, verl-compatible FLOPs for MFU, and
+//     RoPE frequencies.
 //   - sample.go: token sampling from logits with vLLM's temperature,
 //     min-p, top-k and top-p semantics and seeded randomness (the stop
 //     conditions and incremental detokenisation are lm's).
@@ -22,11 +23,13 @@
 //     side by side over the backend's paired kernels, the backward
 //     mirroring the forward; pass.go: the tape a computation runs on
 //     (its buffers, the first error, what the backward needs).
-//   - arch.go, arch_qwen3.go, arch_qwen2.go, arch_llama.go: the Llama
-//     layout that declares every tensor's Hugging Face name once, and
-//     per model_type what differs (config.json fields and defaults,
-//     biases, Qwen3's q/k norm); a new architecture of that family is
-//     one more file.
+//   - arch.go: the Llama layout that declares every tensor's Hugging
+//     Face name once, and the table of architectures. arch_qwen3.go,
+//     arch_qwen2.go, arch_llama.go: one model_type each, registered at
+//     init — its defaults, how it reads and writes its own config.json
+//     keys, its biases, Qwen3's q/k norm. A new Llama-family variant is
+//     one more such file (arch.go's architecture says what goes into it)
+//     and no other change.
 //   - weights.go: the tensors, and where their newest values are (host
 //     or backend) — what a computation uploads and what Params, Save
 //     and a device optimizer copy back.

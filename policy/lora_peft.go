@@ -80,122 +80,240 @@ func MarshalAdapterConfig(c LoRAConfig) ([]byte, error) {
 // lora_dropout is accepted and not applied (dropout is inactive at
 // inference, and this package trains without it).
 func ParseAdapterConfig(data []byte) (LoRAConfig, error) {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
+	f, err := decodeAdapterConfig(data)
+	if err != nil {
 		return LoRAConfig{}, fmt.Errorf("%w: %s: %w", ErrLoRA, AdapterConfigFileName, err)
 	}
-	bad := func(field string, format string, args ...any) error {
-		return fmt.Errorf("%w: %s: %s: %s", ErrLoRA, AdapterConfigFileName, field, fmt.Sprintf(format, args...))
-	}
-	get := func(field string, dst any) (bool, error) {
-		v, ok := raw[field]
-		if !ok || string(v) == "null" {
-			return false, nil
-		}
-		if err := json.Unmarshal(v, dst); err != nil {
-			return true, bad(field, "%v", err)
-		}
-		return true, nil
-	}
-	for _, field := range []string{"r", "lora_alpha", "target_modules"} {
-		if _, ok := raw[field]; !ok {
-			return LoRAConfig{}, bad(field, "missing")
+	for _, k := range []struct {
+		key     string
+		present bool
+	}{{"r", f.r.present}, {"lora_alpha", f.loraAlpha.present}, {"target_modules", f.targetModules.present}} {
+		if !k.present {
+			return LoRAConfig{}, badAdapterField(k.key, "missing")
 		}
 	}
 	var c LoRAConfig
-	var r float64
-	if _, err := get("r", &r); err != nil {
-		return c, err
+	for _, check := range []func(*LoRAConfig) error{f.readRank, f.readAlpha, f.readTargets, f.readKind, f.readUnsupported, f.readDropout} {
+		if err := check(&c); err != nil {
+			return c, err
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("%s: %w", AdapterConfigFileName, err)
+	}
+	return c, nil
+}
+
+// adapterConfigIn is adapter_config.json as ParseAdapterConfig reads it:
+// the keys it looks at, decoded, before any is checked.
+type adapterConfigIn struct {
+	r, loraAlpha, loraDropout       adapterKey[float64]
+	targetModules                   adapterKey[any]
+	peftType, bias, baseModel       adapterKey[string]
+	useDoRA, fanInFanOut, useRSLoRA adapterKey[bool]
+	// The keys of what this model cannot reproduce, which must be
+	// absent, null or empty.
+	modulesToSave, layersToTransform, layersPattern, rankPattern, alphaPattern adapterKey[any]
+}
+
+// decodeAdapterConfig decodes the keys of the JSON object data into an
+// adapterConfigIn. Keys match exactly, as PEFT and vLLM read the file (a
+// Python dict): encoding/json's struct decoding would also take "R" for
+// "r".
+func decodeAdapterConfig(data []byte) (adapterConfigIn, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return adapterConfigIn{}, err
+	}
+	var f adapterConfigIn
+	for key, dst := range map[string]interface{ decode(json.RawMessage) }{
+		"r": &f.r, "lora_alpha": &f.loraAlpha, "lora_dropout": &f.loraDropout,
+		"target_modules": &f.targetModules, "peft_type": &f.peftType, "bias": &f.bias,
+		"base_model_name_or_path": &f.baseModel, "use_dora": &f.useDoRA,
+		"fan_in_fan_out": &f.fanInFanOut, "use_rslora": &f.useRSLoRA,
+		"modules_to_save": &f.modulesToSave, "layers_to_transform": &f.layersToTransform,
+		"layers_pattern": &f.layersPattern, "rank_pattern": &f.rankPattern, "alpha_pattern": &f.alphaPattern,
+	} {
+		if v, ok := raw[key]; ok {
+			dst.decode(v)
+		}
+	}
+	return f, nil
+}
+
+// adapterKey is one key of adapter_config.json decoded into T: whether
+// it is present (null included), whether it holds a value (present and
+// not null), and the error of decoding it, which ParseAdapterConfig
+// reports when it reaches the key, so that the checks keep their order.
+type adapterKey[T any] struct {
+	present, set bool
+	v            T
+	err          error
+}
+
+func (k *adapterKey[T]) decode(raw json.RawMessage) {
+	*k = adapterKey[T]{present: true}
+	if string(raw) != "null" {
+		k.set = true
+		k.err = json.Unmarshal(raw, &k.v)
+	}
+}
+
+// get returns the value (T's zero when absent or null), whether the key
+// holds one, and the decoding error, naming the key.
+func (k adapterKey[T]) get(key string) (T, bool, error) {
+	if k.err != nil {
+		return k.v, true, badAdapterField(key, "%v", k.err)
+	}
+	return k.v, k.set, nil
+}
+
+// badAdapterField is ErrLoRA for a field of adapter_config.json.
+func badAdapterField(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s: %s", ErrLoRA, AdapterConfigFileName, field, fmt.Sprintf(format, args...))
+}
+
+// readRank checks r: a whole number in [1, 2^20].
+func (f *adapterConfigIn) readRank(c *LoRAConfig) error {
+	r, _, err := f.r.get("r")
+	if err != nil {
+		return err
 	}
 	if r != math.Trunc(r) || r < 1 || r > 1<<20 {
-		return c, bad("r", "%v is not a whole number in [1, 2^20]", r)
+		return badAdapterField("r", "%v is not a whole number in [1, 2^20]", r)
 	}
 	c.Rank = int(r)
-	if _, err := get("lora_alpha", &c.Alpha); err != nil {
-		return c, err
+	return nil
+}
+
+// readAlpha checks lora_alpha: finite and > 0.
+func (f *adapterConfigIn) readAlpha(c *LoRAConfig) error {
+	a, ok, err := f.loraAlpha.get("lora_alpha")
+	if err != nil {
+		return err
+	}
+	if ok {
+		c.Alpha = a
 	}
 	if !(c.Alpha > 0) || math.IsInf(c.Alpha, 0) {
-		return c, bad("lora_alpha", "%v; want a finite value > 0", c.Alpha)
+		return badAdapterField("lora_alpha", "%v; want a finite value > 0", c.Alpha)
 	}
-	var mods any
-	if _, err := get("target_modules", &mods); err != nil {
-		return c, err
+	return nil
+}
+
+// readTargets checks target_modules: "all-linear" or a non-empty list of
+// names (which LoRAConfig.Validate checks).
+func (f *adapterConfigIn) readTargets(c *LoRAConfig) error {
+	mods, _, err := f.targetModules.get("target_modules")
+	if err != nil { // a number beyond float64
+		return err
 	}
 	switch v := mods.(type) {
 	case string:
 		if v != LoRAAllLinear {
-			return c, bad("target_modules", "%q is a regular expression; list the module names instead", v)
+			return badAdapterField("target_modules", "%q is a regular expression; list the module names instead", v)
 		}
 		c.TargetModules = []string{LoRAAllLinear}
 	case []any:
 		for _, x := range v {
 			s, ok := x.(string)
 			if !ok {
-				return c, bad("target_modules", "element %v is not a string", x)
+				return badAdapterField("target_modules", "element %v is not a string", x)
 			}
 			c.TargetModules = append(c.TargetModules, s)
 		}
 		if len(c.TargetModules) == 0 {
-			return c, bad("target_modules", "empty")
+			return badAdapterField("target_modules", "empty")
 		}
 	default:
-		return c, bad("target_modules", "want a list of module names or %q", LoRAAllLinear)
+		return badAdapterField("target_modules", "want a list of module names or %q", LoRAAllLinear)
 	}
-	var s string
-	if ok, err := get("peft_type", &s); err != nil {
-		return c, err
+	return nil
+}
+
+// readKind checks peft_type (LORA, in any case), bias ("none"), use_dora
+// and fan_in_fan_out (false), and reads base_model_name_or_path and
+// use_rslora.
+func (f *adapterConfigIn) readKind(c *LoRAConfig) error {
+	if s, ok, err := f.peftType.get("peft_type"); err != nil {
+		return err
 	} else if ok && !strings.EqualFold(s, "LORA") {
-		return c, bad("peft_type", "%q; want LORA", s)
+		return badAdapterField("peft_type", "%q; want LORA", s)
 	}
-	if ok, err := get("bias", &s); err != nil {
-		return c, err
+	if s, ok, err := f.bias.get("bias"); err != nil {
+		return err
 	} else if ok && s != "none" {
-		return c, bad("bias", "%q; only \"none\" is supported", s)
+		return badAdapterField("bias", "%q; only \"none\" is supported", s)
 	}
-	if _, err := get("base_model_name_or_path", &c.BaseModel); err != nil {
-		return c, err
+	base, ok, err := f.baseModel.get("base_model_name_or_path")
+	if err != nil {
+		return err
 	}
-	for _, field := range []string{"use_dora", "fan_in_fan_out"} {
-		var b bool
-		if ok, err := get(field, &b); err != nil {
-			return c, err
+	if ok {
+		c.BaseModel = base
+	}
+	for _, k := range []struct {
+		key string
+		v   adapterKey[bool]
+	}{{"use_dora", f.useDoRA}, {"fan_in_fan_out", f.fanInFanOut}} {
+		if b, ok, err := k.v.get(k.key); err != nil {
+			return err
 		} else if ok && b {
-			return c, bad(field, "true is not supported")
+			return badAdapterField(k.key, "true is not supported")
 		}
 	}
-	if _, err := get("use_rslora", &c.UseRSLoRA); err != nil {
-		return c, err
+	rs, ok, err := f.useRSLoRA.get("use_rslora")
+	if err != nil {
+		return err
 	}
-	for _, field := range []string{"modules_to_save", "layers_to_transform", "layers_pattern", "rank_pattern", "alpha_pattern"} {
-		var v any
-		if _, err := get(field, &v); err != nil {
-			return c, err
+	if ok {
+		c.UseRSLoRA = rs
+	}
+	return nil
+}
+
+// readUnsupported checks that modules_to_save, layers_to_transform,
+// layers_pattern, rank_pattern and alpha_pattern are absent, null or
+// empty (a list or an object).
+func (f *adapterConfigIn) readUnsupported(*LoRAConfig) error {
+	for _, k := range []struct {
+		key string
+		v   adapterKey[any]
+	}{
+		{"modules_to_save", f.modulesToSave}, {"layers_to_transform", f.layersToTransform},
+		{"layers_pattern", f.layersPattern}, {"rank_pattern", f.rankPattern}, {"alpha_pattern", f.alphaPattern},
+	} {
+		v, _, err := k.v.get(k.key)
+		if err != nil { // a number beyond float64
+			return err
 		}
 		switch x := v.(type) {
 		case nil:
+			continue
 		case []any:
-			if len(x) > 0 {
-				return c, bad(field, "not supported (every layer's listed modules are adapted alike)")
+			if len(x) == 0 {
+				continue
 			}
 		case map[string]any:
-			if len(x) > 0 {
-				return c, bad(field, "not supported (every layer's listed modules are adapted alike)")
+			if len(x) == 0 {
+				continue
 			}
-		default:
-			return c, bad(field, "not supported (every layer's listed modules are adapted alike)")
 		}
+		return badAdapterField(k.key, "not supported (every layer's listed modules are adapted alike)")
 	}
-	var dropout float64
-	if _, err := get("lora_dropout", &dropout); err != nil {
-		return c, err
+	return nil
+}
+
+// readDropout checks lora_dropout: in [0, 1) when given.
+func (f *adapterConfigIn) readDropout(*LoRAConfig) error {
+	d, _, err := f.loraDropout.get("lora_dropout")
+	if err != nil {
+		return err
 	}
-	if !(dropout >= 0 && dropout < 1) {
-		return c, bad("lora_dropout", "%v; want a value in [0, 1)", dropout)
+	if !(d >= 0 && d < 1) {
+		return badAdapterField("lora_dropout", "%v; want a value in [0, 1)", d)
 	}
-	if err := c.Validate(); err != nil {
-		return c, fmt.Errorf("%s: %w", AdapterConfigFileName, err)
-	}
-	return c, nil
+	return nil
 }
 
 // ReadAdapterConfig reads dir/adapter_config.json.

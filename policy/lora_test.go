@@ -450,6 +450,9 @@ func TestParseAdapterConfigErrors(t *testing.T) {
 		{"rank pattern", base(func(c map[string]any) { c["rank_pattern"] = map[string]int{"q_proj": 4} }), "rank_pattern"},
 		{"dropout 1", base(func(c map[string]any) { c["lora_dropout"] = 1 }), "lora_dropout"},
 		{"rslora string", base(func(c map[string]any) { c["use_rslora"] = "yes" }), "use_rslora"},
+		// Keys match exactly, as in PEFT's and vLLM's Python dict.
+		{"r in capitals", base(func(c map[string]any) { c["R"] = c["r"]; delete(c, "r") }), "r: missing"},
+		{"number beyond float64", []byte(`{"r": 8, "lora_alpha": 16, "target_modules": ["q_proj"], "layers_pattern": [1e400]}`), "layers_pattern: json: cannot unmarshal number 1e400"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseAdapterConfig(tc.data)

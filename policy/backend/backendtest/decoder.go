@@ -232,13 +232,74 @@ func (r refSampling) tokens(u float64) []int {
 func DecoderSampling(t *testing.T, b backend.Backend, tol Tolerance) {
 	d := b.(backend.Decoder)
 	e := newEnv(t, b, tol, 150)
-	const vocab = 40
-	type row struct {
-		name string
-		z    []float64
-		r    backend.SampleRow
+	cases := samplingCases(e)
+	invalid := invalidSamplingLogits(e, cases[samplingValid].z)
+	// Every case at every step, in one call: step s of case i is row
+	// i·samplingSteps + s, with seed 1000 + i.
+	var flat []float64
+	var rows []backend.SampleRow
+	for i, c := range cases {
+		for s := range samplingSteps {
+			r := c.r
+			r.Seed, r.Step = uint64(1000+i), uint64(s)
+			flat = append(flat, c.z...)
+			rows = append(rows, r)
+		}
 	}
-	randRow := func(scale float64) []float64 { return e.randn(vocab, scale) }
+	got := sampleRows(t, d, e, flat, rows)
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			checkSampled(t, c, rows[i*samplingSteps:(i+1)*samplingSteps], got[i*samplingSteps:(i+1)*samplingSteps], tol)
+		})
+	}
+	t.Run("rows alone", func(t *testing.T) {
+		for _, i := range []int{0, samplingSteps + 3, 7*samplingSteps + 1, len(rows) - 1} {
+			alone := sampleRows(t, d, e, flat[i*samplingVocab:(i+1)*samplingVocab], rows[i:i+1])
+			require.Equal(t, got[i], alone[0], "row %d alone", i)
+		}
+	})
+	t.Run("rows reversed", func(t *testing.T) {
+		n := len(rows)
+		rz, rr := make([]float64, 0, len(flat)), make([]backend.SampleRow, 0, n)
+		for i := n - 1; i >= 0; i-- {
+			rz = append(rz, flat[i*samplingVocab:(i+1)*samplingVocab]...)
+			rr = append(rr, rows[i])
+		}
+		for i, res := range sampleRows(t, d, e, rz, rr) {
+			require.Equal(t, got[n-1-i], res, "row %d reversed", n-1-i)
+		}
+	})
+	t.Run("invalid rows", func(t *testing.T) {
+		// NaN, +Inf, a valid row (samplingValid at step 0), all −Inf.
+		v := samplingValid * samplingSteps
+		br := []backend.SampleRow{{Temperature: 1}, {Greedy: true}, rows[v], {Temperature: 0.5, TopK: 3}}
+		res := sampleRows(t, d, e, invalid, br)
+		require.Equal(t, []int32{-1, -1, got[v].Token, -1}, []int32{res[0].Token, res[1].Token, res[2].Token, res[3].Token})
+	})
+	t.Run("chi-square", func(t *testing.T) { chiSquare(t, d, e.in(t)) })
+}
+
+// samplingVocab and samplingSteps are the row width and the steps at
+// which DecoderSampling draws each case.
+const samplingVocab, samplingSteps = 40, 40
+
+// samplingValid is the index in samplingCases of the valid row that
+// DecoderSampling places between invalid ones ("t1").
+const samplingValid = 3
+
+// samplingCase is one row of DecoderSampling: its logits, its rule, and
+// the reference's kept set where it is derived by hand (nil: not checked).
+type samplingCase struct {
+	name string
+	z    []float64
+	r    backend.SampleRow
+	kept []int
+}
+
+// samplingCases returns DecoderSampling's rows, drawing their logits from
+// e's generator in a fixed order.
+func samplingCases(e *env) []samplingCase {
+	randRow := func(scale float64) []float64 { return e.randn(samplingVocab, scale) }
 	tiesMax := randRow(1)
 	tiesMax[5], tiesMax[17] = 4, 4 // two maximal logits: greedy takes 5
 	withInf := randRow(2)
@@ -255,7 +316,7 @@ func DecoderSampling(t *testing.T, b backend.Backend, tol Tolerance) {
 	// −1 (scaled normals below), temperature 1. With P·total = 1 + 1.5/e
 	// the first two ties are kept (their preceding weights 1 and 1 + 1/e
 	// are below it) and the third is not (1 + 2/e is above it).
-	tieP := make([]float64, vocab)
+	tieP := make([]float64, samplingVocab)
 	for i := range tieP {
 		tieP[i] = -1 - math.Abs(e.rng.NormFloat64())
 	}
@@ -268,102 +329,81 @@ func DecoderSampling(t *testing.T, b backend.Backend, tol Tolerance) {
 		tieTotal += math.Exp(x - 2)
 	}
 	tiePP := (1 + 1.5/math.E) / tieTotal
-	rows := []row{
-		{"greedy", randRow(2), backend.SampleRow{Greedy: true}},
-		{"greedy ties", tiesMax, backend.SampleRow{Greedy: true}},
-		{"greedy -inf", withInf, backend.SampleRow{Greedy: true, TopK: 3}},
-		{"t1", randRow(1), backend.SampleRow{Temperature: 1}},
-		{"t0.6", randRow(1.5), backend.SampleRow{Temperature: 0.6}},
-		{"t1.7 -inf", withInf, backend.SampleRow{Temperature: 1.7}},
-		{"top-k 5", randRow(1), backend.SampleRow{Temperature: 0.8, TopK: 5}},
-		{"top-k 1", randRow(1), backend.SampleRow{Temperature: 1, TopK: 1}},
-		{"top-k ties", tieK, backend.SampleRow{Temperature: 1, TopK: 2}},
-		{"top-p 0.6", randRow(1), backend.SampleRow{Temperature: 1.2, TopP: 0.6}},
-		{"top-p tiny", randRow(1), backend.SampleRow{Temperature: 1, TopP: 1e-9}},
-		{"top-p ties", tieP, backend.SampleRow{Temperature: 1, TopP: tiePP}},
-		{"min-p 0.2", randRow(1), backend.SampleRow{Temperature: 1, MinP: 0.2}},
-		{"min-p 1", randRow(1), backend.SampleRow{Temperature: 0.9, MinP: 1}},
-		{"all", randRow(2), backend.SampleRow{Temperature: 0.7, TopK: 12, TopP: 0.8, MinP: 0.01}},
-		{"all hot", randRow(1), backend.SampleRow{Temperature: 2.5, TopK: 30, TopP: 0.95, MinP: 0.05}},
+	return []samplingCase{
+		{"greedy", randRow(2), backend.SampleRow{Greedy: true}, nil},
+		{"greedy ties", tiesMax, backend.SampleRow{Greedy: true}, nil},
+		{"greedy -inf", withInf, backend.SampleRow{Greedy: true, TopK: 3}, nil},
+		{"t1", randRow(1), backend.SampleRow{Temperature: 1}, nil},
+		{"t0.6", randRow(1.5), backend.SampleRow{Temperature: 0.6}, nil},
+		{"t1.7 -inf", withInf, backend.SampleRow{Temperature: 1.7}, nil},
+		{"top-k 5", randRow(1), backend.SampleRow{Temperature: 0.8, TopK: 5}, nil},
+		{"top-k 1", randRow(1), backend.SampleRow{Temperature: 1, TopK: 1}, nil},
+		{"top-k ties", tieK, backend.SampleRow{Temperature: 1, TopK: 2}, []int{2, 8, 11, 20, 33}},
+		{"top-p 0.6", randRow(1), backend.SampleRow{Temperature: 1.2, TopP: 0.6}, nil},
+		{"top-p tiny", randRow(1), backend.SampleRow{Temperature: 1, TopP: 1e-9}, nil},
+		{"top-p ties", tieP, backend.SampleRow{Temperature: 1, TopP: tiePP}, []int{1, 4, 6}},
+		{"min-p 0.2", randRow(1), backend.SampleRow{Temperature: 1, MinP: 0.2}, nil},
+		{"min-p 1", randRow(1), backend.SampleRow{Temperature: 0.9, MinP: 1}, nil},
+		{"all", randRow(2), backend.SampleRow{Temperature: 0.7, TopK: 12, TopP: 0.8, MinP: 0.01}, nil},
+		{"all hot", randRow(1), backend.SampleRow{Temperature: 2.5, TopK: 30, TopP: 0.95, MinP: 0.05}, nil},
 	}
-	wantKept := map[string][]int{"top-k ties": {2, 8, 11, 20, 33}, "top-p ties": {1, 4, 6}, "top-k 1": nil}
-	const steps = 40
-	var flat []float64
-	var srows []backend.SampleRow
-	var refs []refSampling
-	for i, r := range rows {
-		ref := refSample(r.z, r.r)
-		if want, ok := wantKept[r.name]; ok && want != nil {
-			require.Equal(t, want, ref.kept, "reference kept set of %s (by hand)", r.name)
-		}
-		for s := range steps {
-			sr := r.r
-			sr.Seed, sr.Step = uint64(1000+i), uint64(s)
-			flat = append(flat, r.z...)
-			srows = append(srows, sr)
-			refs = append(refs, ref)
-		}
-	}
-	sample := func(z []float64, rs []backend.SampleRow) []backend.SampleResult {
-		out := make([]backend.SampleResult, len(rs))
-		require.NoError(t, d.SampleRows(e.up(z), vocab, rs, out))
-		return out
-	}
-	got := sample(flat, srows)
-	bound := func(want float64) float64 { return tol.Abs + tol.Rel*max(1, math.Abs(want)) }
-	for i, res := range got {
-		name, ref, sr := rows[i/steps].name, refs[i], srows[i]
-		tok := int(res.Token)
-		require.GreaterOrEqual(t, tok, 0, "%s step %d", name, sr.Step)
-		if sr.Greedy {
-			require.Equal(t, ref.greedy, tok, "%s", name)
-			require.Zero(t, res.LogProb, "%s: greedy log-prob is 0", name)
-		} else {
-			ok := ref.tokens(backend.SampleUniform(sr.Seed, sr.Step))
-			require.Contains(t, ok, tok, "%s step %d: kept %v", name, sr.Step, ref.kept)
-			require.InDelta(t, ref.lp[tok], float64(res.LogProb), bound(ref.lp[tok]), "%s step %d log-prob", name, sr.Step)
-		}
-		require.InDelta(t, ref.raw[tok], float64(res.RawLogProb), bound(ref.raw[tok]), "%s step %d raw log-prob", name, sr.Step)
-	}
+}
 
-	// The same rows alone, and in reverse order, give the same results.
-	for _, i := range []int{0, steps + 3, 7*steps + 1, len(srows) - 1} {
-		alone := sample(flat[i*vocab:(i+1)*vocab], srows[i:i+1])
-		require.Equal(t, got[i], alone[0], "row %d alone", i)
-	}
-	n := len(srows)
-	rz, rr := make([]float64, 0, len(flat)), make([]backend.SampleRow, 0, n)
-	for i := n - 1; i >= 0; i-- {
-		rz = append(rz, flat[i*vocab:(i+1)*vocab]...)
-		rr = append(rr, srows[i])
-	}
-	for i, res := range sample(rz, rr) {
-		require.Equal(t, got[n-1-i], res, "row %d reversed", n-1-i)
-	}
-
-	// Invalid rows: NaN, +Inf, all −Inf; the valid row between them is
-	// unaffected.
-	bad := make([]float64, 0, 4*vocab)
+// invalidSamplingLogits returns four rows: one with a NaN, one with a
+// +Inf, valid, and one all −Inf (drawing a random row for each invalid
+// one from e's generator, after samplingCases).
+func invalidSamplingLogits(e *env, valid []float64) []float64 {
+	bad := make([]float64, 0, 4*samplingVocab)
 	for _, v := range []float64{math.NaN(), math.Inf(1), 0, math.Inf(-1)} {
-		z := randRow(1)
-		if v == 0 {
-			bad = append(bad, rows[3].z...)
-			continue
-		}
-		if math.IsInf(v, -1) {
+		z := e.randn(samplingVocab, 1)
+		switch {
+		case v == 0:
+			z = valid
+		case math.IsInf(v, -1):
 			for j := range z {
 				z[j] = v
 			}
-		} else {
-			z[vocab/2] = v
+		default:
+			z[samplingVocab/2] = v
 		}
 		bad = append(bad, z...)
 	}
-	br := []backend.SampleRow{{Temperature: 1}, {Greedy: true}, srows[3*steps], {Temperature: 0.5, TopK: 3}}
-	res := sample(bad, br)
-	require.Equal(t, []int32{-1, -1, got[3*steps].Token, -1}, []int32{res[0].Token, res[1].Token, res[2].Token, res[3].Token})
+	return bad
+}
 
-	chiSquare(t, d, e)
+// sampleRows runs SampleRows on the logits z, len(rs) rows of
+// samplingVocab.
+func sampleRows(t *testing.T, d backend.Decoder, e *env, z []float64, rs []backend.SampleRow) []backend.SampleResult {
+	t.Helper()
+	out := make([]backend.SampleResult, len(rs))
+	require.NoError(t, d.SampleRows(e.in(t).up(z), samplingVocab, rs, out))
+	return out
+}
+
+// checkSampled compares one case's results at its steps with the
+// reference: a greedy row's token and log-prob 0; another row's token
+// among the reference's choices for the step's SampleUniform number, and
+// its processed log-prob; every row's raw log-prob.
+func checkSampled(t *testing.T, c samplingCase, rows []backend.SampleRow, got []backend.SampleResult, tol Tolerance) {
+	ref := refSample(c.z, c.r)
+	if c.kept != nil {
+		require.Equal(t, c.kept, ref.kept, "reference kept set (by hand)")
+	}
+	bound := func(want float64) float64 { return tol.Abs + tol.Rel*max(1, math.Abs(want)) }
+	for s, res := range got {
+		sr := rows[s]
+		tok := int(res.Token)
+		require.GreaterOrEqual(t, tok, 0, "step %d", sr.Step)
+		if sr.Greedy {
+			require.Equal(t, ref.greedy, tok)
+			require.Zero(t, res.LogProb, "greedy log-prob is 0")
+		} else {
+			ok := ref.tokens(backend.SampleUniform(sr.Seed, sr.Step))
+			require.Contains(t, ok, tok, "step %d: kept %v", sr.Step, ref.kept)
+			require.InDelta(t, ref.lp[tok], float64(res.LogProb), bound(ref.lp[tok]), "step %d log-prob", sr.Step)
+		}
+		require.InDelta(t, ref.raw[tok], float64(res.RawLogProb), bound(ref.raw[tok]), "step %d raw log-prob", sr.Step)
+	}
 }
 
 // chiSquare draws 4,000 tokens from one row of 12 logits (temperature

@@ -71,6 +71,14 @@ func newEnv(t *testing.T, b backend.Backend, tol Tolerance, seed uint64) *env {
 	return &env{t: t, b: b, tol: tol, rng: rand.New(rand.NewPCG(seed, 0x5eed))}
 }
 
+// in returns e reporting to t (a subtest of e's test), with the same
+// backend, tolerance and generator.
+func (e *env) in(t *testing.T) *env {
+	c := *e
+	c.t = t
+	return &c
+}
+
 // randn returns n standard normal values rounded to float32, so that the
 // backend and the float64 reference see identical inputs.
 func (e *env) randn(n int, scale float64) []float64 {
