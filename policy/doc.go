@@ -45,8 +45,8 @@
 //     the backend's memory (GenerateOptions).
 //   - kvpool.go: the paged KV cache's block manager — reference counts,
 //     blocks shared by sessions and (optionally) common prompt prefixes,
-//     copy on write of a shared, partly filled block; decode_host.go
-//     runs it on backends without backend.Decoder.
+//     copy on write of a shared, partly filled block; on backends
+//     without a backend.Decoder it runs on backend.HostDecoder.
 //   - checkpoint.go: Load and Save of Hugging Face checkpoint folders
 //     (config.json, safetensors single or sharded, F32/F16/BF16).
 //   - lora.go, lora_peft.go: LoRA adapters (AddLoRA, LoRAConfig with

@@ -88,7 +88,7 @@ func newGenerator(o modelOptions) *generator {
 	if d, ok := o.be.(backend.Decoder); ok {
 		g.dec = d
 	} else {
-		g.dec = &hostDecoder{be: o.be}
+		g.dec = backend.NewHostDecoder(o.be)
 	}
 	return g
 }

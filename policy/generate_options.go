@@ -79,7 +79,7 @@ func (m *Model) GenerateStats() GenerateStats {
 	s := g.stats
 	s.KVBlockSize = g.decodeRoom
 	s.Decoder = "backend"
-	if _, ok := g.dec.(*hostDecoder); ok {
+	if _, ok := g.dec.(*backend.HostDecoder); ok {
 		s.Decoder = "host"
 	}
 	return s

@@ -13,21 +13,7 @@ import (
 	"github.com/agentrl/agentrl/internal/cpu"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/backend"
-	"github.com/agentrl/agentrl/policy/backend/backendtest"
 )
-
-// hostDecoderBackend is the CPU backend seen through hostDecoder: the
-// generic path of backends without backend.Decoder.
-type hostDecoderBackend struct {
-	backend.Backend
-	*hostDecoder
-}
-
-// The generic path passes the Decoder conformance checks of backendtest.
-func TestHostDecoderConformance(t *testing.T) {
-	be := cpu.New()
-	backendtest.Decoder(t, hostDecoderBackend{be, &hostDecoder{be: be}}, backendtest.DefaultTolerance())
-}
 
 // mixedRequests is a batch of greedy and sampled requests of various
 // prompt lengths over a vocabulary of vocab tokens (tiny models: context
@@ -62,7 +48,7 @@ func requireSameGenerations(t *testing.T, want, got []lm.Generation) {
 	}
 }
 
-// A backend without backend.Decoder generates through hostDecoder and
+// A backend without backend.Decoder generates through backend.HostDecoder and
 // gets what the CPU backend's own decoder gives.
 func TestHostDecoderMatchesBackendDecoder(t *testing.T) {
 	ctx := context.Background()
