@@ -15,7 +15,17 @@ import (
 
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/backend"
+	"github.com/agentrl/agentrl/policy/internal/generate"
 )
+
+// tuneGen gives m a fresh generation engine, its configuration m's with
+// the changes f makes (before m generates: the old engine's sessions and
+// KV cache would be lost).
+func tuneGen(m *Model, f func(*generate.Config)) {
+	c := m.gen.Config()
+	f(&c)
+	m.gen = generate.New(newGenModel(m), decoderOf(m.be), c)
+}
 
 // pauseAt makes the scheduler of m stop after step n until the returned
 // resume function is called; paused is closed when it stops. Every
@@ -23,34 +33,28 @@ import (
 func pauseAt(m *Model, n int, steps *[]int) (paused chan struct{}, resume func()) {
 	paused, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	m.gen.onStep = func(seqs int) {
-		*steps = append(*steps, seqs)
-		if len(*steps) == n {
-			close(paused)
-			<-release
+	tuneGen(m, func(c *generate.Config) {
+		c.OnStep = func(s generate.StepInfo) {
+			*steps = append(*steps, s.Sequences)
+			if len(*steps) == n {
+				close(paused)
+				<-release
+			}
 		}
-	}
+	})
 	return paused, func() { once.Do(func() { close(release) }) }
 }
 
 // waitPending polls until n requests are queued for admission.
 func waitPending(t *testing.T, m *Model, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		m.gen.mu.Lock()
-		defer m.gen.mu.Unlock()
-		return len(m.gen.pending) == n
-	}, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return m.gen.Pending() == n }, 5*time.Second, time.Millisecond)
 }
 
 // waitIdle polls until the scheduler goroutine has exited.
 func waitIdle(t *testing.T, m *Model) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		m.gen.mu.Lock()
-		defer m.gen.mu.Unlock()
-		return !m.gen.running
-	}, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !m.gen.Busy() }, 5*time.Second, time.Millisecond)
 }
 
 // alone generates req by itself on a fresh copy of the tiny model.
@@ -86,17 +90,19 @@ func TestShortRequestJoinsRunningDecode(t *testing.T) {
 	// held until the long one ended, the wait would time out.
 	shortReceived := make(chan struct{})
 	var waitedInVain atomic.Bool
-	paused3 := m.gen.onStep
-	m.gen.onStep = func(seqs int) {
-		paused3(seqs)
-		if len(steps) == 9 {
-			select {
-			case <-shortReceived:
-			case <-time.After(5 * time.Second):
-				waitedInVain.Store(true)
+	paused3 := m.gen.Config().OnStep
+	tuneGen(m, func(c *generate.Config) {
+		c.OnStep = func(s generate.StepInfo) {
+			paused3(s)
+			if len(steps) == 9 {
+				select {
+				case <-shortReceived:
+				case <-time.After(5 * time.Second):
+					waitedInVain.Store(true)
+				}
 			}
 		}
-	}
+	})
 	type result struct {
 		g   []lm.Generation
 		err error
@@ -187,13 +193,13 @@ func TestCancelledCallLeavesTheBatch(t *testing.T) {
 }
 
 // Many concurrent calls — single and multi-request, multi-turn sessions,
-// stop tokens, caches that must grow (decodeRoom 2) — give exactly what
+// stop tokens, caches that must grow (blocks of 2 rows) — give exactly what
 // each request gives when generated alone.
 func TestConcurrentCallsMatchGenerationAlone(t *testing.T) {
 	for _, name := range tinyModels {
 		t.Run(name, func(t *testing.T) {
 			m := loadTiny(t, name)
-			m.gen.decodeRoom = 2
+			tuneGen(m, func(c *generate.Config) { c.BlockSize = 2 })
 			vocab := m.Config().VocabSize
 			r := rand.New(rand.NewPCG(9, 9))
 			type call struct {
