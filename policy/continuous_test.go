@@ -15,7 +15,17 @@ import (
 
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/backend"
+	"github.com/agentrl/agentrl/policy/internal/generate"
 )
+
+// tuneGen gives m a fresh generation engine, its configuration m's with
+// the changes f makes (before m generates: the old engine's sessions and
+// KV cache would be lost).
+func tuneGen(m *Model, f func(*generate.Config)) {
+	c := m.gen.Config()
+	f(&c)
+	m.gen = generate.New(newGenModel(m), decoderOf(m.be), c)
+}
 
 // pauseAt makes the scheduler of m stop after step n until the returned
 // resume function is called; paused is closed when it stops. Every
@@ -23,34 +33,28 @@ import (
 func pauseAt(m *Model, n int, steps *[]int) (paused chan struct{}, resume func()) {
 	paused, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	m.gen.onStep = func(seqs int) {
-		*steps = append(*steps, seqs)
-		if len(*steps) == n {
-			close(paused)
-			<-release
+	tuneGen(m, func(c *generate.Config) {
+		c.OnStep = func(s generate.StepInfo) {
+			*steps = append(*steps, s.Sequences)
+			if len(*steps) == n {
+				close(paused)
+				<-release
+			}
 		}
-	}
+	})
 	return paused, func() { once.Do(func() { close(release) }) }
 }
 
 // waitPending polls until n requests are queued for admission.
 func waitPending(t *testing.T, m *Model, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		m.gen.mu.Lock()
-		defer m.gen.mu.Unlock()
-		return len(m.gen.pending) == n
-	}, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return m.gen.Pending() == n }, 5*time.Second, time.Millisecond)
 }
 
 // waitIdle polls until the scheduler goroutine has exited.
 func waitIdle(t *testing.T, m *Model) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		m.gen.mu.Lock()
-		defer m.gen.mu.Unlock()
-		return !m.gen.running
-	}, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !m.gen.Busy() }, 5*time.Second, time.Millisecond)
 }
 
 // alone generates req by itself on a fresh copy of the tiny model.
@@ -86,17 +90,19 @@ func TestShortRequestJoinsRunningDecode(t *testing.T) {
 	// held until the long one ended, the wait would time out.
 	shortReceived := make(chan struct{})
 	var waitedInVain atomic.Bool
-	paused3 := m.gen.onStep
-	m.gen.onStep = func(seqs int) {
-		paused3(seqs)
-		if len(steps) == 9 {
-			select {
-			case <-shortReceived:
-			case <-time.After(5 * time.Second):
-				waitedInVain.Store(true)
+	paused3 := m.gen.Config().OnStep
+	tuneGen(m, func(c *generate.Config) {
+		c.OnStep = func(s generate.StepInfo) {
+			paused3(s)
+			if len(steps) == 9 {
+				select {
+				case <-shortReceived:
+				case <-time.After(5 * time.Second):
+					waitedInVain.Store(true)
+				}
 			}
 		}
-	}
+	})
 	type result struct {
 		g   []lm.Generation
 		err error
@@ -186,14 +192,98 @@ func TestCancelledCallLeavesTheBatch(t *testing.T) {
 	}
 }
 
+// A burst of generation holds the model: a training step asked for while
+// it decodes — a forward with gradients, its backward and a DeviceAdamW
+// update, which changes the weights on the backend — waits for the burst
+// to end, so that every token of the burst comes from the weights it
+// started with and the update lands after its last step.
+func TestTrainingWaitsForGeneration(t *testing.T) {
+	ctx := context.Background()
+	m := loadTiny(t, "qwen3-tiny")
+	m.eos = nil
+	opt, err := m.NewDeviceAdamW(AdamWConfig{LR: 0.05})
+	require.NoError(t, err)
+	req := lm.GenerateRequest{Prompt: []int{5, 17, 3}, Params: lm.SampleParams{Temperature: 1, MaxNewTokens: 12, Seed: u64(1), Logprobs: true}}
+
+	var mu sync.Mutex
+	var events []string
+	note := func(e string) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, e)
+	}
+	var steps []int
+	paused, resume := pauseAt(m, 3, &steps)
+	defer resume()
+	pause := m.gen.Config().OnStep
+	tuneGen(m, func(c *generate.Config) {
+		c.OnStep = func(s generate.StepInfo) {
+			note("step")
+			pause(s)
+		}
+	})
+	type result struct {
+		g   []lm.Generation
+		err error
+	}
+	genDone := make(chan result, 1)
+	go func() {
+		g, err := m.Generate(ctx, []lm.GenerateRequest{req})
+		genDone <- result{g, err}
+	}()
+	<-paused // 3 of the 12 steps made; the scheduler holds the model
+	trained := make(chan error, 1)
+	go func() {
+		batch := lm.TokenBatch{Tokens: [][]int{{5, 17, 3, 30, 31, 32}}}
+		st, backward, err := m.Forward(ctx, batch, true)
+		if err == nil {
+			grad := [][]float32{make([]float32, len(st.LogProbs[0]))}
+			for i := range grad[0] {
+				grad[0][i] = -1 // raise every log-prob
+			}
+			err = backward(ctx, grad, nil)
+		}
+		if err == nil {
+			_, err = opt.Step()
+		}
+		note("trained")
+		trained <- err
+	}()
+	// The training step has every chance to run while the burst waits.
+	select {
+	case err := <-trained:
+		t.Fatalf("a training step ran in the middle of a burst of generation (error %v)", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	resume()
+	g := <-genDone
+	require.NoError(t, g.err)
+	require.NoError(t, <-trained)
+	want := make([]string, 12)
+	for i := range want {
+		want[i] = "step"
+	}
+	assert.Equal(t, append(want, "trained"), events)
+
+	// The burst's tokens and log-probs are those of the weights it
+	// started with; the update did change the weights.
+	before := alone(t, "qwen3-tiny", req)
+	assert.Equal(t, before.Tokens, g.g[0].Tokens)
+	assert.InDeltaSlice(t, toF64(before.LogProbs), toF64(g.g[0].LogProbs), 1e-5)
+	after, err := m.Generate(ctx, []lm.GenerateRequest{req})
+	require.NoError(t, err)
+	assert.NotEqual(t, before.LogProbs, after[0].LogProbs, "the training step changed the weights")
+	waitIdle(t, m)
+}
+
 // Many concurrent calls — single and multi-request, multi-turn sessions,
-// stop tokens, caches that must grow (decodeRoom 2) — give exactly what
+// stop tokens, caches that must grow (blocks of 2 rows) — give exactly what
 // each request gives when generated alone.
 func TestConcurrentCallsMatchGenerationAlone(t *testing.T) {
 	for _, name := range tinyModels {
 		t.Run(name, func(t *testing.T) {
 			m := loadTiny(t, name)
-			m.gen.decodeRoom = 2
+			tuneGen(m, func(c *generate.Config) { c.BlockSize = 2 })
 			vocab := m.Config().VocabSize
 			r := rand.New(rand.NewPCG(9, 9))
 			type call struct {

@@ -39,17 +39,23 @@
 //     different lengths, chunked log-prob/entropy over the vocabulary,
 //     and the backward through every module into each parameter's
 //     gradient.
-//   - generate.go, generate_options.go: the Sampler implementation — a
-//     continuous-batching scheduler (chunked prefill beside decodes,
-//     preemption when the KV cache is full), sampling on the backend
-//     (backend.Decoder's SampleRows: only token ids and log-probs reach
-//     the host), sessions that keep a conversation's KV blocks between
-//     turns (LRU-bounded), stop tokens and strings; the cache sized from
-//     the backend's memory (GenerateOptions).
-//   - kvpool.go: the paged KV cache's block manager — reference counts,
-//     blocks shared by sessions and (optionally) common prompt prefixes,
-//     copy on write of a shared, partly filled block; decode_host.go
-//     runs it on backends without backend.Decoder.
+//   - generate.go, generate_options.go: the Sampler implementation —
+//     Generate, sessions, GenerateOptions and GenerateStats — which hands
+//     the work to the generation engine of subpackage internal/generate:
+//     a continuous-batching scheduler (chunked prefill beside decodes,
+//     preemption when the KV cache is full), the paged KV cache's block
+//     manager (reference counts, blocks shared by sessions and,
+//     optionally, common prompt prefixes, copy on write of a shared,
+//     partly filled block), sessions that keep a conversation's blocks
+//     between turns (LRU-bounded), stop tokens and strings, and the
+//     cache sized from the backend's memory. The engine reaches the
+//     model only through generate.Model, which genModel implements: the
+//     model's shape, its lock (a burst of generation holds it, so
+//     training waits), its weights brought up to date, and one forward
+//     step over a batch whose attention runs over the cache. Sampling
+//     runs on the backend (backend.Decoder's SampleRows: only token ids
+//     and log-probs reach the host), on backend.HostDecoder for a backend
+//     without a Decoder of its own.
 //   - checkpoint.go: Load and Save of Hugging Face checkpoint folders
 //     (config.json, safetensors single or sharded, F32/F16/BF16).
 //   - lora.go, lora_peft.go: LoRA adapters (AddLoRA, LoRAConfig with

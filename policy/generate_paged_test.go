@@ -13,21 +13,8 @@ import (
 	"github.com/agentrl/agentrl/internal/cpu"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/backend"
-	"github.com/agentrl/agentrl/policy/backend/backendtest"
+	"github.com/agentrl/agentrl/policy/internal/generate"
 )
-
-// hostDecoderBackend is the CPU backend seen through hostDecoder: the
-// generic path of backends without backend.Decoder.
-type hostDecoderBackend struct {
-	backend.Backend
-	*hostDecoder
-}
-
-// The generic path passes the Decoder conformance checks of backendtest.
-func TestHostDecoderConformance(t *testing.T) {
-	be := cpu.New()
-	backendtest.Decoder(t, hostDecoderBackend{be, &hostDecoder{be: be}}, backendtest.DefaultTolerance())
-}
 
 // mixedRequests is a batch of greedy and sampled requests of various
 // prompt lengths over a vocabulary of vocab tokens (tiny models: context
@@ -62,7 +49,7 @@ func requireSameGenerations(t *testing.T, want, got []lm.Generation) {
 	}
 }
 
-// A backend without backend.Decoder generates through hostDecoder and
+// A backend without backend.Decoder generates through backend.HostDecoder and
 // gets what the CPU backend's own decoder gives.
 func TestHostDecoderMatchesBackendDecoder(t *testing.T) {
 	ctx := context.Background()
@@ -74,7 +61,7 @@ func TestHostDecoderMatchesBackendDecoder(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, "backend", dev.GenerateStats().Decoder)
 			host := loadTiny(t, name, WithBackend(&allocFailer{Backend: cpu.New()}))
-			host.gen.decodeRoom = 3 // runs of rows that cross blocks
+			tuneGen(host, func(c *generate.Config) { c.BlockSize = 3 }) // runs of rows that cross blocks
 			got, err := host.Generate(ctx, reqs)
 			require.NoError(t, err)
 			assert.Equal(t, "host", host.GenerateStats().Decoder)
@@ -87,7 +74,7 @@ func TestHostDecoderMatchesBackendDecoder(t *testing.T) {
 // CPU: 2 (keys, values) · layers · block rows · KV width · 4.
 func kvBlockBytes(m *Model) int64 {
 	c := m.Config()
-	return int64(2 * c.NumHiddenLayers * m.gen.decodeRoom * c.NumKeyValueHeads * c.HeadDim * 4)
+	return int64(2 * c.NumHiddenLayers * m.gen.Config().BlockSize * c.NumKeyValueHeads * c.HeadDim * 4)
 }
 
 // A cache too small for the whole batch preempts and queues but fails no
@@ -107,11 +94,11 @@ func TestFullCachePreemptsAndQueues(t *testing.T) {
 
 	m := loadTiny(t, "qwen3-tiny")
 	m.eos = nil
-	m.gen.decodeRoom = 4
+	tuneGen(m, func(c *generate.Config) { c.BlockSize = 4 })
 	// 24 blocks of 4 rows = 96 positions: the 16 sequences need up to
 	// 21 + 24 = 45 positions each, so at most a few run at once.
 	budget := 24 * kvBlockBytes(m)
-	m.gen.opt.KVCacheBytes = budget + kvBlockBytes(m)/2 // a partial block does not count
+	tuneGen(m, func(c *generate.Config) { c.KVCacheBytes = budget + kvBlockBytes(m)/2 }) // a partial block does not count
 	got, err := m.Generate(ctx, reqs)
 	require.NoError(t, err)
 	requireSameGenerations(t, want, got)
@@ -128,8 +115,8 @@ func TestCacheTooSmall(t *testing.T) {
 	ctx := context.Background()
 	m := loadTiny(t, "qwen3-tiny")
 	m.eos = nil
-	m.gen.decodeRoom = 4
-	m.gen.opt.KVCacheBytes = 5 * kvBlockBytes(m) // 20 positions
+	tuneGen(m, func(c *generate.Config) { c.BlockSize = 4 })
+	tuneGen(m, func(c *generate.Config) { c.KVCacheBytes = 5 * kvBlockBytes(m) }) // 20 positions
 	_, err := m.Generate(ctx, []lm.GenerateRequest{{Prompt: make([]int, 25)}})
 	require.ErrorIs(t, err, ErrInput)
 	assert.Contains(t, err.Error(), "KV-cache blocks")
@@ -150,9 +137,11 @@ func TestChunkedPrefill(t *testing.T) {
 	want, err := ref.Generate(ctx, reqs)
 	require.NoError(t, err)
 	m := loadTiny(t, "qwen2-tiny")
-	m.gen.prefill = 5
 	var steps []int
-	m.gen.onStep = func(n int) { steps = append(steps, n) }
+	tuneGen(m, func(c *generate.Config) {
+		c.PrefillTokens = 5
+		c.OnStep = func(s generate.StepInfo) { steps = append(steps, s.Sequences) }
+	})
 	got, err := m.Generate(ctx, reqs)
 	require.NoError(t, err)
 	requireSameGenerations(t, want, got)
@@ -177,15 +166,18 @@ func TestBlockSharing(t *testing.T) {
 	t.Run("session", func(t *testing.T) {
 		m := loadTiny(t, "qwen3-tiny")
 		m.eos = nil
-		m.gen.decodeRoom = 4
+		var used []int // blocks in use after each step
+		tuneGen(m, func(c *generate.Config) {
+			c.BlockSize = 4
+			c.OnStep = func(s generate.StepInfo) { used = append(used, s.KVBlocksUsed) }
+		})
 		g1, err := m.Generate(ctx, []lm.GenerateRequest{{Prompt: prompt, Params: params, Session: "s"}})
 		require.NoError(t, err)
 		// The session holds prompt + 8 of the 9 tokens = 19 positions: 5 blocks.
 		st := m.GenerateStats()
 		assert.Equal(t, 5, st.KVBlocksUsed)
 		turn2 := append(append(append([]int(nil), prompt...), g1[0].Tokens...), 44, 45)
-		var used []int
-		m.gen.onStep = func(int) { used = append(used, m.gen.pool.used()) }
+		turn1Steps := len(used)
 		g2, err := m.Generate(ctx, []lm.GenerateRequest{{Prompt: turn2, Params: params, Session: "s"}})
 		require.NoError(t, err)
 		assert.Equal(t, 19, g2[0].CachedTokens)
@@ -194,7 +186,7 @@ func TestBlockSharing(t *testing.T) {
 		// before writing position 19, and takes a sixth for 20–21. The
 		// pool then holds the session's 5 and 2 new blocks: 7, not the
 		// 5 + 6 a copy of the session would take.
-		assert.Equal(t, 7, used[0])
+		assert.Equal(t, 7, used[turn1Steps])
 		fresh := loadTiny(t, "qwen3-tiny")
 		fresh.eos = nil
 		want, err := fresh.Generate(ctx, []lm.GenerateRequest{{Prompt: turn2, Params: params}})
@@ -207,7 +199,7 @@ func TestBlockSharing(t *testing.T) {
 	t.Run("prefix caching", func(t *testing.T) {
 		m := loadTiny(t, "qwen3-tiny", WithGenerateOptions(GenerateOptions{PrefixCaching: true}))
 		m.eos = nil
-		m.gen.decodeRoom = 4
+		tuneGen(m, func(c *generate.Config) { c.BlockSize = 4 })
 		ref := loadTiny(t, "qwen3-tiny")
 		ref.eos = nil
 		// While a first request decodes (its prompt's first 8 positions
@@ -248,63 +240,6 @@ func TestBlockSharing(t *testing.T) {
 		requireSameGenerations(t, want, got)
 	})
 }
-
-// GPUMemoryUtilization sizes a device cache as vLLM does: u·total minus
-// the memory in use, less the activation estimate, in whole blocks.
-func TestCacheSizing(t *testing.T) {
-	m := loadTiny(t, "qwen3-tiny")
-	// No cap from MaxRunning sequences of the whole context.
-	m.cfg.MaxPositionEmbeddings = 1 << 24
-	act := m.activationBytes()
-	per := kvBlockBytes(m)
-	for _, c := range []struct {
-		name        string
-		info        backend.MemoryInfo
-		util        float64
-		bytes       int64
-		wantBlocks  int64
-		wantErrPart string
-	}{
-		// 0.9·100 GiB − (100 − 60) GiB = 50 GiB, less the activations.
-		{name: "device", info: backend.MemoryInfo{Free: 60 << 30, Total: 100 << 30}, util: 0.9, wantBlocks: (50<<30 - act) / per},
-		{name: "device 0.5", info: backend.MemoryInfo{Free: 60 << 30, Total: 100 << 30}, util: 0.5, wantBlocks: (10<<30 - act) / per},
-		// A quarter of 16 GiB available: 4 GiB.
-		{name: "host", info: backend.MemoryInfo{Free: 16 << 30, Total: 32 << 30, Host: true}, wantBlocks: (4 << 30) / per},
-		{name: "host capped", info: backend.MemoryInfo{Free: 64 << 30, Total: 128 << 30, Host: true}, wantBlocks: (8 << 30) / per},
-		{name: "explicit", info: backend.MemoryInfo{Free: 1, Total: 1}, bytes: 10*per + 1, wantBlocks: 10},
-		{name: "no room", info: backend.MemoryInfo{Free: 10 << 30, Total: 100 << 30}, util: 0.9, wantErrPart: "no memory for the KV cache"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			m.gen.dec = memDecoder{Decoder: cpu.New(), info: c.info}
-			m.gen.opt.GPUMemoryUtilization, m.gen.opt.KVCacheBytes = c.util, c.bytes
-			spec, gotPer, err := m.kvSpec()
-			if c.wantErrPart != "" {
-				require.ErrorIs(t, err, ErrInput)
-				assert.Contains(t, err.Error(), c.wantErrPart)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, per, gotPer)
-			assert.Equal(t, int(c.wantBlocks), spec.Blocks)
-		})
-	}
-	// Never more blocks than MaxRunning sequences of the whole context
-	// use: 2 · ⌈64/16⌉ = 8.
-	m.cfg.MaxPositionEmbeddings = 64
-	m.gen.opt.MaxRunning = 2
-	m.gen.opt.KVCacheBytes = 1 << 30
-	spec, _, err := m.kvSpec()
-	require.NoError(t, err)
-	assert.Equal(t, 8, spec.Blocks)
-}
-
-// memDecoder reports given memory.
-type memDecoder struct {
-	backend.Decoder
-	info backend.MemoryInfo
-}
-
-func (d memDecoder) MemoryInfo() (backend.MemoryInfo, error) { return d.info, nil }
 
 // countingCPU is the CPU backend with its Decoder, counting the calls
 // that move data to the host or between buffers.

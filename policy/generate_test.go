@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentrl/agentrl/lm"
+	"github.com/agentrl/agentrl/policy/internal/generate"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -123,7 +124,7 @@ func TestSessionContinuationMatchesFullForward(t *testing.T) {
 	for _, name := range tinyModels {
 		t.Run(name, func(t *testing.T) {
 			m := loadTiny(t, name)
-			m.gen.decodeRoom = 2 // make the KV cache grow during decode
+			tuneGen(m, func(c *generate.Config) { c.BlockSize = 2 }) // make the KV cache grow during decode
 			params := lm.SampleParams{Temperature: 0.7, MaxNewTokens: 6, Seed: u64(3), Logprobs: true}
 			prompt := []int{5, 17, 3, 30}
 			g1, err := m.Generate(ctx, []lm.GenerateRequest{{Prompt: prompt, Params: params, Session: "s"}})

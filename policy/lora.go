@@ -281,7 +281,7 @@ func (m *Model) attachLoRA(cfg LoRAConfig) error {
 func (m *Model) adapterChanged() {
 	m.w.hostWritten()
 	m.loraEpoch++
-	m.gen.closeAll(m.be)
+	m.gen.Reset()
 }
 
 // LoRA returns the adapter's configuration (defaults filled in) and

@@ -12,6 +12,7 @@ import (
 	"github.com/agentrl/agentrl/internal/cpu"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/backend"
+	"github.com/agentrl/agentrl/policy/internal/generate"
 )
 
 // ErrInput marks token ids, gradients or options a Model cannot use; the
@@ -47,7 +48,9 @@ type Model struct {
 	// forward's.
 	loraEpoch uint64
 	devOpt    *DeviceAdamW // the optimizer of a training state on the backend, freed by Close
-	gen       *generator
+	// gen is the generation engine: scheduler, paged KV cache and
+	// sessions. It holds mu for a burst of generation (genModel.Lock).
+	gen *generate.Engine
 	// checkpoint: a forward with gradients keeps each layer's input only,
 	// and the backward recomputes the layer from it (activation
 	// checkpointing). Under mu.
@@ -59,12 +62,9 @@ type ModelOption func(*modelOptions)
 
 type modelOptions struct {
 	be          backend.Backend
-	maxSessions int
-	decode      func([]int) string
-	seed        uint64
 	backendInit bool
 	checkpoint  bool
-	gen         GenerateOptions
+	gen         generate.Config // sessions, sampler seed, decoder, GenerateOptions
 }
 
 // WithBackend runs the model on be instead of the default CPU backend:
@@ -75,19 +75,19 @@ func WithBackend(be backend.Backend) ModelOption { return func(o *modelOptions) 
 // WithMaxSessions bounds how many sessions' KV caches the sampler keeps
 // (least recently used dropped first); default 64, values below 1 mean 1.
 func WithMaxSessions(n int) ModelOption {
-	return func(o *modelOptions) { o.maxSessions = max(n, 1) }
+	return func(o *modelOptions) { o.gen.MaxSessions = max(n, 1) }
 }
 
 // WithDecoder gives the sampler a detokeniser (for example a tokenizer's
 // Decode), which Stop strings need; without one, a request with Stop
 // strings is an error.
 func WithDecoder(decode func(ids []int) string) ModelOption {
-	return func(o *modelOptions) { o.decode = decode }
+	return func(o *modelOptions) { o.gen.Decode = decode }
 }
 
 // WithSamplerSeed seeds the sampler's own random source, from which
 // requests without SampleParams.Seed draw (default 0).
-func WithSamplerSeed(seed uint64) ModelOption { return func(o *modelOptions) { o.seed = seed } }
+func WithSamplerSeed(seed uint64) ModelOption { return func(o *modelOptions) { o.gen.Seed = seed } }
 
 // WithBackendInit makes New draw the random weights on the model's
 // backend (backend.Initializer: a GPU makes them in device memory)
@@ -116,7 +116,7 @@ func WithBackendInit() ModelOption { return func(o *modelOptions) { o.backendIni
 func WithActivationCheckpointing() ModelOption { return func(o *modelOptions) { o.checkpoint = true } }
 
 func buildOptions(opts []ModelOption) modelOptions {
-	o := modelOptions{maxSessions: 64}
+	o := modelOptions{gen: generate.Config{MaxSessions: 64}}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -195,7 +195,11 @@ func newModel(cfg Config, o modelOptions) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Model{cfg: cfg, be: o.be, net: net, w: w, eos: slices.Clone(cfg.EOSTokenIDs), gen: newGenerator(o), checkpoint: o.checkpoint}, nil
+	m := &Model{cfg: cfg, be: o.be, net: net, w: w, eos: slices.Clone(cfg.EOSTokenIDs), checkpoint: o.checkpoint}
+	gc := o.gen
+	gc.ErrInput = ErrInput
+	m.gen = generate.New(newGenModel(m), decoderOf(o.be), gc)
+	return m, nil
 }
 
 // SetActivationCheckpointing turns activation checkpointing on or off for
@@ -212,7 +216,7 @@ func (m *Model) SetActivationCheckpointing(on bool) {
 func (m *Model) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.gen.closeAll(m.be)
+	m.gen.Reset()
 	if m.devOpt != nil {
 		m.devOpt.free()
 	}

@@ -12,7 +12,8 @@
 // attention call per layer per step) and sampling over logits that never
 // leave the device, by the rule SampleRow documents (vLLM's truncations,
 // a Philox4x32-10 number per token). HostSampler is that rule on the
-// host.
+// host, and HostDecoder a Decoder for any backend, made of its Memory and
+// Kernels (the generation of backends without a Decoder of their own).
 //
 // The transformer in package policy is written once over this interface,
 // so one model definition runs on every backend; internal/cpu implements

@@ -1,4 +1,4 @@
-package policy
+package generate
 
 import (
 	"encoding/binary"
@@ -7,7 +7,7 @@ import (
 	"github.com/agentrl/agentrl/policy/backend"
 )
 
-// kvPool is the generator's paged KV cache (vLLM's block manager over
+// kvPool is the engine's paged KV cache (vLLM's block manager over
 // PagedAttention's blocks): a backend cache of blocks of bs rows, a
 // reference count per block, and a free list. A sequence holds its blocks
 // through a block table (kvSeq); a session kept between turns holds the
@@ -24,7 +24,7 @@ import (
 // their epoch advances, which makes stale registrations of the blocks
 // after them unreachable).
 //
-// A kvPool is used only by the scheduler, under Model.mu.
+// A kvPool is used only under the model's lock (see Engine.pool).
 type kvPool struct {
 	dec   backend.Decoder
 	cache backend.KVCache

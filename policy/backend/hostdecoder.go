@@ -1,68 +1,72 @@
-package policy
+package backend
 
 import (
+	"errors"
 	"fmt"
-
-	"github.com/agentrl/agentrl/policy/backend"
 )
 
-// hostDecoder gives backends without backend.Decoder the generator's
-// paged KV cache and sampling, through their Memory and Kernels: the
-// cache is one key and one value buffer per layer, grown (by doubling,
-// up to the spec's blocks) as blocks are touched; appends and attention
-// move rows with Copy (one call per run of consecutive cache rows), the
-// attention gathers each sequence's rows into contiguous scratch for
-// AttentionForward, and sampling downloads the sampled rows' logits and
-// runs backend.HostSampler. It is the slow path that keeps every backend
-// working; the CPU and CUDA backends implement Decoder themselves.
-type hostDecoder struct {
-	be      backend.Backend
-	sampler backend.HostSampler
+// HostDecoder is a Decoder for any Backend, made of its Memory and
+// Kernels, which gives backends without a Decoder of their own
+// generation's paged KV cache and sampling: the cache is one key and one
+// value buffer per layer, grown (by doubling, up to the spec's blocks) as
+// blocks are touched; appends and attention move rows with Copy (one call
+// per run of consecutive cache rows), the attention gathers each
+// sequence's rows into contiguous scratch for AttentionForward, and
+// sampling downloads the sampled rows' logits and runs HostSampler. It is
+// the slow path that keeps every backend working; the CPU and CUDA
+// backends implement Decoder themselves. Like every Decoder, it is used
+// from one goroutine at a time.
+type HostDecoder struct {
+	be      Backend
+	sampler HostSampler
 }
 
-var _ backend.Decoder = (*hostDecoder)(nil)
+var _ Decoder = (*HostDecoder)(nil)
 
-// hostKVInitial is the blocks a hostDecoder cache starts with.
+// NewHostDecoder returns the Decoder that runs on be's Memory and Kernels.
+func NewHostDecoder(be Backend) *HostDecoder { return &HostDecoder{be: be} }
+
+// hostKVInitial is the blocks a HostDecoder cache starts with.
 const hostKVInitial = 16
 
-// hostKV is a hostDecoder cache: per layer, keys and values of capBlocks
+// hostKV is a HostDecoder cache: per layer, keys and values of capBlocks
 // blocks.
 type hostKV struct {
-	spec      backend.KVCacheSpec
-	k, v      []backend.Buffer
+	spec      KVCacheSpec
+	k, v      []Buffer
 	capBlocks int
 	freed     bool
 }
 
-func (c *hostKV) Spec() backend.KVCacheSpec { return c.spec }
+func (c *hostKV) Spec() KVCacheSpec { return c.spec }
 
-// hostLayout is a step prepared by a hostDecoder: the step, each new
+// hostLayout is a step prepared by a HostDecoder: the step, each new
 // row's cache row, and the gather scratch its layers reuse.
 type hostLayout struct {
 	cache    *hostKV
-	step     backend.PagedStep
+	step     PagedStep
 	slots    []int32
-	gk, gv   backend.Buffer
-	spans    []backend.Span
-	rows     backend.Rows // the step's rows over the gathered keys, made with gk
+	gk, gv   Buffer
+	spans    []Span
+	rows     Rows // the step's rows over the gathered keys, made with gk
 	released bool
 }
 
-func (l *hostLayout) Step() backend.PagedStep { return l.step }
-func (l *hostLayout) Cache() backend.KVCache  { return l.cache }
+func (l *hostLayout) Step() PagedStep { return l.step }
+func (l *hostLayout) Cache() KVCache  { return l.cache }
 
-func (d *hostDecoder) kv(c backend.KVCache) (*hostKV, error) {
+func (d *HostDecoder) kv(c KVCache) (*hostKV, error) {
 	kc, ok := c.(*hostKV)
 	if !ok || kc == nil || kc.freed {
-		return nil, fmt.Errorf("%w: not a live KV cache of this decoder", backend.ErrBuffer)
+		return nil, fmt.Errorf("%w: not a live KV cache of this decoder", ErrBuffer)
 	}
 	return kc, nil
 }
 
-func (d *hostDecoder) layout(l backend.PagedLayout) (*hostLayout, error) {
+func (d *HostDecoder) layout(l PagedLayout) (*hostLayout, error) {
 	hl, ok := l.(*hostLayout)
 	if !ok || hl == nil || hl.released {
-		return nil, fmt.Errorf("%w: not a live step layout of this decoder", backend.ErrBuffer)
+		return nil, fmt.Errorf("%w: not a live step layout of this decoder", ErrBuffer)
 	}
 	if _, err := d.kv(hl.cache); err != nil {
 		return nil, err
@@ -70,13 +74,14 @@ func (d *hostDecoder) layout(l backend.PagedLayout) (*hostLayout, error) {
 	return hl, nil
 }
 
-// MemoryInfo is unknown for a generic backend.
-func (d *hostDecoder) MemoryInfo() (backend.MemoryInfo, error) {
-	return backend.MemoryInfo{}, fmt.Errorf("policy: backend %s does not report its memory", d.be.Name())
+// MemoryInfo is an error wrapping errors.ErrUnsupported: a generic
+// backend does not report its memory.
+func (d *HostDecoder) MemoryInfo() (MemoryInfo, error) {
+	return MemoryInfo{}, fmt.Errorf("%w: backend %s does not report its memory", errors.ErrUnsupported, d.be.Name())
 }
 
 // KVBlockBytes counts float32 rows.
-func (d *hostDecoder) KVBlockBytes(s backend.KVCacheSpec) (int64, error) {
+func (d *HostDecoder) KVBlockBytes(s KVCacheSpec) (int64, error) {
 	if err := s.Check(); err != nil {
 		return 0, err
 	}
@@ -84,7 +89,7 @@ func (d *hostDecoder) KVBlockBytes(s backend.KVCacheSpec) (int64, error) {
 }
 
 // NewKVCache allocates the first hostKVInitial blocks of every layer.
-func (d *hostDecoder) NewKVCache(s backend.KVCacheSpec) (backend.KVCache, error) {
+func (d *HostDecoder) NewKVCache(s KVCacheSpec) (KVCache, error) {
 	if err := s.Check(); err != nil {
 		return nil, err
 	}
@@ -97,20 +102,20 @@ func (d *hostDecoder) NewKVCache(s backend.KVCacheSpec) (backend.KVCache, error)
 
 // grow reallocates c's buffers for at least blocks blocks (doubling, up
 // to the spec), copying what they hold; on failure c is unchanged.
-func (d *hostDecoder) grow(c *hostKV, blocks int) error {
+func (d *HostDecoder) grow(c *hostKV, blocks int) error {
 	if blocks <= c.capBlocks {
 		return nil
 	}
 	blocks = min(max(blocks, 2*c.capBlocks), c.spec.Blocks)
 	rows := c.spec.BlockSize * c.spec.Width()
-	var k, v []backend.Buffer
+	var k, v []Buffer
 	undo := func() {
 		for _, b := range append(k, v...) {
 			_ = d.be.Free(b)
 		}
 	}
 	for l := range c.spec.Layers {
-		for _, dst := range []*[]backend.Buffer{&k, &v} {
+		for _, dst := range []*[]Buffer{&k, &v} {
 			b, err := d.be.Alloc(blocks * rows)
 			if err != nil {
 				undo()
@@ -136,7 +141,7 @@ func (d *hostDecoder) grow(c *hostKV, blocks int) error {
 	return nil
 }
 
-func (d *hostDecoder) freeBuffers(c *hostKV) {
+func (d *HostDecoder) freeBuffers(c *hostKV) {
 	for _, b := range append(c.k, c.v...) {
 		_ = d.be.Free(b)
 	}
@@ -144,7 +149,7 @@ func (d *hostDecoder) freeBuffers(c *hostKV) {
 }
 
 // FreeKVCache frees the buffers.
-func (d *hostDecoder) FreeKVCache(c backend.KVCache) error {
+func (d *HostDecoder) FreeKVCache(c KVCache) error {
 	kc, err := d.kv(c)
 	if err != nil {
 		return err
@@ -155,12 +160,12 @@ func (d *hostDecoder) FreeKVCache(c backend.KVCache) error {
 }
 
 // CopyKVBlocks copies block by block, layer by layer.
-func (d *hostDecoder) CopyKVBlocks(c backend.KVCache, src, dst []int32) error {
+func (d *HostDecoder) CopyKVBlocks(c KVCache, src, dst []int32) error {
 	kc, err := d.kv(c)
 	if err != nil {
 		return err
 	}
-	if err := backend.CheckBlockCopy(kc.spec, src, dst); err != nil {
+	if err := CheckBlockCopy(kc.spec, src, dst); err != nil {
 		return err
 	}
 	top := 0
@@ -186,12 +191,12 @@ func (d *hostDecoder) CopyKVBlocks(c backend.KVCache, src, dst []int32) error {
 
 // PrepareStep checks the step and grows the cache over every block it
 // names.
-func (d *hostDecoder) PrepareStep(c backend.KVCache, s backend.PagedStep) (backend.PagedLayout, error) {
+func (d *HostDecoder) PrepareStep(c KVCache, s PagedStep) (PagedLayout, error) {
 	kc, err := d.kv(c)
 	if err != nil {
 		return nil, err
 	}
-	slots, err := backend.CheckPagedStep(kc.spec, s)
+	slots, err := CheckPagedStep(kc.spec, s)
 	if err != nil {
 		return nil, err
 	}
@@ -208,12 +213,12 @@ func (d *hostDecoder) PrepareStep(c backend.KVCache, s backend.PagedStep) (backe
 }
 
 // ReleaseStep frees the gather scratch.
-func (d *hostDecoder) ReleaseStep(l backend.PagedLayout) error {
+func (d *HostDecoder) ReleaseStep(l PagedLayout) error {
 	hl, err := d.layout(l)
 	if err != nil {
 		return err
 	}
-	for _, b := range []backend.Buffer{hl.gk, hl.gv} {
+	for _, b := range []Buffer{hl.gk, hl.gv} {
 		if b != nil {
 			_ = d.be.Free(b)
 		}
@@ -226,20 +231,20 @@ func (d *hostDecoder) ReleaseStep(l backend.PagedLayout) error {
 }
 
 // AppendKV copies runs of rows that go to consecutive cache rows.
-func (d *hostDecoder) AppendKV(l backend.PagedLayout, layer int, k, v backend.Buffer) error {
+func (d *HostDecoder) AppendKV(l PagedLayout, layer int, k, v Buffer) error {
 	hl, err := d.layout(l)
 	if err != nil {
 		return err
 	}
 	spec := hl.cache.spec
 	if layer < 0 || layer >= spec.Layers {
-		return fmt.Errorf("%w: layer %d of a cache of %d layers", backend.ErrIndex, layer, spec.Layers)
+		return fmt.Errorf("%w: layer %d of a cache of %d layers", ErrIndex, layer, spec.Layers)
 	}
 	w := spec.Width()
-	if err := backend.CheckKVRows("append keys", k, hl.step.Rows, w); err != nil {
+	if err := CheckKVRows("append keys", k, hl.step.Rows, w); err != nil {
 		return err
 	}
-	if err := backend.CheckKVRows("append values", v, hl.step.Rows, w); err != nil {
+	if err := CheckKVRows("append values", v, hl.step.Rows, w); err != nil {
 		return err
 	}
 	s := hl.slots
@@ -266,25 +271,25 @@ func (d *hostDecoder) AppendKV(l backend.PagedLayout, layer int, k, v backend.Bu
 // PagedAttention gathers every sequence's keys and values of layer into
 // contiguous scratch, sequence after sequence, and runs AttentionForward
 // over it.
-func (d *hostDecoder) PagedAttention(l backend.PagedLayout, layer int, a backend.Attention, out, q backend.Buffer) error {
+func (d *HostDecoder) PagedAttention(l PagedLayout, layer int, a Attention, out, q Buffer) error {
 	hl, err := d.layout(l)
 	if err != nil {
 		return err
 	}
 	spec := hl.cache.spec
-	if err := backend.CheckPagedAttention(spec, hl.step.Rows, layer, a, out, q); err != nil {
+	if err := CheckPagedAttention(spec, hl.step.Rows, layer, a, out, q); err != nil {
 		return err
 	}
 	w, bs := spec.Width(), spec.BlockSize
 	if hl.gk == nil {
 		total := 0
 		pos := make([]int32, hl.step.Rows) // rows in no sequence: position 0
-		var spans []backend.Span
+		var spans []Span
 		for _, s := range hl.step.Seqs {
 			if s.QLen == 0 {
 				continue
 			}
-			spans = append(spans, backend.Span{Q0: s.Q0, QLen: s.QLen, K0: total, KLen: s.KLen})
+			spans = append(spans, Span{Q0: s.Q0, QLen: s.QLen, K0: total, KLen: s.KLen})
 			for i := range s.QLen {
 				pos[s.Q0+i] = int32(s.KLen - s.QLen + i)
 			}
@@ -329,8 +334,8 @@ func (d *hostDecoder) PagedAttention(l backend.PagedLayout, layer int, a backend
 }
 
 // SampleRows downloads the logits and samples on the host.
-func (d *hostDecoder) SampleRows(logits backend.Buffer, vocab int, rows []backend.SampleRow, out []backend.SampleResult) error {
-	if err := backend.CheckSampleRows(logits, vocab, rows, out); err != nil {
+func (d *HostDecoder) SampleRows(logits Buffer, vocab int, rows []SampleRow, out []SampleResult) error {
+	if err := CheckSampleRows(logits, vocab, rows, out); err != nil {
 		return err
 	}
 	if len(rows) == 0 {
