@@ -169,6 +169,10 @@ func TestCancelledCallLeavesTheBatch(t *testing.T) {
 		_, err := m.Generate(ctx, []lm.GenerateRequest{drop})
 		dropErr <- err
 	}()
+	// The dropped call is queued (the scheduler starts with it) before
+	// the kept one is made: waiting for no pending request alone would
+	// pass before the goroutine above has run.
+	require.Eventually(t, m.gen.Busy, 5*time.Second, time.Millisecond)
 	waitPending(t, m, 0)
 	keepDone := make(chan []lm.Generation, 1)
 	go func() {
@@ -188,7 +192,7 @@ func TestCancelledCallLeavesTheBatch(t *testing.T) {
 	// Once cancelled, the dropped sequence was never advanced again: at
 	// most the 2 steps before the pause carried it.
 	for i, n := range steps[2:] {
-		assert.LessOrEqual(t, n, 1, "step %d", i+3)
+		assert.LessOrEqual(t, n, 1, "step %d of %v", i+3, steps)
 	}
 }
 

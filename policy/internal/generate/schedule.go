@@ -92,11 +92,13 @@ func (e *Engine) schedule() {
 		clear(e.pool.key)
 	}
 	for {
-		s.dropEnded()
 		e.mu.Lock()
 		e.freeDoomedLocked()
 		s.waiting = append(s.waiting, e.pending...)
 		e.pending = nil
+		// After the intake, so that a call whose caller left while it
+		// was queued never reaches a step.
+		s.dropEnded()
 		if len(s.running) == 0 && len(s.waiting) == 0 {
 			e.running = false
 			if len(e.sessions) == 0 {
