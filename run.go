@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strconv"
 
+	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
@@ -280,25 +281,25 @@ type ValidationConfig struct {
 	// differences between steps come from the policy.
 	Sampling lm.SampleParams
 	Seed     uint64
-	// Eval configures the metrics (EvalConfig's zero value is verl's).
-	Eval EvalConfig
+	// Eval configures the metrics (eval.Config's zero value is verl's).
+	Eval eval.Config
 }
 
 // Validate rolls out N samples of every validation prompt with the
 // trainer's engine, scores them with its reward (without the overlong
 // shaping, as verl's validation does) and returns verl's validation
-// metrics (agentrl.Evaluate: mean@n, pass@k, maj@k, best@k per data
+// metrics (eval.Evaluate: mean@n, pass@k, maj@k, best@k per data
 // source) with the tool calls per answer as an extra variable.
-func (t *Trainer) Validate(ctx context.Context, vc ValidationConfig) (EvalResult, error) {
+func (t *Trainer) Validate(ctx context.Context, vc ValidationConfig) (eval.Result, error) {
 	if len(vc.Prompts) == 0 {
-		return EvalResult{}, fmt.Errorf("%w: ValidationConfig.Prompts is empty", ErrTrainerConfig)
+		return eval.Result{}, fmt.Errorf("%w: ValidationConfig.Prompts is empty", ErrTrainerConfig)
 	}
 	if vc.N < 0 {
-		return EvalResult{}, fmt.Errorf("%w: ValidationConfig.N = %d, want ≥ 0", ErrTrainerConfig, vc.N)
+		return eval.Result{}, fmt.Errorf("%w: ValidationConfig.N = %d, want ≥ 0", ErrTrainerConfig, vc.N)
 	}
 	// A validation before the first step validates rank 0's weights too.
 	if err := t.dp.start(ctx, t.opt, t.fingerprint()); err != nil {
-		return EvalResult{}, fmt.Errorf("agentrl: validation: data parallel: %w", err)
+		return eval.Result{}, fmt.Errorf("agentrl: validation: data parallel: %w", err)
 	}
 	n := max(vc.N, 1)
 	// In a data-parallel job each rank rolls out its share of the
@@ -318,14 +319,14 @@ func (t *Trainer) Validate(ctx context.Context, vc ValidationConfig) (EvalResult
 		}
 	}
 	if err != nil {
-		return EvalResult{}, err
+		return eval.Result{}, err
 	}
-	return Evaluate(ctx, recs, vc.Eval)
+	return eval.Evaluate(ctx, recs, vc.Eval)
 }
 
 // validationRecords rolls out and scores reqs, the requests of
 // vc.Prompts[lo:].
-func (t *Trainer) validationRecords(ctx context.Context, vc ValidationConfig, reqs []rollout.Request, lo int) ([]EvalRecord, error) {
+func (t *Trainer) validationRecords(ctx context.Context, vc ValidationConfig, reqs []rollout.Request, lo int) ([]eval.Record, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
@@ -341,9 +342,9 @@ func (t *Trainer) validationRecords(ctx context.Context, vc ValidationConfig, re
 	if err != nil {
 		return nil, err
 	}
-	recs := make([]EvalRecord, len(trajs))
+	recs := make([]eval.Record, len(trajs))
 	for i, tr := range trajs {
-		recs[i] = EvalRecord{
+		recs[i] = eval.Record{
 			DataSource: vc.Prompts[lo+tr.Request].DataSource, PromptID: tr.ID,
 			Score: outs[i].Score, Acc: outs[i].Acc, Pred: outs[i].Pred,
 			Extra: map[string]float64{"tool_calls": float64(len(tr.ToolCalls))},

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/rollout"
 )
@@ -259,7 +260,7 @@ func TestValidate(t *testing.T) {
 	for _, c := range []struct {
 		v, name string
 		want    float64
-	}{{agentrl.EvalVarAcc, "mean@3", 0.5}, {agentrl.EvalVarAcc, "pass@3", 1}, {"tool_calls", "mean@3", 0}} {
+	}{{eval.VarAcc, "mean@3", 0.5}, {eval.VarAcc, "pass@3", 1}, {"tool_calls", "mean@3", 0}} {
 		got, ok := res.Value("s", c.v, c.name)
 		require.True(t, ok, c.name)
 		assert.InDelta(t, c.want, got, 1e-12, "%s/%s", c.v, c.name)

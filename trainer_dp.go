@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentrl/agentrl/dataset"
 	"github.com/agentrl/agentrl/dist"
+	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/rollout"
 )
 
@@ -294,8 +295,8 @@ func (d *dp) recordedWorld() int {
 }
 
 // gatherRecords concatenates every rank's records in rank order.
-func (d *dp) gatherRecords(ctx context.Context, recs []EvalRecord) ([]EvalRecord, error) {
-	type records struct{ R []EvalRecord }
+func (d *dp) gatherRecords(ctx context.Context, recs []eval.Record) ([]eval.Record, error) {
+	type records struct{ R []eval.Record }
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(records{recs}); err != nil {
 		return nil, err
@@ -312,7 +313,7 @@ func (d *dp) gatherRecords(ctx context.Context, recs []EvalRecord) ([]EvalRecord
 	if err := d.comm.AllGather(ctx, mine, all); err != nil {
 		return nil, err
 	}
-	var out []EvalRecord
+	var out []eval.Record
 	for r := range d.size {
 		var part records
 		if err := gob.NewDecoder(bytes.NewReader(all[r*width : r*width+int(lens[r])])).Decode(&part); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/dist"
+	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/reward"
@@ -463,7 +464,7 @@ func TestDataParallelValidate(t *testing.T) {
 	}
 	want, err := validator(agentrl.DataParallel{}).Validate(ctx, vc)
 	require.NoError(t, err)
-	got := make([]agentrl.EvalResult, 3)
+	got := make([]eval.Result, 3)
 	errs := onRanks(t, 3, time.Minute, func(r int, comm dist.Comm) error {
 		var err error
 		got[r], err = validator(agentrl.DataParallel{Comm: comm}).Validate(ctx, vc)
@@ -474,7 +475,7 @@ func TestDataParallelValidate(t *testing.T) {
 		assert.Equal(t, want.Map(), got[r].Map(), "rank %d", r)
 	}
 	// Prompts 0–4 draw seeds 1–15: 7 even of 15, mean@3 = 7/15.
-	v, ok := got[2].Value("s", agentrl.EvalVarAcc, "mean@3")
+	v, ok := got[2].Value("s", eval.VarAcc, "mean@3")
 	require.True(t, ok)
 	assert.InDelta(t, 7.0/15, v, 1e-12)
 }

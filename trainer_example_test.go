@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/gorgonia"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/policy"
@@ -71,7 +72,7 @@ func ExampleTrainer() {
 			if err != nil {
 				return nil, err
 			}
-			v, _ := res.Value("bandit", agentrl.EvalVarAcc, "mean@16")
+			v, _ := res.Value("bandit", eval.VarAcc, "mean@16")
 			acc = append(acc, v)
 			return res.Map(), nil
 		},

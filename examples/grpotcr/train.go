@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/fleet"
 	"github.com/agentrl/agentrl/lm"
@@ -217,7 +218,7 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 
 // printValidation writes one line per data source: the accuracy's mean@n
 // and pass@n, and the tool calls per answer.
-func printValidation(w io.Writer, step int, res agentrl.EvalResult) {
+func printValidation(w io.Writer, step int, res eval.Result) {
 	var sources []string
 	for _, m := range res.Metrics {
 		if !slices.Contains(sources, m.Source) {
@@ -231,7 +232,7 @@ func printValidation(w io.Writer, step int, res agentrl.EvalResult) {
 				continue
 			}
 			switch {
-			case m.Var == agentrl.EvalVarAcc && (m.Name == fmt.Sprintf("mean@%d", m.K) || m.Name == fmt.Sprintf("pass@%d", m.K)):
+			case m.Var == eval.VarAcc && (m.Name == fmt.Sprintf("mean@%d", m.K) || m.Name == fmt.Sprintf("pass@%d", m.K)):
 				line += fmt.Sprintf(" acc/%s=%.4f", m.Name, m.Value)
 			case m.Var == "tool_calls" && m.Name == fmt.Sprintf("mean@%d", m.K):
 				line += fmt.Sprintf(" tool_calls/%s=%.2f", m.Name, m.Value)
