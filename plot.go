@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/agentrl/agentrl/metrics"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -75,7 +76,7 @@ const maxPlotPixels = 64 << 20
 // with a grid of panels and writes it to w. A step logged more than once (a
 // resumed run) keeps its last row; NaN values (null in the log) are left out
 // of the lines. It returns ErrNoPlotData when no panel has a finite value.
-func PlotMetrics(w io.Writer, rows []MetricsRow, cfg PlotConfig) error {
+func PlotMetrics(w io.Writer, rows []metrics.Row, cfg PlotConfig) error {
 	img, err := renderMetrics(rows, cfg)
 	if err != nil {
 		return err
@@ -89,7 +90,7 @@ func PlotMetrics(w io.Writer, rows []MetricsRow, cfg PlotConfig) error {
 // PlotMetricsFile reads the metrics log at logPath and writes its plot to
 // pngPath atomically (WriteFileAtomicFunc).
 func PlotMetricsFile(logPath, pngPath string, cfg PlotConfig) error {
-	rows, err := ReadMetricsLogFile(logPath)
+	rows, err := metrics.ReadFile(logPath)
 	if err != nil {
 		return err
 	}
@@ -109,7 +110,7 @@ type plotSeries struct {
 	xys plotter.XYs
 }
 
-func renderMetrics(rows []MetricsRow, cfg PlotConfig) (*vgimg.Canvas, error) {
+func renderMetrics(rows []metrics.Row, cfg PlotConfig) (*vgimg.Canvas, error) {
 	panels := cfg.Panels
 	if panels == nil {
 		panels = DefaultPlotPanels()
@@ -181,12 +182,12 @@ func renderMetrics(rows []MetricsRow, cfg PlotConfig) (*vgimg.Canvas, error) {
 }
 
 // lastRowPerStep sorts rows by step, keeping the last row of each step.
-func lastRowPerStep(rows []MetricsRow) []MetricsRow {
-	byStep := make(map[int]MetricsRow, len(rows))
+func lastRowPerStep(rows []metrics.Row) []metrics.Row {
+	byStep := make(map[int]metrics.Row, len(rows))
 	for _, r := range rows {
 		byStep[r.Step] = r
 	}
-	out := make([]MetricsRow, 0, len(byStep))
+	out := make([]metrics.Row, 0, len(byStep))
 	for _, r := range byStep {
 		out = append(out, r)
 	}
@@ -196,7 +197,7 @@ func lastRowPerStep(rows []MetricsRow) []MetricsRow {
 
 // panelSeries collects the finite values of the panel's keys, in the order
 // of the panel's keys and, within a pattern, of the matched keys.
-func panelSeries(rows []MetricsRow, panel PlotPanel) ([]plotSeries, error) {
+func panelSeries(rows []metrics.Row, panel PlotPanel) ([]plotSeries, error) {
 	var keys []string
 	for _, pattern := range panel.Keys {
 		if _, err := path.Match(pattern, ""); err != nil {

@@ -7,13 +7,14 @@ import (
 	"math"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/metrics"
 )
 
 func ExamplePlotMetrics() {
-	var rows []agentrl.MetricsRow
+	var rows []metrics.Row
 	for step := 1; step <= 20; step++ {
 		s := float64(step)
-		rows = append(rows, agentrl.MetricsRow{Step: step, Values: map[string]float64{
+		rows = append(rows, metrics.Row{Step: step, Values: map[string]float64{
 			"critic/rewards/mean": 1 - math.Exp(-s/8),
 			"actor/entropy":       math.Exp(-s / 30),
 		}})

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/agentrl/agentrl/metrics"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,8 +18,8 @@ import (
 // rising reward and accuracy, falling entropy, noisy clip fraction, KL and
 // gradient norm, validation accuracy every 10 steps, a NaN KL at step 30
 // and steps 41–45 logged twice (a resume from the step-40 checkpoint).
-func sampleRun() []MetricsRow {
-	var rows []MetricsRow
+func sampleRun() []metrics.Row {
+	var rows []metrics.Row
 	add := func(step int, rerun bool) {
 		s := float64(step)
 		v := map[string]float64{
@@ -43,7 +44,7 @@ func sampleRun() []MetricsRow {
 			v["val-core/arith/acc/mean@8"] = 0.85 * (1 - math.Exp(-s/20))
 			v["val-core/gsm/acc/mean@4"] = 0.6 * (1 - math.Exp(-s/30))
 		}
-		rows = append(rows, MetricsRow{Step: step, Values: v})
+		rows = append(rows, metrics.Row{Step: step, Values: v})
 	}
 	for s := 1; s <= 45; s++ {
 		add(s, false)
@@ -146,7 +147,7 @@ func TestPlotSeriesSelection(t *testing.T) {
 func TestPlotMetricsErrors(t *testing.T) {
 	var buf bytes.Buffer
 	require.ErrorIs(t, PlotMetrics(&buf, nil, PlotConfig{}), ErrNoPlotData)
-	onlyNaN := []MetricsRow{{Step: 1, Values: map[string]float64{"actor/entropy": math.NaN()}}}
+	onlyNaN := []metrics.Row{{Step: 1, Values: map[string]float64{"actor/entropy": math.NaN()}}}
 	require.ErrorIs(t, PlotMetrics(&buf, onlyNaN, PlotConfig{}), ErrNoPlotData)
 	rows := sampleRun()
 	require.Error(t, PlotMetrics(&buf, rows, PlotConfig{Width: -1}))
@@ -162,7 +163,7 @@ func TestPlotMetricsErrors(t *testing.T) {
 func TestPlotMetricsFile(t *testing.T) {
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "metrics.jsonl")
-	l, err := OpenMetricsLog(logPath, MetricsLogOptions{})
+	l, err := metrics.Open(logPath, metrics.Options{})
 	require.NoError(t, err)
 	for _, r := range sampleRun() {
 		require.NoError(t, l.Log(r.Step, r.Values))

@@ -2,6 +2,7 @@ package agentrl
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -219,3 +220,10 @@ func TestProgressOfTrainers(t *testing.T) {
 		"step 2/2 (100%) reward -0.500 acc 0.250 100 tok/s elapsed 5s eta 0s",
 	}, lines(buf.String()))
 }
+
+// errWriter fails every write with errDiskFull.
+var errDiskFull = errors.New("disk full")
+
+type errWriter struct{}
+
+func (errWriter) Write([]byte) (int, error) { return 0, errDiskFull }

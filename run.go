@@ -20,6 +20,15 @@ import (
 // or add what it needs.
 type ValidateFunc func(ctx context.Context, step int) (map[string]float64, error)
 
+// MetricsSink receives the metrics row of each step: the step's
+// metrics under verl's names (StepMetrics.Map, SFTMetrics.Map) with the
+// validation's. A *metrics.Logger, which writes them as JSON Lines, is
+// one. Log is called from the training goroutine, once per step, with
+// the step's number; the row is not used after Log returns.
+type MetricsSink interface {
+	Log(step int, row map[string]float64) error
+}
+
 // RunConfig is the loop every training program needs around Step, with
 // verl's trainer.* keys in brackets: how far to go, when to validate and
 // checkpoint, whether to resume, and where progress goes. Both trainers'
@@ -98,7 +107,7 @@ type loop interface {
 
 // run is Trainer.Run and SFTTrainer.Run: the steps, validation, metrics,
 // progress and checkpoints of RunConfig, stopping on ctx.
-func run(ctx context.Context, tr loop, rc RunConfig, steps int, metrics *MetricsLogger) error {
+func run(ctx context.Context, tr loop, rc RunConfig, steps int, metrics MetricsSink) error {
 	if err := rc.validate(steps); err != nil {
 		return err
 	}

@@ -14,18 +14,19 @@ import (
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/lm"
+	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/rollout"
 )
 
 // runLog returns the rows of a metrics log as step → metrics.
-func runLog(t *testing.T, buf *bytes.Buffer) []agentrl.MetricsRow {
+func runLog(t *testing.T, buf *bytes.Buffer) []metrics.Row {
 	t.Helper()
-	rows, err := agentrl.ReadMetricsLog(buf)
+	rows, err := metrics.Read(buf)
 	require.NoError(t, err)
 	return rows
 }
 
-func rowSteps(rows []agentrl.MetricsRow) []int {
+func rowSteps(rows []metrics.Row) []int {
 	var out []int
 	for _, r := range rows {
 		out = append(out, r.Step)
@@ -41,7 +42,7 @@ func rowSteps(rows []agentrl.MetricsRow) []int {
 func TestRunSchedule(t *testing.T) {
 	ctx := context.Background()
 	var buf bytes.Buffer
-	tr, _ := newBanditParts(t, banditConfig(), agentrl.TrainerParts{Reward: banditReward, Metrics: agentrl.NewMetricsLogger(&buf)}, 8)
+	tr, _ := newBanditParts(t, banditConfig(), agentrl.TrainerParts{Reward: banditReward, Metrics: metrics.NewLogger(&buf)}, 8)
 	root := agentrl.CheckpointRoot{Dir: filepath.Join(t.TempDir(), "ckpt")}
 	var validated, checkpoints, hooked []int
 	err := tr.Run(ctx, agentrl.RunConfig{
@@ -189,7 +190,7 @@ func TestSFTRun(t *testing.T) {
 
 	full := newTabular(banditAlphabet)
 	var buf bytes.Buffer
-	a, err := agentrl.NewSFTTrainer(cfg, agentrl.SFTParts{Policy: full, Data: data, Metrics: agentrl.NewMetricsLogger(&buf)})
+	a, err := agentrl.NewSFTTrainer(cfg, agentrl.SFTParts{Policy: full, Data: data, Metrics: metrics.NewLogger(&buf)})
 	require.NoError(t, err)
 	require.NoError(t, a.Run(ctx, agentrl.RunConfig{Validate: a.LossValidator(data[:1]), ValEvery: 3}))
 	assert.Equal(t, 6, a.StepsDone(), "3 epochs of 2 updates")

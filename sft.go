@@ -99,8 +99,9 @@ type SFTParts struct {
 	// Data are the training sequences; at least SFTConfig.BatchSize of
 	// them. They are retained, not copied.
 	Data []SFTSample
-	// Metrics, when set, receives every step's SFTMetrics.Map().
-	Metrics *MetricsLogger
+	// Metrics, when set, receives every step's SFTMetrics.Map() (a
+	// *metrics.Logger writes them to a JSON Lines file).
+	Metrics MetricsSink
 	// DataParallel, when its Comm has several ranks, makes this trainer
 	// one rank of a data-parallel job, as TrainerParts.DataParallel does
 	// for RL: every rank draws the same batch and trains on its
@@ -207,7 +208,7 @@ func (m SFTMetrics) Map() map[string]float64 {
 type SFTTrainer struct {
 	model   lm.Trainable
 	data    []SFTSample
-	metrics *MetricsLogger
+	metrics MetricsSink
 	cfg     SFTConfig
 	sampler *dataset.Sampler
 	opt     policy.Optimizer

@@ -83,8 +83,9 @@ type TrainerParts struct {
 	// (dataset.Sampler, dropping an epoch's short last batch as verl
 	// does).
 	Prompts []Prompt
-	// Metrics, when set, receives every step's StepMetrics.Map().
-	Metrics *MetricsLogger
+	// Metrics, when set, receives every step's StepMetrics.Map() (a
+	// *metrics.Logger writes them to a JSON Lines file).
+	Metrics MetricsSink
 	// Losses resolves TrainerConfig.Loss.Mode: a loss.Registry holding
 	// the program's own objectives (loss.NewRegistry, then Register)
 	// beside the built-in modes. nil means the built-in modes.

@@ -16,6 +16,7 @@ import (
 	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/lm"
+	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
@@ -60,7 +61,7 @@ type dpModel interface {
 // Qwen3 of trainer_model_test.go, whose training state lives on its
 // backend, policy.DeviceAdamW; "tabular": AdamW over host Params), with
 // the data-parallel settings d.
-func newDPTrainer(t *testing.T, kind string, cfg agentrl.TrainerConfig, d agentrl.DataParallel, mlog *agentrl.MetricsLogger, opts ...policy.ModelOption) (*agentrl.Trainer, func() []lm.Param) {
+func newDPTrainer(t *testing.T, kind string, cfg agentrl.TrainerConfig, d agentrl.DataParallel, mlog agentrl.MetricsSink, opts ...policy.ModelOption) (*agentrl.Trainer, func() []lm.Param) {
 	t.Helper()
 	var m dpModel
 	var params func() []lm.Param
@@ -217,11 +218,11 @@ func TestDataParallelRankZeroLogs(t *testing.T) {
 	logs := make([]*bytes.Buffer, 2)
 	errs := onRanks(t, 2, time.Minute, func(r int, comm dist.Comm) error {
 		logs[r] = &bytes.Buffer{}
-		tr, _ := newDPTrainer(t, "tabular", dpConfig(0, 0), agentrl.DataParallel{Comm: comm}, agentrl.NewMetricsLogger(logs[r]))
+		tr, _ := newDPTrainer(t, "tabular", dpConfig(0, 0), agentrl.DataParallel{Comm: comm}, metrics.NewLogger(logs[r]))
 		return tr.Run(ctx, agentrl.RunConfig{Steps: 2})
 	})
 	require.NoError(t, errors.Join(errs...))
-	rows, err := agentrl.ReadMetricsLog(logs[0])
+	rows, err := metrics.Read(logs[0])
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
 	assert.Equal(t, 2.0, rows[0].Values["dist/world_size"])

@@ -99,7 +99,7 @@ type StepMetrics struct {
 	trainedTokens   int
 }
 
-// Map returns the metrics under verl's names, for a MetricsLogger.
+// Map returns the metrics under verl's names, for a MetricsSink.
 func (m StepMetrics) Map() map[string]float64 {
 	out := map[string]float64{
 		"critic/score/mean":          m.RewardMean,

@@ -21,6 +21,7 @@ import (
 	"github.com/agentrl/agentrl/examples/internal/arith"
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/lm"
+	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/reward"
@@ -379,7 +380,7 @@ func (r *runner) run(ctx context.Context, v ablation.Variant, seed uint64) (abla
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return ablation.Result{}, fmt.Errorf("run folder: %w", err)
 	}
-	log, err := agentrl.OpenMetricsLog(filepath.Join(dir, "metrics.jsonl"), agentrl.MetricsLogOptions{})
+	log, err := metrics.Open(filepath.Join(dir, "metrics.jsonl"), metrics.Options{})
 	if err != nil {
 		return ablation.Result{}, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/fleet"
 	"github.com/agentrl/agentrl/lm"
+	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/backend"
 	"github.com/agentrl/agentrl/policy/openai"
@@ -334,7 +335,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return err
 	}
 	tcfg := rlConfig(o)
-	log, err := agentrl.OpenMetricsLog(filepath.Join(dir, "metrics.jsonl"), agentrl.MetricsLogOptions{})
+	log, err := metrics.Open(filepath.Join(dir, "metrics.jsonl"), metrics.Options{})
 	if err != nil {
 		return err
 	}
@@ -475,7 +476,7 @@ func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.
 	// run (≈ 400 updates in the measured default run, > 1300 with 1400
 	// steps); the rate must stay high while the model is on it.
 	opt.Schedule = policy.CosineSchedule{WarmupSteps: int64(max(o.sftSteps/20, 1)), TotalSteps: int64(o.sftSteps), MinLRRatio: 0.1}
-	log, err := agentrl.OpenMetricsLog(filepath.Join(dir, "sft_metrics.jsonl"), agentrl.MetricsLogOptions{})
+	log, err := metrics.Open(filepath.Join(dir, "sft_metrics.jsonl"), metrics.Options{})
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/fleet"
 	"github.com/agentrl/agentrl/lm"
+	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/rollout"
@@ -142,7 +143,7 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return err
 	}
 	logPath := filepath.Join(o.out, metricsFile)
-	mlog, err := agentrl.OpenMetricsLog(logPath, agentrl.MetricsLogOptions{})
+	mlog, err := metrics.Open(logPath, metrics.Options{})
 	if err != nil {
 		return err
 	}
