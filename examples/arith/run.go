@@ -22,6 +22,7 @@ import (
 	"github.com/agentrl/agentrl/fleet"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/metrics"
+	"github.com/agentrl/agentrl/metrics/plot"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/backend"
 	"github.com/agentrl/agentrl/policy/openai"
@@ -376,8 +377,8 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 
 	// Outputs: plot, HF model, trainer checkpoint.
 	plotPath := filepath.Join(dir, "curves.png")
-	panels := append(agentrl.DefaultPlotPanels(), agentrl.PlotPanel{Title: "held-out avg@k / pass@k", Keys: []string{"val-core/arith/acc/*", "val-aux/arith/acc/pass@*"}})
-	if err := agentrl.PlotMetricsFile(filepath.Join(dir, "metrics.jsonl"), plotPath, agentrl.PlotConfig{Panels: panels}); err != nil {
+	panels := append(plot.DefaultPanels(), plot.Panel{Title: "held-out avg@k / pass@k", Keys: []string{"val-core/arith/acc/*", "val-aux/arith/acc/pass@*"}})
+	if err := plot.LogFile(filepath.Join(dir, "metrics.jsonl"), plotPath, plot.Config{Panels: panels}); err != nil {
 		return fmt.Errorf("plot: %w", err)
 	}
 	modelDir := filepath.Join(dir, "model")

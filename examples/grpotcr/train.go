@@ -15,6 +15,7 @@ import (
 	"github.com/agentrl/agentrl/fleet"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/metrics"
+	"github.com/agentrl/agentrl/metrics/plot"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/rollout"
@@ -201,8 +202,8 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return nil // rank 0 plots and exports
 	}
 	pngPath := filepath.Join(o.out, plotFile)
-	switch err := agentrl.PlotMetricsFile(logPath, pngPath, agentrl.PlotConfig{}); {
-	case errors.Is(err, agentrl.ErrNoPlotData):
+	switch err := plot.LogFile(logPath, pngPath, plot.Config{}); {
+	case errors.Is(err, plot.ErrNoData):
 		fmt.Fprintln(stderr, "grpotcr: no metrics to plot yet")
 	case err != nil:
 		return fmt.Errorf("plot: %w", err)
