@@ -29,9 +29,48 @@ type MetricsSink interface {
 	Log(step int, row map[string]float64) error
 }
 
+// A Recorder follows the steps of Run, as gonum's optimize.Recorder
+// follows an optimisation: Run calls Init once, before the first step it
+// makes, and Record after every step. The progress display of package
+// progress is one; a program's own may send the rows elsewhere. In a
+// data-parallel job rank 0 alone calls it.
+type Recorder interface {
+	// Init starts a run from step start (the steps done before it: a
+	// resumed run's) to step total, where it stops.
+	Init(start, total int) error
+	// Record reports a finished step, once its row is complete and
+	// logged, before its checkpoint. An error stops the run.
+	Record(r StepRecord) error
+}
+
+// StepRecord is what a Recorder learns of one step.
+type StepRecord struct {
+	// Step is the number of the step just made (the trainer's
+	// StepsDone after it).
+	Step int
+	// Row is the step's metrics row as logged: the trainer's metrics
+	// (StepMetrics.Map, SFTMetrics.Map), the validation's and OnStep's
+	// additions. The Recorder must not modify it.
+	Row map[string]float64
+	// Figures are the step's headline figures, in order: the mean reward
+	// ("reward") and accuracy ("acc") of an RL step, the loss per trained
+	// token ("loss") of an SFT step.
+	Figures []Figure
+	// Tokens is the number of tokens the step processed: generated and
+	// trained on for an RL step, through the forward passes for an SFT
+	// step.
+	Tokens int64
+}
+
+// Figure is one named number of a StepRecord.
+type Figure struct {
+	Name  string
+	Value float64
+}
+
 // RunConfig is the loop every training program needs around Step, with
 // verl's trainer.* keys in brackets: how far to go, when to validate and
-// checkpoint, whether to resume, and where progress goes. Both trainers'
+// checkpoint, whether to resume, and who follows the steps. Both trainers'
 // Run take it. The zero value, but for Steps, runs the steps and nothing
 // else.
 type RunConfig struct {
@@ -60,9 +99,9 @@ type RunConfig struct {
 	Keep        int
 	Resume      bool
 
-	// Progress, when set, draws the progress display (Total and
-	// StartStep are Run's to fill in).
-	Progress *ProgressConfig
+	// Recorder, when set, follows the steps (a *progress.Display draws
+	// the progress bar or lines).
+	Recorder Recorder
 
 	// OnStep, when set, runs after each step (and its validation) with
 	// the step's row, to which it may add, before the row is logged and
@@ -98,15 +137,15 @@ func (rc RunConfig) validate(steps int) error {
 // loop is what run needs of a trainer.
 type loop interface {
 	stepsDone() int
-	// step makes one step and returns its metrics row (not logged) and
-	// what the progress display shows.
-	step(ctx context.Context) (map[string]float64, ProgressStats, error)
+	// step makes one step and returns its metrics row (not logged),
+	// headline figures and tokens.
+	step(ctx context.Context) (map[string]float64, []Figure, int64, error)
 	saveCheckpoint(ctx context.Context, root CheckpointRoot, keep int) (string, error)
 	resume(root CheckpointRoot) (bool, error)
 }
 
 // run is Trainer.Run and SFTTrainer.Run: the steps, validation, metrics,
-// progress and checkpoints of RunConfig, stopping on ctx.
+// recorder and checkpoints of RunConfig, stopping on ctx.
 func run(ctx context.Context, tr loop, rc RunConfig, steps int, metrics MetricsSink) error {
 	if err := rc.validate(steps); err != nil {
 		return err
@@ -151,12 +190,8 @@ func run(ctx context.Context, tr loop, rc RunConfig, steps int, metrics MetricsS
 			return err
 		}
 	}
-	var prog *Progress
-	if rc.Progress != nil {
-		pc := *rc.Progress
-		pc.Total, pc.StartStep = steps, start
-		var err error
-		if prog, err = NewProgress(pc); err != nil {
+	if rc.Recorder != nil {
+		if err := rc.Recorder.Init(start, steps); err != nil {
 			return err
 		}
 	}
@@ -165,7 +200,7 @@ func run(ctx context.Context, tr loop, rc RunConfig, steps int, metrics MetricsS
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		row, ps, err := tr.step(ctx)
+		row, figures, tokens, err := tr.step(ctx)
 		if err != nil {
 			return err
 		}
@@ -186,8 +221,8 @@ func run(ctx context.Context, tr loop, rc RunConfig, steps int, metrics MetricsS
 		if err := logRow(step, row); err != nil {
 			return err
 		}
-		if prog != nil {
-			if err := prog.Update(ps); err != nil {
+		if rc.Recorder != nil {
+			if err := rc.Recorder.Record(StepRecord{Step: step, Row: row, Figures: figures, Tokens: tokens}); err != nil {
 				return err
 			}
 		}
@@ -203,16 +238,15 @@ func run(ctx context.Context, tr loop, rc RunConfig, steps int, metrics MetricsS
 			}
 		}
 	}
-	if prog != nil {
-		return prog.Finish()
-	}
 	return nil
 }
 
 // stepMetrics is what both trainers' steps report.
 type stepMetrics interface {
 	Map() map[string]float64
-	ProgressStats() ProgressStats
+	// headline returns the step's headline figures and the tokens it
+	// processed, for StepRecord.
+	headline() ([]Figure, int64)
 }
 
 // trainerLoop adapts a trainer's methods to loop.
@@ -225,12 +259,13 @@ type trainerLoop[M stepMetrics] struct {
 
 func (l trainerLoop[M]) stepsDone() int { return l.done() }
 
-func (l trainerLoop[M]) step(ctx context.Context) (map[string]float64, ProgressStats, error) {
+func (l trainerLoop[M]) step(ctx context.Context) (map[string]float64, []Figure, int64, error) {
 	m, err := l.advance(ctx)
 	if err != nil {
-		return nil, ProgressStats{}, err
+		return nil, nil, 0, err
 	}
-	return m.Map(), m.ProgressStats(), nil
+	figures, tokens := m.headline()
+	return m.Map(), figures, tokens, nil
 }
 
 func (l trainerLoop[M]) saveCheckpoint(ctx context.Context, root CheckpointRoot, keep int) (string, error) {
@@ -241,26 +276,26 @@ func (l trainerLoop[M]) resume(root CheckpointRoot) (bool, error) { return l.loa
 
 // Run trains until StepsDone reaches rc.Steps: each Step, then the
 // validation, the metrics row (logged to TrainerParts.Metrics with the
-// validation's metrics), the progress display and the checkpoints that
-// rc asks for — verl's RayPPOTrainer.fit. It returns ctx's error when ctx
+// validation's metrics), the Recorder and the checkpoints that rc asks
+// for — verl's RayPPOTrainer.fit. It returns ctx's error when ctx
 // ends between two steps. Step logs its own row; under Run the row is
 // logged once, with the validation.
 //
 // In a data-parallel job every rank runs Run with the same rc: rank 0
-// logs the rows, draws the progress and writes the checkpoints; every
+// logs the rows, calls the Recorder and writes the checkpoints; every
 // rank validates (Trainer.Validate shares the prompts among them) and
-// calls the hooks.
+// calls the hooks (OnStep, OnCheckpoint, OnResume).
 func (t *Trainer) Run(ctx context.Context, rc RunConfig) error {
 	metrics := t.parts.Metrics
 	if !t.dp.leader() {
-		metrics, rc.Progress = nil, nil
+		metrics, rc.Recorder = nil, nil
 	}
 	l := trainerLoop[StepMetrics]{done: t.StepsDone, advance: t.advance, save: t.SaveCheckpoint, load: t.Resume}
 	return run(ctx, l, rc, rc.Steps, metrics)
 }
 
 // Run trains until StepsDone reaches rc.Steps (0: the steps of
-// SFTConfig.Epochs), with the validation, metrics, progress and
+// SFTConfig.Epochs), with the validation, metrics, Recorder and
 // checkpoints rc asks for, as Trainer.Run does.
 func (s *SFTTrainer) Run(ctx context.Context, rc RunConfig) error {
 	steps := rc.Steps
@@ -269,7 +304,7 @@ func (s *SFTTrainer) Run(ctx context.Context, rc RunConfig) error {
 	}
 	metrics := s.metrics
 	if !s.dp.leader() {
-		metrics, rc.Progress = nil, nil
+		metrics, rc.Recorder = nil, nil
 	}
 	l := trainerLoop[SFTMetrics]{done: s.StepsDone, advance: s.advance, save: s.SaveCheckpoint, load: s.Resume}
 	return run(ctx, l, rc, steps, metrics)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
@@ -34,19 +35,38 @@ func rowSteps(rows []metrics.Row) []int {
 	return out
 }
 
+// recorder is an agentrl.Recorder that keeps what it is told.
+type recorder struct {
+	inits   [][2]int
+	records []agentrl.StepRecord
+}
+
+func (r *recorder) Init(start, total int) error {
+	r.inits = append(r.inits, [2]int{start, total})
+	return nil
+}
+
+func (r *recorder) Record(s agentrl.StepRecord) error {
+	s.Row = maps.Clone(s.Row)
+	r.records = append(r.records, s)
+	return nil
+}
+
 // TestRunSchedule: over 5 steps with validation every 2 (and before
 // training) and a checkpoint every 2 keeping 2, Run logs rows 0 (the
 // validation alone) and 1–5, puts the validation's metrics in the rows of
 // steps 2, 4 and 5 (5: the last step), checkpoints after steps 2, 4 and 5
-// and keeps step-4 and step-5, and runs the hooks in that order.
+// and keeps step-4 and step-5, and runs the hooks in that order. Its
+// Recorder starts a run from 0 to 5 and gets each step's logged row.
 func TestRunSchedule(t *testing.T) {
 	ctx := context.Background()
 	var buf bytes.Buffer
 	tr, _ := newBanditParts(t, banditConfig(), agentrl.TrainerParts{Reward: banditReward, Metrics: metrics.NewLogger(&buf)}, 8)
 	root := agentrl.CheckpointRoot{Dir: filepath.Join(t.TempDir(), "ckpt")}
 	var validated, checkpoints, hooked []int
+	rec := &recorder{}
 	err := tr.Run(ctx, agentrl.RunConfig{
-		Steps: 5,
+		Steps: 5, Recorder: rec,
 		Validate: func(_ context.Context, step int) (map[string]float64, error) {
 			validated = append(validated, step)
 			return map[string]float64{"val-core/x": float64(step)}, nil
@@ -90,6 +110,17 @@ func TestRunSchedule(t *testing.T) {
 	}
 	assert.Subset(t, names, []string{"step-4", "step-5"})
 	assert.NotContains(t, names, "step-2", "pruned to the newest two")
+
+	assert.Equal(t, [][2]int{{0, 5}}, rec.inits)
+	require.Len(t, rec.records, 5)
+	for i, r := range rec.records {
+		assert.Equal(t, i+1, r.Step)
+		assert.Equal(t, rows[i+1].Values, r.Row, "step %d: the row as logged", r.Step)
+		require.Len(t, r.Figures, 2)
+		assert.Equal(t, agentrl.Figure{Name: "reward", Value: r.Row["critic/score/mean"]}, r.Figures[0])
+		assert.Equal(t, agentrl.Figure{Name: "acc", Value: r.Row["critic/acc/mean"]}, r.Figures[1])
+		assert.Positive(t, r.Tokens)
+	}
 }
 
 // TestRunResumeEquivalence: a run of 4 steps, stopped after 2 and resumed

@@ -199,6 +199,12 @@ func (m SFTMetrics) Map() map[string]float64 {
 	return out
 }
 
+// headline is the SFT step's loss per trained token, and the tokens of
+// its forward passes.
+func (m SFTMetrics) headline() ([]Figure, int64) {
+	return []Figure{{"loss", m.Loss}}, int64(m.SeqTokens)
+}
+
 // SFTTrainer fine-tunes a policy on fixed sequences with the masked
 // cross-entropy −(1/N) Σ mask·log p(token | prefix), N the number of
 // trained tokens of the whole batch (verl's fsdp_sft_trainer with
@@ -455,7 +461,7 @@ func (s *SFTTrainer) Loss(ctx context.Context, data []SFTSample) (float64, error
 // Train runs the remaining steps of cfg.Epochs epochs, calling onStep
 // (when not nil) after each; an error from onStep stops training and is
 // returned. It checks ctx between steps. Run does the same with
-// validation, checkpoints and progress.
+// validation, checkpoints and a Recorder.
 func (s *SFTTrainer) Train(ctx context.Context, onStep func(SFTMetrics) error) error {
 	for s.step < s.totalSteps() {
 		if err := ctx.Err(); err != nil {

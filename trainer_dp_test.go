@@ -212,14 +212,15 @@ func TestDataParallelMatchesOneProcess(t *testing.T) {
 }
 
 // TestDataParallelRankZeroLogs: every rank computes the job's metrics,
-// rank 0 alone writes them.
+// rank 0 alone writes them and tells its Recorder.
 func TestDataParallelRankZeroLogs(t *testing.T) {
 	ctx := context.Background()
 	logs := make([]*bytes.Buffer, 2)
+	recs := []*recorder{{}, {}}
 	errs := onRanks(t, 2, time.Minute, func(r int, comm dist.Comm) error {
 		logs[r] = &bytes.Buffer{}
 		tr, _ := newDPTrainer(t, "tabular", dpConfig(0, 0), agentrl.DataParallel{Comm: comm}, metrics.NewLogger(logs[r]))
-		return tr.Run(ctx, agentrl.RunConfig{Steps: 2})
+		return tr.Run(ctx, agentrl.RunConfig{Steps: 2, Recorder: recs[r]})
 	})
 	require.NoError(t, errors.Join(errs...))
 	rows, err := metrics.Read(logs[0])
@@ -230,6 +231,10 @@ func TestDataParallelRankZeroLogs(t *testing.T) {
 	assert.Contains(t, rows[0].Values, "timing_s/grad_allreduce")
 	assert.Contains(t, rows[0].Values, "timing_s/grad_wait")
 	assert.Zero(t, logs[1].Len(), "rank 1 writes nothing")
+	assert.Equal(t, [][2]int{{0, 2}}, recs[0].inits)
+	assert.Len(t, recs[0].records, 2)
+	assert.Empty(t, recs[1].inits, "rank 1 records nothing")
+	assert.Empty(t, recs[1].records)
 }
 
 func TestDataParallelConfig(t *testing.T) {

@@ -156,6 +156,12 @@ func (m StepMetrics) Map() map[string]float64 {
 	return out
 }
 
+// headline is the RL step's mean reward and accuracy, and the tokens it
+// generated and trained on.
+func (m StepMetrics) headline() ([]Figure, int64) {
+	return []Figure{{"reward", m.RewardMean}, {"acc", m.Acc}}, int64(m.generatedTokens + m.trainedTokens)
+}
+
 // observeBatch records the batch statistics of the step's trajectories.
 func (m *StepMetrics) observeBatch(batch []*sample, cfg TrainerConfig) {
 	m.Trajectories = len(batch)

@@ -24,6 +24,7 @@ import (
 	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
+	"github.com/agentrl/agentrl/progress"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool"
@@ -425,7 +426,7 @@ func (r *runner) run(ctx context.Context, v ablation.Variant, seed uint64) (abla
 		},
 	}
 	if r.o.parallel == 1 {
-		rc.Progress = &agentrl.ProgressConfig{Out: r.stderr, Description: fmt.Sprintf("%s/%d", v.Name, seed), Interval: 30 * time.Second}
+		rc.Recorder = progress.New(progress.Config{Out: r.stderr, Description: fmt.Sprintf("%s/%d", v.Name, seed), Interval: 30 * time.Second})
 	}
 	if err := tr.Run(ctx, rc); err != nil {
 		return ablation.Result{}, err

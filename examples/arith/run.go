@@ -27,6 +27,7 @@ import (
 	"github.com/agentrl/agentrl/policy/backend"
 	"github.com/agentrl/agentrl/policy/openai"
 	"github.com/agentrl/agentrl/policy/tokenizer"
+	"github.com/agentrl/agentrl/progress"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool"
@@ -492,7 +493,7 @@ func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.
 		len(data), 100*o.noToolFrac, o.sftSteps, o.sftBatch)
 	if err := tr.Run(ctx, agentrl.RunConfig{
 		Steps:    o.sftSteps,
-		Progress: &agentrl.ProgressConfig{Out: stderr, Description: "sft", Interval: 10 * time.Second},
+		Recorder: progress.New(progress.Config{Out: stderr, Description: "sft", Interval: 10 * time.Second}),
 	}); err != nil {
 		return fmt.Errorf("sft: %w", err)
 	}
@@ -518,7 +519,7 @@ func runRL(ctx context.Context, o options, tr *agentrl.Trainer, engine *rollout.
 	var after arith.Eval
 	err := tr.Run(ctx, agentrl.RunConfig{
 		Steps:    o.rlSteps,
-		Progress: &agentrl.ProgressConfig{Out: stderr, Description: "grpo-tcr", Interval: 10 * time.Second},
+		Recorder: progress.New(progress.Config{Out: stderr, Description: "grpo-tcr", Interval: 10 * time.Second}),
 		// The held-out evaluation after the last step joins its row.
 		Validate: func(ctx context.Context, _ int) (map[string]float64, error) {
 			fmt.Fprintf(stderr, "evaluating the RL policy on %d held-out problems × %d samples\n", len(heldOut), o.n)

@@ -18,6 +18,7 @@ import (
 	"github.com/agentrl/agentrl/metrics/plot"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
+	"github.com/agentrl/agentrl/progress"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool"
 )
@@ -163,7 +164,7 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	rc := agentrl.RunConfig{
 		Steps: o.steps, ValEvery: o.valEvery, ValBeforeTrain: o.valBeforeTrain,
 		Checkpoints: root, SaveEvery: o.saveEvery, Keep: o.keep, Resume: o.resume,
-		Progress: &agentrl.ProgressConfig{Out: stderr, Description: "grpo-tcr"},
+		Recorder: progress.New(progress.Config{Out: stderr, Description: "grpo-tcr"}),
 		OnResume: func(step int) error {
 			start = step
 			fmt.Fprintf(stdout, "resumed from step %d\n", step)
