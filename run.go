@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strconv"
 
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/reward"
@@ -94,7 +95,7 @@ type RunConfig struct {
 	// the last step, keeping the newest Keep (max_actor_ckpt_to_keep; 0
 	// keeps all). With Resume (resume_mode auto) Run first loads the
 	// newest checkpoint there, if there is one.
-	Checkpoints CheckpointRoot
+	Checkpoints checkpoint.Root
 	SaveEvery   int
 	Keep        int
 	Resume      bool
@@ -140,8 +141,8 @@ type loop interface {
 	// step makes one step and returns its metrics row (not logged),
 	// headline figures and tokens.
 	step(ctx context.Context) (map[string]float64, []Figure, int64, error)
-	saveCheckpoint(ctx context.Context, root CheckpointRoot, keep int) (string, error)
-	resume(root CheckpointRoot) (bool, error)
+	saveCheckpoint(ctx context.Context, root checkpoint.Root, keep int) (string, error)
+	resume(root checkpoint.Root) (bool, error)
 }
 
 // run is Trainer.Run and SFTTrainer.Run: the steps, validation, metrics,
@@ -253,8 +254,8 @@ type stepMetrics interface {
 type trainerLoop[M stepMetrics] struct {
 	done    func() int
 	advance func(context.Context) (M, error)
-	save    func(context.Context, CheckpointRoot, int) (string, error)
-	load    func(CheckpointRoot) (bool, error)
+	save    func(context.Context, checkpoint.Root, int) (string, error)
+	load    func(checkpoint.Root) (bool, error)
 }
 
 func (l trainerLoop[M]) stepsDone() int { return l.done() }
@@ -268,11 +269,11 @@ func (l trainerLoop[M]) step(ctx context.Context) (map[string]float64, []Figure,
 	return m.Map(), figures, tokens, nil
 }
 
-func (l trainerLoop[M]) saveCheckpoint(ctx context.Context, root CheckpointRoot, keep int) (string, error) {
+func (l trainerLoop[M]) saveCheckpoint(ctx context.Context, root checkpoint.Root, keep int) (string, error) {
 	return l.save(ctx, root, keep)
 }
 
-func (l trainerLoop[M]) resume(root CheckpointRoot) (bool, error) { return l.load(root) }
+func (l trainerLoop[M]) resume(root checkpoint.Root) (bool, error) { return l.load(root) }
 
 // Run trains until StepsDone reaches rc.Steps: each Step, then the
 // validation, the metrics row (logged to TrainerParts.Metrics with the

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/metrics"
@@ -62,7 +63,7 @@ func TestRunSchedule(t *testing.T) {
 	ctx := context.Background()
 	var buf bytes.Buffer
 	tr, _ := newBanditParts(t, banditConfig(), agentrl.TrainerParts{Reward: banditReward, Metrics: metrics.NewLogger(&buf)}, 8)
-	root := agentrl.CheckpointRoot{Dir: filepath.Join(t.TempDir(), "ckpt")}
+	root := checkpoint.Root{Dir: filepath.Join(t.TempDir(), "ckpt")}
 	var validated, checkpoints, hooked []int
 	rec := &recorder{}
 	err := tr.Run(ctx, agentrl.RunConfig{
@@ -133,7 +134,7 @@ func TestRunResumeEquivalence(t *testing.T) {
 	full, mf := newBandit(t, banditConfig(), banditReward)
 	require.NoError(t, full.Run(ctx, agentrl.RunConfig{Steps: 4}))
 
-	root := agentrl.CheckpointRoot{Dir: filepath.Join(t.TempDir(), "ckpt")}
+	root := checkpoint.Root{Dir: filepath.Join(t.TempDir(), "ckpt")}
 	first, _ := newBandit(t, banditConfig(), banditReward)
 	require.NoError(t, first.Run(ctx, agentrl.RunConfig{Steps: 2, Checkpoints: root}))
 
@@ -236,7 +237,7 @@ func TestSFTRun(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, l, rows[5].Values["val/loss"], "val/loss is Loss on the held-out data after the step")
 
-	root := agentrl.CheckpointRoot{Dir: filepath.Join(t.TempDir(), "sft")}
+	root := checkpoint.Root{Dir: filepath.Join(t.TempDir(), "sft")}
 	part := newTabular(banditAlphabet)
 	b, err := agentrl.NewSFTTrainer(cfg, agentrl.SFTParts{Policy: part, Data: data})
 	require.NoError(t, err)

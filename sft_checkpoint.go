@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/dataset"
 )
 
@@ -45,7 +46,7 @@ func (s *SFTTrainer) SaveTo(dir string) error {
 // SaveCheckpoint writes the checkpoint of the completed updates as
 // root/step-N, points root/latest at it and keeps the newest keep (keep
 // < 1 keeps all), as Trainer.SaveCheckpoint does.
-func (s *SFTTrainer) SaveCheckpoint(ctx context.Context, root CheckpointRoot, keep int) (string, error) {
+func (s *SFTTrainer) SaveCheckpoint(ctx context.Context, root checkpoint.Root, keep int) (string, error) {
 	return saveCheckpointDP(ctx, s.dp, root, s.step, keep, s.SaveTo)
 }
 
@@ -83,4 +84,4 @@ func (s *SFTTrainer) LoadFrom(dir string) error {
 
 // Resume loads the newest checkpoint under root. It returns false, and
 // changes nothing, when root holds none.
-func (s *SFTTrainer) Resume(root CheckpointRoot) (bool, error) { return resume(root, s.LoadFrom) }
+func (s *SFTTrainer) Resume(root checkpoint.Root) (bool, error) { return resume(root, s.LoadFrom) }

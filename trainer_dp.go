@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/dataset"
 	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/eval"
@@ -260,11 +261,11 @@ func intsToFloats(v []int) []float64 {
 // saveCheckpointDP is saveCheckpoint on rank 0 of a data-parallel job:
 // the others wait for it and return the folder it wrote (or an error
 // naming rank 0 when it failed).
-func saveCheckpointDP(ctx context.Context, d *dp, root CheckpointRoot, step, keep int, saveTo func(dir string) error) (string, error) {
+func saveCheckpointDP(ctx context.Context, d *dp, root checkpoint.Root, step, keep int, saveTo func(dir string) error) (string, error) {
 	if d == nil {
 		return saveCheckpoint(ctx, root, step, keep, saveTo)
 	}
-	dir := filepath.Join(root.Dir, CheckpointDirName(step))
+	dir := filepath.Join(root.Dir, checkpoint.DirName(step))
 	var err error
 	if d.leader() {
 		dir, err = saveCheckpoint(ctx, root, step, keep, saveTo)

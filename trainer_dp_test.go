@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/lm"
@@ -342,7 +343,7 @@ func TestDataParallelRankFails(t *testing.T) {
 func TestDataParallelCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	cfg := dpConfig(0, 0)
-	root := agentrl.CheckpointRoot{Dir: t.TempDir()}
+	root := checkpoint.Root{Dir: t.TempDir()}
 	dirs := make([]string, 2)
 	next := make([][]lm.Param, 2)
 	errs := onRanks(t, 2, time.Minute, func(r int, comm dist.Comm) error {

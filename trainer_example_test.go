@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/gorgonia"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/loss"
@@ -77,7 +78,7 @@ func ExampleTrainer() {
 			return res.Map(), nil
 		},
 		ValBeforeTrain: true,
-		Checkpoints:    agentrl.CheckpointRoot{Dir: root}, SaveEvery: 2, Keep: 3,
+		Checkpoints:    checkpoint.Root{Dir: root}, SaveEvery: 2, Keep: 3,
 		OnCheckpoint: func(step int, dir string) error {
 			fmt.Println("checkpoint:", filepath.Base(dir))
 			return nil

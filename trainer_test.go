@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/dataset"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/metrics"
@@ -228,7 +229,7 @@ func TestResumeEquivalence(t *testing.T) {
 				cfg.Optimizer.Schedule = policy.CosineSchedule{WarmupSteps: 1, TotalSteps: 20}
 				cfg.Overlong.Buffer = 4
 			}
-			root := agentrl.CheckpointRoot{Dir: filepath.Join(t.TempDir(), "ckpt")}
+			root := checkpoint.Root{Dir: filepath.Join(t.TempDir(), "ckpt")}
 
 			a, ma := newBandit(t, cfg, banditReward)
 			for range 2 {
@@ -263,7 +264,7 @@ func TestResumeEquivalence(t *testing.T) {
 
 func TestResumeWithoutCheckpoint(t *testing.T) {
 	tr, _ := newBandit(t, banditConfig(), banditReward)
-	ok, err := tr.Resume(agentrl.CheckpointRoot{Dir: t.TempDir()})
+	ok, err := tr.Resume(checkpoint.Root{Dir: t.TempDir()})
 	require.NoError(t, err)
 	assert.False(t, ok)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/examples/internal/arith"
 	"github.com/agentrl/agentrl/examples/internal/setup"
+	"github.com/agentrl/agentrl/internal/atomicfile"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/policy"
@@ -596,7 +597,7 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", filepath.Base(path), err)
 	}
-	return agentrl.WriteFileAtomic(path, append(b, '\n'), 0o644)
+	return atomicfile.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 // printCatalogue lists the variants with what each changes.

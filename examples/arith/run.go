@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/dataset"
 	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/examples/internal/arith"
@@ -386,7 +387,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err := saveModel(model, modelDir, tok); err != nil {
 		return err
 	}
-	ckpt, err := tr.SaveCheckpoint(ctx, agentrl.CheckpointRoot{Dir: filepath.Join(dir, "checkpoints")}, 1)
+	ckpt, err := tr.SaveCheckpoint(ctx, checkpoint.Root{Dir: filepath.Join(dir, "checkpoints")}, 1)
 	if err != nil {
 		return fmt.Errorf("trainer checkpoint: %w", err)
 	}

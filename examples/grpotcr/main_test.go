@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/examples/internal/setup/setuptest"
 	"github.com/agentrl/agentrl/metrics"
@@ -75,7 +75,7 @@ func TestTrainLocal(t *testing.T) {
 	for _, f := range []string{plotFile, "checkpoints/latest", "checkpoints/step-2/trainer_state.json", "final/config.json", "final/model.safetensors", "final/tokenizer.json"} {
 		assert.FileExists(t, filepath.Join(out, f))
 	}
-	steps, err := agentrl.CheckpointRoot{Dir: filepath.Join(out, checkpointsDir)}.Steps()
+	steps, err := checkpoint.Root{Dir: filepath.Join(out, checkpointsDir)}.Steps()
 	require.NoError(t, err)
 	assert.Equal(t, []int{1, 2}, steps)
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/fleet"
@@ -35,7 +36,7 @@ const (
 func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	// A run that would write over another's checkpoints is refused before
 	// anything is loaded.
-	root := agentrl.CheckpointRoot{Dir: filepath.Join(o.out, checkpointsDir)}
+	root := checkpoint.Root{Dir: filepath.Join(o.out, checkpointsDir)}
 	if steps, err := root.Steps(); !o.resume && err == nil && len(steps) > 0 {
 		return fmt.Errorf("%s already holds checkpoints (step %d): pass -resume to continue, or choose another -out", root.Dir, steps[len(steps)-1])
 	}

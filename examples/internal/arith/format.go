@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/eval"
+	"github.com/agentrl/agentrl/internal/atomicfile"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/reward"
@@ -82,7 +83,7 @@ func WriteTokenizerInfo(dir string, tok *tokenizer.Bytes) error {
 	if err != nil {
 		return err
 	}
-	return agentrl.WriteFileAtomic(filepath.Join(dir, "byte_tokenizer.json"), append(b, '\n'), 0o644)
+	return atomicfile.WriteFile(filepath.Join(dir, "byte_tokenizer.json"), append(b, '\n'), 0o644)
 }
 
 // ToolSpec is how trajectories call the active tool: the code
