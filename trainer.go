@@ -17,6 +17,7 @@ import (
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool"
+	"gorgonia.org/tensor"
 )
 
 // ErrTrainer is wrapped by errors of NewTrainer for missing or inconsistent
@@ -647,7 +648,10 @@ func (t *Trainer) microStep(ctx context.Context, part []*sample, scale float32) 
 	if back == nil {
 		return loss.Result{}, 0, fmt.Errorf("%w: forward with gradients returned no BackwardFunc", ErrTrainer)
 	}
-	lb := t.lossBatch(part, stats)
+	lb, err := t.lossBatch(part, stats)
+	if err != nil {
+		return loss.Result{}, 0, fmt.Errorf("%w: loss batch: %w", ErrTrainer, err)
+	}
 	res, err := t.computer.Compute(t.cfg.Loss, lb)
 	if err != nil {
 		return loss.Result{}, 0, fmt.Errorf("loss: %w", err)
@@ -657,10 +661,15 @@ func (t *Trainer) microStep(ctx context.Context, part []*sample, scale float32) 
 		starts[i], lens[i] = s.traj.PromptLen, len(s.traj.Tokens)
 		tokens += len(s.traj.Tokens)
 	}
-	gl := scatterResponse(res.GradLogProbs, starts, lens, scale)
+	gl, err := loss.UnpadRows(res.GradLogProbs, starts, lens, scale)
+	if err != nil {
+		return loss.Result{}, 0, fmt.Errorf("%w: loss gradient: %w", ErrTrainer, err)
+	}
 	var ge [][]float32
 	if t.cfg.Loss.EntropyCoef != 0 && res.GradEntropy != nil {
-		ge = scatterResponse(res.GradEntropy, starts, lens, scale)
+		if ge, err = loss.UnpadRows(res.GradEntropy, starts, lens, scale); err != nil {
+			return loss.Result{}, 0, fmt.Errorf("%w: entropy gradient: %w", ErrTrainer, err)
+		}
 	}
 	if err := back(ctx, gl, ge); err != nil {
 		return loss.Result{}, 0, fmt.Errorf("backward: %w", err)
@@ -669,39 +678,47 @@ func (t *Trainer) microStep(ctx context.Context, part []*sample, scale float32) 
 }
 
 // lossBatch lays a micro-batch out as loss.Batch [B,T] tensors over the
-// response tokens, T the longest response; padding has mask 0.
-func (t *Trainer) lossBatch(part []*sample, stats lm.TokenStats) loss.Batch {
-	n := len(part)
-	starts := make([]int, n)
-	resp := func(get func(i int, s *sample) []float32) [][]float32 {
-		rows := make([][]float32, n)
+// response tokens (loss.PadRows), T the longest response; padding has
+// mask 0. The forward's rows and the sampler's log-probabilities are
+// aligned with whole sequences and start at the prompt's length; the
+// per-sample rows (old, ref, adv, mask) are response spans already.
+func (t *Trainer) lossBatch(part []*sample, stats lm.TokenStats) (loss.Batch, error) {
+	starts := make([]int, len(part))
+	T := 1 // an all-empty micro-batch still gets one (masked) column
+	for i, s := range part {
+		starts[i] = s.traj.PromptLen
+		T = max(T, len(s.traj.Tokens)-s.traj.PromptLen)
+	}
+	resp := func(get func(s *sample) []float32) [][]float32 {
+		rows := make([][]float32, len(part))
 		for i, s := range part {
-			rows[i] = get(i, s)
+			rows[i] = get(s)
 		}
 		return rows
 	}
-	for i, s := range part {
-		starts[i] = s.traj.PromptLen
-	}
-	zeros := make([]int, n)
-	T := 1 // an all-empty micro-batch still gets one (masked) column
-	for _, s := range part {
-		T = max(T, len(s.traj.Tokens)-s.traj.PromptLen)
+	var err error
+	pad := func(rows [][]float32, starts []int) *tensor.Dense {
+		if err != nil {
+			return nil
+		}
+		var d *tensor.Dense
+		d, err = loss.PadRows(rows, starts, T)
+		return d
 	}
 	b := loss.Batch{
-		LogProbs:    responseTensor(stats.LogProbs, starts, T),
-		Entropy:     responseTensor(stats.Entropy, starts, T),
-		OldLogProbs: responseTensor(resp(func(_ int, s *sample) []float32 { return s.old }), zeros, T),
-		Advantages:  responseTensor(resp(func(_ int, s *sample) []float32 { return s.adv }), zeros, T),
-		Mask:        responseTensor(resp(func(_ int, s *sample) []float32 { return s.respMask() }), zeros, T),
+		LogProbs:    pad(stats.LogProbs, starts),
+		Entropy:     pad(stats.Entropy, starts),
+		OldLogProbs: pad(resp(func(s *sample) []float32 { return s.old }), nil),
+		Advantages:  pad(resp(func(s *sample) []float32 { return s.adv }), nil),
+		Mask:        pad(resp(func(s *sample) []float32 { return s.respMask() }), nil),
 	}
 	if t.cfg.Loss.KLCoef > 0 {
-		b.RefLogProbs = responseTensor(resp(func(_ int, s *sample) []float32 { return s.ref }), zeros, T)
+		b.RefLogProbs = pad(resp(func(s *sample) []float32 { return s.ref }), nil)
 	}
 	if t.cfg.Loss.TISCap > 0 {
-		b.RolloutLogProbs = responseTensor(resp(func(_ int, s *sample) []float32 { return s.traj.LogProbs }), starts, T)
+		b.RolloutLogProbs = pad(resp(func(s *sample) []float32 { return s.traj.LogProbs }), starts)
 	}
-	return b
+	return b, err
 }
 
 // rolloutError names the rollout as the stage an error of
