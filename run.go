@@ -288,7 +288,7 @@ func (l trainerLoop[M]) resume(root checkpoint.Root) (bool, error) { return l.lo
 // calls the hooks (OnStep, OnCheckpoint, OnResume).
 func (t *Trainer) Run(ctx context.Context, rc RunConfig) error {
 	metrics := t.parts.Metrics
-	if !t.dp.leader() {
+	if !t.job.leader() {
 		metrics, rc.Recorder = nil, nil
 	}
 	l := trainerLoop[StepMetrics]{done: t.StepsDone, advance: t.advance, save: t.SaveCheckpoint, load: t.Resume}
@@ -304,7 +304,7 @@ func (s *SFTTrainer) Run(ctx context.Context, rc RunConfig) error {
 		steps = s.totalSteps()
 	}
 	metrics := s.metrics
-	if !s.dp.leader() {
+	if !s.job.leader() {
 		metrics, rc.Recorder = nil, nil
 	}
 	l := trainerLoop[SFTMetrics]{done: s.StepsDone, advance: s.advance, save: s.SaveCheckpoint, load: s.Resume}
@@ -343,14 +343,14 @@ func (t *Trainer) Validate(ctx context.Context, vc ValidationConfig) (eval.Resul
 		return eval.Result{}, fmt.Errorf("%w: ValidationConfig.N = %d, want ≥ 0", ErrTrainerConfig, vc.N)
 	}
 	// A validation before the first step validates rank 0's weights too.
-	if err := t.dp.start(ctx, t.opt, t.fingerprint()); err != nil {
+	if err := t.job.join(ctx, t.opt, t.fingerprint()); err != nil {
 		return eval.Result{}, fmt.Errorf("agentrl: validation: data parallel: %w", err)
 	}
 	n := max(vc.N, 1)
 	// In a data-parallel job each rank rolls out its share of the
 	// prompts (seeded by their place in the whole list) and the ranks
 	// gather the records, in one process's order.
-	lo, hi := t.dp.block(len(vc.Prompts))
+	lo, hi := t.job.share(len(vc.Prompts))
 	reqs := make([]rollout.Request, 0, hi-lo)
 	for i := lo; i < hi; i++ {
 		ps := vc.Sampling
@@ -358,12 +358,7 @@ func (t *Trainer) Validate(ctx context.Context, vc ValidationConfig) (eval.Resul
 		reqs = append(reqs, vc.Prompts[i].request(strconv.Itoa(i), ps, n))
 	}
 	recs, err := t.validationRecords(ctx, vc, reqs, lo)
-	if t.dp != nil {
-		if err = t.dp.agree(ctx, err, "validation"); err == nil {
-			recs, err = t.dp.gatherRecords(ctx, recs)
-		}
-	}
-	if err != nil {
+	if recs, err = t.job.gatherRecords(ctx, recs, err); err != nil {
 		return eval.Result{}, err
 	}
 	return eval.Evaluate(ctx, recs, vc.Eval)

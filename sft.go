@@ -219,7 +219,7 @@ type SFTTrainer struct {
 	sampler *dataset.Sampler
 	opt     policy.Optimizer
 	step    int
-	dp      *dp // nil alone
+	job     job // the data-parallel job (alone: a job of one)
 	// allowResize is SFTParts.DataParallel.AllowWorldSizeChange.
 	allowResize bool
 }
@@ -242,11 +242,11 @@ func NewSFTTrainer(cfg SFTConfig, parts SFTParts) (*SFTTrainer, error) {
 			return nil, fmt.Errorf("%w: SFT sample %d: %w", ErrTrainer, i, err)
 		}
 	}
-	d, err := newDP(parts.DataParallel, "SFTParts.DataParallel")
+	j, err := newJob(parts.DataParallel, "SFTParts.DataParallel")
 	if err != nil {
 		return nil, err
 	}
-	if w := d.world(); w > 1 {
+	if w := j.size(); w > 1 {
 		local := cfg.BatchSize / w
 		switch {
 		case cfg.BatchSize%w != 0:
@@ -267,7 +267,7 @@ func NewSFTTrainer(cfg SFTConfig, parts SFTParts) (*SFTTrainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &SFTTrainer{model: model, data: data, metrics: parts.Metrics, cfg: cfg, sampler: sampler, opt: opt, dp: d, allowResize: parts.DataParallel.AllowWorldSizeChange}, nil
+	return &SFTTrainer{model: model, data: data, metrics: parts.Metrics, cfg: cfg, sampler: sampler, opt: opt, job: j, allowResize: parts.DataParallel.AllowWorldSizeChange}, nil
 }
 
 // StepsPerEpoch is the number of updates in one pass over the data (the
@@ -279,7 +279,7 @@ func (s *SFTTrainer) StepsDone() int { return s.step }
 
 // microBatch is the number of sequences of one pass on this rank.
 func (s *SFTTrainer) microBatch() int {
-	local := s.cfg.BatchSize / s.dp.world()
+	local := s.cfg.BatchSize / s.job.size()
 	if s.cfg.MicroBatchSize == 0 {
 		return local
 	}
@@ -292,7 +292,7 @@ func (s *SFTTrainer) Step(ctx context.Context) (SFTMetrics, error) {
 	if err != nil {
 		return m, err
 	}
-	if s.metrics != nil && s.dp.leader() {
+	if s.metrics != nil && s.job.leader() {
 		if err := s.metrics.Log(m.Step, m.Map()); err != nil {
 			return m, fmt.Errorf("agentrl: SFT step %d: metrics log: %w", m.Step, err)
 		}
@@ -303,8 +303,8 @@ func (s *SFTTrainer) Step(ctx context.Context) (SFTMetrics, error) {
 // advance is Step without the metrics log.
 func (s *SFTTrainer) advance(ctx context.Context) (SFTMetrics, error) {
 	start := time.Now()
-	m := SFTMetrics{Step: s.step + 1, Epoch: s.sampler.State().Epoch, WorldSize: s.dp.world()}
-	if err := s.dp.start(ctx, s.opt, s.fingerprint()); err != nil {
+	m := SFTMetrics{Step: s.step + 1, Epoch: s.sampler.State().Epoch, WorldSize: s.job.size()}
+	if err := s.job.join(ctx, s.opt, s.fingerprint()); err != nil {
 		return m, fmt.Errorf("agentrl: SFT step %d: data parallel: %w", m.Step, err)
 	}
 	batch, err := dataset.Gather(s.data, s.sampler.Next())
@@ -319,7 +319,7 @@ func (s *SFTTrainer) advance(ctx context.Context) (SFTMetrics, error) {
 		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
 	}
 	inv := 1 / float64(m.Tokens) // the whole batch's tokens, on every rank
-	lo, hi := s.dp.block(len(batch))
+	lo, hi := s.job.share(len(batch))
 	for _, c := range chunks(hi-lo, s.microBatch()) {
 		nll, err := s.micro(ctx, batch[lo+c[0]:lo+c[1]], inv, true)
 		if err != nil {
@@ -327,16 +327,14 @@ func (s *SFTTrainer) advance(ctx context.Context) (SFTMetrics, error) {
 		}
 		m.Loss += nll
 	}
-	if s.dp != nil {
-		if err := s.dp.syncGrads(ctx, s.opt); err != nil {
-			return m, fmt.Errorf("agentrl: SFT step %d: gradient all-reduce: %w", m.Step, err)
-		}
-		v := []float64{m.Loss}
-		if err := s.dp.reduce(ctx, v, dist.Sum); err != nil {
-			return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
-		}
-		m.Loss = v[0]
+	if err := s.job.sumGradients(ctx, s.opt); err != nil {
+		return m, fmt.Errorf("agentrl: SFT step %d: gradient all-reduce: %w", m.Step, err)
 	}
+	loss := []float64{m.Loss} // the job's Σ −mask·log p
+	if err := s.job.reduce(ctx, loss, dist.Sum); err != nil {
+		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
+	}
+	m.Loss = loss[0]
 	m.Loss *= inv
 	m.GradNorm, err = clipOrMeasure(s.opt, s.cfg.MaxGradNorm)
 	switch {
@@ -355,15 +353,14 @@ func (s *SFTTrainer) advance(ctx context.Context) (SFTMetrics, error) {
 	}
 	s.step++
 	m.Seconds = time.Since(start).Seconds()
-	if s.dp != nil {
-		var bytes int64
-		m.AllReduceWaitSeconds, m.AllReduceSeconds, bytes = s.dp.takeCounters()
-		v := []float64{m.Seconds, m.AllReduceSeconds, m.AllReduceWaitSeconds}
-		if err := s.dp.reduce(ctx, v, dist.Max); err != nil {
-			return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
-		}
-		m.Seconds, m.AllReduceSeconds, m.AllReduceWaitSeconds, m.AllReduceBytes = v[0], v[1], v[2], bytes
+	// The slowest rank's times.
+	var bytes int64
+	m.AllReduceWaitSeconds, m.AllReduceSeconds, bytes = s.job.takeCounters()
+	v := []float64{m.Seconds, m.AllReduceSeconds, m.AllReduceWaitSeconds}
+	if err := s.job.reduce(ctx, v, dist.Max); err != nil {
+		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
 	}
+	m.Seconds, m.AllReduceSeconds, m.AllReduceWaitSeconds, m.AllReduceBytes = v[0], v[1], v[2], bytes
 	if m.Seconds > 0 {
 		m.TokensPerSec = float64(m.SeqTokens) / m.Seconds
 	}
@@ -435,12 +432,12 @@ func (s *SFTTrainer) Loss(ctx context.Context, data []SFTSample) (float64, error
 		return 0, fmt.Errorf("%w: no samples to evaluate", ErrTrainer)
 	}
 	// A validation before the first step scores rank 0's weights too.
-	if err := s.dp.start(ctx, s.opt, s.fingerprint()); err != nil {
+	if err := s.job.join(ctx, s.opt, s.fingerprint()); err != nil {
 		return 0, fmt.Errorf("agentrl: SFT loss: data parallel: %w", err)
 	}
 	// In a data-parallel job each rank scores its share of data.
 	var nll float64
-	lo, hi := s.dp.block(len(data))
+	lo, hi := s.job.share(len(data))
 	for _, c := range chunks(hi-lo, s.microBatch()) {
 		v, err := s.micro(ctx, data[lo+c[0]:lo+c[1]], 0, false)
 		if err != nil {
@@ -448,13 +445,11 @@ func (s *SFTTrainer) Loss(ctx context.Context, data []SFTSample) (float64, error
 		}
 		nll += v
 	}
-	if s.dp != nil {
-		v := []float64{nll}
-		if err := s.dp.reduce(ctx, v, dist.Sum); err != nil {
-			return 0, fmt.Errorf("agentrl: SFT loss: %w", err)
-		}
-		nll = v[0]
+	sum := []float64{nll} // the job's
+	if err := s.job.reduce(ctx, sum, dist.Sum); err != nil {
+		return 0, fmt.Errorf("agentrl: SFT loss: %w", err)
 	}
+	nll = sum[0]
 	return nll / float64(tokens), nil
 }
 
@@ -499,4 +494,4 @@ func (s *SFTTrainer) fingerprint() []namedValue {
 // Close releases what data-parallel training holds on the backend (the
 // gradient bucket of NCCL); alone it does nothing. The trainer may be
 // stepped again after it.
-func (s *SFTTrainer) Close() error { return s.dp.close() }
+func (s *SFTTrainer) Close() error { return s.job.close() }

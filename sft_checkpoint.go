@@ -39,7 +39,7 @@ type SFTState struct {
 func (s *SFTTrainer) SaveTo(dir string) error {
 	return saveTraining(dir, s.opt, s.model, SFTState{
 		Format: SFTStateFormat, Step: s.step, Seed: s.cfg.Seed, Samples: len(s.data),
-		Sampler: s.sampler.State(), OptimizerSteps: s.opt.Steps(), WorldSize: s.dp.recordedWorld(),
+		Sampler: s.sampler.State(), OptimizerSteps: s.opt.Steps(), WorldSize: recordedSize(s.job),
 	})
 }
 
@@ -47,7 +47,7 @@ func (s *SFTTrainer) SaveTo(dir string) error {
 // root/step-N, points root/latest at it and keeps the newest keep (keep
 // < 1 keeps all), as Trainer.SaveCheckpoint does.
 func (s *SFTTrainer) SaveCheckpoint(ctx context.Context, root checkpoint.Root, keep int) (string, error) {
-	return saveCheckpointDP(ctx, s.dp, root, s.step, keep, s.SaveTo)
+	return s.job.saveCheckpoint(ctx, root, s.step, keep, s.SaveTo)
 }
 
 // LoadFrom restores a checkpoint written by SaveTo. It must come from a
@@ -69,7 +69,7 @@ func (s *SFTTrainer) LoadFrom(dir string) error {
 	case st.Samples != len(s.data):
 		return fmt.Errorf("%w: %s: %d samples, but the trainer has %d", ErrCheckpoint, CheckpointStateFile, st.Samples, len(s.data))
 	}
-	if err := checkWorldSize(st.WorldSize, s.dp.world(), s.allowResize); err != nil {
+	if err := checkWorldSize(st.WorldSize, s.job.size(), s.allowResize); err != nil {
 		return err
 	}
 	if err := loadTraining(dir, s.opt, st.OptimizerSteps); err != nil {

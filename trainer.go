@@ -151,8 +151,9 @@ type Trainer struct {
 	// overlap metric; lastEnd is when the previous step ended.
 	trained [][2]time.Time
 	lastEnd time.Time
-	// dp is the data-parallel state; nil alone.
-	dp *dp
+	// job is the data-parallel job of this trainer (alone: a job of
+	// one).
+	job job
 }
 
 // NewTrainer validates cfg against parts (names in its registries, the
@@ -195,11 +196,11 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 			return nil, fmt.Errorf("%w: TrainerParts.Prompts[%d] (%q) has %d prompt forms; want exactly one of Tokens, Text, Messages", ErrTrainer, i, p.ID, forms)
 		}
 	}
-	d, err := newDP(parts.DataParallel, "TrainerParts.DataParallel")
+	j, err := newJob(parts.DataParallel, "TrainerParts.DataParallel")
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.checkDataParallel(d.world()); err != nil {
+	if err := cfg.checkDataParallel(j.size()); err != nil {
 		return nil, err
 	}
 	rf := parts.Reward
@@ -229,7 +230,7 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	return &Trainer{
 		cfg: cfg, parts: parts, reward: rf, sampler: sampler, opt: opt,
 		computer: loss.NewComputer(parts.Losses), estimators: parts.Estimators,
-		samplerState: sampler.State(), published: -1, dp: d,
+		samplerState: sampler.State(), published: -1, job: j,
 	}, nil
 }
 
@@ -269,7 +270,7 @@ func (t *Trainer) Step(ctx context.Context) (StepMetrics, error) {
 	if err != nil {
 		return m, err
 	}
-	if t.parts.Metrics != nil && t.dp.leader() {
+	if t.parts.Metrics != nil && t.job.leader() {
 		if err := t.parts.Metrics.Log(m.Step, m.Map()); err != nil {
 			return m, fmt.Errorf("agentrl: step %d: metrics log: %w", m.Step, err)
 		}
@@ -280,8 +281,8 @@ func (t *Trainer) Step(ctx context.Context) (StepMetrics, error) {
 // advance is Step without the metrics log.
 func (t *Trainer) advance(ctx context.Context) (StepMetrics, error) {
 	start := time.Now()
-	m := StepMetrics{Step: t.step + 1, PolicyVersion: t.step, WorldSize: t.dp.world()}
-	if err := t.dp.start(ctx, t.opt, t.fingerprint()); err != nil {
+	m := StepMetrics{Step: t.step + 1, PolicyVersion: t.step, WorldSize: t.job.size()}
+	if err := t.job.join(ctx, t.opt, t.fingerprint()); err != nil {
 		return m, fmt.Errorf("agentrl: step %d: data parallel: %w", m.Step, err)
 	}
 
@@ -346,10 +347,8 @@ func (t *Trainer) advance(ctx context.Context) (StepMetrics, error) {
 		m.WallSeconds = now.Sub(t.lastEnd).Seconds()
 	}
 	t.lastEnd = now
-	if t.dp != nil {
-		if err := t.reduceMetrics(ctx, &m, batch); err != nil {
-			return m, fmt.Errorf("agentrl: step %d: reducing the metrics: %w", m.Step, err)
-		}
+	if err := t.job.stepMetrics(ctx, &m, batch); err != nil {
+		return m, fmt.Errorf("agentrl: step %d: reducing the metrics: %w", m.Step, err)
 	}
 	return m, nil
 }
@@ -427,29 +426,41 @@ func (t *Trainer) collect(ctx context.Context, done int) ([]*sample, int, int, e
 	ds := t.cfg.DynamicSampling
 	if ds == nil {
 		b, err := t.generate(ctx, done, 0)
-		return b, 1, t.cfg.PromptsPerStep / t.dp.world(), err // this rank's groups
+		return b, 1, t.cfg.PromptsPerStep / t.job.size(), err // this rank's groups
 	}
-	f, err := dataset.NewGroupFilter[*sample](dataset.FilterConfig{BatchGroups: t.cfg.PromptsPerStep / t.dp.world(), MaxGenBatches: ds.MaxGenBatches})
+	f, err := dataset.NewGroupFilter[*sample](dataset.FilterConfig{BatchGroups: t.cfg.PromptsPerStep / t.job.size(), MaxGenBatches: ds.MaxGenBatches})
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("%w: %w", ErrTrainer, err)
 	}
-	if t.dp != nil {
-		return t.collectShared(ctx, done, f)
-	}
-	for gen := 0; !f.Ready(); gen++ {
-		b, err := t.generate(ctx, done, gen)
+	// Each rank filters its own groups until it keeps its share of
+	// them; the ranks go on in step — a rank already full draws the
+	// generation batch's prompts without rolling them out — until every
+	// rank is full.
+	gens := 0
+	for {
+		var err error
+		if f.Ready() {
+			t.sampler.Next() // in step with the ranks still rolling out
+		} else {
+			var b []*sample
+			if b, err = t.generate(ctx, done, gens); err == nil {
+				err = t.addToFilter(f, b, done)
+			}
+		}
+		gens++
+		allFull, err := t.job.agreeReady(ctx, err, f.Ready(), fmt.Sprintf("step %d: dynamic sampling", done+1))
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		if err := t.addToFilter(f, b, done); err != nil {
-			return nil, 0, 0, err
+		if allFull {
+			break
 		}
 	}
 	fb, err := f.Take()
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("agentrl: step %d: dynamic sampling: %w", done+1, err)
 	}
-	return fb.Items, fb.Stats.GenBatches, fb.Stats.KeptGroups, nil
+	return fb.Items, gens, fb.Stats.KeptGroups, nil
 }
 
 // advantages fills s.adv from the estimator; groups are the rollout
@@ -572,7 +583,7 @@ func (t *Trainer) update(ctx context.Context, batch []*sample, m *StepMetrics) e
 			rng := rand.New(rand.NewPCG(t.cfg.Seed, uint64(t.step)<<20|uint64(ep)))
 			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		}
-		for _, mb := range chunks(len(batch), t.cfg.miniBatch()/t.dp.world()) {
+		for _, mb := range chunks(len(batch), t.cfg.miniBatch()/t.job.size()) {
 			mini := make([]*sample, 0, mb[1]-mb[0])
 			for _, k := range order[mb[0]:mb[1]] {
 				mini = append(mini, batch[k])
@@ -584,17 +595,15 @@ func (t *Trainer) update(ctx context.Context, batch []*sample, m *StepMetrics) e
 			// whole mini-batch, on every rank: the sum over the ranks is
 			// one process's gradient.
 			for _, c := range chunks(len(mini), t.localMicro()) {
-				res, tokens, err := t.microStep(ctx, mini[c[0]:c[1]], float32(c[1]-c[0])/float32(len(mini)*t.dp.world()))
+				res, tokens, err := t.microStep(ctx, mini[c[0]:c[1]], float32(c[1]-c[0])/float32(len(mini)*t.job.size()))
 				if err != nil {
 					return fmt.Errorf("agentrl: step %d: epoch %d: %w", t.step+1, ep, err)
 				}
 				m.trainedTokens += tokens
 				acc.add(res.Metrics)
 			}
-			if t.dp != nil {
-				if err := t.dp.syncGrads(ctx, t.opt); err != nil {
-					return fmt.Errorf("agentrl: step %d: epoch %d: gradient all-reduce: %w", t.step+1, ep, err)
-				}
+			if err := t.job.sumGradients(ctx, t.opt); err != nil {
+				return fmt.Errorf("agentrl: step %d: epoch %d: gradient all-reduce: %w", t.step+1, ep, err)
 			}
 			norm, err := clipOrMeasure(t.opt, t.cfg.MaxGradNorm)
 			gradNorms = append(gradNorms, norm)

@@ -153,7 +153,7 @@ func (t *Trainer) stopProducer() {
 // starts them anew; Close of a synchronous trainer does nothing.
 func (t *Trainer) Close() error {
 	t.stopProducer()
-	return t.dp.close()
+	return t.job.close()
 }
 
 // publish sends the policy's weights to the samplers as version t.step
@@ -162,10 +162,10 @@ func (t *Trainer) publish(ctx context.Context) (float64, error) {
 	start := time.Now()
 	saver, _ := t.parts.Policy.(lm.Saver) // checked by NewTrainer
 	var err error
-	if t.dp.leader() { // rank 0 publishes for every rank
+	if t.job.leader() { // rank 0 publishes for every rank
 		err = t.parts.Sync.Publish(ctx, t.step, saver)
 	}
-	if err := t.dp.agree(ctx, err, "publishing the weights"); err != nil {
+	if err := t.job.agree(ctx, err, "publishing the weights"); err != nil {
 		return time.Since(start).Seconds(), fmt.Errorf("agentrl: step %d: publishing the weights (version %d): %w", t.step, t.step, err)
 	}
 	t.published = t.step

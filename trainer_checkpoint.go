@@ -74,7 +74,7 @@ type TrainerState struct {
 func (t *Trainer) SaveTo(dir string) error {
 	return saveTraining(dir, t.opt, t.parts.Policy, TrainerState{
 		Format: TrainerStateFormat, Step: t.step, Seed: t.cfg.Seed, Prompts: len(t.parts.Prompts),
-		Sampler: t.samplerState, OptimizerSteps: t.opt.Steps(), WorldSize: t.dp.recordedWorld(),
+		Sampler: t.samplerState, OptimizerSteps: t.opt.Steps(), WorldSize: recordedSize(t.job),
 	})
 }
 
@@ -144,7 +144,7 @@ func loadTraining(dir string, opt policy.Optimizer, optimizerSteps int64) error 
 // data-parallel job rank 0 writes it and the other ranks wait for it
 // and return its folder; every rank must call it.
 func (t *Trainer) SaveCheckpoint(ctx context.Context, root checkpoint.Root, keep int) (string, error) {
-	return saveCheckpointDP(ctx, t.dp, root, t.step, keep, t.SaveTo)
+	return t.job.saveCheckpoint(ctx, root, t.step, keep, t.SaveTo)
 }
 
 // saveCheckpoint writes step's checkpoint with saveTo through
@@ -187,7 +187,7 @@ func (t *Trainer) LoadFrom(dir string) error {
 	case st.Prompts != len(t.parts.Prompts):
 		return fmt.Errorf("%w: %s: %d prompts, but the trainer has %d", ErrCheckpoint, CheckpointStateFile, st.Prompts, len(t.parts.Prompts))
 	}
-	if err := checkWorldSize(st.WorldSize, t.dp.world(), t.parts.DataParallel.AllowWorldSizeChange); err != nil {
+	if err := checkWorldSize(st.WorldSize, t.job.size(), t.parts.DataParallel.AllowWorldSizeChange); err != nil {
 		return err
 	}
 	if err := loadTraining(dir, t.opt, st.OptimizerSteps); err != nil {
