@@ -138,9 +138,9 @@ func (rc RunConfig) validate(steps int) error {
 // loop is what run needs of a trainer.
 type loop interface {
 	stepsDone() int
-	// step makes one step and returns its metrics row (not logged),
-	// headline figures and tokens.
-	step(ctx context.Context) (map[string]float64, []Figure, int64, error)
+	// trainStep makes one step and returns its metrics row (not
+	// logged), headline figures and tokens.
+	trainStep(ctx context.Context) (map[string]float64, []Figure, int64, error)
 	saveCheckpoint(ctx context.Context, root checkpoint.Root, keep int) (string, error)
 	resume(root checkpoint.Root) (bool, error)
 }
@@ -201,7 +201,7 @@ func run(ctx context.Context, tr loop, rc RunConfig, steps int, metrics MetricsS
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		row, figures, tokens, err := tr.step(ctx)
+		row, figures, tokens, err := tr.trainStep(ctx)
 		if err != nil {
 			return err
 		}
@@ -252,16 +252,16 @@ type stepMetrics interface {
 
 // trainerLoop adapts a trainer's methods to loop.
 type trainerLoop[M stepMetrics] struct {
-	done    func() int
-	advance func(context.Context) (M, error)
-	save    func(context.Context, checkpoint.Root, int) (string, error)
-	load    func(checkpoint.Root) (bool, error)
+	completed func() int
+	train     func(context.Context) (M, error)
+	save      func(context.Context, checkpoint.Root, int) (string, error)
+	load      func(checkpoint.Root) (bool, error)
 }
 
-func (l trainerLoop[M]) stepsDone() int { return l.done() }
+func (l trainerLoop[M]) stepsDone() int { return l.completed() }
 
-func (l trainerLoop[M]) step(ctx context.Context) (map[string]float64, []Figure, int64, error) {
-	m, err := l.advance(ctx)
+func (l trainerLoop[M]) trainStep(ctx context.Context) (map[string]float64, []Figure, int64, error) {
+	m, err := l.train(ctx)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -291,7 +291,7 @@ func (t *Trainer) Run(ctx context.Context, rc RunConfig) error {
 	if !t.job.leader() {
 		metrics, rc.Recorder = nil, nil
 	}
-	l := trainerLoop[StepMetrics]{done: t.StepsDone, advance: t.advance, save: t.SaveCheckpoint, load: t.Resume}
+	l := trainerLoop[StepMetrics]{completed: t.StepsDone, train: t.trainStep, save: t.SaveCheckpoint, load: t.Resume}
 	return run(ctx, l, rc, rc.Steps, metrics)
 }
 
@@ -307,7 +307,7 @@ func (s *SFTTrainer) Run(ctx context.Context, rc RunConfig) error {
 	if !s.job.leader() {
 		metrics, rc.Recorder = nil, nil
 	}
-	l := trainerLoop[SFTMetrics]{done: s.StepsDone, advance: s.advance, save: s.SaveCheckpoint, load: s.Resume}
+	l := trainerLoop[SFTMetrics]{completed: s.StepsDone, train: s.trainStep, save: s.SaveCheckpoint, load: s.Resume}
 	return run(ctx, l, rc, steps, metrics)
 }
 

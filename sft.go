@@ -212,14 +212,14 @@ func (m SFTMetrics) headline() ([]Figure, int64) {
 // lm.Trainable: the gradient with respect to each log-probability is
 // −mask/N. It is not safe for concurrent use.
 type SFTTrainer struct {
-	model   lm.Trainable
-	data    []SFTSample
-	metrics MetricsSink
-	cfg     SFTConfig
-	sampler *dataset.Sampler
-	opt     policy.Optimizer
-	step    int
-	job     job // the data-parallel job (alone: a job of one)
+	model     lm.Trainable
+	data      []SFTSample
+	metrics   MetricsSink
+	cfg       SFTConfig
+	sampler   *dataset.Sampler
+	opt       policy.Optimizer
+	stepsDone int // completed updates
+	job       job // the data-parallel job (alone: a job of one)
 	// allowResize is SFTParts.DataParallel.AllowWorldSizeChange.
 	allowResize bool
 }
@@ -275,7 +275,7 @@ func NewSFTTrainer(cfg SFTConfig, parts SFTParts) (*SFTTrainer, error) {
 func (s *SFTTrainer) StepsPerEpoch() int { return len(s.data) / s.cfg.BatchSize }
 
 // StepsDone is the number of updates made.
-func (s *SFTTrainer) StepsDone() int { return s.step }
+func (s *SFTTrainer) StepsDone() int { return s.stepsDone }
 
 // microBatch is the number of sequences of one pass on this rank.
 func (s *SFTTrainer) microBatch() int {
@@ -288,7 +288,7 @@ func (s *SFTTrainer) microBatch() int {
 
 // Step makes one update on the next batch and returns its metrics.
 func (s *SFTTrainer) Step(ctx context.Context) (SFTMetrics, error) {
-	m, err := s.advance(ctx)
+	m, err := s.trainStep(ctx)
 	if err != nil {
 		return m, err
 	}
@@ -300,10 +300,10 @@ func (s *SFTTrainer) Step(ctx context.Context) (SFTMetrics, error) {
 	return m, nil
 }
 
-// advance is Step without the metrics log.
-func (s *SFTTrainer) advance(ctx context.Context) (SFTMetrics, error) {
+// trainStep is Step without the metrics log.
+func (s *SFTTrainer) trainStep(ctx context.Context) (SFTMetrics, error) {
 	start := time.Now()
-	m := SFTMetrics{Step: s.step + 1, Epoch: s.sampler.State().Epoch, WorldSize: s.job.size()}
+	m := SFTMetrics{Step: s.stepsDone + 1, Epoch: s.sampler.State().Epoch, WorldSize: s.job.size()}
 	if err := s.job.join(ctx, s.opt, s.fingerprint()); err != nil {
 		return m, fmt.Errorf("agentrl: SFT step %d: data parallel: %w", m.Step, err)
 	}
@@ -351,7 +351,7 @@ func (s *SFTTrainer) advance(ctx context.Context) (SFTMetrics, error) {
 	if err := s.opt.ZeroGrad(); err != nil {
 		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
 	}
-	s.step++
+	s.stepsDone++
 	m.Seconds = time.Since(start).Seconds()
 	// The slowest rank's times.
 	var bytes int64
@@ -458,7 +458,7 @@ func (s *SFTTrainer) Loss(ctx context.Context, data []SFTSample) (float64, error
 // returned. It checks ctx between steps. Run does the same with
 // validation, checkpoints and a Recorder.
 func (s *SFTTrainer) Train(ctx context.Context, onStep func(SFTMetrics) error) error {
-	for s.step < s.totalSteps() {
+	for s.stepsDone < s.totalSteps() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -486,7 +486,7 @@ func (s *SFTTrainer) fingerprint() []namedValue {
 		{"the number of SFT samples", float64(len(s.data))},
 		{"SFTConfig.BatchSize", float64(s.cfg.BatchSize)},
 		{"the micro-batch size", float64(s.microBatch())},
-		{"the steps done", float64(s.step)},
+		{"the steps done", float64(s.stepsDone)},
 		{"the optimizer's steps", float64(s.opt.Steps())},
 	}
 }

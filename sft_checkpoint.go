@@ -38,7 +38,7 @@ type SFTState struct {
 // folder) with an SFTState.
 func (s *SFTTrainer) SaveTo(dir string) error {
 	return saveTraining(dir, s.opt, s.model, SFTState{
-		Format: SFTStateFormat, Step: s.step, Seed: s.cfg.Seed, Samples: len(s.data),
+		Format: SFTStateFormat, Step: s.stepsDone, Seed: s.cfg.Seed, Samples: len(s.data),
 		Sampler: s.sampler.State(), OptimizerSteps: s.opt.Steps(), WorldSize: recordedSize(s.job),
 	})
 }
@@ -47,7 +47,7 @@ func (s *SFTTrainer) SaveTo(dir string) error {
 // root/step-N, points root/latest at it and keeps the newest keep (keep
 // < 1 keeps all), as Trainer.SaveCheckpoint does.
 func (s *SFTTrainer) SaveCheckpoint(ctx context.Context, root checkpoint.Root, keep int) (string, error) {
-	return s.job.saveCheckpoint(ctx, root, s.step, keep, s.SaveTo)
+	return s.job.saveCheckpoint(ctx, root, s.stepsDone, keep, s.SaveTo)
 }
 
 // LoadFrom restores a checkpoint written by SaveTo. It must come from a
@@ -78,7 +78,7 @@ func (s *SFTTrainer) LoadFrom(dir string) error {
 	if err := s.sampler.Restore(st.Sampler); err != nil {
 		return fmt.Errorf("%w: %w", ErrCheckpoint, err)
 	}
-	s.step = st.Step
+	s.stepsDone = st.Step
 	return nil
 }
 

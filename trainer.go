@@ -136,7 +136,7 @@ type Trainer struct {
 	opt        policy.Optimizer
 	computer   *loss.Computer
 	estimators *advantage.Registry
-	step       int
+	stepsDone  int // completed steps: the policy version
 
 	// samplerState is the prompt sampler's position before the batch of
 	// the next step to train (ahead of the sampler itself while batches
@@ -239,7 +239,7 @@ func (t *Trainer) Config() TrainerConfig { return t.cfg }
 
 // StepsDone is the number of steps completed (the step of the latest
 // checkpoint that would be written now).
-func (t *Trainer) StepsDone() int { return t.step }
+func (t *Trainer) StepsDone() int { return t.stepsDone }
 
 // Optimizer returns the trainer's optimizer (a policy.DeviceAdamW for a
 // *policy.Model, AdamW over Params otherwise), for inspection.
@@ -266,7 +266,7 @@ func (s *sample) respMask() []float32 { return s.traj.Mask[s.traj.PromptLen:] }
 // after a completed update failed: the step then counts (StepsDone), and
 // the next Step publishes again before any rollout.
 func (t *Trainer) Step(ctx context.Context) (StepMetrics, error) {
-	m, err := t.advance(ctx)
+	m, err := t.trainStep(ctx)
 	if err != nil {
 		return m, err
 	}
@@ -278,17 +278,17 @@ func (t *Trainer) Step(ctx context.Context) (StepMetrics, error) {
 	return m, nil
 }
 
-// advance is Step without the metrics log.
-func (t *Trainer) advance(ctx context.Context) (StepMetrics, error) {
+// trainStep is Step without the metrics log.
+func (t *Trainer) trainStep(ctx context.Context) (StepMetrics, error) {
 	start := time.Now()
-	m := StepMetrics{Step: t.step + 1, PolicyVersion: t.step, WorldSize: t.job.size()}
+	m := StepMetrics{Step: t.stepsDone + 1, PolicyVersion: t.stepsDone, WorldSize: t.job.size()}
 	if err := t.job.join(ctx, t.opt, t.fingerprint()); err != nil {
 		return m, fmt.Errorf("agentrl: step %d: data parallel: %w", m.Step, err)
 	}
 
 	// A run's first step, and the first after a resume, make sure the
 	// samplers hold the policy being trained.
-	if t.parts.Sync != nil && t.published != t.step {
+	if t.parts.Sync != nil && t.published != t.stepsDone {
 		secs, err := t.publish(ctx)
 		m.SyncSeconds += secs
 		if err != nil {
@@ -327,9 +327,9 @@ func (t *Trainer) advance(ctx context.Context) (StepMetrics, error) {
 	if m.TrainSeconds > 0 {
 		m.TrainTokensPerSec = float64(m.trainedTokens) / m.TrainSeconds
 	}
-	t.step++
+	t.stepsDone++
 	t.samplerState = p.after
-	if t.parts.Sync != nil && t.step%t.cfg.syncEvery() == 0 {
+	if t.parts.Sync != nil && t.stepsDone%t.cfg.syncEvery() == 0 {
 		secs, err := t.publish(ctx)
 		m.SyncSeconds += secs
 		if err != nil {
@@ -368,8 +368,8 @@ func requestSeed(seed uint64, step, genBatch, pos int) uint64 {
 }
 
 // generate rolls out and scores one generation batch of the step after
-// done completed steps.
-func (t *Trainer) generate(ctx context.Context, done, genBatch int) ([]*sample, error) {
+// stepsDone completed steps.
+func (t *Trainer) generate(ctx context.Context, stepsDone, genBatch int) ([]*sample, error) {
 	all := t.sampler.Next()
 	// This rank's groups, at their positions in the generation batch
 	// (which seed them): all of them alone.
@@ -382,24 +382,24 @@ func (t *Trainer) generate(ctx context.Context, done, genBatch int) ([]*sample, 
 		idx[i] = j
 		p := &t.parts.Prompts[j]
 		params := t.cfg.Sampling
-		params.Seed = new(requestSeed(t.cfg.Seed, done, genBatch, at))
+		params.Seed = new(requestSeed(t.cfg.Seed, stepsDone, genBatch, at))
 		params.Logprobs = true
-		groups[i] = fmt.Sprintf("s%d/g%d/p%d", done, genBatch, j)
+		groups[i] = fmt.Sprintf("s%d/g%d/p%d", stepsDone, genBatch, j)
 		reqs[i] = p.request(groups[i], params, t.cfg.SamplesPerPrompt)
 	}
 	trajs, err := t.parts.Engine.Run(ctx, reqs)
 	if err != nil {
-		return nil, fmt.Errorf("agentrl: step %d: %w", done+1, rolloutError(err))
+		return nil, fmt.Errorf("agentrl: step %d: %w", stepsDone+1, rolloutError(err))
 	}
 	if len(trajs) != len(idx)*t.cfg.SamplesPerPrompt {
-		return nil, fmt.Errorf("%w: step %d: rollout returned %d trajectories for %d requests of %d samples", ErrTrainer, done+1, len(trajs), len(idx), t.cfg.SamplesPerPrompt)
+		return nil, fmt.Errorf("%w: step %d: rollout returned %d trajectories for %d requests of %d samples", ErrTrainer, stepsDone+1, len(trajs), len(idx), t.cfg.SamplesPerPrompt)
 	}
 	inputs := make([]reward.Input, len(trajs))
 	samples := make([]*sample, len(trajs))
 	for i := range trajs {
 		tr := &trajs[i]
 		if tr.Request < 0 || tr.Request >= len(idx) || len(tr.Mask) != len(tr.Tokens) || tr.PromptLen > len(tr.Tokens) {
-			return nil, fmt.Errorf("%w: step %d: trajectory %d is malformed (request %d, %d tokens, %d mask, prompt %d)", ErrTrainer, done+1, i, tr.Request, len(tr.Tokens), len(tr.Mask), tr.PromptLen)
+			return nil, fmt.Errorf("%w: step %d: trajectory %d is malformed (request %d, %d tokens, %d mask, prompt %d)", ErrTrainer, stepsDone+1, i, tr.Request, len(tr.Tokens), len(tr.Mask), tr.PromptLen)
 		}
 		p := &t.parts.Prompts[idx[tr.Request]]
 		samples[i] = &sample{traj: *tr, prompt: p, group: groups[tr.Request]}
@@ -407,25 +407,25 @@ func (t *Trainer) generate(ctx context.Context, done, genBatch int) ([]*sample, 
 	}
 	outs, err := reward.Batch(ctx, t.reward, inputs, t.cfg.Reward)
 	if err != nil {
-		return nil, fmt.Errorf("agentrl: step %d: reward: %w", done+1, err)
+		return nil, fmt.Errorf("agentrl: step %d: reward: %w", stepsDone+1, err)
 	}
 	for i, o := range outs {
 		if math.IsNaN(o.Score) || math.IsInf(o.Score, 0) {
-			return nil, fmt.Errorf("%w: step %d: reward of trajectory %d (prompt %q) is %v", ErrTrainer, done+1, i, samples[i].prompt.ID, o.Score)
+			return nil, fmt.Errorf("%w: step %d: reward of trajectory %d (prompt %q) is %v", ErrTrainer, stepsDone+1, i, samples[i].prompt.ID, o.Score)
 		}
 		samples[i].out = o
 	}
 	return samples, nil
 }
 
-// collect gathers the batch of the step after done completed steps: one
+// collect gathers the batch of the step after stepsDone completed steps: one
 // generation batch, or with dynamic sampling as many as it takes to fill
 // PromptsPerStep groups whose metric varies. It returns the batch, the
 // generation batches it took and the groups kept.
-func (t *Trainer) collect(ctx context.Context, done int) ([]*sample, int, int, error) {
+func (t *Trainer) collect(ctx context.Context, stepsDone int) ([]*sample, int, int, error) {
 	ds := t.cfg.DynamicSampling
 	if ds == nil {
-		b, err := t.generate(ctx, done, 0)
+		b, err := t.generate(ctx, stepsDone, 0)
 		return b, 1, t.cfg.PromptsPerStep / t.job.size(), err // this rank's groups
 	}
 	f, err := dataset.NewGroupFilter[*sample](dataset.FilterConfig{BatchGroups: t.cfg.PromptsPerStep / t.job.size(), MaxGenBatches: ds.MaxGenBatches})
@@ -443,12 +443,12 @@ func (t *Trainer) collect(ctx context.Context, done int) ([]*sample, int, int, e
 			t.sampler.Next() // in step with the ranks still rolling out
 		} else {
 			var b []*sample
-			if b, err = t.generate(ctx, done, gens); err == nil {
-				err = t.addToFilter(f, b, done)
+			if b, err = t.generate(ctx, stepsDone, gens); err == nil {
+				err = t.addToFilter(f, b, stepsDone)
 			}
 		}
 		gens++
-		allFull, err := t.job.agreeReady(ctx, err, f.Ready(), fmt.Sprintf("step %d: dynamic sampling", done+1))
+		allFull, err := t.job.agreeReady(ctx, err, f.Ready(), fmt.Sprintf("step %d: dynamic sampling", stepsDone+1))
 		if err != nil {
 			return nil, 0, 0, err
 		}
@@ -458,7 +458,7 @@ func (t *Trainer) collect(ctx context.Context, done int) ([]*sample, int, int, e
 	}
 	fb, err := f.Take()
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("agentrl: step %d: dynamic sampling: %w", done+1, err)
+		return nil, 0, 0, fmt.Errorf("agentrl: step %d: dynamic sampling: %w", stepsDone+1, err)
 	}
 	return fb.Items, gens, fb.Stats.KeptGroups, nil
 }
@@ -478,7 +478,7 @@ func (t *Trainer) advantages(batch []*sample) error {
 	}
 	out, err := t.estimators.Compute(t.cfg.Advantage, in)
 	if err != nil {
-		return fmt.Errorf("agentrl: step %d: advantages: %w", t.step+1, err)
+		return fmt.Errorf("agentrl: step %d: advantages: %w", t.stepsDone+1, err)
 	}
 	for i, s := range batch {
 		s.adv = out.Advantages[i]
@@ -502,7 +502,7 @@ func (t *Trainer) oldAndRef(ctx context.Context, batch []*sample) error {
 	needRollout := !t.cfg.recompute() || t.cfg.Loss.TISCap > 0
 	for i, s := range batch {
 		if needRollout && len(s.traj.LogProbs) != len(s.traj.Tokens) {
-			return fmt.Errorf("%w: step %d: trajectory %d (prompt %q) has no sampler log-probabilities, which OldLogProbs %q or TISCap need", ErrTrainer, t.step+1, i, s.prompt.ID, t.cfg.OldLogProbs)
+			return fmt.Errorf("%w: step %d: trajectory %d (prompt %q) has no sampler log-probabilities, which OldLogProbs %q or TISCap need", ErrTrainer, t.stepsDone+1, i, s.prompt.ID, t.cfg.OldLogProbs)
 		}
 		if !t.cfg.recompute() {
 			s.old = s.traj.LogProbs[s.traj.PromptLen:]
@@ -513,10 +513,10 @@ func (t *Trainer) oldAndRef(ctx context.Context, batch []*sample) error {
 			part := batch[c[0]:c[1]]
 			stats, _, err := model.Forward(ctx, t.tokenBatch(part), false)
 			if err != nil {
-				return fmt.Errorf("agentrl: step %d: %s log-probs: %w", t.step+1, what, err)
+				return fmt.Errorf("agentrl: step %d: %s log-probs: %w", t.stepsDone+1, what, err)
 			}
 			if err := checkStats(stats, part, false); err != nil {
-				return fmt.Errorf("%w: step %d: %s forward: %w", ErrTrainer, t.step+1, what, err)
+				return fmt.Errorf("%w: step %d: %s forward: %w", ErrTrainer, t.stepsDone+1, what, err)
 			}
 			for i, s := range part {
 				set(s, stats.LogProbs[i][s.traj.PromptLen:])
@@ -580,7 +580,7 @@ func (t *Trainer) update(ctx context.Context, batch []*sample, m *StepMetrics) e
 			order[i] = i
 		}
 		if t.cfg.ShuffleMiniBatches {
-			rng := rand.New(rand.NewPCG(t.cfg.Seed, uint64(t.step)<<20|uint64(ep)))
+			rng := rand.New(rand.NewPCG(t.cfg.Seed, uint64(t.stepsDone)<<20|uint64(ep)))
 			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		}
 		for _, mb := range chunks(len(batch), t.cfg.miniBatch()/t.job.size()) {
@@ -589,7 +589,7 @@ func (t *Trainer) update(ctx context.Context, batch []*sample, m *StepMetrics) e
 				mini = append(mini, batch[k])
 			}
 			if err := t.opt.ZeroGrad(); err != nil {
-				return fmt.Errorf("agentrl: step %d: %w", t.step+1, err)
+				return fmt.Errorf("agentrl: step %d: %w", t.stepsDone+1, err)
 			}
 			// Each micro-batch's loss is weighted by its share of the
 			// whole mini-batch, on every rank: the sum over the ranks is
@@ -597,13 +597,13 @@ func (t *Trainer) update(ctx context.Context, batch []*sample, m *StepMetrics) e
 			for _, c := range chunks(len(mini), t.localMicro()) {
 				res, tokens, err := t.microStep(ctx, mini[c[0]:c[1]], float32(c[1]-c[0])/float32(len(mini)*t.job.size()))
 				if err != nil {
-					return fmt.Errorf("agentrl: step %d: epoch %d: %w", t.step+1, ep, err)
+					return fmt.Errorf("agentrl: step %d: epoch %d: %w", t.stepsDone+1, ep, err)
 				}
 				m.trainedTokens += tokens
 				acc.add(res.Metrics)
 			}
 			if err := t.job.sumGradients(ctx, t.opt); err != nil {
-				return fmt.Errorf("agentrl: step %d: epoch %d: gradient all-reduce: %w", t.step+1, ep, err)
+				return fmt.Errorf("agentrl: step %d: epoch %d: gradient all-reduce: %w", t.stepsDone+1, ep, err)
 			}
 			norm, err := clipOrMeasure(t.opt, t.cfg.MaxGradNorm)
 			gradNorms = append(gradNorms, norm)
@@ -613,18 +613,18 @@ func (t *Trainer) update(ctx context.Context, batch []*sample, m *StepMetrics) e
 				m.SkippedUpdates++
 				continue
 			} else if err != nil {
-				return fmt.Errorf("agentrl: step %d: clip: %w", t.step+1, err)
+				return fmt.Errorf("agentrl: step %d: clip: %w", t.stepsDone+1, err)
 			}
 			lr, err := t.opt.Step()
 			if err != nil {
-				return fmt.Errorf("agentrl: step %d: optimizer: %w", t.step+1, err)
+				return fmt.Errorf("agentrl: step %d: optimizer: %w", t.stepsDone+1, err)
 			}
 			lrs = append(lrs, lr)
 			m.Updates++
 		}
 	}
 	if err := t.opt.ZeroGrad(); err != nil {
-		return fmt.Errorf("agentrl: step %d: %w", t.step+1, err)
+		return fmt.Errorf("agentrl: step %d: %w", t.stepsDone+1, err)
 	}
 	m.LossMetrics = acc.mean()
 	m.Loss = m.LossMetrics["loss"]

@@ -73,7 +73,7 @@ type TrainerState struct {
 // checkpoints use SaveCheckpoint.
 func (t *Trainer) SaveTo(dir string) error {
 	return saveTraining(dir, t.opt, t.parts.Policy, TrainerState{
-		Format: TrainerStateFormat, Step: t.step, Seed: t.cfg.Seed, Prompts: len(t.parts.Prompts),
+		Format: TrainerStateFormat, Step: t.stepsDone, Seed: t.cfg.Seed, Prompts: len(t.parts.Prompts),
 		Sampler: t.samplerState, OptimizerSteps: t.opt.Steps(), WorldSize: recordedSize(t.job),
 	})
 }
@@ -144,7 +144,7 @@ func loadTraining(dir string, opt policy.Optimizer, optimizerSteps int64) error 
 // data-parallel job rank 0 writes it and the other ranks wait for it
 // and return its folder; every rank must call it.
 func (t *Trainer) SaveCheckpoint(ctx context.Context, root checkpoint.Root, keep int) (string, error) {
-	return t.job.saveCheckpoint(ctx, root, t.step, keep, t.SaveTo)
+	return t.job.saveCheckpoint(ctx, root, t.stepsDone, keep, t.SaveTo)
 }
 
 // saveCheckpoint writes step's checkpoint with saveTo through
@@ -196,7 +196,7 @@ func (t *Trainer) LoadFrom(dir string) error {
 	if err := t.sampler.Restore(st.Sampler); err != nil {
 		return fmt.Errorf("%w: %w", ErrCheckpoint, err)
 	}
-	t.step = st.Step
+	t.stepsDone = st.Step
 	t.samplerState = st.Sampler
 	t.published = -1 // the samplers get the restored weights before the next rollout
 	t.trained, t.lastEnd = nil, time.Time{}

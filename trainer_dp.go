@@ -87,13 +87,13 @@ func (t *Trainer) fingerprint() []namedValue {
 		{"the micro-batch size", float64(t.localMicro())},
 		{"TrainerConfig.PPOEpochs", float64(c.epochs())},
 		{"TrainerConfig.MaxStaleness", float64(c.MaxStaleness)},
-		{"the steps done", float64(t.step)},
+		{"the steps done", float64(t.stepsDone)},
 		{"the optimizer's steps", float64(t.opt.Steps())},
 	}
 }
 
 // addToFilter adds a generation batch to the dynamic-sampling filter.
-func (t *Trainer) addToFilter(f *dataset.GroupFilter[*sample], b []*sample, done int) error {
+func (t *Trainer) addToFilter(f *dataset.GroupFilter[*sample], b []*sample, stepsDone int) error {
 	ds := t.cfg.DynamicSampling
 	groups := make([]string, len(b))
 	metric := make([]float64, len(b))
@@ -106,7 +106,7 @@ func (t *Trainer) addToFilter(f *dataset.GroupFilter[*sample], b []*sample, done
 		}
 	}
 	if _, err := f.Add(b, groups, metric); err != nil {
-		return fmt.Errorf("agentrl: step %d: dynamic sampling: %w", done+1, err)
+		return fmt.Errorf("agentrl: step %d: dynamic sampling: %w", stepsDone+1, err)
 	}
 	return nil
 }
