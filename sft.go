@@ -300,7 +300,17 @@ func (s *SFTTrainer) Step(ctx context.Context) (SFTMetrics, error) {
 	return m, nil
 }
 
-// trainStep is Step without the metrics log.
+// trainStep is one SFT update, stage by stage; Step is it and the
+// metrics log:
+//
+//  1. the next batch of BatchSize sequences
+//  2. the gradients of this rank's share of it, micro-batch by
+//     micro-batch (accumulate)
+//  3. the optimizer step: the ranks' gradients summed, clipped, AdamW
+//  4. the job's loss and, with several ranks, the slowest rank's times
+//
+// At the first step of a data-parallel job the ranks first check that
+// they agree and take rank 0's weights.
 func (s *SFTTrainer) trainStep(ctx context.Context) (SFTMetrics, error) {
 	start := time.Now()
 	m := SFTMetrics{Step: s.stepsDone + 1, Epoch: s.sampler.State().Epoch, WorldSize: s.job.size()}
@@ -315,56 +325,60 @@ func (s *SFTTrainer) trainStep(ctx context.Context) (SFTMetrics, error) {
 		m.Tokens += b.trainable()
 		m.SeqTokens += len(b.IDs)
 	}
-	if err := s.opt.ZeroGrad(); err != nil {
-		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
-	}
 	inv := 1 / float64(m.Tokens) // the whole batch's tokens, on every rank
-	lo, hi := s.job.share(len(batch))
-	for _, c := range chunks(hi-lo, s.microBatch()) {
-		nll, err := s.micro(ctx, batch[lo+c[0]:lo+c[1]], inv, true)
-		if err != nil {
-			return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
-		}
-		m.Loss += nll
-	}
-	if err := s.job.sumGradients(ctx, s.opt); err != nil {
-		return m, fmt.Errorf("agentrl: SFT step %d: gradient all-reduce: %w", m.Step, err)
-	}
-	loss := []float64{m.Loss} // the job's Σ −mask·log p
-	if err := s.job.reduce(ctx, loss, dist.Sum); err != nil {
+	nll, err := s.accumulate(ctx, batch, inv)
+	if err != nil {
 		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
 	}
-	m.Loss = loss[0]
-	m.Loss *= inv
-	m.GradNorm, err = clipOrMeasure(s.opt, s.cfg.MaxGradNorm)
-	switch {
-	case errors.Is(err, policy.ErrNonFinite):
-		m.Skipped = true
-		m.LR = s.opt.LR()
-	case err != nil:
-		return m, fmt.Errorf("agentrl: SFT step %d: clip: %w", m.Step, err)
-	default:
-		if m.LR, err = s.opt.Step(); err != nil {
-			return m, fmt.Errorf("agentrl: SFT step %d: optimizer: %w", m.Step, err)
-		}
+	var stepped bool
+	if m.GradNorm, m.LR, stepped, err = optimizerStep(ctx, s.job, s.opt, s.cfg.MaxGradNorm); err != nil {
+		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
+	}
+	if !stepped {
+		m.Skipped, m.LR = true, s.opt.LR()
 	}
 	if err := s.opt.ZeroGrad(); err != nil {
 		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
 	}
 	s.stepsDone++
-	m.Seconds = time.Since(start).Seconds()
-	// The slowest rank's times.
-	var bytes int64
-	m.AllReduceWaitSeconds, m.AllReduceSeconds, bytes = s.job.takeCounters()
-	v := []float64{m.Seconds, m.AllReduceSeconds, m.AllReduceWaitSeconds}
-	if err := s.job.reduce(ctx, v, dist.Max); err != nil {
+
+	loss := []float64{nll} // the job's Σ −mask·log p
+	if err := s.job.reduce(ctx, loss, dist.Sum); err != nil {
 		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
 	}
-	m.Seconds, m.AllReduceSeconds, m.AllReduceWaitSeconds, m.AllReduceBytes = v[0], v[1], v[2], bytes
+	m.Loss = loss[0] * inv
+	m.Seconds = time.Since(start).Seconds()
+	var bytes int64
+	m.AllReduceWaitSeconds, m.AllReduceSeconds, bytes = s.job.takeCounters()
+	slowest := []float64{m.Seconds, m.AllReduceSeconds, m.AllReduceWaitSeconds}
+	if err := s.job.reduce(ctx, slowest, dist.Max); err != nil {
+		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
+	}
+	m.Seconds, m.AllReduceSeconds, m.AllReduceWaitSeconds, m.AllReduceBytes = slowest[0], slowest[1], slowest[2], bytes
 	if m.Seconds > 0 {
 		m.TokensPerSec = float64(m.SeqTokens) / m.Seconds
 	}
 	return m, nil
+}
+
+// accumulate zeroes the gradients and accumulates those of this rank's
+// share of batch, micro-batch by micro-batch (micro), each trained
+// token's loss −log p weighted by inv, one over the whole batch's trained
+// tokens. It returns this rank's Σ −mask·log p.
+func (s *SFTTrainer) accumulate(ctx context.Context, batch []SFTSample, inv float64) (float64, error) {
+	if err := s.opt.ZeroGrad(); err != nil {
+		return 0, err
+	}
+	var nll float64
+	lo, hi := s.job.share(len(batch))
+	for _, c := range chunks(hi-lo, s.microBatch()) {
+		v, err := s.micro(ctx, batch[lo+c[0]:lo+c[1]], inv, true)
+		if err != nil {
+			return 0, err
+		}
+		nll += v
+	}
+	return nll, nil
 }
 
 // micro runs one micro-batch: it returns Σ −mask·log p over the batch and,

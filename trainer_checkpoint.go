@@ -199,7 +199,7 @@ func (t *Trainer) LoadFrom(dir string) error {
 	t.stepsDone = st.Step
 	t.samplerState = st.Sampler
 	t.published = -1 // the samplers get the restored weights before the next rollout
-	t.trained, t.lastEnd = nil, time.Time{}
+	t.trainIntervals, t.lastEnd = nil, time.Time{}
 	return nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 
-	"github.com/agentrl/agentrl/dataset"
 	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/rollout"
 )
@@ -90,25 +89,6 @@ func (t *Trainer) fingerprint() []namedValue {
 		{"the steps done", float64(t.stepsDone)},
 		{"the optimizer's steps", float64(t.opt.Steps())},
 	}
-}
-
-// addToFilter adds a generation batch to the dynamic-sampling filter.
-func (t *Trainer) addToFilter(f *dataset.GroupFilter[*sample], b []*sample, stepsDone int) error {
-	ds := t.cfg.DynamicSampling
-	groups := make([]string, len(b))
-	metric := make([]float64, len(b))
-	for i, s := range b {
-		groups[i] = s.group
-		if ds.metric() == FilterByScore {
-			metric[i] = s.out.Score
-		} else if s.out.Acc {
-			metric[i] = 1
-		}
-	}
-	if _, err := f.Add(b, groups, metric); err != nil {
-		return fmt.Errorf("agentrl: step %d: dynamic sampling: %w", stepsDone+1, err)
-	}
-	return nil
 }
 
 // stepMetrics makes m, this rank's metrics of batch, the job's: counts
