@@ -1,7 +1,6 @@
 package agentrl
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -37,29 +36,6 @@ func newOptimizer(p lm.Trainable, cfg policy.AdamWConfig) (policy.Optimizer, err
 		return nil, fmt.Errorf("%w: optimizer: %w", ErrTrainer, err)
 	}
 	return opt, nil
-}
-
-// optimizerStep ends every update of both trainers: the ranks'
-// gradients are summed (a data-parallel job's all-reduce, nothing
-// alone), their global norm is clipped to maxNorm (measured only, for
-// maxNorm 0), and the optimizer steps. A norm that is not finite skips
-// the step, as verl's dp_actor does: stepped is then false and lr 0. It
-// returns the norm before clipping and the step's learning rate.
-func optimizerStep(ctx context.Context, j job, opt policy.Optimizer, maxNorm float64) (norm, lr float64, stepped bool, err error) {
-	if err := j.sumGradients(ctx, opt); err != nil {
-		return 0, 0, false, fmt.Errorf("gradient all-reduce: %w", err)
-	}
-	norm, err = clipOrMeasure(opt, maxNorm)
-	switch {
-	case errors.Is(err, policy.ErrNonFinite):
-		return norm, 0, false, nil
-	case err != nil:
-		return norm, 0, false, fmt.Errorf("clip: %w", err)
-	}
-	if lr, err = opt.Step(); err != nil {
-		return norm, 0, false, fmt.Errorf("optimizer: %w", err)
-	}
-	return norm, lr, true, nil
 }
 
 // clipOrMeasure clips the gradients to maxNorm (when > 0) or measures

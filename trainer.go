@@ -701,6 +701,29 @@ func (t *Trainer) lossBatch(part []*sample, stats lm.TokenStats) (loss.Batch, er
 	return b, err
 }
 
+// optimizerStep ends every update of both trainers: the ranks'
+// gradients are summed (a data-parallel job's all-reduce, nothing
+// alone), their global norm is clipped to maxNorm (measured only, for
+// maxNorm 0), and the optimizer steps. A norm that is not finite skips
+// the step, as verl's dp_actor does: stepped is then false and lr 0. It
+// returns the norm before clipping and the step's learning rate.
+func optimizerStep(ctx context.Context, j job, opt policy.Optimizer, maxNorm float64) (norm, lr float64, stepped bool, err error) {
+	if err := j.sumGradients(ctx, opt); err != nil {
+		return 0, 0, false, fmt.Errorf("gradient all-reduce: %w", err)
+	}
+	norm, err = clipOrMeasure(opt, maxNorm)
+	switch {
+	case errors.Is(err, policy.ErrNonFinite):
+		return norm, 0, false, nil
+	case err != nil:
+		return norm, 0, false, fmt.Errorf("clip: %w", err)
+	}
+	if lr, err = opt.Step(); err != nil {
+		return norm, 0, false, fmt.Errorf("optimizer: %w", err)
+	}
+	return norm, lr, true, nil
+}
+
 // publishDue is stage 5's publication: with TrainerParts.Sync, every
 // SyncEvery steps, the samplers get the new weights as the version of
 // the steps done. A failure leaves the step counted; the next step
@@ -712,6 +735,23 @@ func (t *Trainer) publishDue(ctx context.Context, m *StepMetrics) error {
 	secs, err := t.publish(ctx)
 	m.SyncSeconds += secs
 	return err
+}
+
+// clock is stage 6's times: the step's own (from start), the wall time
+// since the previous step ended, and its training interval (from
+// trainStart), against which later steps' rollouts measure their overlap.
+func (t *Trainer) clock(m *StepMetrics, start, trainStart time.Time) {
+	now := time.Now()
+	t.trainIntervals = append(t.trainIntervals, [2]time.Time{trainStart, now})
+	if len(t.trainIntervals) > t.cfg.MaxStaleness+2 {
+		t.trainIntervals = t.trainIntervals[1:]
+	}
+	m.StepSeconds = now.Sub(start).Seconds()
+	m.WallSeconds = m.StepSeconds
+	if !t.lastEnd.IsZero() {
+		m.WallSeconds = now.Sub(t.lastEnd).Seconds()
+	}
+	t.lastEnd = now
 }
 
 // chunks cuts n items into consecutive ranges of size at most k.

@@ -205,23 +205,6 @@ func (t *Trainer) staleness(batch []*sample, m *StepMetrics) error {
 	return nil
 }
 
-// clock is stage 6's times: the step's own (from start), the wall time
-// since the previous step ended, and its training interval (from
-// trainStart), against which later steps' rollouts measure their overlap.
-func (t *Trainer) clock(m *StepMetrics, start, trainStart time.Time) {
-	now := time.Now()
-	t.trainIntervals = append(t.trainIntervals, [2]time.Time{trainStart, now})
-	if len(t.trainIntervals) > t.cfg.MaxStaleness+2 {
-		t.trainIntervals = t.trainIntervals[1:]
-	}
-	m.StepSeconds = now.Sub(start).Seconds()
-	m.WallSeconds = m.StepSeconds
-	if !t.lastEnd.IsZero() {
-		m.WallSeconds = now.Sub(t.lastEnd).Seconds()
-	}
-	t.lastEnd = now
-}
-
 // overlap returns the seconds of [start, end] during which earlier steps
 // trained.
 func (t *Trainer) overlap(start, end time.Time) float64 {
