@@ -115,14 +115,14 @@ type RunConfig struct {
 	OnResume func(step int) error
 }
 
-// validate checks the loop's settings; steps is the resolved Steps.
-func (rc RunConfig) validate(steps int) error {
+// validate checks the loop's settings; total is the resolved Steps.
+func (rc RunConfig) validate(total int) error {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: RunConfig.%s: %s", ErrTrainerConfig, field, fmt.Sprintf(format, args...))
 	}
 	switch {
-	case steps <= 0:
-		return bad("Steps", "%d, want > 0", steps)
+	case total <= 0:
+		return bad("Steps", "%d, want > 0", total)
 	case rc.ValEvery < 0:
 		return bad("ValEvery", "%d, want ≥ 0", rc.ValEvery)
 	case rc.SaveEvery < 0:
@@ -145,10 +145,11 @@ type loop interface {
 	resume(root checkpoint.Root) (bool, error)
 }
 
-// run is Trainer.Run and SFTTrainer.Run: the steps, validation, metrics,
-// recorder and checkpoints of RunConfig, stopping on ctx.
-func run(ctx context.Context, tr loop, rc RunConfig, steps int, metrics MetricsSink) error {
-	if err := rc.validate(steps); err != nil {
+// run is Trainer.Run and SFTTrainer.Run: the steps up to step total,
+// validation, metrics, recorder and checkpoints of RunConfig, stopping
+// on ctx.
+func run(ctx context.Context, tr loop, rc RunConfig, total int, metrics MetricsSink) error {
+	if err := rc.validate(total); err != nil {
 		return err
 	}
 	if rc.Resume {
@@ -163,7 +164,7 @@ func run(ctx context.Context, tr loop, rc RunConfig, steps int, metrics MetricsS
 		}
 	}
 	start := tr.stepsDone()
-	if start >= steps {
+	if start >= total {
 		return nil
 	}
 	logRow := func(step int, row map[string]float64) error {
@@ -192,12 +193,12 @@ func run(ctx context.Context, tr loop, rc RunConfig, steps int, metrics MetricsS
 		}
 	}
 	if rc.Recorder != nil {
-		if err := rc.Recorder.Init(start, steps); err != nil {
+		if err := rc.Recorder.Init(start, total); err != nil {
 			return err
 		}
 	}
 	every := func(n, step int) bool { return n > 0 && step%n == 0 }
-	for tr.stepsDone() < steps {
+	for tr.stepsDone() < total {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -206,7 +207,7 @@ func run(ctx context.Context, tr loop, rc RunConfig, steps int, metrics MetricsS
 			return err
 		}
 		step := tr.stepsDone()
-		last := step == steps
+		last := step == total
 		if rc.Validate != nil && (last || every(rc.ValEvery, step)) {
 			vrow, err := validate(step)
 			if err != nil {
@@ -299,16 +300,16 @@ func (t *Trainer) Run(ctx context.Context, rc RunConfig) error {
 // SFTConfig.Epochs), with the validation, metrics, Recorder and
 // checkpoints rc asks for, as Trainer.Run does.
 func (s *SFTTrainer) Run(ctx context.Context, rc RunConfig) error {
-	steps := rc.Steps
-	if steps == 0 {
-		steps = s.totalSteps()
+	total := rc.Steps
+	if total == 0 {
+		total = s.totalSteps()
 	}
 	metrics := s.metrics
 	if !s.job.leader() {
 		metrics, rc.Recorder = nil, nil
 	}
 	l := trainerLoop[SFTMetrics]{completed: s.StepsDone, train: s.trainStep, save: s.SaveCheckpoint, load: s.Resume}
-	return run(ctx, l, rc, steps, metrics)
+	return run(ctx, l, rc, total, metrics)
 }
 
 // ValidationConfig is a validation of an RL policy on held-out prompts
