@@ -1,12 +1,18 @@
 package agentrl
 
 import (
+	"bytes"
 	"context"
+	"encoding/gob"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"time"
 
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/dist"
+	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/backend"
@@ -41,12 +47,116 @@ type DataParallel struct {
 // DefaultBucketBytes is DataParallel.BucketBytes' default.
 const DefaultBucketBytes = 25 << 20
 
-// dp is a trainer's data-parallel state; nil when training alone.
-type dp struct {
-	comm       dist.Comm
-	rank, size int
-	bucket     int  // float32 elements per bucket
-	ready      bool // the ranks' configurations checked and weights broadcast
+// job is the data-parallel job a trainer is one rank of, as its steps
+// see it: a trainer alone is a job of one (alone), whose methods do what
+// one process does; several ranks share a communicator (*ranks). The
+// trainers call it at the same points whichever it is, so that a step
+// reads the same for one process and for many.
+type job interface {
+	// size is the number of ranks, rank this one's (0 alone), and leader
+	// whether this rank writes the job's files (rank 0).
+	size() int
+	rank() int
+	leader() bool
+	// share returns this rank's contiguous share [lo, hi) of n items.
+	share(n int) (lo, hi int)
+	// join, at the first step, checks that every rank was configured
+	// alike (fingerprint: named values that must agree) and gives every
+	// rank rank 0's weights, as PyTorch's DDP does when it wraps a model.
+	join(ctx context.Context, opt policy.Optimizer, fingerprint []namedValue) error
+	// sumGradients sums the ranks' gradients in place, on every rank.
+	sumGradients(ctx context.Context, opt policy.Optimizer) error
+	// reduce all-reduces v with op in place.
+	reduce(ctx context.Context, v []float64, op dist.Op) error
+	// agree tells every rank whether any rank's err is set: it returns
+	// err on the ranks that failed and, on the others, an error naming
+	// the ranks that did (what says what they were doing). agreeReady
+	// also tells whether every rank is ready. Every rank calls them at
+	// the same point.
+	agree(ctx context.Context, err error, what string) error
+	agreeReady(ctx context.Context, err error, ready bool, what string) (bool, error)
+	// takeCounters returns and resets the step's seconds waiting for the
+	// slowest rank before the gradient sums, seconds summing and bytes
+	// summed.
+	takeCounters() (wait, seconds float64, bytes int64)
+	// stepMetrics makes m, this rank's metrics of its share of a step's
+	// batch, the job's.
+	stepMetrics(ctx context.Context, m *StepMetrics, batch []*sample) error
+	// gatherRecords concatenates every rank's validation records in
+	// rank order, once every rank has them (err: this rank's failure).
+	gatherRecords(ctx context.Context, recs []eval.Record, err error) ([]eval.Record, error)
+	// saveCheckpoint writes step's checkpoint under root with saveTo on
+	// the leader (keeping the newest keep); every rank returns its
+	// folder.
+	saveCheckpoint(ctx context.Context, root checkpoint.Root, step, keep int, saveTo func(dir string) error) (string, error)
+	// close frees what the job holds on the backend.
+	close() error
+}
+
+// newJob checks d and returns the job it describes: alone unless its
+// Comm has several ranks.
+func newJob(d DataParallel, field string) (job, error) {
+	if d.BucketBytes < 0 {
+		return nil, fmt.Errorf("%w: %s.BucketBytes %d, want ≥ 0", ErrTrainerConfig, field, d.BucketBytes)
+	}
+	if d.Comm == nil || d.Comm.Size() <= 1 {
+		return alone{}, nil
+	}
+	b := d.BucketBytes
+	if b == 0 {
+		b = DefaultBucketBytes
+	}
+	return &ranks{comm: d.Comm, me: d.Comm.Rank(), n: d.Comm.Size(), bucket: max(b/4, 1)}, nil
+}
+
+// recordedSize is the world size a checkpoint records: 0 (omitted)
+// alone.
+func recordedSize(j job) int {
+	if j.size() == 1 {
+		return 0
+	}
+	return j.size()
+}
+
+// alone is the job of a trainer by itself: nothing to check with
+// others, nothing to sum, every item its own.
+type alone struct{}
+
+func (alone) size() int                               { return 1 }
+func (alone) rank() int                               { return 0 }
+func (alone) leader() bool                            { return true }
+func (alone) share(n int) (int, int)                  { return 0, n }
+func (alone) takeCounters() (float64, float64, int64) { return 0, 0, 0 }
+func (alone) close() error                            { return nil }
+
+func (alone) join(context.Context, policy.Optimizer, []namedValue) error { return nil }
+
+func (alone) sumGradients(context.Context, policy.Optimizer) error { return nil }
+
+func (alone) reduce(context.Context, []float64, dist.Op) error { return nil }
+
+func (alone) agree(_ context.Context, err error, _ string) error { return err }
+
+func (alone) agreeReady(_ context.Context, err error, ready bool, _ string) (bool, error) {
+	return ready, err
+}
+
+func (alone) stepMetrics(context.Context, *StepMetrics, []*sample) error { return nil }
+
+func (alone) gatherRecords(_ context.Context, recs []eval.Record, err error) ([]eval.Record, error) {
+	return recs, err
+}
+
+func (alone) saveCheckpoint(ctx context.Context, root checkpoint.Root, step, keep int, saveTo func(dir string) error) (string, error) {
+	return saveCheckpoint(ctx, root, step, keep, saveTo)
+}
+
+// ranks is this rank's part of a job of several over a communicator.
+type ranks struct {
+	comm   dist.Comm
+	me, n  int  // this rank, the number of ranks
+	bucket int  // float32 elements per bucket
+	joined bool // the ranks' configurations checked and weights broadcast
 
 	host []float32      // host bucket
 	dev  backend.Buffer // device bucket (NCCL)
@@ -58,45 +168,16 @@ type dp struct {
 	bytes         int64
 }
 
-// newDP checks d and returns nil when it trains alone.
-func newDP(d DataParallel, field string) (*dp, error) {
-	if d.BucketBytes < 0 {
-		return nil, fmt.Errorf("%w: %s.BucketBytes %d, want ≥ 0", ErrTrainerConfig, field, d.BucketBytes)
-	}
-	if d.Comm == nil || d.Comm.Size() <= 1 {
-		return nil, nil
-	}
-	b := d.BucketBytes
-	if b == 0 {
-		b = DefaultBucketBytes
-	}
-	return &dp{comm: d.Comm, rank: d.Comm.Rank(), size: d.Comm.Size(), bucket: max(b/4, 1)}, nil
+func (j *ranks) size() int    { return j.n }
+func (j *ranks) rank() int    { return j.me }
+func (j *ranks) leader() bool { return j.me == 0 }
+
+func (j *ranks) share(n int) (lo, hi int) {
+	return j.me * n / j.n, (j.me + 1) * n / j.n
 }
 
-// world is the number of ranks (1 alone).
-func (d *dp) world() int {
-	if d == nil {
-		return 1
-	}
-	return d.size
-}
-
-// leader reports whether this rank writes the job's files (true alone).
-func (d *dp) leader() bool { return d == nil || d.rank == 0 }
-
-// block returns rank r's contiguous share [lo, hi) of n items.
-func (d *dp) block(n int) (lo, hi int) {
-	if d == nil {
-		return 0, n
-	}
-	return d.rank * n / d.size, (d.rank + 1) * n / d.size
-}
-
-// start checks, at the first step, that every rank was configured alike
-// (fingerprint: named values that must agree) and gives every rank rank
-// 0's weights, as PyTorch's DDP does when it wraps a model.
-func (d *dp) start(ctx context.Context, opt policy.Optimizer, fingerprint []namedValue) error {
-	if d == nil || d.ready {
+func (j *ranks) join(ctx context.Context, opt policy.Optimizer, fingerprint []namedValue) error {
+	if j.joined {
 		return nil
 	}
 	params, err := opt.Params()
@@ -108,12 +189,12 @@ func (d *dp) start(ctx context.Context, opt policy.Optimizer, fingerprint []name
 		n += float64(len(p.Data))
 	}
 	fingerprint = append(fingerprint, namedValue{"the number of trained parameters", n}, namedValue{"the number of parameter tensors", float64(len(params))})
-	if err := d.same(ctx, fingerprint); err != nil {
+	if err := j.same(ctx, fingerprint); err != nil {
 		return err
 	}
 	err = opt.LoadParams(func(ps []lm.Param) error {
 		for _, p := range ps {
-			if err := d.comm.Broadcast(ctx, dist.Float32s(p.Data), 0); err != nil {
+			if err := j.comm.Broadcast(ctx, dist.Float32s(p.Data), 0); err != nil {
 				return err
 			}
 		}
@@ -122,7 +203,7 @@ func (d *dp) start(ctx context.Context, opt policy.Optimizer, fingerprint []name
 	if err != nil {
 		return fmt.Errorf("agentrl: broadcasting rank 0's weights: %w", err)
 	}
-	d.ready = true
+	j.joined = true
 	return nil
 }
 
@@ -133,12 +214,12 @@ type namedValue struct {
 }
 
 // same fails, on every rank, when a value differs between ranks.
-func (d *dp) same(ctx context.Context, vals []namedValue) error {
+func (j *ranks) same(ctx context.Context, vals []namedValue) error {
 	v := make(dist.Float64s, 2*len(vals))
 	for i, nv := range vals {
 		v[2*i], v[2*i+1] = nv.value, -nv.value
 	}
-	if err := d.comm.AllReduce(ctx, v, dist.Max); err != nil {
+	if err := j.comm.AllReduce(ctx, v, dist.Max); err != nil {
 		return err
 	}
 	for i, nv := range vals {
@@ -150,34 +231,101 @@ func (d *dp) same(ctx context.Context, vals []namedValue) error {
 	return nil
 }
 
-// agree tells every rank whether any rank's err is set: it returns err
-// on the ranks that failed and, on the others, an error naming the
-// ranks that did (what says what they were doing). Every rank calls it
-// at the same point.
-func (d *dp) agree(ctx context.Context, err error, what string) error {
-	if d == nil {
-		return err
-	}
-	flags := make(dist.Float64s, d.size)
+func (j *ranks) agree(ctx context.Context, err error, what string) error {
+	_, err = j.agreeReady(ctx, err, true, what)
+	return err
+}
+
+// agreeReady exchanges one flag per rank (failed) and one for the job
+// (some rank is not ready) in a single all-reduce.
+func (j *ranks) agreeReady(ctx context.Context, err error, ready bool, what string) (bool, error) {
+	flags := make(dist.Float64s, j.n+1)
 	if err != nil {
-		flags[d.rank] = 1
+		flags[j.me] = 1
 	}
-	if cerr := d.comm.AllReduce(ctx, flags, dist.Max); cerr != nil {
-		return errors.Join(err, cerr)
+	if !ready {
+		flags[j.n] = 1
+	}
+	if cerr := j.comm.AllReduce(ctx, flags, dist.Max); cerr != nil {
+		return false, errors.Join(err, cerr)
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	var failed []int
-	for r, f := range flags {
+	for r, f := range flags[:j.n] {
 		if f != 0 {
 			failed = append(failed, r)
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("agentrl: %s failed on rank(s) %v (their own error is in their output)", what, failed)
+		return false, fmt.Errorf("agentrl: %s failed on rank(s) %v (their own error is in their output)", what, failed)
 	}
-	return nil
+	return flags[j.n] == 0, nil
+}
+
+func (j *ranks) reduce(ctx context.Context, v []float64, op dist.Op) error {
+	if len(v) == 0 {
+		return nil
+	}
+	return j.comm.AllReduce(ctx, dist.Float64s(v), op)
+}
+
+func (j *ranks) takeCounters() (wait, seconds float64, bytes int64) {
+	wait, seconds, bytes = j.wait, j.seconds, j.bytes
+	j.wait, j.seconds, j.bytes = 0, 0, 0
+	return
+}
+
+func (j *ranks) saveCheckpoint(ctx context.Context, root checkpoint.Root, step, keep int, saveTo func(dir string) error) (string, error) {
+	dir := filepath.Join(root.Dir, checkpoint.DirName(step))
+	var err error
+	if j.leader() {
+		dir, err = saveCheckpoint(ctx, root, step, keep, saveTo)
+	}
+	return dir, j.agree(ctx, err, "writing the checkpoint")
+}
+
+func (j *ranks) gatherRecords(ctx context.Context, recs []eval.Record, err error) ([]eval.Record, error) {
+	if err := j.agree(ctx, err, "validation"); err != nil {
+		return nil, err
+	}
+	type records struct{ R []eval.Record }
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(records{recs}); err != nil {
+		return nil, err
+	}
+	lens := make([]float64, j.n)
+	lens[j.me] = float64(buf.Len())
+	if err := j.reduce(ctx, lens, dist.Max); err != nil {
+		return nil, err
+	}
+	width := int(slices.Max(lens))
+	mine := make(dist.Bytes, width)
+	copy(mine, buf.Bytes())
+	all := make(dist.Bytes, width*j.n)
+	if err := j.comm.AllGather(ctx, mine, all); err != nil {
+		return nil, err
+	}
+	var out []eval.Record
+	for r := range j.n {
+		var part records
+		if err := gob.NewDecoder(bytes.NewReader(all[r*width : r*width+int(lens[r])])).Decode(&part); err != nil {
+			return nil, fmt.Errorf("agentrl: rank %d's validation records: %w", r, err)
+		}
+		out = append(out, part.R...)
+	}
+	return out, nil
+}
+
+// close frees the device bucket.
+func (j *ranks) close() error {
+	if j.dev == nil {
+		return nil
+	}
+	err := j.be.Free(j.dev)
+	j.dev = nil
+	return err
 }
 
 // gradReducer is an optimizer whose gradients are backend buffers
@@ -186,31 +334,31 @@ type gradReducer interface {
 	ReduceGrads(reduce func(be backend.Backend, grads []backend.Buffer) error) error
 }
 
-// syncGrads sums the ranks' gradients in buckets of d.bucket elements:
+// sumGradients sums the ranks' gradients in buckets of j.bucket elements:
 // on the backend's memory when the communicator runs there (NCCL), in a
 // host bucket otherwise (MPI).
 //
 // A barrier first separates the wait for the slowest rank (its rollouts
 // or its backward took longer) from the all-reduce itself, so that the
 // metrics tell load imbalance from communication.
-func (d *dp) syncGrads(ctx context.Context, opt policy.Optimizer) error {
+func (j *ranks) sumGradients(ctx context.Context, opt policy.Optimizer) error {
 	arrived := time.Now()
-	if err := d.comm.Barrier(ctx); err != nil {
+	if err := j.comm.Barrier(ctx); err != nil {
 		return err
 	}
 	start := time.Now()
-	d.wait += start.Sub(arrived).Seconds()
-	defer func() { d.seconds += time.Since(start).Seconds() }()
+	j.wait += start.Sub(arrived).Seconds()
+	defer func() { j.seconds += time.Since(start).Seconds() }()
 	if r, ok := opt.(gradReducer); ok {
 		return r.ReduceGrads(func(be backend.Backend, grads []backend.Buffer) error {
 			lens := make([]int, len(grads))
 			for i, g := range grads {
 				lens[i] = g.Len()
 			}
-			if dc, ok := d.comm.(dist.DeviceComm); ok && dc.Backend() == be {
-				return d.reduceDevice(ctx, be, grads, lens)
+			if dc, ok := j.comm.(dist.DeviceComm); ok && dc.Backend() == be {
+				return j.reduceDevice(ctx, be, grads, lens)
 			}
-			return d.reduceHost(ctx, lens,
+			return j.reduceHost(ctx, lens,
 				func(p piece, dst []float32) error { return be.Download(dst, grads[p.i], p.off) },
 				func(p piece, src []float32) error { return be.Upload(grads[p.i], p.off, src) })
 		})
@@ -223,7 +371,7 @@ func (d *dp) syncGrads(ctx context.Context, opt policy.Optimizer) error {
 	for i, p := range params {
 		lens[i] = len(p.Grad)
 	}
-	return d.reduceHost(ctx, lens,
+	return j.reduceHost(ctx, lens,
 		func(p piece, dst []float32) error { copy(dst, params[p.i].Grad[p.off:p.off+p.n]); return nil },
 		func(p piece, src []float32) error { copy(params[p.i].Grad[p.off:p.off+p.n], src); return nil })
 }
@@ -256,28 +404,28 @@ func buckets(lens []int, size int) [][]piece {
 
 // reduceHost sums tensors through a host bucket: get copies a piece in,
 // put copies the sum back.
-func (d *dp) reduceHost(ctx context.Context, lens []int, get, put func(p piece, buf []float32) error) error {
-	if d.host == nil {
+func (j *ranks) reduceHost(ctx context.Context, lens []int, get, put func(p piece, buf []float32) error) error {
+	if j.host == nil {
 		total := 0
 		for _, n := range lens {
 			total += n
 		}
-		d.host = make([]float32, min(d.bucket, max(total, 1)))
+		j.host = make([]float32, min(j.bucket, max(total, 1)))
 	}
-	for _, b := range buckets(lens, len(d.host)) {
+	for _, b := range buckets(lens, len(j.host)) {
 		last := b[len(b)-1]
 		fill := last.pos + last.n
 		for _, p := range b {
-			if err := get(p, d.host[p.pos:p.pos+p.n]); err != nil {
+			if err := get(p, j.host[p.pos:p.pos+p.n]); err != nil {
 				return err
 			}
 		}
-		if err := d.comm.AllReduce(ctx, dist.Float32s(d.host[:fill]), dist.Sum); err != nil {
+		if err := j.comm.AllReduce(ctx, dist.Float32s(j.host[:fill]), dist.Sum); err != nil {
 			return err
 		}
-		d.bytes += 4 * int64(fill)
+		j.bytes += 4 * int64(fill)
 		for _, p := range b {
-			if err := put(p, d.host[p.pos:p.pos+p.n]); err != nil {
+			if err := put(p, j.host[p.pos:p.pos+p.n]); err != nil {
 				return err
 			}
 		}
@@ -287,61 +435,35 @@ func (d *dp) reduceHost(ctx context.Context, lens []int, get, put func(p piece, 
 
 // reduceDevice sums backend buffers through a bucket in the backend's
 // memory (device-to-device copies around each NCCL all-reduce).
-func (d *dp) reduceDevice(ctx context.Context, be backend.Backend, grads []backend.Buffer, lens []int) error {
-	if d.dev == nil || d.be != be {
+func (j *ranks) reduceDevice(ctx context.Context, be backend.Backend, grads []backend.Buffer, lens []int) error {
+	if j.dev == nil || j.be != be {
 		total := 0
 		for _, n := range lens {
 			total += n
 		}
-		b, err := be.Alloc(min(d.bucket, max(total, 1)))
+		b, err := be.Alloc(min(j.bucket, max(total, 1)))
 		if err != nil {
 			return fmt.Errorf("agentrl: gradient bucket: %w", err)
 		}
-		d.dev, d.be = b, be
+		j.dev, j.be = b, be
 	}
-	for _, b := range buckets(lens, d.dev.Len()) {
+	for _, b := range buckets(lens, j.dev.Len()) {
 		last := b[len(b)-1]
 		fill := last.pos + last.n
 		for _, p := range b {
-			if err := be.Copy(d.dev, p.pos, grads[p.i], p.off, p.n); err != nil {
+			if err := be.Copy(j.dev, p.pos, grads[p.i], p.off, p.n); err != nil {
 				return err
 			}
 		}
-		if err := d.comm.AllReduce(ctx, dist.Device{Buffer: d.dev, N: fill}, dist.Sum); err != nil {
+		if err := j.comm.AllReduce(ctx, dist.Device{Buffer: j.dev, N: fill}, dist.Sum); err != nil {
 			return err
 		}
-		d.bytes += 4 * int64(fill)
+		j.bytes += 4 * int64(fill)
 		for _, p := range b {
-			if err := be.Copy(grads[p.i], p.off, d.dev, p.pos, p.n); err != nil {
+			if err := be.Copy(grads[p.i], p.off, j.dev, p.pos, p.n); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
-}
-
-// close frees the device bucket.
-func (d *dp) close() error {
-	if d == nil || d.dev == nil {
-		return nil
-	}
-	err := d.be.Free(d.dev)
-	d.dev = nil
-	return err
-}
-
-// takeCounters returns and resets the step's seconds waiting for the
-// slowest rank, seconds all-reducing and bytes all-reduced.
-func (d *dp) takeCounters() (wait, seconds float64, bytes int64) {
-	wait, seconds, bytes = d.wait, d.seconds, d.bytes
-	d.wait, d.seconds, d.bytes = 0, 0, 0
-	return
-}
-
-// reduce all-reduces v with op in place.
-func (d *dp) reduce(ctx context.Context, v []float64, op dist.Op) error {
-	if len(v) == 0 {
-		return nil
-	}
-	return d.comm.AllReduce(ctx, dist.Float64s(v), op)
 }

@@ -27,6 +27,15 @@
 // A Trainer's loss variants and advantage estimators may be the program's
 // own (TrainerParts.Losses, TrainerParts.Estimators).
 //
+// Run is the loop around either trainer's steps: validation, checkpoints
+// and resume. What it reports goes through small interfaces, so that the
+// root links neither a plotting nor a terminal library: each step's
+// metrics row to a MetricsSink (package metrics writes a JSON Lines log,
+// package metrics/plot draws its curves), each step to a Recorder
+// (package progress shows a progress bar or lines). Package checkpoint
+// keeps the crash-safe series of checkpoint folders, and package eval
+// computes the validation metrics (mean@n, pass@k, maj@k, best@k).
+//
 // Beyond one machine, rollouts run on an inference fleet (vLLM or SGLang
 // servers, or package serve, which speaks both APIs): package fleet
 // samples from the servers and publishes the trainer's weights to them

@@ -21,8 +21,8 @@ type DevicePolicy interface {
 // newOptimizer returns the policy's backend-resident AdamW when it has
 // one and its backend can run it, otherwise AdamW over its Params.
 func newOptimizer(p lm.Trainable, cfg policy.AdamWConfig) (policy.Optimizer, error) {
-	if dp, ok := p.(DevicePolicy); ok {
-		opt, err := dp.NewDeviceAdamW(cfg)
+	if dev, ok := p.(DevicePolicy); ok {
+		opt, err := dev.NewDeviceAdamW(cfg)
 		if err == nil {
 			return opt, nil
 		}

@@ -10,10 +10,50 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentrl/agentrl/dataset"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/tokenizer"
+	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool"
 )
+
+// Prompt is one training prompt: what the rollout engine continues, and
+// what the reward function checks the response against.
+type Prompt struct {
+	// ID names the prompt in logs; it need not be unique. The trainer
+	// gives each rollout group its own id.
+	ID string
+	// The prompt, in exactly one of the forms rollout.Request takes:
+	// token ids (chat template applied), text, or messages.
+	Tokens   []int
+	Text     string
+	Messages []rollout.Message
+	// Tools the model may call; nil means the engine's.
+	Tools []tool.Tool
+	// GroundTruth, DataSource and Extra are passed to the reward function.
+	GroundTruth string
+	DataSource  string
+	Extra       map[string]any
+}
+
+// RewardInput is what a reward function sees of trajectory tr, sampled
+// for p: the response text with the tool results as the model saw them,
+// p's ground truth, data source and extra info, the turn and tool-call
+// counts, the tools' own rewards, and the generated and tool-result token
+// counts that overlong shaping measures. The trainer, evaluation and the
+// example programs all score trajectories through it.
+func (p *Prompt) RewardInput(tr *rollout.Trajectory) reward.Input {
+	return reward.Input{
+		Response: tr.Response, GroundTruth: p.GroundTruth, DataSource: p.DataSource, Extra: p.Extra,
+		Turns: len(tr.Turns), ToolCalls: len(tr.ToolCalls), ToolRewards: tr.ToolRewards(),
+		ResponseTokens: tr.SampledTokens(), ToolTokens: tr.ResultTokens(),
+	}
+}
+
+// request is the rollout request of n samples of p with params.
+func (p *Prompt) request(id string, params lm.SampleParams, n int) rollout.Request {
+	return rollout.Request{ID: id, Prompt: p.Tokens, PromptText: p.Text, Messages: p.Messages, Tools: p.Tools, Params: params, N: n}
+}
 
 // PromptsFromExamples turns verl-format examples into Prompts: the chat
 // messages (roles and contents; the engine renders them with its Render

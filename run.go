@@ -7,6 +7,8 @@ import (
 	"maps"
 	"strconv"
 
+	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
@@ -19,9 +21,57 @@ import (
 // or add what it needs.
 type ValidateFunc func(ctx context.Context, step int) (map[string]float64, error)
 
+// MetricsSink receives the metrics row of each step: the step's
+// metrics under verl's names (StepMetrics.Map, SFTMetrics.Map) with the
+// validation's. A *metrics.Logger, which writes them as JSON Lines, is
+// one. Log is called from the training goroutine, once per step, with
+// the step's number; the row is not used after Log returns.
+type MetricsSink interface {
+	Log(step int, row map[string]float64) error
+}
+
+// A Recorder follows the steps of Run, as gonum's optimize.Recorder
+// follows an optimisation: Run calls Init once, before the first step it
+// makes, and Record after every step. The progress display of package
+// progress is one; a program's own may send the rows elsewhere. In a
+// data-parallel job rank 0 alone calls it.
+type Recorder interface {
+	// Init starts a run from step start (the steps done before it: a
+	// resumed run's) to step total, where it stops.
+	Init(start, total int) error
+	// Record reports a finished step, once its row is complete and
+	// logged, before its checkpoint. An error stops the run.
+	Record(r StepRecord) error
+}
+
+// StepRecord is what a Recorder learns of one step.
+type StepRecord struct {
+	// Step is the number of the step just made (the trainer's
+	// StepsDone after it).
+	Step int
+	// Row is the step's metrics row as logged: the trainer's metrics
+	// (StepMetrics.Map, SFTMetrics.Map), the validation's and OnStep's
+	// additions. The Recorder must not modify it.
+	Row map[string]float64
+	// Figures are the step's headline figures, in order: the mean reward
+	// ("reward") and accuracy ("acc") of an RL step, the loss per trained
+	// token ("loss") of an SFT step.
+	Figures []Figure
+	// Tokens is the number of tokens the step processed: generated and
+	// trained on for an RL step, through the forward passes for an SFT
+	// step.
+	Tokens int64
+}
+
+// Figure is one named number of a StepRecord.
+type Figure struct {
+	Name  string
+	Value float64
+}
+
 // RunConfig is the loop every training program needs around Step, with
 // verl's trainer.* keys in brackets: how far to go, when to validate and
-// checkpoint, whether to resume, and where progress goes. Both trainers'
+// checkpoint, whether to resume, and who follows the steps. Both trainers'
 // Run take it. The zero value, but for Steps, runs the steps and nothing
 // else.
 type RunConfig struct {
@@ -45,14 +95,14 @@ type RunConfig struct {
 	// the last step, keeping the newest Keep (max_actor_ckpt_to_keep; 0
 	// keeps all). With Resume (resume_mode auto) Run first loads the
 	// newest checkpoint there, if there is one.
-	Checkpoints CheckpointRoot
+	Checkpoints checkpoint.Root
 	SaveEvery   int
 	Keep        int
 	Resume      bool
 
-	// Progress, when set, draws the progress display (Total and
-	// StartStep are Run's to fill in).
-	Progress *ProgressConfig
+	// Recorder, when set, follows the steps (a *progress.Display draws
+	// the progress bar or lines).
+	Recorder Recorder
 
 	// OnStep, when set, runs after each step (and its validation) with
 	// the step's row, to which it may add, before the row is logged and
@@ -65,14 +115,14 @@ type RunConfig struct {
 	OnResume func(step int) error
 }
 
-// validate checks the loop's settings; steps is the resolved Steps.
-func (rc RunConfig) validate(steps int) error {
+// validate checks the loop's settings; total is the resolved Steps.
+func (rc RunConfig) validate(total int) error {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: RunConfig.%s: %s", ErrTrainerConfig, field, fmt.Sprintf(format, args...))
 	}
 	switch {
-	case steps <= 0:
-		return bad("Steps", "%d, want > 0", steps)
+	case total <= 0:
+		return bad("Steps", "%d, want > 0", total)
 	case rc.ValEvery < 0:
 		return bad("ValEvery", "%d, want ≥ 0", rc.ValEvery)
 	case rc.SaveEvery < 0:
@@ -88,17 +138,18 @@ func (rc RunConfig) validate(steps int) error {
 // loop is what run needs of a trainer.
 type loop interface {
 	stepsDone() int
-	// step makes one step and returns its metrics row (not logged) and
-	// what the progress display shows.
-	step(ctx context.Context) (map[string]float64, ProgressStats, error)
-	saveCheckpoint(ctx context.Context, root CheckpointRoot, keep int) (string, error)
-	resume(root CheckpointRoot) (bool, error)
+	// trainStep makes one step and returns its metrics row (not
+	// logged), headline figures and tokens.
+	trainStep(ctx context.Context) (map[string]float64, []Figure, int64, error)
+	saveCheckpoint(ctx context.Context, root checkpoint.Root, keep int) (string, error)
+	resume(root checkpoint.Root) (bool, error)
 }
 
-// run is Trainer.Run and SFTTrainer.Run: the steps, validation, metrics,
-// progress and checkpoints of RunConfig, stopping on ctx.
-func run(ctx context.Context, tr loop, rc RunConfig, steps int, metrics *MetricsLogger) error {
-	if err := rc.validate(steps); err != nil {
+// run is Trainer.Run and SFTTrainer.Run: the steps up to step total,
+// validation, metrics, recorder and checkpoints of RunConfig, stopping
+// on ctx.
+func run(ctx context.Context, tr loop, rc RunConfig, total int, metrics MetricsSink) error {
+	if err := rc.validate(total); err != nil {
 		return err
 	}
 	if rc.Resume {
@@ -113,7 +164,7 @@ func run(ctx context.Context, tr loop, rc RunConfig, steps int, metrics *Metrics
 		}
 	}
 	start := tr.stepsDone()
-	if start >= steps {
+	if start >= total {
 		return nil
 	}
 	logRow := func(step int, row map[string]float64) error {
@@ -141,26 +192,22 @@ func run(ctx context.Context, tr loop, rc RunConfig, steps int, metrics *Metrics
 			return err
 		}
 	}
-	var prog *Progress
-	if rc.Progress != nil {
-		pc := *rc.Progress
-		pc.Total, pc.StartStep = steps, start
-		var err error
-		if prog, err = NewProgress(pc); err != nil {
+	if rc.Recorder != nil {
+		if err := rc.Recorder.Init(start, total); err != nil {
 			return err
 		}
 	}
 	every := func(n, step int) bool { return n > 0 && step%n == 0 }
-	for tr.stepsDone() < steps {
+	for tr.stepsDone() < total {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		row, ps, err := tr.step(ctx)
+		row, figures, tokens, err := tr.trainStep(ctx)
 		if err != nil {
 			return err
 		}
 		step := tr.stepsDone()
-		last := step == steps
+		last := step == total
 		if rc.Validate != nil && (last || every(rc.ValEvery, step)) {
 			vrow, err := validate(step)
 			if err != nil {
@@ -176,8 +223,8 @@ func run(ctx context.Context, tr loop, rc RunConfig, steps int, metrics *Metrics
 		if err := logRow(step, row); err != nil {
 			return err
 		}
-		if prog != nil {
-			if err := prog.Update(ps); err != nil {
+		if rc.Recorder != nil {
+			if err := rc.Recorder.Record(StepRecord{Step: step, Row: row, Figures: figures, Tokens: tokens}); err != nil {
 				return err
 			}
 		}
@@ -193,76 +240,76 @@ func run(ctx context.Context, tr loop, rc RunConfig, steps int, metrics *Metrics
 			}
 		}
 	}
-	if prog != nil {
-		return prog.Finish()
-	}
 	return nil
 }
 
 // stepMetrics is what both trainers' steps report.
 type stepMetrics interface {
 	Map() map[string]float64
-	ProgressStats() ProgressStats
+	// headline returns the step's headline figures and the tokens it
+	// processed, for StepRecord.
+	headline() ([]Figure, int64)
 }
 
 // trainerLoop adapts a trainer's methods to loop.
 type trainerLoop[M stepMetrics] struct {
-	done    func() int
-	advance func(context.Context) (M, error)
-	save    func(context.Context, CheckpointRoot, int) (string, error)
-	load    func(CheckpointRoot) (bool, error)
+	completed func() int
+	train     func(context.Context) (M, error)
+	save      func(context.Context, checkpoint.Root, int) (string, error)
+	load      func(checkpoint.Root) (bool, error)
 }
 
-func (l trainerLoop[M]) stepsDone() int { return l.done() }
+func (l trainerLoop[M]) stepsDone() int { return l.completed() }
 
-func (l trainerLoop[M]) step(ctx context.Context) (map[string]float64, ProgressStats, error) {
-	m, err := l.advance(ctx)
+func (l trainerLoop[M]) trainStep(ctx context.Context) (map[string]float64, []Figure, int64, error) {
+	m, err := l.train(ctx)
 	if err != nil {
-		return nil, ProgressStats{}, err
+		return nil, nil, 0, err
 	}
-	return m.Map(), m.ProgressStats(), nil
+	figures, tokens := m.headline()
+	return m.Map(), figures, tokens, nil
 }
 
-func (l trainerLoop[M]) saveCheckpoint(ctx context.Context, root CheckpointRoot, keep int) (string, error) {
+func (l trainerLoop[M]) saveCheckpoint(ctx context.Context, root checkpoint.Root, keep int) (string, error) {
 	return l.save(ctx, root, keep)
 }
 
-func (l trainerLoop[M]) resume(root CheckpointRoot) (bool, error) { return l.load(root) }
+func (l trainerLoop[M]) resume(root checkpoint.Root) (bool, error) { return l.load(root) }
 
 // Run trains until StepsDone reaches rc.Steps: each Step, then the
 // validation, the metrics row (logged to TrainerParts.Metrics with the
-// validation's metrics), the progress display and the checkpoints that
-// rc asks for — verl's RayPPOTrainer.fit. It returns ctx's error when ctx
+// validation's metrics), the Recorder and the checkpoints that rc asks
+// for — verl's RayPPOTrainer.fit. It returns ctx's error when ctx
 // ends between two steps. Step logs its own row; under Run the row is
 // logged once, with the validation.
 //
 // In a data-parallel job every rank runs Run with the same rc: rank 0
-// logs the rows, draws the progress and writes the checkpoints; every
+// logs the rows, calls the Recorder and writes the checkpoints; every
 // rank validates (Trainer.Validate shares the prompts among them) and
-// calls the hooks.
+// calls the hooks (OnStep, OnCheckpoint, OnResume).
 func (t *Trainer) Run(ctx context.Context, rc RunConfig) error {
 	metrics := t.parts.Metrics
-	if !t.dp.leader() {
-		metrics, rc.Progress = nil, nil
+	if !t.job.leader() {
+		metrics, rc.Recorder = nil, nil
 	}
-	l := trainerLoop[StepMetrics]{done: t.StepsDone, advance: t.advance, save: t.SaveCheckpoint, load: t.Resume}
+	l := trainerLoop[StepMetrics]{completed: t.StepsDone, train: t.trainStep, save: t.SaveCheckpoint, load: t.Resume}
 	return run(ctx, l, rc, rc.Steps, metrics)
 }
 
 // Run trains until StepsDone reaches rc.Steps (0: the steps of
-// SFTConfig.Epochs), with the validation, metrics, progress and
+// SFTConfig.Epochs), with the validation, metrics, Recorder and
 // checkpoints rc asks for, as Trainer.Run does.
 func (s *SFTTrainer) Run(ctx context.Context, rc RunConfig) error {
-	steps := rc.Steps
-	if steps == 0 {
-		steps = s.totalSteps()
+	total := rc.Steps
+	if total == 0 {
+		total = s.totalSteps()
 	}
 	metrics := s.metrics
-	if !s.dp.leader() {
-		metrics, rc.Progress = nil, nil
+	if !s.job.leader() {
+		metrics, rc.Recorder = nil, nil
 	}
-	l := trainerLoop[SFTMetrics]{done: s.StepsDone, advance: s.advance, save: s.SaveCheckpoint, load: s.Resume}
-	return run(ctx, l, rc, steps, metrics)
+	l := trainerLoop[SFTMetrics]{completed: s.StepsDone, train: s.trainStep, save: s.SaveCheckpoint, load: s.Resume}
+	return run(ctx, l, rc, total, metrics)
 }
 
 // ValidationConfig is a validation of an RL policy on held-out prompts
@@ -280,31 +327,31 @@ type ValidationConfig struct {
 	// differences between steps come from the policy.
 	Sampling lm.SampleParams
 	Seed     uint64
-	// Eval configures the metrics (EvalConfig's zero value is verl's).
-	Eval EvalConfig
+	// Eval configures the metrics (eval.Config's zero value is verl's).
+	Eval eval.Config
 }
 
 // Validate rolls out N samples of every validation prompt with the
 // trainer's engine, scores them with its reward (without the overlong
 // shaping, as verl's validation does) and returns verl's validation
-// metrics (agentrl.Evaluate: mean@n, pass@k, maj@k, best@k per data
+// metrics (eval.Evaluate: mean@n, pass@k, maj@k, best@k per data
 // source) with the tool calls per answer as an extra variable.
-func (t *Trainer) Validate(ctx context.Context, vc ValidationConfig) (EvalResult, error) {
+func (t *Trainer) Validate(ctx context.Context, vc ValidationConfig) (eval.Result, error) {
 	if len(vc.Prompts) == 0 {
-		return EvalResult{}, fmt.Errorf("%w: ValidationConfig.Prompts is empty", ErrTrainerConfig)
+		return eval.Result{}, fmt.Errorf("%w: ValidationConfig.Prompts is empty", ErrTrainerConfig)
 	}
 	if vc.N < 0 {
-		return EvalResult{}, fmt.Errorf("%w: ValidationConfig.N = %d, want ≥ 0", ErrTrainerConfig, vc.N)
+		return eval.Result{}, fmt.Errorf("%w: ValidationConfig.N = %d, want ≥ 0", ErrTrainerConfig, vc.N)
 	}
 	// A validation before the first step validates rank 0's weights too.
-	if err := t.dp.start(ctx, t.opt, t.fingerprint()); err != nil {
-		return EvalResult{}, fmt.Errorf("agentrl: validation: data parallel: %w", err)
+	if err := t.job.join(ctx, t.opt, t.fingerprint()); err != nil {
+		return eval.Result{}, fmt.Errorf("agentrl: validation: data parallel: %w", err)
 	}
 	n := max(vc.N, 1)
 	// In a data-parallel job each rank rolls out its share of the
 	// prompts (seeded by their place in the whole list) and the ranks
 	// gather the records, in one process's order.
-	lo, hi := t.dp.block(len(vc.Prompts))
+	lo, hi := t.job.share(len(vc.Prompts))
 	reqs := make([]rollout.Request, 0, hi-lo)
 	for i := lo; i < hi; i++ {
 		ps := vc.Sampling
@@ -312,20 +359,15 @@ func (t *Trainer) Validate(ctx context.Context, vc ValidationConfig) (EvalResult
 		reqs = append(reqs, vc.Prompts[i].request(strconv.Itoa(i), ps, n))
 	}
 	recs, err := t.validationRecords(ctx, vc, reqs, lo)
-	if t.dp != nil {
-		if err = t.dp.agree(ctx, err, "validation"); err == nil {
-			recs, err = t.dp.gatherRecords(ctx, recs)
-		}
+	if recs, err = t.job.gatherRecords(ctx, recs, err); err != nil {
+		return eval.Result{}, err
 	}
-	if err != nil {
-		return EvalResult{}, err
-	}
-	return Evaluate(ctx, recs, vc.Eval)
+	return eval.Evaluate(ctx, recs, vc.Eval)
 }
 
 // validationRecords rolls out and scores reqs, the requests of
 // vc.Prompts[lo:].
-func (t *Trainer) validationRecords(ctx context.Context, vc ValidationConfig, reqs []rollout.Request, lo int) ([]EvalRecord, error) {
+func (t *Trainer) validationRecords(ctx context.Context, vc ValidationConfig, reqs []rollout.Request, lo int) ([]eval.Record, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
@@ -341,9 +383,9 @@ func (t *Trainer) validationRecords(ctx context.Context, vc ValidationConfig, re
 	if err != nil {
 		return nil, err
 	}
-	recs := make([]EvalRecord, len(trajs))
+	recs := make([]eval.Record, len(trajs))
 	for i, tr := range trajs {
-		recs[i] = EvalRecord{
+		recs[i] = eval.Record{
 			DataSource: vc.Prompts[lo+tr.Request].DataSource, PromptID: tr.ID,
 			Score: outs[i].Score, Acc: outs[i].Acc, Pred: outs[i].Pred,
 			Extra: map[string]float64{"tool_calls": float64(len(tr.ToolCalls))},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,19 +13,22 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/lm"
+	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/rollout"
 )
 
 // runLog returns the rows of a metrics log as step → metrics.
-func runLog(t *testing.T, buf *bytes.Buffer) []agentrl.MetricsRow {
+func runLog(t *testing.T, buf *bytes.Buffer) []metrics.Row {
 	t.Helper()
-	rows, err := agentrl.ReadMetricsLog(buf)
+	rows, err := metrics.Read(buf)
 	require.NoError(t, err)
 	return rows
 }
 
-func rowSteps(rows []agentrl.MetricsRow) []int {
+func rowSteps(rows []metrics.Row) []int {
 	var out []int
 	for _, r := range rows {
 		out = append(out, r.Step)
@@ -32,19 +36,38 @@ func rowSteps(rows []agentrl.MetricsRow) []int {
 	return out
 }
 
+// recorder is an agentrl.Recorder that keeps what it is told.
+type recorder struct {
+	inits   [][2]int
+	records []agentrl.StepRecord
+}
+
+func (r *recorder) Init(start, total int) error {
+	r.inits = append(r.inits, [2]int{start, total})
+	return nil
+}
+
+func (r *recorder) Record(s agentrl.StepRecord) error {
+	s.Row = maps.Clone(s.Row)
+	r.records = append(r.records, s)
+	return nil
+}
+
 // TestRunSchedule: over 5 steps with validation every 2 (and before
 // training) and a checkpoint every 2 keeping 2, Run logs rows 0 (the
 // validation alone) and 1–5, puts the validation's metrics in the rows of
 // steps 2, 4 and 5 (5: the last step), checkpoints after steps 2, 4 and 5
-// and keeps step-4 and step-5, and runs the hooks in that order.
+// and keeps step-4 and step-5, and runs the hooks in that order. Its
+// Recorder starts a run from 0 to 5 and gets each step's logged row.
 func TestRunSchedule(t *testing.T) {
 	ctx := context.Background()
 	var buf bytes.Buffer
-	tr, _ := newBanditParts(t, banditConfig(), agentrl.TrainerParts{Reward: banditReward, Metrics: agentrl.NewMetricsLogger(&buf)}, 8)
-	root := agentrl.CheckpointRoot{Dir: filepath.Join(t.TempDir(), "ckpt")}
+	tr, _ := newBanditParts(t, banditConfig(), agentrl.TrainerParts{Reward: banditReward, Metrics: metrics.NewLogger(&buf)}, 8)
+	root := checkpoint.Root{Dir: filepath.Join(t.TempDir(), "ckpt")}
 	var validated, checkpoints, hooked []int
+	rec := &recorder{}
 	err := tr.Run(ctx, agentrl.RunConfig{
-		Steps: 5,
+		Steps: 5, Recorder: rec,
 		Validate: func(_ context.Context, step int) (map[string]float64, error) {
 			validated = append(validated, step)
 			return map[string]float64{"val-core/x": float64(step)}, nil
@@ -88,6 +111,17 @@ func TestRunSchedule(t *testing.T) {
 	}
 	assert.Subset(t, names, []string{"step-4", "step-5"})
 	assert.NotContains(t, names, "step-2", "pruned to the newest two")
+
+	assert.Equal(t, [][2]int{{0, 5}}, rec.inits)
+	require.Len(t, rec.records, 5)
+	for i, r := range rec.records {
+		assert.Equal(t, i+1, r.Step)
+		assert.Equal(t, rows[i+1].Values, r.Row, "step %d: the row as logged", r.Step)
+		require.Len(t, r.Figures, 2)
+		assert.Equal(t, agentrl.Figure{Name: "reward", Value: r.Row["critic/score/mean"]}, r.Figures[0])
+		assert.Equal(t, agentrl.Figure{Name: "acc", Value: r.Row["critic/acc/mean"]}, r.Figures[1])
+		assert.Positive(t, r.Tokens)
+	}
 }
 
 // TestRunResumeEquivalence: a run of 4 steps, stopped after 2 and resumed
@@ -100,7 +134,7 @@ func TestRunResumeEquivalence(t *testing.T) {
 	full, mf := newBandit(t, banditConfig(), banditReward)
 	require.NoError(t, full.Run(ctx, agentrl.RunConfig{Steps: 4}))
 
-	root := agentrl.CheckpointRoot{Dir: filepath.Join(t.TempDir(), "ckpt")}
+	root := checkpoint.Root{Dir: filepath.Join(t.TempDir(), "ckpt")}
 	first, _ := newBandit(t, banditConfig(), banditReward)
 	require.NoError(t, first.Run(ctx, agentrl.RunConfig{Steps: 2, Checkpoints: root}))
 
@@ -188,7 +222,7 @@ func TestSFTRun(t *testing.T) {
 
 	full := newTabular(banditAlphabet)
 	var buf bytes.Buffer
-	a, err := agentrl.NewSFTTrainer(cfg, agentrl.SFTParts{Policy: full, Data: data, Metrics: agentrl.NewMetricsLogger(&buf)})
+	a, err := agentrl.NewSFTTrainer(cfg, agentrl.SFTParts{Policy: full, Data: data, Metrics: metrics.NewLogger(&buf)})
 	require.NoError(t, err)
 	require.NoError(t, a.Run(ctx, agentrl.RunConfig{Validate: a.LossValidator(data[:1]), ValEvery: 3}))
 	assert.Equal(t, 6, a.StepsDone(), "3 epochs of 2 updates")
@@ -203,7 +237,7 @@ func TestSFTRun(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, l, rows[5].Values["val/loss"], "val/loss is Loss on the held-out data after the step")
 
-	root := agentrl.CheckpointRoot{Dir: filepath.Join(t.TempDir(), "sft")}
+	root := checkpoint.Root{Dir: filepath.Join(t.TempDir(), "sft")}
 	part := newTabular(banditAlphabet)
 	b, err := agentrl.NewSFTTrainer(cfg, agentrl.SFTParts{Policy: part, Data: data})
 	require.NoError(t, err)
@@ -259,7 +293,7 @@ func TestValidate(t *testing.T) {
 	for _, c := range []struct {
 		v, name string
 		want    float64
-	}{{agentrl.EvalVarAcc, "mean@3", 0.5}, {agentrl.EvalVarAcc, "pass@3", 1}, {"tool_calls", "mean@3", 0}} {
+	}{{eval.VarAcc, "mean@3", 0.5}, {eval.VarAcc, "pass@3", 1}, {"tool_calls", "mean@3", 0}} {
 		got, ok := res.Value("s", c.v, c.name)
 		require.True(t, ok, c.name)
 		assert.InDelta(t, c.want, got, 1e-12, "%s/%s", c.v, c.name)

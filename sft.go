@@ -99,8 +99,9 @@ type SFTParts struct {
 	// Data are the training sequences; at least SFTConfig.BatchSize of
 	// them. They are retained, not copied.
 	Data []SFTSample
-	// Metrics, when set, receives every step's SFTMetrics.Map().
-	Metrics *MetricsLogger
+	// Metrics, when set, receives every step's SFTMetrics.Map() (a
+	// *metrics.Logger writes them to a JSON Lines file).
+	Metrics MetricsSink
 	// DataParallel, when its Comm has several ranks, makes this trainer
 	// one rank of a data-parallel job, as TrainerParts.DataParallel does
 	// for RL: every rank draws the same batch and trains on its
@@ -198,6 +199,12 @@ func (m SFTMetrics) Map() map[string]float64 {
 	return out
 }
 
+// headline is the SFT step's loss per trained token, and the tokens of
+// its forward passes.
+func (m SFTMetrics) headline() ([]Figure, int64) {
+	return []Figure{{"loss", m.Loss}}, int64(m.SeqTokens)
+}
+
 // SFTTrainer fine-tunes a policy on fixed sequences with the masked
 // cross-entropy −(1/N) Σ mask·log p(token | prefix), N the number of
 // trained tokens of the whole batch (verl's fsdp_sft_trainer with
@@ -205,14 +212,14 @@ func (m SFTMetrics) Map() map[string]float64 {
 // lm.Trainable: the gradient with respect to each log-probability is
 // −mask/N. It is not safe for concurrent use.
 type SFTTrainer struct {
-	model   lm.Trainable
-	data    []SFTSample
-	metrics *MetricsLogger
-	cfg     SFTConfig
-	sampler *dataset.Sampler
-	opt     policy.Optimizer
-	step    int
-	dp      *dp // nil alone
+	model     lm.Trainable
+	data      []SFTSample
+	metrics   MetricsSink
+	cfg       SFTConfig
+	sampler   *dataset.Sampler
+	opt       policy.Optimizer
+	stepsDone int // completed updates
+	job       job // the data-parallel job (alone: a job of one)
 	// allowResize is SFTParts.DataParallel.AllowWorldSizeChange.
 	allowResize bool
 }
@@ -235,11 +242,11 @@ func NewSFTTrainer(cfg SFTConfig, parts SFTParts) (*SFTTrainer, error) {
 			return nil, fmt.Errorf("%w: SFT sample %d: %w", ErrTrainer, i, err)
 		}
 	}
-	d, err := newDP(parts.DataParallel, "SFTParts.DataParallel")
+	j, err := newJob(parts.DataParallel, "SFTParts.DataParallel")
 	if err != nil {
 		return nil, err
 	}
-	if w := d.world(); w > 1 {
+	if w := j.size(); w > 1 {
 		local := cfg.BatchSize / w
 		switch {
 		case cfg.BatchSize%w != 0:
@@ -260,7 +267,7 @@ func NewSFTTrainer(cfg SFTConfig, parts SFTParts) (*SFTTrainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &SFTTrainer{model: model, data: data, metrics: parts.Metrics, cfg: cfg, sampler: sampler, opt: opt, dp: d, allowResize: parts.DataParallel.AllowWorldSizeChange}, nil
+	return &SFTTrainer{model: model, data: data, metrics: parts.Metrics, cfg: cfg, sampler: sampler, opt: opt, job: j, allowResize: parts.DataParallel.AllowWorldSizeChange}, nil
 }
 
 // StepsPerEpoch is the number of updates in one pass over the data (the
@@ -268,11 +275,11 @@ func NewSFTTrainer(cfg SFTConfig, parts SFTParts) (*SFTTrainer, error) {
 func (s *SFTTrainer) StepsPerEpoch() int { return len(s.data) / s.cfg.BatchSize }
 
 // StepsDone is the number of updates made.
-func (s *SFTTrainer) StepsDone() int { return s.step }
+func (s *SFTTrainer) StepsDone() int { return s.stepsDone }
 
 // microBatch is the number of sequences of one pass on this rank.
 func (s *SFTTrainer) microBatch() int {
-	local := s.cfg.BatchSize / s.dp.world()
+	local := s.cfg.BatchSize / s.job.size()
 	if s.cfg.MicroBatchSize == 0 {
 		return local
 	}
@@ -281,11 +288,11 @@ func (s *SFTTrainer) microBatch() int {
 
 // Step makes one update on the next batch and returns its metrics.
 func (s *SFTTrainer) Step(ctx context.Context) (SFTMetrics, error) {
-	m, err := s.advance(ctx)
+	m, err := s.trainStep(ctx)
 	if err != nil {
 		return m, err
 	}
-	if s.metrics != nil && s.dp.leader() {
+	if s.metrics != nil && s.job.leader() {
 		if err := s.metrics.Log(m.Step, m.Map()); err != nil {
 			return m, fmt.Errorf("agentrl: SFT step %d: metrics log: %w", m.Step, err)
 		}
@@ -293,11 +300,21 @@ func (s *SFTTrainer) Step(ctx context.Context) (SFTMetrics, error) {
 	return m, nil
 }
 
-// advance is Step without the metrics log.
-func (s *SFTTrainer) advance(ctx context.Context) (SFTMetrics, error) {
+// trainStep is one SFT update, stage by stage; Step is it and the
+// metrics log:
+//
+//  1. the next batch of BatchSize sequences
+//  2. the gradients of this rank's share of it, micro-batch by
+//     micro-batch (accumulate)
+//  3. the optimizer step: the ranks' gradients summed, clipped, AdamW
+//  4. the job's loss and, with several ranks, the slowest rank's times
+//
+// At the first step of a data-parallel job the ranks first check that
+// they agree and take rank 0's weights.
+func (s *SFTTrainer) trainStep(ctx context.Context) (SFTMetrics, error) {
 	start := time.Now()
-	m := SFTMetrics{Step: s.step + 1, Epoch: s.sampler.State().Epoch, WorldSize: s.dp.world()}
-	if err := s.dp.start(ctx, s.opt, s.fingerprint()); err != nil {
+	m := SFTMetrics{Step: s.stepsDone + 1, Epoch: s.sampler.State().Epoch, WorldSize: s.job.size()}
+	if err := s.job.join(ctx, s.opt, s.fingerprint()); err != nil {
 		return m, fmt.Errorf("agentrl: SFT step %d: data parallel: %w", m.Step, err)
 	}
 	batch, err := dataset.Gather(s.data, s.sampler.Next())
@@ -308,59 +325,60 @@ func (s *SFTTrainer) advance(ctx context.Context) (SFTMetrics, error) {
 		m.Tokens += b.trainable()
 		m.SeqTokens += len(b.IDs)
 	}
-	if err := s.opt.ZeroGrad(); err != nil {
-		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
-	}
 	inv := 1 / float64(m.Tokens) // the whole batch's tokens, on every rank
-	lo, hi := s.dp.block(len(batch))
-	for _, c := range chunks(hi-lo, s.microBatch()) {
-		nll, err := s.micro(ctx, batch[lo+c[0]:lo+c[1]], inv, true)
-		if err != nil {
-			return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
-		}
-		m.Loss += nll
+	nll, err := s.accumulate(ctx, batch, inv)
+	if err != nil {
+		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
 	}
-	if s.dp != nil {
-		if err := s.dp.syncGrads(ctx, s.opt); err != nil {
-			return m, fmt.Errorf("agentrl: SFT step %d: gradient all-reduce: %w", m.Step, err)
-		}
-		v := []float64{m.Loss}
-		if err := s.dp.reduce(ctx, v, dist.Sum); err != nil {
-			return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
-		}
-		m.Loss = v[0]
+	var stepped bool
+	if m.GradNorm, m.LR, stepped, err = optimizerStep(ctx, s.job, s.opt, s.cfg.MaxGradNorm); err != nil {
+		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
 	}
-	m.Loss *= inv
-	m.GradNorm, err = clipOrMeasure(s.opt, s.cfg.MaxGradNorm)
-	switch {
-	case errors.Is(err, policy.ErrNonFinite):
-		m.Skipped = true
-		m.LR = s.opt.LR()
-	case err != nil:
-		return m, fmt.Errorf("agentrl: SFT step %d: clip: %w", m.Step, err)
-	default:
-		if m.LR, err = s.opt.Step(); err != nil {
-			return m, fmt.Errorf("agentrl: SFT step %d: optimizer: %w", m.Step, err)
-		}
+	if !stepped {
+		m.Skipped, m.LR = true, s.opt.LR()
 	}
 	if err := s.opt.ZeroGrad(); err != nil {
 		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
 	}
-	s.step++
-	m.Seconds = time.Since(start).Seconds()
-	if s.dp != nil {
-		var bytes int64
-		m.AllReduceWaitSeconds, m.AllReduceSeconds, bytes = s.dp.takeCounters()
-		v := []float64{m.Seconds, m.AllReduceSeconds, m.AllReduceWaitSeconds}
-		if err := s.dp.reduce(ctx, v, dist.Max); err != nil {
-			return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
-		}
-		m.Seconds, m.AllReduceSeconds, m.AllReduceWaitSeconds, m.AllReduceBytes = v[0], v[1], v[2], bytes
+	s.stepsDone++
+
+	loss := []float64{nll} // the job's Σ −mask·log p
+	if err := s.job.reduce(ctx, loss, dist.Sum); err != nil {
+		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
 	}
+	m.Loss = loss[0] * inv
+	m.Seconds = time.Since(start).Seconds()
+	var bytes int64
+	m.AllReduceWaitSeconds, m.AllReduceSeconds, bytes = s.job.takeCounters()
+	slowest := []float64{m.Seconds, m.AllReduceSeconds, m.AllReduceWaitSeconds}
+	if err := s.job.reduce(ctx, slowest, dist.Max); err != nil {
+		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
+	}
+	m.Seconds, m.AllReduceSeconds, m.AllReduceWaitSeconds, m.AllReduceBytes = slowest[0], slowest[1], slowest[2], bytes
 	if m.Seconds > 0 {
 		m.TokensPerSec = float64(m.SeqTokens) / m.Seconds
 	}
 	return m, nil
+}
+
+// accumulate zeroes the gradients and accumulates those of this rank's
+// share of batch, micro-batch by micro-batch (micro), each trained
+// token's loss −log p weighted by inv, one over the whole batch's trained
+// tokens. It returns this rank's Σ −mask·log p.
+func (s *SFTTrainer) accumulate(ctx context.Context, batch []SFTSample, inv float64) (float64, error) {
+	if err := s.opt.ZeroGrad(); err != nil {
+		return 0, err
+	}
+	var nll float64
+	lo, hi := s.job.share(len(batch))
+	for _, c := range chunks(hi-lo, s.microBatch()) {
+		v, err := s.micro(ctx, batch[lo+c[0]:lo+c[1]], inv, true)
+		if err != nil {
+			return 0, err
+		}
+		nll += v
+	}
+	return nll, nil
 }
 
 // micro runs one micro-batch: it returns Σ −mask·log p over the batch and,
@@ -428,12 +446,12 @@ func (s *SFTTrainer) Loss(ctx context.Context, data []SFTSample) (float64, error
 		return 0, fmt.Errorf("%w: no samples to evaluate", ErrTrainer)
 	}
 	// A validation before the first step scores rank 0's weights too.
-	if err := s.dp.start(ctx, s.opt, s.fingerprint()); err != nil {
+	if err := s.job.join(ctx, s.opt, s.fingerprint()); err != nil {
 		return 0, fmt.Errorf("agentrl: SFT loss: data parallel: %w", err)
 	}
 	// In a data-parallel job each rank scores its share of data.
 	var nll float64
-	lo, hi := s.dp.block(len(data))
+	lo, hi := s.job.share(len(data))
 	for _, c := range chunks(hi-lo, s.microBatch()) {
 		v, err := s.micro(ctx, data[lo+c[0]:lo+c[1]], 0, false)
 		if err != nil {
@@ -441,22 +459,20 @@ func (s *SFTTrainer) Loss(ctx context.Context, data []SFTSample) (float64, error
 		}
 		nll += v
 	}
-	if s.dp != nil {
-		v := []float64{nll}
-		if err := s.dp.reduce(ctx, v, dist.Sum); err != nil {
-			return 0, fmt.Errorf("agentrl: SFT loss: %w", err)
-		}
-		nll = v[0]
+	sum := []float64{nll} // the job's
+	if err := s.job.reduce(ctx, sum, dist.Sum); err != nil {
+		return 0, fmt.Errorf("agentrl: SFT loss: %w", err)
 	}
+	nll = sum[0]
 	return nll / float64(tokens), nil
 }
 
 // Train runs the remaining steps of cfg.Epochs epochs, calling onStep
 // (when not nil) after each; an error from onStep stops training and is
 // returned. It checks ctx between steps. Run does the same with
-// validation, checkpoints and progress.
+// validation, checkpoints and a Recorder.
 func (s *SFTTrainer) Train(ctx context.Context, onStep func(SFTMetrics) error) error {
-	for s.step < s.totalSteps() {
+	for s.stepsDone < s.totalSteps() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -484,7 +500,7 @@ func (s *SFTTrainer) fingerprint() []namedValue {
 		{"the number of SFT samples", float64(len(s.data))},
 		{"SFTConfig.BatchSize", float64(s.cfg.BatchSize)},
 		{"the micro-batch size", float64(s.microBatch())},
-		{"the steps done", float64(s.step)},
+		{"the steps done", float64(s.stepsDone)},
 		{"the optimizer's steps", float64(s.opt.Steps())},
 	}
 }
@@ -492,4 +508,4 @@ func (s *SFTTrainer) fingerprint() []namedValue {
 // Close releases what data-parallel training holds on the backend (the
 // gradient bucket of NCCL); alone it does nothing. The trainer may be
 // stepped again after it.
-func (s *SFTTrainer) Close() error { return s.dp.close() }
+func (s *SFTTrainer) Close() error { return s.job.close() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/dataset"
 )
 
@@ -37,16 +38,16 @@ type SFTState struct {
 // folder) with an SFTState.
 func (s *SFTTrainer) SaveTo(dir string) error {
 	return saveTraining(dir, s.opt, s.model, SFTState{
-		Format: SFTStateFormat, Step: s.step, Seed: s.cfg.Seed, Samples: len(s.data),
-		Sampler: s.sampler.State(), OptimizerSteps: s.opt.Steps(), WorldSize: s.dp.recordedWorld(),
+		Format: SFTStateFormat, Step: s.stepsDone, Seed: s.cfg.Seed, Samples: len(s.data),
+		Sampler: s.sampler.State(), OptimizerSteps: s.opt.Steps(), WorldSize: recordedSize(s.job),
 	})
 }
 
 // SaveCheckpoint writes the checkpoint of the completed updates as
 // root/step-N, points root/latest at it and keeps the newest keep (keep
 // < 1 keeps all), as Trainer.SaveCheckpoint does.
-func (s *SFTTrainer) SaveCheckpoint(ctx context.Context, root CheckpointRoot, keep int) (string, error) {
-	return saveCheckpointDP(ctx, s.dp, root, s.step, keep, s.SaveTo)
+func (s *SFTTrainer) SaveCheckpoint(ctx context.Context, root checkpoint.Root, keep int) (string, error) {
+	return s.job.saveCheckpoint(ctx, root, s.stepsDone, keep, s.SaveTo)
 }
 
 // LoadFrom restores a checkpoint written by SaveTo. It must come from a
@@ -68,7 +69,7 @@ func (s *SFTTrainer) LoadFrom(dir string) error {
 	case st.Samples != len(s.data):
 		return fmt.Errorf("%w: %s: %d samples, but the trainer has %d", ErrCheckpoint, CheckpointStateFile, st.Samples, len(s.data))
 	}
-	if err := checkWorldSize(st.WorldSize, s.dp.world(), s.allowResize); err != nil {
+	if err := checkWorldSize(st.WorldSize, s.job.size(), s.allowResize); err != nil {
 		return err
 	}
 	if err := loadTraining(dir, s.opt, st.OptimizerSteps); err != nil {
@@ -77,10 +78,10 @@ func (s *SFTTrainer) LoadFrom(dir string) error {
 	if err := s.sampler.Restore(st.Sampler); err != nil {
 		return fmt.Errorf("%w: %w", ErrCheckpoint, err)
 	}
-	s.step = st.Step
+	s.stepsDone = st.Step
 	return nil
 }
 
 // Resume loads the newest checkpoint under root. It returns false, and
 // changes nothing, when root holds none.
-func (s *SFTTrainer) Resume(root CheckpointRoot) (bool, error) { return resume(root, s.LoadFrom) }
+func (s *SFTTrainer) Resume(root checkpoint.Root) (bool, error) { return resume(root, s.LoadFrom) }

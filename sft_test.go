@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/dataset"
+	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -62,7 +63,7 @@ func TestSFTLossDecreases(t *testing.T) {
 	cfg.Epochs = 60
 	cfg.MaxGradNorm = 1
 	data := []agentrl.SFTSample{{IDs: sftIDs, Mask: sftMask}}
-	tr, err := agentrl.NewSFTTrainer(cfg, agentrl.SFTParts{Policy: m, Data: data, Metrics: agentrl.NewMetricsLogger(&log)})
+	tr, err := agentrl.NewSFTTrainer(cfg, agentrl.SFTParts{Policy: m, Data: data, Metrics: metrics.NewLogger(&log)})
 	require.NoError(t, err)
 	var losses []float64
 	require.NoError(t, tr.Train(ctx, func(s agentrl.SFTMetrics) error {
@@ -79,7 +80,7 @@ func TestSFTLossDecreases(t *testing.T) {
 	for i := 1; i < len(losses); i++ {
 		assert.LessOrEqual(t, losses[i], losses[i-1]+1e-6, "loss at step %d rose", i+1)
 	}
-	rows, err := agentrl.ReadMetricsLog(&log)
+	rows, err := metrics.Read(&log)
 	require.NoError(t, err)
 	assert.Len(t, rows, 60)
 	assert.InDelta(t, losses[59], rows[59].Values["train/loss"], 1e-12)

@@ -16,7 +16,7 @@ import (
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
-	"github.com/agentrl/agentrl/tool"
+	"gorgonia.org/tensor"
 )
 
 // ErrTrainer is wrapped by errors of NewTrainer for missing or inconsistent
@@ -25,107 +25,11 @@ import (
 // sampler log-probabilities where they are needed).
 var ErrTrainer = errors.New("agentrl: trainer")
 
-// Prompt is one training prompt: what the rollout engine continues, and
-// what the reward function checks the response against.
-type Prompt struct {
-	// ID names the prompt in logs; it need not be unique. The trainer
-	// gives each rollout group its own id.
-	ID string
-	// The prompt, in exactly one of the forms rollout.Request takes:
-	// token ids (chat template applied), text, or messages.
-	Tokens   []int
-	Text     string
-	Messages []rollout.Message
-	// Tools the model may call; nil means the engine's.
-	Tools []tool.Tool
-	// GroundTruth, DataSource and Extra are passed to the reward function.
-	GroundTruth string
-	DataSource  string
-	Extra       map[string]any
-}
-
-// RewardInput is what a reward function sees of trajectory tr, sampled
-// for p: the response text with the tool results as the model saw them,
-// p's ground truth, data source and extra info, the turn and tool-call
-// counts, the tools' own rewards, and the generated and tool-result token
-// counts that overlong shaping measures. The trainer, evaluation and the
-// example programs all score trajectories through it.
-func (p *Prompt) RewardInput(tr *rollout.Trajectory) reward.Input {
-	return reward.Input{
-		Response: tr.Response, GroundTruth: p.GroundTruth, DataSource: p.DataSource, Extra: p.Extra,
-		Turns: len(tr.Turns), ToolCalls: len(tr.ToolCalls), ToolRewards: tr.ToolRewards(),
-		ResponseTokens: tr.SampledTokens(), ToolTokens: tr.ResultTokens(),
-	}
-}
-
-// request is the rollout request of n samples of p with params.
-func (p *Prompt) request(id string, params lm.SampleParams, n int) rollout.Request {
-	return rollout.Request{ID: id, Prompt: p.Tokens, PromptText: p.Text, Messages: p.Messages, Tools: p.Tools, Params: params, N: n}
-}
-
-// TrainerParts are the components a Trainer wires together.
-type TrainerParts struct {
-	// Policy is the model being trained; required.
-	Policy lm.Trainable
-	// Reference, when set, is a frozen model whose log-probabilities feed
-	// the KL loss (forward only); required when Loss.KLCoef > 0.
-	Reference lm.Trainable
-	// Engine rolls out prompts; required. Build it over a Sampler that
-	// shares the Policy's weights (the local model itself, or a server
-	// that is synchronised with them), so that rollouts come from the
-	// current policy.
-	Engine *rollout.Engine
-	// Reward scores trajectories; required. With TrainerConfig.Overlong
-	// the trainer adds the overlong penalty to its score.
-	Reward reward.Func
-	// Prompts is the training set; the trainer draws PromptsPerStep of
-	// them per generation batch, shuffled epoch by epoch with Seed
-	// (dataset.Sampler, dropping an epoch's short last batch as verl
-	// does).
-	Prompts []Prompt
-	// Metrics, when set, receives every step's StepMetrics.Map().
-	Metrics *MetricsLogger
-	// Losses resolves TrainerConfig.Loss.Mode: a loss.Registry holding
-	// the program's own objectives (loss.NewRegistry, then Register)
-	// beside the built-in modes. nil means the built-in modes.
-	Losses *loss.Registry
-	// Sync, when set, publishes the policy's weights to the samplers of
-	// the rollouts (a *fleet.Fleet, which is then the Engine's Sampler):
-	// before the first step of a run and after every SyncEvery steps,
-	// as policy version = steps done. The Policy must then be a
-	// lm.Saver (*policy.Model is). Required when MaxStaleness > 0.
-	Sync WeightSync
-	// Estimators resolves TrainerConfig.Advantage.Estimator: an
-	// advantage.Registry holding the program's own estimators
-	// (advantage.NewRegistry, then Register). nil means the built-in
-	// estimators.
-	Estimators *advantage.Registry
-	// DataParallel, when its Comm has several ranks, makes this trainer
-	// one rank of a data-parallel job (see DataParallel and the
-	// README's "Several GPUs and machines"): each step's prompts are
-	// shared among the ranks in whole groups, so that group-relative
-	// advantages are those of one process; each rank rolls out, scores
-	// and trains on its groups with TrainerConfig.MicroBatchSize
-	// trajectories per pass (at most its share of a mini-batch); the
-	// gradients are summed across the ranks before every update;
-	// metrics are reduced (StepMetrics.WorldSize says how); rank 0
-	// alone logs metrics, writes checkpoints and publishes weights. Every rank must be given the
-	// same configuration, prompts and starting weights (the first step
-	// checks the configuration and gives every rank rank 0's weights).
-	// PromptsPerStep must be a multiple of the number of ranks and,
-	// without dynamic sampling, each mini-batch must hold a multiple of
-	// SamplesPerPrompt × ranks trajectories; then a step with one rank
-	// per process equals one process's step over the whole batch, up to
-	// the float32 rounding of the gradient sum's order (with
-	// ShuffleMiniBatches or DynamicSampling, each rank shuffles or
-	// filters its own groups, which one process would mix).
-	DataParallel DataParallel
-}
-
 // Trainer runs reinforcement-learning steps: rollout, rewards, advantages,
 // optional dynamic sampling, and PPO epochs of clipped policy-gradient
-// updates, as verl's RayPPOTrainer.fit and dp_actor.update_policy do.
-// A Trainer is not safe for concurrent use.
+// updates, as verl's RayPPOTrainer.fit and dp_actor.update_policy do
+// (trainStep lists the stages of one step). A Trainer is not safe for
+// concurrent use.
 type Trainer struct {
 	cfg        TrainerConfig
 	parts      TrainerParts
@@ -134,7 +38,7 @@ type Trainer struct {
 	opt        policy.Optimizer
 	computer   *loss.Computer
 	estimators *advantage.Registry
-	step       int
+	stepsDone  int // completed steps: the policy version
 
 	// samplerState is the prompt sampler's position before the batch of
 	// the next step to train (ahead of the sampler itself while batches
@@ -145,12 +49,13 @@ type Trainer struct {
 	published int
 	// async runs the rollouts ahead when MaxStaleness > 0; nil when idle.
 	async *producer
-	// trained holds the recent steps' training intervals, for the
-	// overlap metric; lastEnd is when the previous step ended.
-	trained [][2]time.Time
-	lastEnd time.Time
-	// dp is the data-parallel state; nil alone.
-	dp *dp
+	// trainIntervals holds the recent steps' training intervals, for
+	// the overlap metric; lastEnd is when the previous step ended.
+	trainIntervals [][2]time.Time
+	lastEnd        time.Time
+	// job is the data-parallel job of this trainer (alone: a job of
+	// one).
+	job job
 }
 
 // NewTrainer validates cfg against parts (names in its registries, the
@@ -193,11 +98,11 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 			return nil, fmt.Errorf("%w: TrainerParts.Prompts[%d] (%q) has %d prompt forms; want exactly one of Tokens, Text, Messages", ErrTrainer, i, p.ID, forms)
 		}
 	}
-	d, err := newDP(parts.DataParallel, "TrainerParts.DataParallel")
+	j, err := newJob(parts.DataParallel, "TrainerParts.DataParallel")
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.checkDataParallel(d.world()); err != nil {
+	if err := cfg.checkDataParallel(j.size()); err != nil {
 		return nil, err
 	}
 	rf := parts.Reward
@@ -227,7 +132,7 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	return &Trainer{
 		cfg: cfg, parts: parts, reward: rf, sampler: sampler, opt: opt,
 		computer: loss.NewComputer(parts.Losses), estimators: parts.Estimators,
-		samplerState: sampler.State(), published: -1, dp: d,
+		samplerState: sampler.State(), published: -1, job: j,
 	}, nil
 }
 
@@ -236,11 +141,78 @@ func (t *Trainer) Config() TrainerConfig { return t.cfg }
 
 // StepsDone is the number of steps completed (the step of the latest
 // checkpoint that would be written now).
-func (t *Trainer) StepsDone() int { return t.step }
+func (t *Trainer) StepsDone() int { return t.stepsDone }
 
 // Optimizer returns the trainer's optimizer (a policy.DeviceAdamW for a
 // *policy.Model, AdamW over Params otherwise), for inspection.
 func (t *Trainer) Optimizer() policy.Optimizer { return t.opt }
+
+// Step runs one training step and returns its metrics: the step's
+// rollout (made now, or with MaxStaleness ≥ 1 while earlier steps
+// trained), rewards, advantages, PPO epochs, and with TrainerParts.Sync
+// the publication of the new weights every SyncEvery steps. On error the
+// policy may have been partly updated (an error inside a PPO epoch) and
+// the step counter does not advance, except when only the publication
+// after a completed update failed: the step then counts (StepsDone), and
+// the next Step publishes again before any rollout.
+func (t *Trainer) Step(ctx context.Context) (StepMetrics, error) {
+	m, err := t.trainStep(ctx)
+	if err != nil {
+		return m, err
+	}
+	if t.parts.Metrics != nil && t.job.leader() {
+		if err := t.parts.Metrics.Log(m.Step, m.Map()); err != nil {
+			return m, fmt.Errorf("agentrl: step %d: metrics log: %w", m.Step, err)
+		}
+	}
+	return m, nil
+}
+
+// trainStep is one RL step, stage by stage; Step is it and the metrics
+// log, and Run calls it between validations and checkpoints:
+//
+//  1. rollout: this step's batch of trajectories and their rewards
+//  2. advantages, group by group
+//  3. old and reference log-probabilities, before any update
+//  4. mini-batch updates: PPO epochs of mini-batches, each accumulating
+//     the gradients of its micro-batches (forward, loss, backward) and
+//     ending in an optimizer step (the ranks' gradients summed, clipped,
+//     AdamW)
+//  5. the step counted, and the new weights published to the samplers
+//  6. its times, and with several ranks the job's metrics
+//
+// At the first step of a data-parallel job the ranks first check that
+// they agree and take rank 0's weights. On error, see Step.
+func (t *Trainer) trainStep(ctx context.Context) (StepMetrics, error) {
+	start := time.Now()
+	m := StepMetrics{Step: t.stepsDone + 1, PolicyVersion: t.stepsDone, WorldSize: t.job.size()}
+	if err := t.job.join(ctx, t.opt, t.fingerprint()); err != nil {
+		return m, fmt.Errorf("agentrl: step %d: data parallel: %w", m.Step, err)
+	}
+	batch, next, err := t.rollout(ctx, &m)
+	if err != nil {
+		return m, err
+	}
+	trainStart := time.Now()
+	if err := t.advantages(batch); err != nil {
+		return m, err
+	}
+	if err := t.oldAndRefLogProbs(ctx, batch); err != nil {
+		return m, err
+	}
+	if err := t.update(ctx, batch, &m); err != nil {
+		return m, err
+	}
+	t.stepsDone, t.samplerState = t.stepsDone+1, next
+	if err := t.publishDue(ctx, &m); err != nil {
+		return m, err
+	}
+	t.clock(&m, start, trainStart)
+	if err := t.job.stepMetrics(ctx, &m, batch); err != nil {
+		return m, fmt.Errorf("agentrl: step %d: reducing the metrics: %w", m.Step, err)
+	}
+	return m, nil
+}
 
 // sample is one trajectory of a step with what the trainer learns about it.
 type sample struct {
@@ -254,102 +226,174 @@ type sample struct {
 
 func (s *sample) respMask() []float32 { return s.traj.Mask[s.traj.PromptLen:] }
 
-// Step runs one training step and returns its metrics: the step's
-// rollout (made now, or with MaxStaleness ≥ 1 while earlier steps
-// trained), rewards, advantages, PPO epochs, and with TrainerParts.Sync
-// the publication of the new weights every SyncEvery steps. On error the
-// policy may have been partly updated (an error inside a PPO epoch) and
-// the step counter does not advance, except when only the publication
-// after a completed update failed: the step then counts (StepsDone), and
-// the next Step publishes again before any rollout.
-func (t *Trainer) Step(ctx context.Context) (StepMetrics, error) {
-	m, err := t.advance(ctx)
-	if err != nil {
-		return m, err
-	}
-	if t.parts.Metrics != nil && t.dp.leader() {
-		if err := t.parts.Metrics.Log(m.Step, m.Map()); err != nil {
-			return m, fmt.Errorf("agentrl: step %d: metrics log: %w", m.Step, err)
-		}
-	}
-	return m, nil
-}
-
-// advance is Step without the metrics log.
-func (t *Trainer) advance(ctx context.Context) (StepMetrics, error) {
-	start := time.Now()
-	m := StepMetrics{Step: t.step + 1, PolicyVersion: t.step, WorldSize: t.dp.world()}
-	if err := t.dp.start(ctx, t.opt, t.fingerprint()); err != nil {
-		return m, fmt.Errorf("agentrl: step %d: data parallel: %w", m.Step, err)
-	}
-
-	// A run's first step, and the first after a resume, make sure the
-	// samplers hold the policy being trained.
-	if t.parts.Sync != nil && t.published != t.step {
+// rollout is stage 1: the step's batch of trajectories, scored, with
+// the prompt sampler's position after it. The batch is made now
+// (collect), or with MaxStaleness ≥ 1 taken from the rollouts running
+// ahead of training (nextBatch); its metrics are recorded (generation
+// batches, times, rewards, lengths, tool calls) and its staleness
+// checked. A run's first step, and the first after a resume, first make
+// sure the samplers hold the policy being trained.
+func (t *Trainer) rollout(ctx context.Context, m *StepMetrics) ([]*sample, dataset.SamplerState, error) {
+	if t.parts.Sync != nil && t.published != t.stepsDone {
 		secs, err := t.publish(ctx)
 		m.SyncSeconds += secs
 		if err != nil {
-			return m, err
+			return nil, dataset.SamplerState{}, err
 		}
 	}
 	p, err := t.nextBatch(ctx)
 	if err != nil {
-		return m, err
+		return nil, dataset.SamplerState{}, err
 	}
-	batch := p.batch
 	m.GenBatches, m.KeptGroups = p.genBatches, p.keptGroups
 	m.RolloutSeconds = p.end.Sub(p.start).Seconds()
 	m.OverlapSeconds = t.overlap(p.start, p.end)
-	m.observeBatch(batch, t.cfg)
+	m.observeBatch(p.batch, t.cfg)
 	if m.RolloutSeconds > 0 {
 		m.RolloutTokensPerSec = float64(m.generatedTokens) / m.RolloutSeconds
 	}
-	if err := t.staleness(batch, &m); err != nil {
-		return m, err
+	if err := t.staleness(p.batch, m); err != nil {
+		return nil, dataset.SamplerState{}, err
 	}
+	return p.batch, p.after, nil
+}
 
-	trainStart := time.Now()
-	if err := t.advantages(batch); err != nil {
-		return m, err
+// collect gathers the batch of the step after stepsDone completed
+// steps: one generation batch, or with dynamic sampling as many as it
+// takes to fill PromptsPerStep groups whose metric varies. It returns
+// the batch, the generation batches it took and the groups kept.
+func (t *Trainer) collect(ctx context.Context, stepsDone int) ([]*sample, int, int, error) {
+	ds := t.cfg.DynamicSampling
+	if ds == nil {
+		b, err := t.generate(ctx, stepsDone, 0)
+		return b, 1, t.cfg.PromptsPerStep / t.job.size(), err // this rank's groups
 	}
-	if err := t.oldAndRef(ctx, batch); err != nil {
-		return m, err
+	f, err := dataset.NewGroupFilter[*sample](dataset.FilterConfig{BatchGroups: t.cfg.PromptsPerStep / t.job.size(), MaxGenBatches: ds.MaxGenBatches})
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("%w: %w", ErrTrainer, err)
 	}
-	updateStart := time.Now()
-	if err := t.update(ctx, batch, &m); err != nil {
-		return m, err
-	}
-	now := time.Now()
-	m.TrainSeconds = now.Sub(updateStart).Seconds()
-	if m.TrainSeconds > 0 {
-		m.TrainTokensPerSec = float64(m.trainedTokens) / m.TrainSeconds
-	}
-	t.step++
-	t.samplerState = p.after
-	if t.parts.Sync != nil && t.step%t.cfg.syncEvery() == 0 {
-		secs, err := t.publish(ctx)
-		m.SyncSeconds += secs
+	// Each rank filters its own groups until it keeps its share of
+	// them; the ranks go on in step — a rank already full draws the
+	// generation batch's prompts without rolling them out — until every
+	// rank is full.
+	gens := 0
+	for {
+		var err error
+		if f.Ready() {
+			t.sampler.Next() // in step with the ranks still rolling out
+		} else {
+			var b []*sample
+			if b, err = t.generate(ctx, stepsDone, gens); err == nil {
+				err = t.addToFilter(f, b, stepsDone)
+			}
+		}
+		gens++
+		allFull, err := t.job.agreeReady(ctx, err, f.Ready(), fmt.Sprintf("step %d: dynamic sampling", stepsDone+1))
 		if err != nil {
-			return m, err
+			return nil, 0, 0, err
 		}
-		now = time.Now()
-	}
-	t.trained = append(t.trained, [2]time.Time{trainStart, now})
-	if len(t.trained) > t.cfg.MaxStaleness+2 {
-		t.trained = t.trained[1:]
-	}
-	m.StepSeconds = now.Sub(start).Seconds()
-	m.WallSeconds = m.StepSeconds
-	if !t.lastEnd.IsZero() {
-		m.WallSeconds = now.Sub(t.lastEnd).Seconds()
-	}
-	t.lastEnd = now
-	if t.dp != nil {
-		if err := t.reduceMetrics(ctx, &m, batch); err != nil {
-			return m, fmt.Errorf("agentrl: step %d: reducing the metrics: %w", m.Step, err)
+		if allFull {
+			break
 		}
 	}
-	return m, nil
+	fb, err := f.Take()
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("agentrl: step %d: dynamic sampling: %w", stepsDone+1, err)
+	}
+	return fb.Items, gens, fb.Stats.KeptGroups, nil
+}
+
+// addToFilter adds a generation batch to the dynamic-sampling filter.
+func (t *Trainer) addToFilter(f *dataset.GroupFilter[*sample], b []*sample, stepsDone int) error {
+	ds := t.cfg.DynamicSampling
+	groups := make([]string, len(b))
+	metric := make([]float64, len(b))
+	for i, s := range b {
+		groups[i] = s.group
+		if ds.metric() == FilterByScore {
+			metric[i] = s.out.Score
+		} else if s.out.Acc {
+			metric[i] = 1
+		}
+	}
+	if _, err := f.Add(b, groups, metric); err != nil {
+		return fmt.Errorf("agentrl: step %d: dynamic sampling: %w", stepsDone+1, err)
+	}
+	return nil
+}
+
+// generate rolls out one generation batch of the step after stepsDone
+// completed steps (rolloutGroups) and scores it (score).
+func (t *Trainer) generate(ctx context.Context, stepsDone, genBatch int) ([]*sample, error) {
+	samples, err := t.rolloutGroups(ctx, stepsDone, genBatch)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.score(ctx, stepsDone, samples); err != nil {
+		return nil, err
+	}
+	return samples, nil
+}
+
+// rolloutGroups draws the next generation batch of prompts and rolls out
+// this rank's groups of it (all of them alone): SamplesPerPrompt
+// trajectories of each prompt, each request seeded by the step, the
+// generation batch and its position in it.
+func (t *Trainer) rolloutGroups(ctx context.Context, stepsDone, genBatch int) ([]*sample, error) {
+	all := t.sampler.Next()
+	// This rank's groups, at their positions in the generation batch
+	// (which seed them): all of them alone.
+	pos := t.shard(len(all))
+	idx := make([]int, len(pos))
+	reqs := make([]rollout.Request, len(pos))
+	groups := make([]string, len(pos))
+	for i, at := range pos {
+		j := all[at]
+		idx[i] = j
+		p := &t.parts.Prompts[j]
+		params := t.cfg.Sampling
+		params.Seed = new(requestSeed(t.cfg.Seed, stepsDone, genBatch, at))
+		params.Logprobs = true
+		groups[i] = fmt.Sprintf("s%d/g%d/p%d", stepsDone, genBatch, j)
+		reqs[i] = p.request(groups[i], params, t.cfg.SamplesPerPrompt)
+	}
+	trajs, err := t.parts.Engine.Run(ctx, reqs)
+	if err != nil {
+		return nil, fmt.Errorf("agentrl: step %d: %w", stepsDone+1, rolloutError(err))
+	}
+	if len(trajs) != len(idx)*t.cfg.SamplesPerPrompt {
+		return nil, fmt.Errorf("%w: step %d: rollout returned %d trajectories for %d requests of %d samples", ErrTrainer, stepsDone+1, len(trajs), len(idx), t.cfg.SamplesPerPrompt)
+	}
+	samples := make([]*sample, len(trajs))
+	for i := range trajs {
+		tr := &trajs[i]
+		if tr.Request < 0 || tr.Request >= len(idx) || len(tr.Mask) != len(tr.Tokens) || tr.PromptLen > len(tr.Tokens) {
+			return nil, fmt.Errorf("%w: step %d: trajectory %d is malformed (request %d, %d tokens, %d mask, prompt %d)", ErrTrainer, stepsDone+1, i, tr.Request, len(tr.Tokens), len(tr.Mask), tr.PromptLen)
+		}
+		samples[i] = &sample{traj: *tr, prompt: &t.parts.Prompts[idx[tr.Request]], group: groups[tr.Request]}
+	}
+	return samples, nil
+}
+
+// score sets each sample's reward (TrainerParts.Reward, with the
+// overlong shaping of TrainerConfig.Overlong), in parallel within
+// TrainerConfig.Reward's bounds; a score that is not finite is an error.
+func (t *Trainer) score(ctx context.Context, stepsDone int, samples []*sample) error {
+	inputs := make([]reward.Input, len(samples))
+	for i, s := range samples {
+		inputs[i] = s.prompt.RewardInput(&s.traj)
+	}
+	outs, err := reward.Batch(ctx, t.reward, inputs, t.cfg.Reward)
+	if err != nil {
+		return fmt.Errorf("agentrl: step %d: reward: %w", stepsDone+1, err)
+	}
+	for i, o := range outs {
+		if math.IsNaN(o.Score) || math.IsInf(o.Score, 0) {
+			return fmt.Errorf("%w: step %d: reward of trajectory %d (prompt %q) is %v", ErrTrainer, stepsDone+1, i, samples[i].prompt.ID, o.Score)
+		}
+		samples[i].out = o
+	}
+	return nil
 }
 
 // requestSeed derives the seed of one request from the run's seed, the
@@ -366,92 +410,19 @@ func requestSeed(seed uint64, step, genBatch, pos int) uint64 {
 	return z
 }
 
-// generate rolls out and scores one generation batch of the step after
-// done completed steps.
-func (t *Trainer) generate(ctx context.Context, done, genBatch int) ([]*sample, error) {
-	all := t.sampler.Next()
-	// This rank's groups, at their positions in the generation batch
-	// (which seed them): all of them alone.
-	pos := t.shard(len(all))
-	idx := make([]int, len(pos))
-	reqs := make([]rollout.Request, len(pos))
-	groups := make([]string, len(pos))
-	for i, at := range pos {
-		j := all[at]
-		idx[i] = j
-		p := &t.parts.Prompts[j]
-		params := t.cfg.Sampling
-		params.Seed = new(requestSeed(t.cfg.Seed, done, genBatch, at))
-		params.Logprobs = true
-		groups[i] = fmt.Sprintf("s%d/g%d/p%d", done, genBatch, j)
-		reqs[i] = p.request(groups[i], params, t.cfg.SamplesPerPrompt)
+// rolloutError names the rollout as the stage an error of
+// rollout.Engine.Run came from, once: the engine's own errors say
+// "rollout: …" already, a context's error does not.
+func rolloutError(err error) error {
+	if strings.HasPrefix(err.Error(), "rollout: ") {
+		return err
 	}
-	trajs, err := t.parts.Engine.Run(ctx, reqs)
-	if err != nil {
-		return nil, fmt.Errorf("agentrl: step %d: %w", done+1, rolloutError(err))
-	}
-	if len(trajs) != len(idx)*t.cfg.SamplesPerPrompt {
-		return nil, fmt.Errorf("%w: step %d: rollout returned %d trajectories for %d requests of %d samples", ErrTrainer, done+1, len(trajs), len(idx), t.cfg.SamplesPerPrompt)
-	}
-	inputs := make([]reward.Input, len(trajs))
-	samples := make([]*sample, len(trajs))
-	for i := range trajs {
-		tr := &trajs[i]
-		if tr.Request < 0 || tr.Request >= len(idx) || len(tr.Mask) != len(tr.Tokens) || tr.PromptLen > len(tr.Tokens) {
-			return nil, fmt.Errorf("%w: step %d: trajectory %d is malformed (request %d, %d tokens, %d mask, prompt %d)", ErrTrainer, done+1, i, tr.Request, len(tr.Tokens), len(tr.Mask), tr.PromptLen)
-		}
-		p := &t.parts.Prompts[idx[tr.Request]]
-		samples[i] = &sample{traj: *tr, prompt: p, group: groups[tr.Request]}
-		inputs[i] = p.RewardInput(tr)
-	}
-	outs, err := reward.Batch(ctx, t.reward, inputs, t.cfg.Reward)
-	if err != nil {
-		return nil, fmt.Errorf("agentrl: step %d: reward: %w", done+1, err)
-	}
-	for i, o := range outs {
-		if math.IsNaN(o.Score) || math.IsInf(o.Score, 0) {
-			return nil, fmt.Errorf("%w: step %d: reward of trajectory %d (prompt %q) is %v", ErrTrainer, done+1, i, samples[i].prompt.ID, o.Score)
-		}
-		samples[i].out = o
-	}
-	return samples, nil
+	return fmt.Errorf("rollout: %w", err)
 }
 
-// collect gathers the batch of the step after done completed steps: one
-// generation batch, or with dynamic sampling as many as it takes to fill
-// PromptsPerStep groups whose metric varies. It returns the batch, the
-// generation batches it took and the groups kept.
-func (t *Trainer) collect(ctx context.Context, done int) ([]*sample, int, int, error) {
-	ds := t.cfg.DynamicSampling
-	if ds == nil {
-		b, err := t.generate(ctx, done, 0)
-		return b, 1, t.cfg.PromptsPerStep / t.dp.world(), err // this rank's groups
-	}
-	f, err := dataset.NewGroupFilter[*sample](dataset.FilterConfig{BatchGroups: t.cfg.PromptsPerStep / t.dp.world(), MaxGenBatches: ds.MaxGenBatches})
-	if err != nil {
-		return nil, 0, 0, fmt.Errorf("%w: %w", ErrTrainer, err)
-	}
-	if t.dp != nil {
-		return t.collectShared(ctx, done, f)
-	}
-	for gen := 0; !f.Ready(); gen++ {
-		b, err := t.generate(ctx, done, gen)
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		if err := t.addToFilter(f, b, done); err != nil {
-			return nil, 0, 0, err
-		}
-	}
-	fb, err := f.Take()
-	if err != nil {
-		return nil, 0, 0, fmt.Errorf("agentrl: step %d: dynamic sampling: %w", done+1, err)
-	}
-	return fb.Items, fb.Stats.GenBatches, fb.Stats.KeptGroups, nil
-}
-
-// advantages fills s.adv from the estimator; groups are the rollout
-// groups (one per prompt and generation batch).
+// advantages is stage 2: it fills s.adv from the estimator
+// (TrainerConfig.Advantage); groups are the rollout groups (one per
+// prompt and generation batch).
 func (t *Trainer) advantages(batch []*sample) error {
 	in := advantage.Input{
 		Scores: make([]float64, len(batch)),
@@ -465,7 +436,7 @@ func (t *Trainer) advantages(batch []*sample) error {
 	}
 	out, err := t.estimators.Compute(t.cfg.Advantage, in)
 	if err != nil {
-		return fmt.Errorf("agentrl: step %d: advantages: %w", t.step+1, err)
+		return fmt.Errorf("agentrl: step %d: advantages: %w", t.stepsDone+1, err)
 	}
 	for i, s := range batch {
 		s.adv = out.Advantages[i]
@@ -473,23 +444,15 @@ func (t *Trainer) advantages(batch []*sample) error {
 	return nil
 }
 
-// chunks cuts n items into consecutive ranges of size at most k.
-func chunks(n, k int) [][2]int {
-	var r [][2]int
-	for lo := 0; lo < n; lo += k {
-		r = append(r, [2]int{lo, min(lo+k, n)})
-	}
-	return r
-}
-
-// oldAndRef fills the old (and reference) log-probabilities of the
-// response tokens before any update, as verl's compute_log_prob and
-// compute_ref_log_prob do.
-func (t *Trainer) oldAndRef(ctx context.Context, batch []*sample) error {
+// oldAndRefLogProbs is stage 3: it fills the old (and reference)
+// log-probabilities of the response tokens before any update, as verl's
+// compute_log_prob and compute_ref_log_prob do — recomputed by forward
+// passes of micro-batches, or the sampler's (OldLogProbsRollout).
+func (t *Trainer) oldAndRefLogProbs(ctx context.Context, batch []*sample) error {
 	needRollout := !t.cfg.recompute() || t.cfg.Loss.TISCap > 0
 	for i, s := range batch {
 		if needRollout && len(s.traj.LogProbs) != len(s.traj.Tokens) {
-			return fmt.Errorf("%w: step %d: trajectory %d (prompt %q) has no sampler log-probabilities, which OldLogProbs %q or TISCap need", ErrTrainer, t.step+1, i, s.prompt.ID, t.cfg.OldLogProbs)
+			return fmt.Errorf("%w: step %d: trajectory %d (prompt %q) has no sampler log-probabilities, which OldLogProbs %q or TISCap need", ErrTrainer, t.stepsDone+1, i, s.prompt.ID, t.cfg.OldLogProbs)
 		}
 		if !t.cfg.recompute() {
 			s.old = s.traj.LogProbs[s.traj.PromptLen:]
@@ -500,10 +463,10 @@ func (t *Trainer) oldAndRef(ctx context.Context, batch []*sample) error {
 			part := batch[c[0]:c[1]]
 			stats, _, err := model.Forward(ctx, t.tokenBatch(part), false)
 			if err != nil {
-				return fmt.Errorf("agentrl: step %d: %s log-probs: %w", t.step+1, what, err)
+				return fmt.Errorf("agentrl: step %d: %s log-probs: %w", t.stepsDone+1, what, err)
 			}
 			if err := checkStats(stats, part, false); err != nil {
-				return fmt.Errorf("%w: step %d: %s forward: %w", ErrTrainer, t.step+1, what, err)
+				return fmt.Errorf("%w: step %d: %s forward: %w", ErrTrainer, t.stepsDone+1, what, err)
 			}
 			for i, s := range part {
 				set(s, stats.LogProbs[i][s.traj.PromptLen:])
@@ -555,65 +518,36 @@ func checkStats(st lm.TokenStats, part []*sample, entropy bool) error {
 	return nil
 }
 
-// update runs the PPO epochs: mini-batches of MiniBatchSize trajectories,
-// each one optimiser update after accumulating the gradients of its
-// micro-batches.
+// update is stage 4, the PPO epochs (verl's dp_actor.update_policy):
+// each epoch cuts the batch into mini-batches (miniBatches), and each
+// mini-batch accumulates the gradients of its micro-batches (accumulate)
+// and ends in one optimizer step (optimizerStep). It records the loss
+// metrics (the means over micro-batches), the gradient norms, the
+// learning rate, the updates and the training time.
 func (t *Trainer) update(ctx context.Context, batch []*sample, m *StepMetrics) error {
+	start := time.Now()
 	var acc metricMean
 	var gradNorms, lrs []float64
-	order := make([]int, len(batch))
 	for ep := range t.cfg.epochs() {
-		for i := range order {
-			order[i] = i
-		}
-		if t.cfg.ShuffleMiniBatches {
-			rng := rand.New(rand.NewPCG(t.cfg.Seed, uint64(t.step)<<20|uint64(ep)))
-			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		}
-		for _, mb := range chunks(len(batch), t.cfg.miniBatch()/t.dp.world()) {
-			mini := make([]*sample, 0, mb[1]-mb[0])
-			for _, k := range order[mb[0]:mb[1]] {
-				mini = append(mini, batch[k])
+		for _, mini := range t.miniBatches(batch, ep) {
+			if err := t.accumulate(ctx, mini, ep, m, &acc); err != nil {
+				return err
 			}
-			if err := t.opt.ZeroGrad(); err != nil {
-				return fmt.Errorf("agentrl: step %d: %w", t.step+1, err)
-			}
-			// Each micro-batch's loss is weighted by its share of the
-			// whole mini-batch, on every rank: the sum over the ranks is
-			// one process's gradient.
-			for _, c := range chunks(len(mini), t.localMicro()) {
-				res, tokens, err := t.microStep(ctx, mini[c[0]:c[1]], float32(c[1]-c[0])/float32(len(mini)*t.dp.world()))
-				if err != nil {
-					return fmt.Errorf("agentrl: step %d: epoch %d: %w", t.step+1, ep, err)
-				}
-				m.trainedTokens += tokens
-				acc.add(res.Metrics)
-			}
-			if t.dp != nil {
-				if err := t.dp.syncGrads(ctx, t.opt); err != nil {
-					return fmt.Errorf("agentrl: step %d: epoch %d: gradient all-reduce: %w", t.step+1, ep, err)
-				}
-			}
-			norm, err := clipOrMeasure(t.opt, t.cfg.MaxGradNorm)
-			gradNorms = append(gradNorms, norm)
-			if errors.Is(err, policy.ErrNonFinite) {
-				// verl's dp_actor skips the update when the norm is not
-				// finite; the step goes on and reports it.
-				m.SkippedUpdates++
-				continue
-			} else if err != nil {
-				return fmt.Errorf("agentrl: step %d: clip: %w", t.step+1, err)
-			}
-			lr, err := t.opt.Step()
+			norm, lr, stepped, err := optimizerStep(ctx, t.job, t.opt, t.cfg.MaxGradNorm)
 			if err != nil {
-				return fmt.Errorf("agentrl: step %d: optimizer: %w", t.step+1, err)
+				return fmt.Errorf("agentrl: step %d: epoch %d: %w", t.stepsDone+1, ep, err)
+			}
+			gradNorms = append(gradNorms, norm)
+			if !stepped {
+				m.SkippedUpdates++ // verl's dp_actor skips the update; the step goes on
+				continue
 			}
 			lrs = append(lrs, lr)
 			m.Updates++
 		}
 	}
 	if err := t.opt.ZeroGrad(); err != nil {
-		return fmt.Errorf("agentrl: step %d: %w", t.step+1, err)
+		return fmt.Errorf("agentrl: step %d: %w", t.stepsDone+1, err)
 	}
 	m.LossMetrics = acc.mean()
 	m.Loss = m.LossMetrics["loss"]
@@ -627,6 +561,54 @@ func (t *Trainer) update(ctx context.Context, batch []*sample, m *StepMetrics) e
 		m.LR = lrs[len(lrs)-1]
 	} else {
 		m.LR = t.opt.LR()
+	}
+	m.TrainSeconds = time.Since(start).Seconds()
+	if m.TrainSeconds > 0 {
+		m.TrainTokensPerSec = float64(m.trainedTokens) / m.TrainSeconds
+	}
+	return nil
+}
+
+// miniBatches cuts the batch into this rank's mini-batches of epoch ep:
+// its share of MiniBatchSize trajectories each, in the batch's order or,
+// with ShuffleMiniBatches, in an order drawn from Seed, the step and the
+// epoch (verl's actor.shuffle).
+func (t *Trainer) miniBatches(batch []*sample, ep int) [][]*sample {
+	order := make([]int, len(batch))
+	for i := range order {
+		order[i] = i
+	}
+	if t.cfg.ShuffleMiniBatches {
+		rng := rand.New(rand.NewPCG(t.cfg.Seed, uint64(t.stepsDone)<<20|uint64(ep)))
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	}
+	var out [][]*sample
+	for _, mb := range chunks(len(batch), t.cfg.miniBatch()/t.job.size()) {
+		mini := make([]*sample, 0, mb[1]-mb[0])
+		for _, k := range order[mb[0]:mb[1]] {
+			mini = append(mini, batch[k])
+		}
+		out = append(out, mini)
+	}
+	return out
+}
+
+// accumulate zeroes the gradients and accumulates those of the
+// mini-batch's micro-batches of localMicro trajectories (microStep).
+// Each micro-batch's loss is weighted by its share of the whole
+// mini-batch, on every rank, so that the sum over the ranks is one
+// process's gradient.
+func (t *Trainer) accumulate(ctx context.Context, mini []*sample, ep int, m *StepMetrics, acc *metricMean) error {
+	if err := t.opt.ZeroGrad(); err != nil {
+		return fmt.Errorf("agentrl: step %d: %w", t.stepsDone+1, err)
+	}
+	for _, c := range chunks(len(mini), t.localMicro()) {
+		res, tokens, err := t.microStep(ctx, mini[c[0]:c[1]], float32(c[1]-c[0])/float32(len(mini)*t.job.size()))
+		if err != nil {
+			return fmt.Errorf("agentrl: step %d: epoch %d: %w", t.stepsDone+1, ep, err)
+		}
+		m.trainedTokens += tokens
+		acc.add(res.Metrics)
 	}
 	return nil
 }
@@ -646,7 +628,10 @@ func (t *Trainer) microStep(ctx context.Context, part []*sample, scale float32) 
 	if back == nil {
 		return loss.Result{}, 0, fmt.Errorf("%w: forward with gradients returned no BackwardFunc", ErrTrainer)
 	}
-	lb := t.lossBatch(part, stats)
+	lb, err := t.lossBatch(part, stats)
+	if err != nil {
+		return loss.Result{}, 0, fmt.Errorf("%w: loss batch: %w", ErrTrainer, err)
+	}
 	res, err := t.computer.Compute(t.cfg.Loss, lb)
 	if err != nil {
 		return loss.Result{}, 0, fmt.Errorf("loss: %w", err)
@@ -656,10 +641,15 @@ func (t *Trainer) microStep(ctx context.Context, part []*sample, scale float32) 
 		starts[i], lens[i] = s.traj.PromptLen, len(s.traj.Tokens)
 		tokens += len(s.traj.Tokens)
 	}
-	gl := scatterResponse(res.GradLogProbs, starts, lens, scale)
+	gl, err := loss.UnpadRows(res.GradLogProbs, starts, lens, scale)
+	if err != nil {
+		return loss.Result{}, 0, fmt.Errorf("%w: loss gradient: %w", ErrTrainer, err)
+	}
 	var ge [][]float32
 	if t.cfg.Loss.EntropyCoef != 0 && res.GradEntropy != nil {
-		ge = scatterResponse(res.GradEntropy, starts, lens, scale)
+		if ge, err = loss.UnpadRows(res.GradEntropy, starts, lens, scale); err != nil {
+			return loss.Result{}, 0, fmt.Errorf("%w: entropy gradient: %w", ErrTrainer, err)
+		}
 	}
 	if err := back(ctx, gl, ge); err != nil {
 		return loss.Result{}, 0, fmt.Errorf("backward: %w", err)
@@ -668,47 +658,107 @@ func (t *Trainer) microStep(ctx context.Context, part []*sample, scale float32) 
 }
 
 // lossBatch lays a micro-batch out as loss.Batch [B,T] tensors over the
-// response tokens, T the longest response; padding has mask 0.
-func (t *Trainer) lossBatch(part []*sample, stats lm.TokenStats) loss.Batch {
-	n := len(part)
-	starts := make([]int, n)
-	resp := func(get func(i int, s *sample) []float32) [][]float32 {
-		rows := make([][]float32, n)
+// response tokens (loss.PadRows), T the longest response; padding has
+// mask 0. The forward's rows and the sampler's log-probabilities are
+// aligned with whole sequences and start at the prompt's length; the
+// per-sample rows (old, ref, adv, mask) are response spans already.
+func (t *Trainer) lossBatch(part []*sample, stats lm.TokenStats) (loss.Batch, error) {
+	starts := make([]int, len(part))
+	T := 1 // an all-empty micro-batch still gets one (masked) column
+	for i, s := range part {
+		starts[i] = s.traj.PromptLen
+		T = max(T, len(s.traj.Tokens)-s.traj.PromptLen)
+	}
+	resp := func(get func(s *sample) []float32) [][]float32 {
+		rows := make([][]float32, len(part))
 		for i, s := range part {
-			rows[i] = get(i, s)
+			rows[i] = get(s)
 		}
 		return rows
 	}
-	for i, s := range part {
-		starts[i] = s.traj.PromptLen
-	}
-	zeros := make([]int, n)
-	T := 1 // an all-empty micro-batch still gets one (masked) column
-	for _, s := range part {
-		T = max(T, len(s.traj.Tokens)-s.traj.PromptLen)
+	var err error
+	pad := func(rows [][]float32, starts []int) *tensor.Dense {
+		if err != nil {
+			return nil
+		}
+		var d *tensor.Dense
+		d, err = loss.PadRows(rows, starts, T)
+		return d
 	}
 	b := loss.Batch{
-		LogProbs:    responseTensor(stats.LogProbs, starts, T),
-		Entropy:     responseTensor(stats.Entropy, starts, T),
-		OldLogProbs: responseTensor(resp(func(_ int, s *sample) []float32 { return s.old }), zeros, T),
-		Advantages:  responseTensor(resp(func(_ int, s *sample) []float32 { return s.adv }), zeros, T),
-		Mask:        responseTensor(resp(func(_ int, s *sample) []float32 { return s.respMask() }), zeros, T),
+		LogProbs:    pad(stats.LogProbs, starts),
+		Entropy:     pad(stats.Entropy, starts),
+		OldLogProbs: pad(resp(func(s *sample) []float32 { return s.old }), nil),
+		Advantages:  pad(resp(func(s *sample) []float32 { return s.adv }), nil),
+		Mask:        pad(resp(func(s *sample) []float32 { return s.respMask() }), nil),
 	}
 	if t.cfg.Loss.KLCoef > 0 {
-		b.RefLogProbs = responseTensor(resp(func(_ int, s *sample) []float32 { return s.ref }), zeros, T)
+		b.RefLogProbs = pad(resp(func(s *sample) []float32 { return s.ref }), nil)
 	}
 	if t.cfg.Loss.TISCap > 0 {
-		b.RolloutLogProbs = responseTensor(resp(func(_ int, s *sample) []float32 { return s.traj.LogProbs }), starts, T)
+		b.RolloutLogProbs = pad(resp(func(s *sample) []float32 { return s.traj.LogProbs }), starts)
 	}
-	return b
+	return b, err
 }
 
-// rolloutError names the rollout as the stage an error of
-// rollout.Engine.Run came from, once: the engine's own errors say
-// "rollout: …" already, a context's error does not.
-func rolloutError(err error) error {
-	if strings.HasPrefix(err.Error(), "rollout: ") {
-		return err
+// optimizerStep ends every update of both trainers: the ranks'
+// gradients are summed (a data-parallel job's all-reduce, nothing
+// alone), their global norm is clipped to maxNorm (measured only, for
+// maxNorm 0), and the optimizer steps. A norm that is not finite skips
+// the step, as verl's dp_actor does: stepped is then false and lr 0. It
+// returns the norm before clipping and the step's learning rate.
+func optimizerStep(ctx context.Context, j job, opt policy.Optimizer, maxNorm float64) (norm, lr float64, stepped bool, err error) {
+	if err := j.sumGradients(ctx, opt); err != nil {
+		return 0, 0, false, fmt.Errorf("gradient all-reduce: %w", err)
 	}
-	return fmt.Errorf("rollout: %w", err)
+	norm, err = clipOrMeasure(opt, maxNorm)
+	switch {
+	case errors.Is(err, policy.ErrNonFinite):
+		return norm, 0, false, nil
+	case err != nil:
+		return norm, 0, false, fmt.Errorf("clip: %w", err)
+	}
+	if lr, err = opt.Step(); err != nil {
+		return norm, 0, false, fmt.Errorf("optimizer: %w", err)
+	}
+	return norm, lr, true, nil
+}
+
+// publishDue is stage 5's publication: with TrainerParts.Sync, every
+// SyncEvery steps, the samplers get the new weights as the version of
+// the steps done. A failure leaves the step counted; the next step
+// publishes again before its rollout.
+func (t *Trainer) publishDue(ctx context.Context, m *StepMetrics) error {
+	if t.parts.Sync == nil || t.stepsDone%t.cfg.syncEvery() != 0 {
+		return nil
+	}
+	secs, err := t.publish(ctx)
+	m.SyncSeconds += secs
+	return err
+}
+
+// clock is stage 6's times: the step's own (from start), the wall time
+// since the previous step ended, and its training interval (from
+// trainStart), against which later steps' rollouts measure their overlap.
+func (t *Trainer) clock(m *StepMetrics, start, trainStart time.Time) {
+	now := time.Now()
+	t.trainIntervals = append(t.trainIntervals, [2]time.Time{trainStart, now})
+	if len(t.trainIntervals) > t.cfg.MaxStaleness+2 {
+		t.trainIntervals = t.trainIntervals[1:]
+	}
+	m.StepSeconds = now.Sub(start).Seconds()
+	m.WallSeconds = m.StepSeconds
+	if !t.lastEnd.IsZero() {
+		m.WallSeconds = now.Sub(t.lastEnd).Seconds()
+	}
+	t.lastEnd = now
+}
+
+// chunks cuts n items into consecutive ranges of size at most k.
+func chunks(n, k int) [][2]int {
+	var r [][2]int
+	for lo := 0; lo < n; lo += k {
+		r = append(r, [2]int{lo, min(lo+k, n)})
+	}
+	return r
 }

@@ -23,7 +23,7 @@ type WeightSync interface {
 // produced is the rollout of one step: its batch and what the step
 // reports of its making.
 type produced struct {
-	done                   int // steps done before it: it trains step done+1
+	stepsDone              int // steps done before it: it trains step stepsDone+1
 	batch                  []*sample
 	genBatches, keptGroups int
 	start, end             time.Time
@@ -31,10 +31,10 @@ type produced struct {
 	err                    error
 }
 
-// produce makes the batch of the step after done completed steps.
-func (t *Trainer) produce(ctx context.Context, done int) produced {
-	p := produced{done: done, start: time.Now()}
-	p.batch, p.genBatches, p.keptGroups, p.err = t.collect(ctx, done)
+// produce makes the batch of the step after stepsDone completed steps.
+func (t *Trainer) produce(ctx context.Context, stepsDone int) produced {
+	p := produced{stepsDone: stepsDone, start: time.Now()}
+	p.batch, p.genBatches, p.keptGroups, p.err = t.collect(ctx, stepsDone)
 	p.end = time.Now()
 	p.after = t.sampler.State()
 	return p
@@ -43,9 +43,9 @@ func (t *Trainer) produce(ctx context.Context, done int) produced {
 // producer makes the batches of the steps to come, ahead of training,
 // each once the samplers hold a recent enough version.
 type producer struct {
-	cancel context.CancelFunc
-	out    chan produced
-	done   chan struct{}
+	cancel  context.CancelFunc
+	out     chan produced
+	stopped chan struct{} // closed when the producing goroutine ends
 
 	mu        sync.Mutex
 	published int
@@ -56,7 +56,7 @@ type producer struct {
 // MaxStaleness is 0, else taken from the producer (started on demand).
 func (t *Trainer) nextBatch(ctx context.Context) (produced, error) {
 	if t.cfg.MaxStaleness == 0 {
-		p := t.produce(ctx, t.step)
+		p := t.produce(ctx, t.stepsDone)
 		return p, p.err
 	}
 	if t.async == nil {
@@ -68,9 +68,9 @@ func (t *Trainer) nextBatch(ctx context.Context) (produced, error) {
 			t.stopProducer()
 			return p, p.err
 		}
-		if p.done != t.step {
+		if p.stepsDone != t.stepsDone {
 			t.stopProducer()
-			return p, fmt.Errorf("%w: step %d: the rollout ahead made the batch of step %d", ErrTrainer, t.step+1, p.done+1)
+			return p, fmt.Errorf("%w: step %d: the rollout ahead made the batch of step %d", ErrTrainer, t.stepsDone+1, p.stepsDone+1)
 		}
 		return p, nil
 	case <-ctx.Done():
@@ -85,19 +85,19 @@ func (t *Trainer) startProducer() {
 	ctx, cancel := context.WithCancel(context.Background())
 	pr := &producer{
 		cancel: cancel, out: make(chan produced, t.cfg.MaxStaleness),
-		done: make(chan struct{}), published: t.published, changed: make(chan struct{}),
+		stopped: make(chan struct{}), published: t.published, changed: make(chan struct{}),
 	}
 	t.async = pr
-	first := t.step // read here: Step advances t.step while this runs
+	first := t.stepsDone // read here: Step advances t.stepsDone while this runs
 	go func() {
-		defer close(pr.done)
-		for done := first; ; done++ {
-			// The batch of step done+1 may sample with version
-			// done−MaxStaleness or newer.
-			if !pr.waitFor(ctx, done-t.cfg.MaxStaleness) {
+		defer close(pr.stopped)
+		for stepsDone := first; ; stepsDone++ {
+			// The batch of step stepsDone+1 may sample with version
+			// stepsDone−MaxStaleness or newer.
+			if !pr.waitFor(ctx, stepsDone-t.cfg.MaxStaleness) {
 				return
 			}
-			p := t.produce(ctx, done)
+			p := t.produce(ctx, stepsDone)
 			select {
 			case pr.out <- p:
 			case <-ctx.Done():
@@ -144,7 +144,7 @@ func (t *Trainer) stopProducer() {
 		return
 	}
 	t.async.cancel()
-	<-t.async.done
+	<-t.async.stopped
 	t.async = nil
 }
 
@@ -153,24 +153,24 @@ func (t *Trainer) stopProducer() {
 // starts them anew; Close of a synchronous trainer does nothing.
 func (t *Trainer) Close() error {
 	t.stopProducer()
-	return t.dp.close()
+	return t.job.close()
 }
 
-// publish sends the policy's weights to the samplers as version t.step
+// publish sends the policy's weights to the samplers as version t.stepsDone
 // and returns the seconds it took.
 func (t *Trainer) publish(ctx context.Context) (float64, error) {
 	start := time.Now()
 	saver, _ := t.parts.Policy.(lm.Saver) // checked by NewTrainer
 	var err error
-	if t.dp.leader() { // rank 0 publishes for every rank
-		err = t.parts.Sync.Publish(ctx, t.step, saver)
+	if t.job.leader() { // rank 0 publishes for every rank
+		err = t.parts.Sync.Publish(ctx, t.stepsDone, saver)
 	}
-	if err := t.dp.agree(ctx, err, "publishing the weights"); err != nil {
-		return time.Since(start).Seconds(), fmt.Errorf("agentrl: step %d: publishing the weights (version %d): %w", t.step, t.step, err)
+	if err := t.job.agree(ctx, err, "publishing the weights"); err != nil {
+		return time.Since(start).Seconds(), fmt.Errorf("agentrl: step %d: publishing the weights (version %d): %w", t.stepsDone, t.stepsDone, err)
 	}
-	t.published = t.step
+	t.published = t.stepsDone
 	if t.async != nil {
-		t.async.setPublished(t.step)
+		t.async.setPublished(t.stepsDone)
 	}
 	return time.Since(start).Seconds(), nil
 }
@@ -189,11 +189,11 @@ func (t *Trainer) staleness(batch []*sample, m *StepMetrics) error {
 	for i, s := range batch {
 		v, ok := s.traj.OldestWeightVersion()
 		if !ok {
-			return fmt.Errorf("%w: step %d: trajectory %d (prompt %q) has no weight version: with TrainerParts.Sync the sampler must tag its generations (lm.Generation.WeightVersion)", ErrTrainer, t.step+1, i, s.prompt.ID)
+			return fmt.Errorf("%w: step %d: trajectory %d (prompt %q) has no weight version: with TrainerParts.Sync the sampler must tag its generations (lm.Generation.WeightVersion)", ErrTrainer, t.stepsDone+1, i, s.prompt.ID)
 		}
-		st := t.step - v
+		st := t.stepsDone - v
 		if st < 0 || st > t.cfg.MaxStaleness {
-			return fmt.Errorf("%w: step %d: trajectory %d (prompt %q) was sampled with weight version %d, %d versions from the policy's %d (MaxStaleness %d)", ErrTrainer, t.step+1, i, s.prompt.ID, v, st, t.step, t.cfg.MaxStaleness)
+			return fmt.Errorf("%w: step %d: trajectory %d (prompt %q) was sampled with weight version %d, %d versions from the policy's %d (MaxStaleness %d)", ErrTrainer, t.stepsDone+1, i, s.prompt.ID, v, st, t.stepsDone, t.cfg.MaxStaleness)
 		}
 		m.StalenessHist[st]++
 		sum += st
@@ -209,7 +209,7 @@ func (t *Trainer) staleness(batch []*sample, m *StepMetrics) error {
 // trained.
 func (t *Trainer) overlap(start, end time.Time) float64 {
 	var d time.Duration
-	for _, iv := range t.trained {
+	for _, iv := range t.trainIntervals {
 		lo, hi := iv[0], iv[1]
 		if start.After(lo) {
 			lo = start

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/rollout"
 )
@@ -193,7 +194,7 @@ func TestAsyncResume(t *testing.T) {
 	ctx := context.Background()
 	cfg := banditConfig()
 	cfg.MaxStaleness = 1
-	root := agentrl.CheckpointRoot{Dir: filepath.Join(t.TempDir(), "ckpt")}
+	root := checkpoint.Root{Dir: filepath.Join(t.TempDir(), "ckpt")}
 
 	a, ma := newFleetTrainer(t, cfg, newTestFleet(t))
 	sync, _ := newBandit(t, banditConfig(), banditReward)

@@ -54,7 +54,8 @@ func TestLossBatchLayout(t *testing.T) {
 		Entropy:  [][]float32{{0, 9, 0.1, 0.2, 5, 6, 0.3}, {0, 8, 7, 0.4}},
 	}
 	tr := &Trainer{cfg: TrainerConfig{Loss: loss.Config{KLCoef: 0.1, TISCap: 2}}}
-	b := tr.lossBatch(part, stats)
+	b, err := tr.lossBatch(part, stats)
+	require.NoError(t, err)
 	want := map[string]struct {
 		got  *tensor.Dense
 		data []float32
@@ -74,24 +75,10 @@ func TestLossBatchLayout(t *testing.T) {
 	}
 
 	// Without KL and TIS those tensors are left out.
-	b = (&Trainer{}).lossBatch(part, stats)
+	b, err = (&Trainer{}).lossBatch(part, stats)
+	require.NoError(t, err)
 	assert.Nil(t, b.RefLogProbs)
 	assert.Nil(t, b.RolloutLogProbs)
-}
-
-// TestScatterResponse: gradients of the [2, 5] batch go back to the
-// response positions of each whole sequence, scaled, zero on the prompt;
-// padding columns are dropped.
-func TestScatterResponse(t *testing.T) {
-	g := responseTensor([][]float32{{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}}, []int{0, 0}, 5)
-	out := scatterResponse(g, []int{2, 3}, []int{7, 4}, 0.5)
-	assert.Equal(t, [][]float32{{0, 0, 0.5, 1, 1.5, 2, 2.5}, {0, 0, 0, 3}}, out)
-}
-
-func TestResponseTensorCutsAndPads(t *testing.T) {
-	// A row longer than T is cut; a start past the row's end gives zeros.
-	d := responseTensor([][]float32{{1, 2, 3, 4}, {5}}, []int{1, 3}, 2)
-	assert.Equal(t, []float32{2, 3, 0, 0}, d.Data().([]float32))
 }
 
 func TestChunks(t *testing.T) {
@@ -152,8 +139,13 @@ func BenchmarkLossBatch(b *testing.B) {
 		starts[i], lens[i] = s.traj.PromptLen, len(s.traj.Tokens)
 	}
 	for b.Loop() {
-		lb := tr.lossBatch(part, st)
-		_ = scatterResponse(lb.LogProbs, starts, lens, 0.5)
+		lb, err := tr.lossBatch(part, st)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := loss.UnpadRows(lb.LogProbs, starts, lens, 0.5); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -162,7 +154,10 @@ func BenchmarkLossBatch(b *testing.B) {
 func BenchmarkLossCompute(b *testing.B) {
 	part, st := benchSamples()
 	tr := &Trainer{cfg: GRPOTCR(), computer: loss.NewComputer(nil)}
-	lb := tr.lossBatch(part, st)
+	lb, err := tr.lossBatch(part, st)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for b.Loop() {
 		if _, err := tr.computer.Compute(tr.cfg.Loss, lb); err != nil {
 			b.Fatal(err)

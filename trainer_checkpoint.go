@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/dataset"
+	"github.com/agentrl/agentrl/internal/atomicfile"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/safetensors"
@@ -71,8 +73,8 @@ type TrainerState struct {
 // checkpoints use SaveCheckpoint.
 func (t *Trainer) SaveTo(dir string) error {
 	return saveTraining(dir, t.opt, t.parts.Policy, TrainerState{
-		Format: TrainerStateFormat, Step: t.step, Seed: t.cfg.Seed, Prompts: len(t.parts.Prompts),
-		Sampler: t.samplerState, OptimizerSteps: t.opt.Steps(), WorldSize: t.dp.recordedWorld(),
+		Format: TrainerStateFormat, Step: t.stepsDone, Seed: t.cfg.Seed, Prompts: len(t.parts.Prompts),
+		Sampler: t.samplerState, OptimizerSteps: t.opt.Steps(), WorldSize: recordedSize(t.job),
 	})
 }
 
@@ -101,7 +103,10 @@ func saveTraining(dir string, opt policy.Optimizer, pol lm.Trainable, state any)
 	if err != nil {
 		return fmt.Errorf("agentrl: checkpoint: %w", err)
 	}
-	return WriteFileAtomic(filepath.Join(dir, CheckpointStateFile), append(b, '\n'), 0o644)
+	if err := atomicfile.WriteFile(filepath.Join(dir, CheckpointStateFile), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("agentrl: checkpoint: %w", err)
+	}
+	return nil
 }
 
 // readTrainingState reads dir's CheckpointStateFile into st.
@@ -134,17 +139,17 @@ func loadTraining(dir string, opt policy.Optimizer, optimizerSteps int64) error 
 }
 
 // SaveCheckpoint writes the checkpoint of the completed steps as
-// root/step-N and points root/latest at it (CheckpointRoot.Save), then
+// root/step-N and points root/latest at it (checkpoint.Root.Save), then
 // keeps the newest keep checkpoints (keep < 1 keeps all). In a
 // data-parallel job rank 0 writes it and the other ranks wait for it
 // and return its folder; every rank must call it.
-func (t *Trainer) SaveCheckpoint(ctx context.Context, root CheckpointRoot, keep int) (string, error) {
-	return saveCheckpointDP(ctx, t.dp, root, t.step, keep, t.SaveTo)
+func (t *Trainer) SaveCheckpoint(ctx context.Context, root checkpoint.Root, keep int) (string, error) {
+	return t.job.saveCheckpoint(ctx, root, t.stepsDone, keep, t.SaveTo)
 }
 
 // saveCheckpoint writes step's checkpoint with saveTo through
 // root.Save, then keeps the newest keep (keep < 1 keeps all).
-func saveCheckpoint(ctx context.Context, root CheckpointRoot, step, keep int, saveTo func(dir string) error) (string, error) {
+func saveCheckpoint(ctx context.Context, root checkpoint.Root, step, keep int, saveTo func(dir string) error) (string, error) {
 	dir, err := root.Save(ctx, step, func(_ context.Context, dir string) error { return saveTo(dir) })
 	if err != nil {
 		return "", err
@@ -182,7 +187,7 @@ func (t *Trainer) LoadFrom(dir string) error {
 	case st.Prompts != len(t.parts.Prompts):
 		return fmt.Errorf("%w: %s: %d prompts, but the trainer has %d", ErrCheckpoint, CheckpointStateFile, st.Prompts, len(t.parts.Prompts))
 	}
-	if err := checkWorldSize(st.WorldSize, t.dp.world(), t.parts.DataParallel.AllowWorldSizeChange); err != nil {
+	if err := checkWorldSize(st.WorldSize, t.job.size(), t.parts.DataParallel.AllowWorldSizeChange); err != nil {
 		return err
 	}
 	if err := loadTraining(dir, t.opt, st.OptimizerSteps); err != nil {
@@ -191,22 +196,22 @@ func (t *Trainer) LoadFrom(dir string) error {
 	if err := t.sampler.Restore(st.Sampler); err != nil {
 		return fmt.Errorf("%w: %w", ErrCheckpoint, err)
 	}
-	t.step = st.Step
+	t.stepsDone = st.Step
 	t.samplerState = st.Sampler
 	t.published = -1 // the samplers get the restored weights before the next rollout
-	t.trained, t.lastEnd = nil, time.Time{}
+	t.trainIntervals, t.lastEnd = nil, time.Time{}
 	return nil
 }
 
 // Resume loads the newest checkpoint under root. It returns false, and
-// changes nothing, when root holds none (ErrNoCheckpoint).
-func (t *Trainer) Resume(root CheckpointRoot) (bool, error) { return resume(root, t.LoadFrom) }
+// changes nothing, when root holds none (checkpoint.ErrNotFound).
+func (t *Trainer) Resume(root checkpoint.Root) (bool, error) { return resume(root, t.LoadFrom) }
 
 // resume loads root's newest checkpoint with load; false, and nothing
 // loaded, when root holds none.
-func resume(root CheckpointRoot, load func(dir string) error) (bool, error) {
+func resume(root checkpoint.Root, load func(dir string) error) (bool, error) {
 	_, dir, err := root.Latest()
-	if errors.Is(err, ErrNoCheckpoint) {
+	if errors.Is(err, checkpoint.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
@@ -225,7 +230,7 @@ func saveParams(path string, params []lm.Param) error {
 	for i, p := range params {
 		tensors[i] = safetensors.Tensor{Name: p.Name, DType: safetensors.F32, Shape: []int{len(p.Data)}, Float32: p.Data}
 	}
-	err := WriteFileAtomicFunc(path, 0o644, func(w io.Writer) error {
+	err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
 		return safetensors.Write(w, tensors, map[string]string{"format": TrainerStateFormat})
 	})
 	if err != nil {

@@ -1,15 +1,11 @@
 package agentrl
 
 import (
-	"bytes"
 	"context"
-	"encoding/gob"
 	"fmt"
 	"math"
-	"path/filepath"
 	"slices"
 
-	"github.com/agentrl/agentrl/dataset"
 	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/rollout"
 )
@@ -45,7 +41,7 @@ func (c TrainerConfig) checkDataParallel(w int) error {
 // on this rank: MicroBatchSize, at most this rank's share of a
 // mini-batch (which is also what 0 means).
 func (t *Trainer) localMicro() int {
-	local := t.cfg.miniBatch() / t.dp.world()
+	local := t.cfg.miniBatch() / t.job.size()
 	if t.cfg.MicroBatchSize > 0 {
 		return min(t.cfg.MicroBatchSize, local)
 	}
@@ -58,10 +54,10 @@ func (t *Trainer) localMicro() int {
 // that the ranks' mini-batches together are one process's; with it,
 // the r-th contiguous share.
 func (t *Trainer) shard(n int) []int {
-	w := t.dp.world()
+	w := t.job.size()
 	pos := make([]int, 0, n/w)
 	if w == 1 || t.cfg.DynamicSampling != nil {
-		lo, hi := t.dp.block(n)
+		lo, hi := t.job.share(n)
 		for i := lo; i < hi; i++ {
 			pos = append(pos, i)
 		}
@@ -71,7 +67,7 @@ func (t *Trainer) shard(n int) []int {
 	share := per / w
 	for j := 0; j+per <= n; j += per {
 		for k := range share {
-			pos = append(pos, j+t.dp.rank*share+k)
+			pos = append(pos, j+t.job.rank()*share+k)
 		}
 	}
 	return pos
@@ -90,83 +86,15 @@ func (t *Trainer) fingerprint() []namedValue {
 		{"the micro-batch size", float64(t.localMicro())},
 		{"TrainerConfig.PPOEpochs", float64(c.epochs())},
 		{"TrainerConfig.MaxStaleness", float64(c.MaxStaleness)},
-		{"the steps done", float64(t.step)},
+		{"the steps done", float64(t.stepsDone)},
 		{"the optimizer's steps", float64(t.opt.Steps())},
 	}
 }
 
-// addToFilter adds a generation batch to the dynamic-sampling filter.
-func (t *Trainer) addToFilter(f *dataset.GroupFilter[*sample], b []*sample, done int) error {
-	ds := t.cfg.DynamicSampling
-	groups := make([]string, len(b))
-	metric := make([]float64, len(b))
-	for i, s := range b {
-		groups[i] = s.group
-		if ds.metric() == FilterByScore {
-			metric[i] = s.out.Score
-		} else if s.out.Acc {
-			metric[i] = 1
-		}
-	}
-	if _, err := f.Add(b, groups, metric); err != nil {
-		return fmt.Errorf("agentrl: step %d: dynamic sampling: %w", done+1, err)
-	}
-	return nil
-}
-
-// collectShared is dynamic sampling on several ranks: each generation
-// batch is shared among the ranks, each filters its own groups until it
-// keeps PromptsPerStep/ranks of them, and the ranks go on in step — a
-// rank already full draws the batch's prompts without rolling them out —
-// until every rank is full. It returns the batch, the generation batches
-// taken and the groups kept on this rank.
-func (t *Trainer) collectShared(ctx context.Context, done int, f *dataset.GroupFilter[*sample]) ([]*sample, int, int, error) {
-	w := t.dp.size
-	gens := 0
-	for {
-		var err error
-		if f.Ready() {
-			t.sampler.Next() // in step with the ranks still rolling out
-		} else {
-			var b []*sample
-			if b, err = t.generate(ctx, done, gens); err == nil {
-				err = t.addToFilter(f, b, done)
-			}
-		}
-		gens++
-		// flags[r]: rank r failed; flags[w]: some rank is not full.
-		flags := make([]float64, w+1)
-		if err != nil {
-			flags[t.dp.rank] = 1
-		}
-		if !f.Ready() {
-			flags[w] = 1
-		}
-		if cerr := t.dp.reduce(ctx, flags, dist.Max); cerr != nil {
-			return nil, 0, 0, fmt.Errorf("agentrl: step %d: dynamic sampling: %w", done+1, cerr)
-		}
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		for r := range w {
-			if flags[r] != 0 {
-				return nil, 0, 0, fmt.Errorf("agentrl: step %d: dynamic sampling failed on rank %d (its own error is in its output)", done+1, r)
-			}
-		}
-		if flags[w] == 0 {
-			break
-		}
-	}
-	fb, err := f.Take()
-	if err != nil {
-		return nil, 0, 0, fmt.Errorf("agentrl: step %d: dynamic sampling: %w", done+1, err)
-	}
-	return fb.Items, gens, fb.Stats.KeptGroups, nil
-}
-
-// reduceMetrics makes m, this rank's metrics of batch, the job's.
-func (t *Trainer) reduceMetrics(ctx context.Context, m *StepMetrics, batch []*sample) error {
-	d := t.dp
+// stepMetrics makes m, this rank's metrics of batch, the job's: counts
+// and sums over every rank's trajectories, maxima of the ranks' maxima,
+// the loss metrics the mean of the ranks' (StepMetrics.WorldSize).
+func (j *ranks) stepMetrics(ctx context.Context, m *StepMetrics, batch []*sample) error {
 	var score, acc, lens, overlong, calls, stale float64
 	for _, s := range batch {
 		score += s.out.Score
@@ -194,13 +122,13 @@ func (t *Trainer) reduceMetrics(ctx context.Context, m *StepMetrics, batch []*sa
 	for _, k := range keys {
 		sums = append(sums, m.LossMetrics[k])
 	}
-	wait, allreduce, bytes := d.takeCounters()
+	wait, allreduce, bytes := j.takeCounters()
 	maxes := []float64{m.ResponseLenMax, float64(m.GenBatches), m.RolloutSeconds, m.TrainSeconds, m.StepSeconds, m.WallSeconds,
 		m.SyncSeconds, m.OverlapSeconds, float64(m.StalenessMax), allreduce, float64(len(keys)), -float64(len(keys)), wait}
-	if err := d.reduce(ctx, sums, dist.Sum); err != nil {
+	if err := j.reduce(ctx, sums, dist.Sum); err != nil {
 		return err
 	}
-	if err := d.reduce(ctx, maxes, dist.Max); err != nil {
+	if err := j.reduce(ctx, maxes, dist.Max); err != nil {
 		return err
 	}
 	if maxes[10] != -maxes[11] {
@@ -212,7 +140,7 @@ func (t *Trainer) reduceMetrics(ctx context.Context, m *StepMetrics, batch []*sa
 	for _, s := range batch {
 		dev[0] += (s.out.Score - mean) * (s.out.Score - mean)
 	}
-	if err := d.reduce(ctx, dev, dist.Sum); err != nil {
+	if err := j.reduce(ctx, dev, dist.Sum); err != nil {
 		return err
 	}
 	m.Trajectories = int(n)
@@ -226,7 +154,7 @@ func (t *Trainer) reduceMetrics(ctx context.Context, m *StepMetrics, batch []*sa
 		m.StalenessHist[i] = int(sums[11+i])
 	}
 	for i, k := range keys {
-		m.LossMetrics[k] = sums[11+h+i] / float64(d.size)
+		m.LossMetrics[k] = sums[11+h+i] / float64(j.n)
 	}
 	m.Loss = m.LossMetrics["loss"]
 	m.PGClipFrac = m.LossMetrics["pg_clipfrac"]
@@ -256,21 +184,6 @@ func intsToFloats(v []int) []float64 {
 	return out
 }
 
-// saveCheckpointDP is saveCheckpoint on rank 0 of a data-parallel job:
-// the others wait for it and return the folder it wrote (or an error
-// naming rank 0 when it failed).
-func saveCheckpointDP(ctx context.Context, d *dp, root CheckpointRoot, step, keep int, saveTo func(dir string) error) (string, error) {
-	if d == nil {
-		return saveCheckpoint(ctx, root, step, keep, saveTo)
-	}
-	dir := filepath.Join(root.Dir, CheckpointDirName(step))
-	var err error
-	if d.leader() {
-		dir, err = saveCheckpoint(ctx, root, step, keep, saveTo)
-	}
-	return dir, d.agree(ctx, err, "writing the checkpoint")
-}
-
 // checkWorldSize refuses a checkpoint written by a job of recorded
 // ranks (0: one process) in a job of have ranks, unless allow.
 func checkWorldSize(recorded, have int, allow bool) error {
@@ -282,43 +195,4 @@ func checkWorldSize(recorded, have int, allow bool) error {
 	}
 	return fmt.Errorf("%w: %s: written by a job of %d rank(s), this one has %d: the batches' shards and the gradient sums' order would differ from the uninterrupted run (set DataParallel.AllowWorldSizeChange to resume anyway; every rank's state is complete)",
 		ErrCheckpoint, CheckpointStateFile, recorded, have)
-}
-
-// recordedWorld is the world size a checkpoint records: 0 (omitted)
-// alone.
-func (d *dp) recordedWorld() int {
-	if d == nil {
-		return 0
-	}
-	return d.size
-}
-
-// gatherRecords concatenates every rank's records in rank order.
-func (d *dp) gatherRecords(ctx context.Context, recs []EvalRecord) ([]EvalRecord, error) {
-	type records struct{ R []EvalRecord }
-	var buf bytes.Buffer
-	if err := gob.NewEncoder(&buf).Encode(records{recs}); err != nil {
-		return nil, err
-	}
-	lens := make([]float64, d.size)
-	lens[d.rank] = float64(buf.Len())
-	if err := d.reduce(ctx, lens, dist.Max); err != nil {
-		return nil, err
-	}
-	width := int(slices.Max(lens))
-	mine := make(dist.Bytes, width)
-	copy(mine, buf.Bytes())
-	all := make(dist.Bytes, width*d.size)
-	if err := d.comm.AllGather(ctx, mine, all); err != nil {
-		return nil, err
-	}
-	var out []EvalRecord
-	for r := range d.size {
-		var part records
-		if err := gob.NewDecoder(bytes.NewReader(all[r*width : r*width+int(lens[r])])).Decode(&part); err != nil {
-			return nil, fmt.Errorf("agentrl: rank %d's validation records: %w", r, err)
-		}
-		out = append(out, part.R...)
-	}
-	return out, nil
 }

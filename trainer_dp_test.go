@@ -13,8 +13,11 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/dist"
+	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/lm"
+	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
@@ -59,7 +62,7 @@ type dpModel interface {
 // Qwen3 of trainer_model_test.go, whose training state lives on its
 // backend, policy.DeviceAdamW; "tabular": AdamW over host Params), with
 // the data-parallel settings d.
-func newDPTrainer(t *testing.T, kind string, cfg agentrl.TrainerConfig, d agentrl.DataParallel, mlog *agentrl.MetricsLogger, opts ...policy.ModelOption) (*agentrl.Trainer, func() []lm.Param) {
+func newDPTrainer(t *testing.T, kind string, cfg agentrl.TrainerConfig, d agentrl.DataParallel, mlog agentrl.MetricsSink, opts ...policy.ModelOption) (*agentrl.Trainer, func() []lm.Param) {
 	t.Helper()
 	var m dpModel
 	var params func() []lm.Param
@@ -210,17 +213,18 @@ func TestDataParallelMatchesOneProcess(t *testing.T) {
 }
 
 // TestDataParallelRankZeroLogs: every rank computes the job's metrics,
-// rank 0 alone writes them.
+// rank 0 alone writes them and tells its Recorder.
 func TestDataParallelRankZeroLogs(t *testing.T) {
 	ctx := context.Background()
 	logs := make([]*bytes.Buffer, 2)
+	recs := []*recorder{{}, {}}
 	errs := onRanks(t, 2, time.Minute, func(r int, comm dist.Comm) error {
 		logs[r] = &bytes.Buffer{}
-		tr, _ := newDPTrainer(t, "tabular", dpConfig(0, 0), agentrl.DataParallel{Comm: comm}, agentrl.NewMetricsLogger(logs[r]))
-		return tr.Run(ctx, agentrl.RunConfig{Steps: 2})
+		tr, _ := newDPTrainer(t, "tabular", dpConfig(0, 0), agentrl.DataParallel{Comm: comm}, metrics.NewLogger(logs[r]))
+		return tr.Run(ctx, agentrl.RunConfig{Steps: 2, Recorder: recs[r]})
 	})
 	require.NoError(t, errors.Join(errs...))
-	rows, err := agentrl.ReadMetricsLog(logs[0])
+	rows, err := metrics.Read(logs[0])
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
 	assert.Equal(t, 2.0, rows[0].Values["dist/world_size"])
@@ -228,6 +232,10 @@ func TestDataParallelRankZeroLogs(t *testing.T) {
 	assert.Contains(t, rows[0].Values, "timing_s/grad_allreduce")
 	assert.Contains(t, rows[0].Values, "timing_s/grad_wait")
 	assert.Zero(t, logs[1].Len(), "rank 1 writes nothing")
+	assert.Equal(t, [][2]int{{0, 2}}, recs[0].inits)
+	assert.Len(t, recs[0].records, 2)
+	assert.Empty(t, recs[1].inits, "rank 1 records nothing")
+	assert.Empty(t, recs[1].records)
 }
 
 func TestDataParallelConfig(t *testing.T) {
@@ -335,7 +343,7 @@ func TestDataParallelRankFails(t *testing.T) {
 func TestDataParallelCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	cfg := dpConfig(0, 0)
-	root := agentrl.CheckpointRoot{Dir: t.TempDir()}
+	root := checkpoint.Root{Dir: t.TempDir()}
 	dirs := make([]string, 2)
 	next := make([][]lm.Param, 2)
 	errs := onRanks(t, 2, time.Minute, func(r int, comm dist.Comm) error {
@@ -463,7 +471,7 @@ func TestDataParallelValidate(t *testing.T) {
 	}
 	want, err := validator(agentrl.DataParallel{}).Validate(ctx, vc)
 	require.NoError(t, err)
-	got := make([]agentrl.EvalResult, 3)
+	got := make([]eval.Result, 3)
 	errs := onRanks(t, 3, time.Minute, func(r int, comm dist.Comm) error {
 		var err error
 		got[r], err = validator(agentrl.DataParallel{Comm: comm}).Validate(ctx, vc)
@@ -474,7 +482,7 @@ func TestDataParallelValidate(t *testing.T) {
 		assert.Equal(t, want.Map(), got[r].Map(), "rank %d", r)
 	}
 	// Prompts 0–4 draw seeds 1–15: 7 even of 15, mean@3 = 7/15.
-	v, ok := got[2].Value("s", agentrl.EvalVarAcc, "mean@3")
+	v, ok := got[2].Value("s", eval.VarAcc, "mean@3")
 	require.True(t, ok)
 	assert.InDelta(t, 7.0/15, v, 1e-12)
 }

@@ -10,6 +10,8 @@ import (
 	"gorgonia.org/gorgonia"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/policy"
@@ -71,12 +73,12 @@ func ExampleTrainer() {
 			if err != nil {
 				return nil, err
 			}
-			v, _ := res.Value("bandit", agentrl.EvalVarAcc, "mean@16")
+			v, _ := res.Value("bandit", eval.VarAcc, "mean@16")
 			acc = append(acc, v)
 			return res.Map(), nil
 		},
 		ValBeforeTrain: true,
-		Checkpoints:    agentrl.CheckpointRoot{Dir: root}, SaveEvery: 2, Keep: 3,
+		Checkpoints:    checkpoint.Root{Dir: root}, SaveEvery: 2, Keep: 3,
 		OnCheckpoint: func(step int, dir string) error {
 			fmt.Println("checkpoint:", filepath.Base(dir))
 			return nil

@@ -6,7 +6,6 @@ import (
 
 	"github.com/agentrl/agentrl/rollout"
 	"gonum.org/v1/gonum/stat"
-	"gorgonia.org/tensor"
 )
 
 // StepMetrics describes one training step. Map gives them under verl's
@@ -99,7 +98,7 @@ type StepMetrics struct {
 	trainedTokens   int
 }
 
-// Map returns the metrics under verl's names, for a MetricsLogger.
+// Map returns the metrics under verl's names, for a MetricsSink.
 func (m StepMetrics) Map() map[string]float64 {
 	out := map[string]float64{
 		"critic/score/mean":          m.RewardMean,
@@ -154,6 +153,12 @@ func (m StepMetrics) Map() map[string]float64 {
 		out["timing_s/grad_wait"] = m.AllReduceWaitSeconds
 	}
 	return out
+}
+
+// headline is the RL step's mean reward and accuracy, and the tokens it
+// generated and trained on.
+func (m StepMetrics) headline() ([]Figure, int64) {
+	return []Figure{{"reward", m.RewardMean}, {"acc", m.Acc}}, int64(m.generatedTokens + m.trainedTokens)
 }
 
 // observeBatch records the batch statistics of the step's trajectories.
@@ -222,34 +227,4 @@ func meanOf(v []float64) float64 {
 		return 0
 	}
 	return stat.Mean(v, nil)
-}
-
-// responseTensor lays ragged rows out as a [len(rows), T] float32 tensor:
-// row i holds rows[i][starts[i]:], cut to T columns and padded with 0.
-// With starts the prompt lengths and rows aligned with whole sequences,
-// this is the response span of each sequence, left-aligned as verl's
-// responses are.
-func responseTensor(rows [][]float32, starts []int, T int) *tensor.Dense {
-	data := make([]float32, len(rows)*T)
-	for i, r := range rows {
-		copy(data[i*T:(i+1)*T], r[min(starts[i], len(r)):])
-	}
-	return tensor.New(tensor.WithShape(len(rows), T), tensor.WithBacking(data))
-}
-
-// scatterResponse is the inverse of responseTensor for gradients: it
-// returns rows aligned with whole sequences of lengths lens, zero on the
-// prompt, with row i's response span taken from g's row i times scale.
-func scatterResponse(g *tensor.Dense, starts, lens []int, scale float32) [][]float32 {
-	T := g.Shape()[1]
-	data := g.Data().([]float32)
-	out := make([][]float32, len(lens))
-	for i, n := range lens {
-		row := make([]float32, n)
-		for j := starts[i]; j < n && j-starts[i] < T; j++ {
-			row[j] = data[i*T+j-starts[i]] * scale
-		}
-		out[i] = row
-	}
-	return out
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
@@ -109,7 +110,7 @@ func TestDataParallelMPIWorldSize(t *testing.T) {
 	}
 	require.NoError(t, comm.Broadcast(ctx, dirBuf, 0))
 	shared := string(dirBuf[:indexByte(dirBuf, 0)])
-	root := agentrl.CheckpointRoot{Dir: filepath.Join(shared, "job")}
+	root := checkpoint.Root{Dir: filepath.Join(shared, "job")}
 
 	tr, _ := newDPTrainer(t, "tabular", cfg, agentrl.DataParallel{Comm: comm}, nil)
 	_, err := tr.Step(ctx)

@@ -11,8 +11,10 @@ import (
 	"testing"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/dataset"
 	"github.com/agentrl/agentrl/lm"
+	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/policytest"
 	"github.com/agentrl/agentrl/reward"
@@ -227,7 +229,7 @@ func TestResumeEquivalence(t *testing.T) {
 				cfg.Optimizer.Schedule = policy.CosineSchedule{WarmupSteps: 1, TotalSteps: 20}
 				cfg.Overlong.Buffer = 4
 			}
-			root := agentrl.CheckpointRoot{Dir: filepath.Join(t.TempDir(), "ckpt")}
+			root := checkpoint.Root{Dir: filepath.Join(t.TempDir(), "ckpt")}
 
 			a, ma := newBandit(t, cfg, banditReward)
 			for range 2 {
@@ -262,7 +264,7 @@ func TestResumeEquivalence(t *testing.T) {
 
 func TestResumeWithoutCheckpoint(t *testing.T) {
 	tr, _ := newBandit(t, banditConfig(), banditReward)
-	ok, err := tr.Resume(agentrl.CheckpointRoot{Dir: t.TempDir()})
+	ok, err := tr.Resume(checkpoint.Root{Dir: t.TempDir()})
 	require.NoError(t, err)
 	assert.False(t, ok)
 }
@@ -357,7 +359,7 @@ func TestToolMetricsAndLog(t *testing.T) {
 	cfg.Sampling = lm.SampleParams{Temperature: 1}
 	cfg.OldLogProbs = agentrl.OldLogProbsRollout
 	prompts := []agentrl.Prompt{{ID: "q1", Text: "1+1=", GroundTruth: "2"}, {ID: "q2", Text: "3-1=", GroundTruth: "2"}}
-	tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{Policy: m, Engine: eng, Reward: math, Prompts: prompts, Metrics: agentrl.NewMetricsLogger(&log)})
+	tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{Policy: m, Engine: eng, Reward: math, Prompts: prompts, Metrics: metrics.NewLogger(&log)})
 	require.NoError(t, err)
 	st, err := tr.Step(ctx)
 	require.NoError(t, err)
@@ -369,7 +371,7 @@ func TestToolMetricsAndLog(t *testing.T) {
 	// Every reward is equal, so every advantage and gradient is 0.
 	assert.Zero(t, st.GradNorm)
 
-	rows, err := agentrl.ReadMetricsLog(&log)
+	rows, err := metrics.Read(&log)
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	assert.Equal(t, 1, rows[0].Step)

@@ -12,14 +12,13 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/agentrl/agentrl/internal/atomicfile"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
-
-	"github.com/agentrl/agentrl"
 )
 
 // Image geometry of the plots: the width, the height of one row of
@@ -303,7 +302,7 @@ func writePNG(path string, plots []*plot.Plot) error {
 			}
 		}
 	}
-	return agentrl.WriteFileAtomicFunc(path, 0o644, func(w io.Writer) error {
+	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
 		_, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w)
 		return err
 	})

@@ -25,7 +25,9 @@
 // Generate calls of concurrent trajectories into batches for samplers
 // that cannot batch on their own.
 //
-// rollout may import policy, policy/tokenizer and tool; it must not import
-// reward, advantage, loss or the root package. It defines the small
-// Tokenizer interface it needs rather than importing a tokenizer.
+// rollout may import lm (what it asks of a model) and tool; it must not
+// import policy or policy/tokenizer (the model, its kernels and a tensor
+// library: lm's TestLightDependencies pins this), reward, advantage, loss
+// or the root package. It defines the small Tokenizer interface it needs
+// rather than importing a tokenizer.
 package rollout

@@ -22,6 +22,7 @@ import (
 	"github.com/agentrl/agentrl/examples/internal/setup/setuptest"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/loss"
+	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/policy"
 )
 
@@ -128,7 +129,7 @@ func TestGridEndToEnd(t *testing.T) {
 		assert.NoError(t, err, f)
 	}
 	for _, run := range []string{"grpo-tcr/seed-1", "grpo-tcr/seed-2", "user-spo/seed-1", "user-spo/seed-2"} {
-		rows, err := agentrl.ReadMetricsLogFile(filepath.Join(first, run, "metrics.jsonl"))
+		rows, err := metrics.ReadFile(filepath.Join(first, run, "metrics.jsonl"))
 		require.NoError(t, err, run)
 		require.Len(t, rows, 3, "steps 0 (the SFT evaluation), 1 and 2 (with the final evaluation)")
 		assert.Contains(t, rows[0].Values, "val-core/arith/acc/mean@4")

@@ -20,9 +20,12 @@ import (
 	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/examples/internal/arith"
 	"github.com/agentrl/agentrl/examples/internal/setup"
+	"github.com/agentrl/agentrl/internal/atomicfile"
 	"github.com/agentrl/agentrl/lm"
+	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
+	"github.com/agentrl/agentrl/progress"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool"
@@ -379,7 +382,7 @@ func (r *runner) run(ctx context.Context, v ablation.Variant, seed uint64) (abla
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return ablation.Result{}, fmt.Errorf("run folder: %w", err)
 	}
-	log, err := agentrl.OpenMetricsLog(filepath.Join(dir, "metrics.jsonl"), agentrl.MetricsLogOptions{})
+	log, err := metrics.Open(filepath.Join(dir, "metrics.jsonl"), metrics.Options{})
 	if err != nil {
 		return ablation.Result{}, err
 	}
@@ -424,7 +427,7 @@ func (r *runner) run(ctx context.Context, v ablation.Variant, seed uint64) (abla
 		},
 	}
 	if r.o.parallel == 1 {
-		rc.Progress = &agentrl.ProgressConfig{Out: r.stderr, Description: fmt.Sprintf("%s/%d", v.Name, seed), Interval: 30 * time.Second}
+		rc.Recorder = progress.New(progress.Config{Out: r.stderr, Description: fmt.Sprintf("%s/%d", v.Name, seed), Interval: 30 * time.Second})
 	}
 	if err := tr.Run(ctx, rc); err != nil {
 		return ablation.Result{}, err
@@ -594,7 +597,7 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", filepath.Base(path), err)
 	}
-	return agentrl.WriteFileAtomic(path, append(b, '\n'), 0o644)
+	return atomicfile.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 // printCatalogue lists the variants with what each changes.

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/dist"
+	"github.com/agentrl/agentrl/metrics"
 )
 
 // TestRunUnderMPI: under mpirun -np 2 (.ci/run runs this test binary so)
@@ -43,7 +43,7 @@ func TestRunUnderMPI(t *testing.T) {
 	assert.True(t, strings.Contains(stdout.String(), `{"sft": `), stdout.String())
 	assert.Contains(t, stderr.String(), "job: 2 ranks (openmpi)")
 	for _, f := range []string{"metrics.jsonl", "sft_metrics.jsonl"} {
-		rows, err := agentrl.ReadMetricsLogFile(filepath.Join(dir, f))
+		rows, err := metrics.ReadFile(filepath.Join(dir, f))
 		require.NoError(t, err)
 		require.NotEmpty(t, rows)
 		assert.Equal(t, 2.0, rows[len(rows)-1].Values["dist/world_size"], f)

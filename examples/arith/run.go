@@ -15,16 +15,20 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/dataset"
 	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/examples/internal/arith"
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/fleet"
 	"github.com/agentrl/agentrl/lm"
+	"github.com/agentrl/agentrl/metrics"
+	"github.com/agentrl/agentrl/metrics/plot"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/backend"
 	"github.com/agentrl/agentrl/policy/openai"
 	"github.com/agentrl/agentrl/policy/tokenizer"
+	"github.com/agentrl/agentrl/progress"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool"
@@ -334,7 +338,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return err
 	}
 	tcfg := rlConfig(o)
-	log, err := agentrl.OpenMetricsLog(filepath.Join(dir, "metrics.jsonl"), agentrl.MetricsLogOptions{})
+	log, err := metrics.Open(filepath.Join(dir, "metrics.jsonl"), metrics.Options{})
 	if err != nil {
 		return err
 	}
@@ -375,15 +379,15 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 
 	// Outputs: plot, HF model, trainer checkpoint.
 	plotPath := filepath.Join(dir, "curves.png")
-	panels := append(agentrl.DefaultPlotPanels(), agentrl.PlotPanel{Title: "held-out avg@k / pass@k", Keys: []string{"val-core/arith/acc/*", "val-aux/arith/acc/pass@*"}})
-	if err := agentrl.PlotMetricsFile(filepath.Join(dir, "metrics.jsonl"), plotPath, agentrl.PlotConfig{Panels: panels}); err != nil {
+	panels := append(plot.DefaultPanels(), plot.Panel{Title: "held-out avg@k / pass@k", Keys: []string{"val-core/arith/acc/*", "val-aux/arith/acc/pass@*"}})
+	if err := plot.LogFile(filepath.Join(dir, "metrics.jsonl"), plotPath, plot.Config{Panels: panels}); err != nil {
 		return fmt.Errorf("plot: %w", err)
 	}
 	modelDir := filepath.Join(dir, "model")
 	if err := saveModel(model, modelDir, tok); err != nil {
 		return err
 	}
-	ckpt, err := tr.SaveCheckpoint(ctx, agentrl.CheckpointRoot{Dir: filepath.Join(dir, "checkpoints")}, 1)
+	ckpt, err := tr.SaveCheckpoint(ctx, checkpoint.Root{Dir: filepath.Join(dir, "checkpoints")}, 1)
 	if err != nil {
 		return fmt.Errorf("trainer checkpoint: %w", err)
 	}
@@ -475,7 +479,7 @@ func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.
 	// run (≈ 400 updates in the measured default run, > 1300 with 1400
 	// steps); the rate must stay high while the model is on it.
 	opt.Schedule = policy.CosineSchedule{WarmupSteps: int64(max(o.sftSteps/20, 1)), TotalSteps: int64(o.sftSteps), MinLRRatio: 0.1}
-	log, err := agentrl.OpenMetricsLog(filepath.Join(dir, "sft_metrics.jsonl"), agentrl.MetricsLogOptions{})
+	log, err := metrics.Open(filepath.Join(dir, "sft_metrics.jsonl"), metrics.Options{})
 	if err != nil {
 		return err
 	}
@@ -490,7 +494,7 @@ func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.
 		len(data), 100*o.noToolFrac, o.sftSteps, o.sftBatch)
 	if err := tr.Run(ctx, agentrl.RunConfig{
 		Steps:    o.sftSteps,
-		Progress: &agentrl.ProgressConfig{Out: stderr, Description: "sft", Interval: 10 * time.Second},
+		Recorder: progress.New(progress.Config{Out: stderr, Description: "sft", Interval: 10 * time.Second}),
 	}); err != nil {
 		return fmt.Errorf("sft: %w", err)
 	}
@@ -516,7 +520,7 @@ func runRL(ctx context.Context, o options, tr *agentrl.Trainer, engine *rollout.
 	var after arith.Eval
 	err := tr.Run(ctx, agentrl.RunConfig{
 		Steps:    o.rlSteps,
-		Progress: &agentrl.ProgressConfig{Out: stderr, Description: "grpo-tcr", Interval: 10 * time.Second},
+		Recorder: progress.New(progress.Config{Out: stderr, Description: "grpo-tcr", Interval: 10 * time.Second}),
 		// The held-out evaluation after the last step joins its row.
 		Validate: func(ctx context.Context, _ int) (map[string]float64, error) {
 			fmt.Fprintf(stderr, "evaluating the RL policy on %d held-out problems × %d samples\n", len(heldOut), o.n)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/device"
+	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
@@ -104,7 +105,7 @@ func evaluate(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	// Prompts go to the engine in chunks that keep about -concurrency
 	// responses in flight, so that progress can be reported.
 	chunk := max(1, o.concurrency/o.k)
-	var recs []agentrl.EvalRecord
+	var recs []eval.Record
 	for lo := 0; lo < len(prompts); lo += chunk {
 		hi := min(lo+chunk, len(prompts))
 		part, err := rollOut(ctx, engine, rf, prompts, lo, hi, o.k, params, o.seed, samples)
@@ -119,7 +120,7 @@ func evaluate(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			return fmt.Errorf("-samples: %w", err)
 		}
 	}
-	res, err := agentrl.Evaluate(ctx, recs, agentrl.DefaultEvalConfig())
+	res, err := eval.Evaluate(ctx, recs, eval.DefaultConfig())
 	if err != nil {
 		return err
 	}
@@ -129,7 +130,7 @@ func evaluate(ctx context.Context, o options, stdout, stderr io.Writer) error {
 // rollOut samples k responses for prompts[lo:hi] and scores them. Sample
 // s of prompt i is seeded with seed + i·k + s, so a run is reproducible on
 // a sampler that honours seeds, whatever the chunking.
-func rollOut(ctx context.Context, engine *rollout.Engine, rf reward.Func, prompts []agentrl.Prompt, lo, hi, k int, params lm.SampleParams, seed uint64, samples *bufio.Writer) ([]agentrl.EvalRecord, error) {
+func rollOut(ctx context.Context, engine *rollout.Engine, rf reward.Func, prompts []agentrl.Prompt, lo, hi, k int, params lm.SampleParams, seed uint64, samples *bufio.Writer) ([]eval.Record, error) {
 	reqs := make([]rollout.Request, 0, hi-lo)
 	for i := lo; i < hi; i++ {
 		ps := params
@@ -151,10 +152,10 @@ func rollOut(ctx context.Context, engine *rollout.Engine, rf reward.Func, prompt
 	if err != nil {
 		return nil, fmt.Errorf("reward: %w", err)
 	}
-	recs := make([]agentrl.EvalRecord, len(trajs))
+	recs := make([]eval.Record, len(trajs))
 	for j, t := range trajs {
 		p := &prompts[lo+t.Request]
-		recs[j] = agentrl.EvalRecord{
+		recs[j] = eval.Record{
 			DataSource: p.DataSource, PromptID: t.ID,
 			Score: outs[j].Score, Acc: outs[j].Acc, Pred: outs[j].Pred,
 			Extra: map[string]float64{toolCallsVar: float64(len(t.ToolCalls))},
@@ -210,7 +211,7 @@ type col struct {
 }
 
 // summarise picks, per data source, the columns of the report.
-func summarise(k int, res agentrl.EvalResult, recs []agentrl.EvalRecord) []sourceRow {
+func summarise(k int, res eval.Result, recs []eval.Record) []sourceRow {
 	var rows []sourceRow
 	prompts := map[string]map[string]bool{}
 	for _, r := range recs {
@@ -227,14 +228,14 @@ func summarise(k int, res agentrl.EvalResult, recs []agentrl.EvalRecord) []sourc
 			v, ok := res.Value(src, variable, metric)
 			return col{name, v, ok}
 		}
-		cs := []col{get(fmt.Sprintf("avg@%d", k), agentrl.EvalVarAcc, fmt.Sprintf("mean@%d", k))}
-		for _, kk := range agentrl.EvalKs(k) {
-			cs = append(cs, get(fmt.Sprintf("pass@%d", kk), agentrl.EvalVarAcc, fmt.Sprintf("pass@%d", kk)))
+		cs := []col{get(fmt.Sprintf("avg@%d", k), eval.VarAcc, fmt.Sprintf("mean@%d", k))}
+		for _, kk := range eval.Ks(k) {
+			cs = append(cs, get(fmt.Sprintf("pass@%d", kk), eval.VarAcc, fmt.Sprintf("pass@%d", kk)))
 		}
 		cs = append(cs,
-			get(fmt.Sprintf("maj@%d", k), agentrl.EvalVarAcc, fmt.Sprintf("maj@%d/mean", k)),
-			get(fmt.Sprintf("best@%d", k), agentrl.EvalVarAcc, fmt.Sprintf("best@%d/mean", k)),
-			get("reward", agentrl.EvalVarReward, fmt.Sprintf("mean@%d", k)),
+			get(fmt.Sprintf("maj@%d", k), eval.VarAcc, fmt.Sprintf("maj@%d/mean", k)),
+			get(fmt.Sprintf("best@%d", k), eval.VarAcc, fmt.Sprintf("best@%d/mean", k)),
+			get("reward", eval.VarReward, fmt.Sprintf("mean@%d", k)),
 			get("tool_calls", toolCallsVar, fmt.Sprintf("mean@%d", k)),
 		)
 		rows[i].cols = cs
@@ -243,7 +244,7 @@ func summarise(k int, res agentrl.EvalResult, recs []agentrl.EvalRecord) []sourc
 }
 
 // report prints the table and the JSON line.
-func report(w io.Writer, o options, res agentrl.EvalResult, recs []agentrl.EvalRecord) error {
+func report(w io.Writer, o options, res eval.Result, recs []eval.Record) error {
 	rows := summarise(o.k, res, recs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	header := "data_source\tprompts\t"

@@ -39,9 +39,9 @@
 // right last \boxed{} answer and −1 otherwise, a wrong answer earning 0.1
 // per tool round up to −0.6 (-tool-bonus).
 //
-// The metrics are verl's (agentrl.Evaluate): avg@k is the mean accuracy
+// The metrics are verl's (eval.Evaluate): avg@k is the mean accuracy
 // of the k samples (verl's mean@k), pass@k the unbiased estimator of Chen
-// et al. (2021) for every k of agentrl.EvalKs, maj@k and best@k bootstrap
+// et al. (2021) for every k of eval.Ks, maj@k and best@k bootstrap
 // estimates of the accuracy of the majority answer and of the best of k
 // samples, each averaged over the prompts of a data source. -samples FILE
 // writes every response with its score as JSON Lines.

@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/internal/atomicfile"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 )
@@ -32,7 +32,7 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	defer in.Close()
-	return agentrl.WriteFileAtomicFunc(dst, 0o644, func(w io.Writer) error {
+	return atomicfile.Write(dst, 0o644, func(w io.Writer) error {
 		_, err := io.Copy(w, in)
 		return err
 	})

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/examples/internal/setup/setuptest"
 	"github.com/agentrl/agentrl/fleet"
+	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
 	"github.com/agentrl/agentrl/policy/tokenizer"
@@ -110,7 +110,7 @@ func TestTrainFleet(t *testing.T) {
 			}
 			assert.NotContains(t, stderr, "does not sync its updates")
 
-			rows, err := agentrl.ReadMetricsLogFile(filepath.Join(out, metricsFile))
+			rows, err := metrics.ReadFile(filepath.Join(out, metricsFile))
 			require.NoError(t, err)
 			require.Len(t, rows, 2)
 			for _, r := range rows {

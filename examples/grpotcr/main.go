@@ -58,7 +58,7 @@
 // Validation runs before training (-val-before-train) and every -val-every
 // steps: -val-n samples per prompt at -val-temperature and -val-top-p
 // (Open-AgentRL: 1.0 and 0.6), scored by the same reward and summarised
-// by agentrl.Evaluate (mean@n, pass@k, maj@k, best@k per data source).
+// by eval.Evaluate (mean@n, pass@k, maj@k, best@k per data source).
 //
 // Device: -device chooses where the policy trains and, with -sampler
 // local, generates (package device): auto (the default) runs it on CUDA

@@ -13,9 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/examples/internal/setup/setuptest"
+	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 )
 
@@ -52,7 +53,7 @@ func TestTrainLocal(t *testing.T) {
 	assert.Contains(t, stdout, "train: 4 prompts (0 over 2560 tokens left out)")
 	assert.Contains(t, stdout, "step 2: checkpoint")
 
-	rows, err := agentrl.ReadMetricsLogFile(filepath.Join(out, metricsFile))
+	rows, err := metrics.ReadFile(filepath.Join(out, metricsFile))
 	require.NoError(t, err)
 	require.Len(t, rows, 3, "validation at step 0, then steps 1 and 2")
 	assert.Equal(t, []int{0, 1, 2}, []int{rows[0].Step, rows[1].Step, rows[2].Step})
@@ -74,14 +75,14 @@ func TestTrainLocal(t *testing.T) {
 	for _, f := range []string{plotFile, "checkpoints/latest", "checkpoints/step-2/trainer_state.json", "final/config.json", "final/model.safetensors", "final/tokenizer.json"} {
 		assert.FileExists(t, filepath.Join(out, f))
 	}
-	steps, err := agentrl.CheckpointRoot{Dir: filepath.Join(out, checkpointsDir)}.Steps()
+	steps, err := checkpoint.Root{Dir: filepath.Join(out, checkpointsDir)}.Steps()
 	require.NoError(t, err)
 	assert.Equal(t, []int{1, 2}, steps)
 
 	code, stdout, stderr = runMain(t, append(args, "-steps", "3", "-resume")...)
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	assert.Contains(t, stdout, "resumed from step 2")
-	rows, err = agentrl.ReadMetricsLogFile(filepath.Join(out, metricsFile))
+	rows, err = metrics.ReadFile(filepath.Join(out, metricsFile))
 	require.NoError(t, err)
 	require.Len(t, rows, 4)
 	assert.Equal(t, 3, rows[3].Step)
@@ -112,7 +113,7 @@ func TestTrainRemoteSamplerWithTools(t *testing.T) {
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	assert.Contains(t, stderr, "does not sync its updates")
 
-	rows, err := agentrl.ReadMetricsLogFile(filepath.Join(out, metricsFile))
+	rows, err := metrics.ReadFile(filepath.Join(out, metricsFile))
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
 	for _, key := range []string{"val-core/aime_toy/acc/mean@2", "val-core/skywork_code/acc/mean@2"} {

@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/examples/internal/setup/setuptest"
+	"github.com/agentrl/agentrl/metrics"
 )
 
 // TestTrainUnderMPI: under mpirun -np 2 (.ci/run runs this test binary
@@ -35,7 +35,7 @@ func TestTrainUnderMPI(t *testing.T) {
 		return
 	}
 	assert.Contains(t, stdout, "trained policy:")
-	rows, err := agentrl.ReadMetricsLogFile(filepath.Join(out, metricsFile))
+	rows, err := metrics.ReadFile(filepath.Join(out, metricsFile))
 	require.NoError(t, err)
 	require.Len(t, rows, 3, "validation at step 0, then steps 1 and 2, logged once")
 	assert.Equal(t, 2.0, rows[2].Values["dist/world_size"])

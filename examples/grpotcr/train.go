@@ -10,11 +10,16 @@ import (
 	"slices"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/fleet"
 	"github.com/agentrl/agentrl/lm"
+	"github.com/agentrl/agentrl/metrics"
+	"github.com/agentrl/agentrl/metrics/plot"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
+	"github.com/agentrl/agentrl/progress"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool"
 )
@@ -31,7 +36,7 @@ const (
 func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	// A run that would write over another's checkpoints is refused before
 	// anything is loaded.
-	root := agentrl.CheckpointRoot{Dir: filepath.Join(o.out, checkpointsDir)}
+	root := checkpoint.Root{Dir: filepath.Join(o.out, checkpointsDir)}
 	if steps, err := root.Steps(); !o.resume && err == nil && len(steps) > 0 {
 		return fmt.Errorf("%s already holds checkpoints (step %d): pass -resume to continue, or choose another -out", root.Dir, steps[len(steps)-1])
 	}
@@ -141,7 +146,7 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return err
 	}
 	logPath := filepath.Join(o.out, metricsFile)
-	mlog, err := agentrl.OpenMetricsLog(logPath, agentrl.MetricsLogOptions{})
+	mlog, err := metrics.Open(logPath, metrics.Options{})
 	if err != nil {
 		return err
 	}
@@ -160,7 +165,7 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	rc := agentrl.RunConfig{
 		Steps: o.steps, ValEvery: o.valEvery, ValBeforeTrain: o.valBeforeTrain,
 		Checkpoints: root, SaveEvery: o.saveEvery, Keep: o.keep, Resume: o.resume,
-		Progress: &agentrl.ProgressConfig{Out: stderr, Description: "grpo-tcr"},
+		Recorder: progress.New(progress.Config{Out: stderr, Description: "grpo-tcr"}),
 		OnResume: func(step int) error {
 			start = step
 			fmt.Fprintf(stdout, "resumed from step %d\n", step)
@@ -199,8 +204,8 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return nil // rank 0 plots and exports
 	}
 	pngPath := filepath.Join(o.out, plotFile)
-	switch err := agentrl.PlotMetricsFile(logPath, pngPath, agentrl.PlotConfig{}); {
-	case errors.Is(err, agentrl.ErrNoPlotData):
+	switch err := plot.LogFile(logPath, pngPath, plot.Config{}); {
+	case errors.Is(err, plot.ErrNoData):
 		fmt.Fprintln(stderr, "grpotcr: no metrics to plot yet")
 	case err != nil:
 		return fmt.Errorf("plot: %w", err)
@@ -217,7 +222,7 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 
 // printValidation writes one line per data source: the accuracy's mean@n
 // and pass@n, and the tool calls per answer.
-func printValidation(w io.Writer, step int, res agentrl.EvalResult) {
+func printValidation(w io.Writer, step int, res eval.Result) {
 	var sources []string
 	for _, m := range res.Metrics {
 		if !slices.Contains(sources, m.Source) {
@@ -231,7 +236,7 @@ func printValidation(w io.Writer, step int, res agentrl.EvalResult) {
 				continue
 			}
 			switch {
-			case m.Var == agentrl.EvalVarAcc && (m.Name == fmt.Sprintf("mean@%d", m.K) || m.Name == fmt.Sprintf("pass@%d", m.K)):
+			case m.Var == eval.VarAcc && (m.Name == fmt.Sprintf("mean@%d", m.K) || m.Name == fmt.Sprintf("pass@%d", m.K)):
 				line += fmt.Sprintf(" acc/%s=%.4f", m.Name, m.Value)
 			case m.Var == "tool_calls" && m.Name == fmt.Sprintf("mean@%d", m.K):
 				line += fmt.Sprintf(" tool_calls/%s=%.2f", m.Name, m.Value)

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -194,6 +196,43 @@ func TestSyncDir(t *testing.T) {
 	err := SyncDir(missing)
 	require.ErrorIs(t, err, fs.ErrNotExist)
 	assert.Contains(t, err.Error(), missing)
+}
+
+// TestWriteFileReaderNeverSeesPartial: a reader of path during 20
+// replacements reads one whole version or the other, never a part, and
+// never finds the file missing.
+func TestWriteFileReaderNeverSeesPartial(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "weights")
+	const size = 1 << 20
+	a, b := bytes.Repeat([]byte{'a'}, size), bytes.Repeat([]byte{'b'}, size)
+	require.NoError(t, WriteFile(path, a, 0o644))
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var reads, bad atomic.Int64
+	wg.Go(func() {
+		for !stop.Load() {
+			got, err := os.ReadFile(path)
+			if err != nil {
+				bad.Add(1)
+				continue
+			}
+			reads.Add(1)
+			if !bytes.Equal(got, a) && !bytes.Equal(got, b) {
+				bad.Add(1)
+			}
+		}
+	})
+	for i := range 20 {
+		data := a
+		if i%2 == 0 {
+			data = b
+		}
+		require.NoError(t, WriteFile(path, data, 0o644))
+	}
+	stop.Store(true)
+	wg.Wait()
+	assert.Zero(t, bad.Load(), "a reader saw a partial or missing file")
+	assert.Positive(t, reads.Load())
 }
 
 func BenchmarkWriteFile1MiB(b *testing.B) {

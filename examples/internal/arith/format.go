@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/eval"
+	"github.com/agentrl/agentrl/internal/atomicfile"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/reward"
@@ -81,7 +83,7 @@ func WriteTokenizerInfo(dir string, tok *tokenizer.Bytes) error {
 	if err != nil {
 		return err
 	}
-	return agentrl.WriteFileAtomic(filepath.Join(dir, "byte_tokenizer.json"), append(b, '\n'), 0o644)
+	return atomicfile.WriteFile(filepath.Join(dir, "byte_tokenizer.json"), append(b, '\n'), 0o644)
 }
 
 // ToolSpec is how trajectories call the active tool: the code
@@ -204,11 +206,11 @@ type Eval struct {
 	Avg, Pass, Maj float64            // avg@k, pass@k and maj@k of the accuracy
 	ToolCalls      float64            // mean tool calls per response
 	NoTool         float64            // fraction of responses that answered without a call
-	Metrics        map[string]float64 // agentrl.EvalResult.Map: verl's val-core/val-aux keys
+	Metrics        map[string]float64 // eval.Result.Map: verl's val-core/val-aux keys
 }
 
 // Evaluate samples k responses per problem and computes avg@k, pass@k and
-// maj@k of the accuracy (agentrl.Evaluate, verl's definitions) with the
+// maj@k of the accuracy (eval.Evaluate, verl's definitions) with the
 // tool-use statistics. Problem i's requests are seeded with
 // 1000003·(i+1), whatever the policy, so two policies are compared on the
 // same random draws.
@@ -225,7 +227,7 @@ func Evaluate(ctx context.Context, engine *rollout.Engine, rf reward.Func, probs
 	if err != nil {
 		return Eval{}, err
 	}
-	recs := make([]agentrl.EvalRecord, len(trajs))
+	recs := make([]eval.Record, len(trajs))
 	calls := make([]float64, len(trajs))
 	noTools := make([]float64, len(trajs))
 	var e Eval
@@ -242,22 +244,22 @@ func Evaluate(ctx context.Context, engine *rollout.Engine, rf reward.Func, probs
 		}
 		calls[i] = float64(len(t.ToolCalls))
 		noTools[i] = noTool
-		recs[i] = agentrl.EvalRecord{DataSource: "arith", PromptID: t.ID, Score: out.Score, Acc: out.Acc, Pred: out.Pred,
+		recs[i] = eval.Record{DataSource: "arith", PromptID: t.ID, Score: out.Score, Acc: out.Acc, Pred: out.Pred,
 			Extra: map[string]float64{"tool_calls": float64(len(t.ToolCalls)), "no_tool_answer": noTool}}
 	}
 	e.ToolCalls = stat.Mean(calls, nil)
 	e.NoTool = stat.Mean(noTools, nil)
-	res, err := agentrl.Evaluate(ctx, recs, agentrl.DefaultEvalConfig())
+	res, err := eval.Evaluate(ctx, recs, eval.DefaultConfig())
 	if err != nil {
 		return Eval{}, err
 	}
 	e.Metrics = res.Map()
-	e.Avg, _ = res.Value("arith", agentrl.EvalVarAcc, fmt.Sprintf("mean@%d", k))
+	e.Avg, _ = res.Value("arith", eval.VarAcc, fmt.Sprintf("mean@%d", k))
 	var ok bool
-	if e.Pass, ok = res.Value("arith", agentrl.EvalVarAcc, fmt.Sprintf("pass@%d", k)); !ok {
+	if e.Pass, ok = res.Value("arith", eval.VarAcc, fmt.Sprintf("pass@%d", k)); !ok {
 		e.Pass = e.Avg // k = 1
 	}
-	if e.Maj, ok = res.Value("arith", agentrl.EvalVarAcc, fmt.Sprintf("maj@%d/mean", k)); !ok {
+	if e.Maj, ok = res.Value("arith", eval.VarAcc, fmt.Sprintf("maj@%d/mean", k)); !ok {
 		e.Maj = e.Avg
 	}
 	return e, nil

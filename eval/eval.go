@@ -1,4 +1,12 @@
-package agentrl
+// Package eval computes the validation metrics of sampled responses the
+// way verl computes them (verl/trainer/ppo/metric_utils.py:
+// process_validation_metrics, bootstrap_metric, calc_maj_val; metric
+// sections as in verl/trainer/ppo/ray_trainer.py: _validate): mean@n,
+// best@k, worst@k and maj@k per data source and variable, plus the
+// unbiased pass@k estimator of Chen et al. (2021). agentrl.Trainer.Validate
+// returns its Result; a program scoring another model's answers builds
+// Records itself.
+package eval
 
 import (
 	"context"
@@ -13,42 +21,36 @@ import (
 	"gonum.org/v1/gonum/stat"
 )
 
-// Evaluation metrics, computed the way verl computes its validation
-// metrics (verl/trainer/ppo/metric_utils.py: process_validation_metrics,
-// bootstrap_metric, calc_maj_val; metric sections as in
-// verl/trainer/ppo/ray_trainer.py: _validate), plus the unbiased pass@k
-// estimator of Chen et al. (2021).
-
 // Sentinel errors of the evaluation functions.
 var (
 	// ErrNoRecords reports an evaluation over no records.
-	ErrNoRecords = errors.New("agentrl: no evaluation records")
+	ErrNoRecords = errors.New("eval: no evaluation records")
 	// ErrInvalidRecord reports a record that cannot be evaluated: an empty
 	// prompt id, a NaN or infinite value, or extra fields that differ
 	// between records.
-	ErrInvalidRecord = errors.New("agentrl: invalid evaluation record")
-	// ErrInvalidEvalConfig reports an EvalConfig with negative Resamples.
-	ErrInvalidEvalConfig = errors.New("agentrl: invalid evaluation configuration")
+	ErrInvalidRecord = errors.New("eval: invalid evaluation record")
+	// ErrInvalidConfig reports a Config with negative Resamples.
+	ErrInvalidConfig = errors.New("eval: invalid evaluation configuration")
 	// ErrInvalidK reports arguments of PassAtK outside 1 ≤ k ≤ n, 0 ≤ c ≤ n.
-	ErrInvalidK = errors.New("agentrl: invalid pass@k arguments")
+	ErrInvalidK = errors.New("eval: invalid pass@k arguments")
 )
 
 // Variable names of the evaluation, as verl names them in its validation
 // metrics: "reward" is the sequence score, "acc" the correctness.
 const (
-	EvalVarReward = "reward"
-	EvalVarAcc    = "acc"
+	VarReward = "reward"
+	VarAcc    = "acc"
 )
 
-// DefaultEvalSeed and DefaultEvalResamples are verl's defaults for
+// DefaultSeed and DefaultResamples are verl's defaults for
 // bootstrap_metric (seed=42, n_bootstrap=1000).
 const (
-	DefaultEvalSeed      = 42
-	DefaultEvalResamples = 1000
+	DefaultSeed      = 42
+	DefaultResamples = 1000
 )
 
-// EvalRecord is one scored response to one prompt.
-type EvalRecord struct {
+// Record is one scored response to one prompt.
+type Record struct {
 	// DataSource names the benchmark the prompt comes from; metrics are
 	// computed per data source. Empty means "unknown", verl's default.
 	DataSource string
@@ -70,30 +72,30 @@ type EvalRecord struct {
 	Extra map[string]float64
 }
 
-// EvalConfig configures Evaluate. The zero value is verl's bootstrap:
+// Config configures Evaluate. The zero value is verl's bootstrap:
 // 1000 resamples with seed 42.
-type EvalConfig struct {
+type Config struct {
 	// Resamples is the number of bootstrap resamples for best@k, worst@k
-	// and maj@k; 0 means DefaultEvalResamples (verl's n_bootstrap).
+	// and maj@k; 0 means DefaultResamples (verl's n_bootstrap).
 	Resamples int
-	// Seed seeds the bootstrap generator; 0 means DefaultEvalSeed
+	// Seed seeds the bootstrap generator; 0 means DefaultSeed
 	// (verl's np.random.seed(42)), so any other value picks another
 	// stream.
 	Seed uint64
 }
 
-// DefaultEvalConfig returns the zero EvalConfig's values spelled out:
+// DefaultConfig returns the zero Config's values spelled out:
 // verl's bootstrap settings, 1000 resamples with seed 42.
-func DefaultEvalConfig() EvalConfig {
-	return EvalConfig{Resamples: DefaultEvalResamples, Seed: DefaultEvalSeed}
+func DefaultConfig() Config {
+	return Config{Resamples: DefaultResamples, Seed: DefaultSeed}
 }
 
-// EvalMetric is one aggregated metric: the mean, over the prompts of one
+// Metric is one aggregated metric: the mean, over the prompts of one
 // data source that report it, of a per-prompt statistic.
-type EvalMetric struct {
+type Metric struct {
 	// Source is the data source.
 	Source string
-	// Var is the variable: EvalVarReward, EvalVarAcc or an Extra name.
+	// Var is the variable: VarReward, VarAcc or an Extra name.
 	Var string
 	// Name is verl's metric name: "mean@N", "std@N", "best@K/mean",
 	// "best@K/std", "worst@K/mean", "worst@K/std", "maj@K/mean",
@@ -112,7 +114,7 @@ type EvalMetric struct {
 
 // Key returns the metric's name as verl logs it:
 // "val-core/<source>/<var>/<name>" or "val-aux/<source>/<var>/<name>".
-func (m EvalMetric) Key() string {
+func (m Metric) Key() string {
 	section := "val-aux"
 	if m.Core {
 		section = "val-core"
@@ -120,15 +122,15 @@ func (m EvalMetric) Key() string {
 	return section + "/" + m.Source + "/" + m.Var + "/" + m.Name
 }
 
-// EvalResult holds the metrics of an evaluation in a stable order: data
+// Result holds the metrics of an evaluation in a stable order: data
 // sources in order of first appearance, then variables (reward, acc, extras
 // by name), then metric names in verl's order.
-type EvalResult struct {
-	Metrics []EvalMetric
+type Result struct {
+	Metrics []Metric
 }
 
-// Map returns the metrics keyed by EvalMetric.Key, ready for a metrics log.
-func (r EvalResult) Map() map[string]float64 {
+// Map returns the metrics keyed by Metric.Key, ready for a metrics log.
+func (r Result) Map() map[string]float64 {
 	out := make(map[string]float64, len(r.Metrics))
 	for _, m := range r.Metrics {
 		out[m.Key()] = m.Value
@@ -138,7 +140,7 @@ func (r EvalResult) Map() map[string]float64 {
 
 // Value returns the value of one metric, for example
 // r.Value("arith", "acc", "maj@8/mean").
-func (r EvalResult) Value(source, variable, name string) (float64, bool) {
+func (r Result) Value(source, variable, name string) (float64, bool) {
 	for _, m := range r.Metrics {
 		if m.Source == source && m.Var == variable && m.Name == name {
 			return m.Value, true
@@ -147,11 +149,11 @@ func (r EvalResult) Value(source, variable, name string) (float64, bool) {
 	return 0, false
 }
 
-// EvalKs returns the sample counts k for which metrics are reported when a
+// Ks returns the sample counts k for which metrics are reported when a
 // prompt has n samples: 1, then the powers of two below n, then n
 // (verl's ladder in process_validation_metrics, which starts at 2, with
 // k = 1 added for pass@1). It returns nil for n < 1.
-func EvalKs(n int) []int {
+func Ks(n int) []int {
 	if n < 1 {
 		return nil
 	}
@@ -212,14 +214,14 @@ type metricAcc struct {
 //
 //   - mean@n and, for n > 1, std@n (population standard deviation, as
 //     np.std; gonum's stat.PopMeanStdDev) of the n values;
-//   - for k in 2, 4, …, n (EvalKs without 1): best@k and worst@k, the mean
+//   - for k in 2, 4, …, n (Ks without 1): best@k and worst@k, the mean
 //     and standard deviation over Resamples bootstrap resamples of k
 //     samples drawn with replacement of their maximum and minimum, and,
 //     when records carry a Pred, maj@k, the same for the value of the
 //     majority answer (verl's calc_maj_val: the answer with the most votes,
 //     ties going to the answer drawn first; its value is that of its first
 //     draw);
-//   - for the acc variable, pass@k for every k in EvalKs(n) (PassAtK).
+//   - for the acc variable, pass@k for every k in Ks(n) (PassAtK).
 //
 // and then averages each metric over the prompts that report it
 // (np.mean over uids in verl).
@@ -231,34 +233,34 @@ type metricAcc struct {
 // draws with math/rand/v2's PCG, so its estimates follow the same
 // distribution as verl's but are not equal sample for sample.
 //
-// Evaluate returns ErrNoRecords for no records, ErrInvalidEvalConfig for
+// Evaluate returns ErrNoRecords for no records, ErrInvalidConfig for
 // negative Resamples, and ErrInvalidRecord, naming
 // the record index and field, for an empty PromptID, a NaN or infinite
 // Score or Extra value, a reserved or empty Extra name, or Extra names that
 // differ from those of record 0. It checks ctx between prompts.
-func Evaluate(ctx context.Context, records []EvalRecord, cfg EvalConfig) (EvalResult, error) {
+func Evaluate(ctx context.Context, records []Record, cfg Config) (Result, error) {
 	if len(records) == 0 {
-		return EvalResult{}, ErrNoRecords
+		return Result{}, ErrNoRecords
 	}
 	if cfg.Resamples < 0 {
-		return EvalResult{}, fmt.Errorf("%w: Resamples %d < 0", ErrInvalidEvalConfig, cfg.Resamples)
+		return Result{}, fmt.Errorf("%w: Resamples %d < 0", ErrInvalidConfig, cfg.Resamples)
 	}
 	resamples := cfg.Resamples
 	seed := cfg.Seed
 	if seed == 0 {
-		seed = DefaultEvalSeed
+		seed = DefaultSeed
 	}
 	if resamples == 0 {
-		resamples = DefaultEvalResamples
+		resamples = DefaultResamples
 	}
-	extras, err := validateEvalRecords(records)
+	extras, err := validateRecords(records)
 	if err != nil {
-		return EvalResult{}, err
+		return Result{}, err
 	}
-	varNames := append([]string{EvalVarReward, EvalVarAcc}, extras...)
-	sources, hasPred := groupEvalRecords(records, varNames)
+	varNames := append([]string{VarReward, VarAcc}, extras...)
+	sources, hasPred := groupRecords(records, varNames)
 
-	var out EvalResult
+	var out Result
 	ws := &bootstrapWork{}
 	for _, src := range sources {
 		perVar := make([][]*metricAcc, len(varNames))
@@ -277,7 +279,7 @@ func Evaluate(ctx context.Context, records []EvalRecord, cfg EvalConfig) (EvalRe
 		}
 		for _, p := range src.prompts {
 			if err := ctx.Err(); err != nil {
-				return EvalResult{}, err
+				return Result{}, err
 			}
 			n := len(p.vars[0])
 			for v := range varNames {
@@ -288,7 +290,7 @@ func Evaluate(ctx context.Context, records []EvalRecord, cfg EvalConfig) (EvalRe
 				}
 			}
 			if n > 1 {
-				for _, k := range EvalKs(n)[1:] {
+				for _, k := range Ks(n)[1:] {
 					st := ws.run(p, k, resamples, seed, hasPred)
 					ks := strconv.Itoa(k)
 					for v := range varNames {
@@ -303,10 +305,10 @@ func Evaluate(ctx context.Context, records []EvalRecord, cfg EvalConfig) (EvalRe
 					}
 				}
 			}
-			for _, k := range EvalKs(n) {
+			for _, k := range Ks(n) {
 				pk, err := PassAtK(n, p.acc, k)
-				if err != nil { // unreachable: k comes from EvalKs(n)
-					return EvalResult{}, err
+				if err != nil { // unreachable: k comes from Ks(n)
+					return Result{}, err
 				}
 				add(1, "pass@"+strconv.Itoa(k), k, pk)
 			}
@@ -317,9 +319,9 @@ func Evaluate(ctx context.Context, records []EvalRecord, cfg EvalConfig) (EvalRe
 				nMax = max(nMax, m.k)
 			}
 			for _, m := range perVar[v] {
-				core := name == EvalVarAcc && m.k == nMax &&
+				core := name == VarAcc && m.k == nMax &&
 					(strings.HasPrefix(m.name, "mean") || strings.HasPrefix(m.name, "maj") || strings.HasPrefix(m.name, "best"))
-				out.Metrics = append(out.Metrics, EvalMetric{
+				out.Metrics = append(out.Metrics, Metric{
 					Source: src.name, Var: name, Name: m.name, K: m.k,
 					Value: stat.Mean(m.vals, nil), Prompts: len(m.vals), Core: core,
 				})
@@ -329,8 +331,8 @@ func Evaluate(ctx context.Context, records []EvalRecord, cfg EvalConfig) (EvalRe
 	return out, nil
 }
 
-// validateEvalRecords checks every record and returns the sorted Extra names.
-func validateEvalRecords(records []EvalRecord) ([]string, error) {
+// validateRecords checks every record and returns the sorted Extra names.
+func validateRecords(records []Record) ([]string, error) {
 	extras := make([]string, 0, len(records[0].Extra))
 	for name := range records[0].Extra {
 		extras = append(extras, name)
@@ -350,7 +352,7 @@ func validateEvalRecords(records []EvalRecord) ([]string, error) {
 		for _, name := range extras {
 			v, ok := r.Extra[name]
 			switch {
-			case name == "" || name == EvalVarReward || name == EvalVarAcc:
+			case name == "" || name == VarReward || name == VarAcc:
 				return nil, fmt.Errorf("%w: record %d: Extra name %q is empty or reserved", ErrInvalidRecord, i, name)
 			case !ok:
 				return nil, fmt.Errorf("%w: record %d (prompt %q): Extra field %q missing (record 0 has it)",
@@ -363,9 +365,9 @@ func validateEvalRecords(records []EvalRecord) ([]string, error) {
 	return extras, nil
 }
 
-// groupEvalRecords groups records by data source and prompt, in order of
+// groupRecords groups records by data source and prompt, in order of
 // first appearance, and reports whether any record has a Pred.
-func groupEvalRecords(records []EvalRecord, varNames []string) ([]*evalSource, bool) {
+func groupRecords(records []Record, varNames []string) ([]*evalSource, bool) {
 	var sources []*evalSource
 	srcIndex := map[string]int{}
 	hasPred := false

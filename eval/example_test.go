@@ -1,15 +1,15 @@
-package agentrl_test
+package eval_test
 
 import (
 	"context"
 	"fmt"
 
-	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/eval"
 )
 
 func ExamplePassAtK() {
 	// 5 samples, 2 correct: pass@2 = 1 − C(3,2)/C(5,2) = 1 − 3/10.
-	p, err := agentrl.PassAtK(5, 2, 2)
+	p, err := eval.PassAtK(5, 2, 2)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -18,14 +18,14 @@ func ExamplePassAtK() {
 	// Output: pass@2 = 0.70
 }
 
-func ExampleEvalKs() {
-	fmt.Println(agentrl.EvalKs(8), agentrl.EvalKs(12))
+func ExampleKs() {
+	fmt.Println(eval.Ks(8), eval.Ks(12))
 	// Output: [1 2 4 8] [1 2 4 8 12]
 }
 
 func ExampleEvaluate() {
 	// Two prompts, four samples each, as a reward.Func scores them.
-	var recs []agentrl.EvalRecord
+	var recs []eval.Record
 	for i, answer := range []string{"42", "41", "42", "42", "7", "9", "8", "9"} {
 		prompt := "p1"
 		correct := answer == "42"
@@ -36,18 +36,18 @@ func ExampleEvaluate() {
 		if correct {
 			score = 1
 		}
-		recs = append(recs, agentrl.EvalRecord{
+		recs = append(recs, eval.Record{
 			DataSource: "arith", PromptID: prompt, Score: score, Acc: correct, Pred: answer,
 			Extra: map[string]float64{"tool_calls": 1},
 		})
 	}
-	res, err := agentrl.Evaluate(context.Background(), recs, agentrl.DefaultEvalConfig())
+	res, err := eval.Evaluate(context.Background(), recs, eval.DefaultConfig())
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	for _, name := range []string{"mean@4", "pass@4", "maj@4/mean", "best@4/mean"} {
-		v, _ := res.Value("arith", agentrl.EvalVarAcc, name)
+		v, _ := res.Value("arith", eval.VarAcc, name)
 		fmt.Printf("acc %-12s %.3f\n", name, v)
 	}
 	tools, _ := res.Value("arith", "tool_calls", "mean@4")

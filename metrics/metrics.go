@@ -1,4 +1,10 @@
-package agentrl
+// Package metrics is the training metrics log: one JSON object per step
+// in a JSON Lines file ({"step":N, then the metric keys in byte order}),
+// written by Logger as the trainers' metrics sink
+// (agentrl.TrainerParts.Metrics, agentrl.SFTParts.Metrics) and read back
+// by Read and ReadFile, for plots (package metrics/plot) and analysis.
+// Keys follow verl's metric names.
+package metrics
 
 import (
 	"bufio"
@@ -16,43 +22,42 @@ import (
 
 // Errors of the metrics log.
 var (
-	// ErrInvalidMetrics reports a metrics record that cannot be written: a
+	// ErrInvalidRow reports a metrics record that cannot be written: a
 	// negative step, an empty key or the reserved key "step".
-	ErrInvalidMetrics = errors.New("agentrl: invalid metrics record")
-	// ErrMetricsLogSyntax reports a line of a metrics log that is not a
-	// JSON object of a non-negative integer "step" and numbers or nulls.
-	ErrMetricsLogSyntax = errors.New("agentrl: malformed metrics log")
-	// ErrMetricsLogClosed reports a write to a closed MetricsLogger.
-	ErrMetricsLogClosed = errors.New("agentrl: metrics log closed")
+	ErrInvalidRow = errors.New("metrics: invalid record")
+	// ErrSyntax reports a line of a metrics log that is not a JSON
+	// object of a non-negative integer "step" and numbers or nulls.
+	ErrSyntax = errors.New("metrics: malformed log")
+	// ErrClosed reports a write to a closed Logger.
+	ErrClosed = errors.New("metrics: log closed")
 )
 
-// MetricsStepKey is the key of the step number, the first key of every
-// line of a metrics log.
-const MetricsStepKey = "step"
+// StepKey is the key of the step number, the first key of every line
+// of a metrics log.
+const StepKey = "step"
 
-// maxMetricsLine bounds the length of one line a reader accepts.
-const maxMetricsLine = 16 << 20
+// maxLine bounds the length of one line a reader accepts.
+const maxLine = 16 << 20
 
-// MetricsLogOptions configures OpenMetricsLog. The zero value writes each
-// line without an fsync: it survives a crash of the process, not a power
-// failure.
-type MetricsLogOptions struct {
+// Options configures Open. The zero value writes each line without an
+// fsync: it survives a crash of the process, not a power failure.
+type Options struct {
 	// Sync makes every Log call fsync the file after writing its line, so
 	// that a line survives a power failure, not only a crash of the
 	// process. It costs a disk flush per step.
 	Sync bool
 }
 
-// MetricsLogger writes metrics as JSON Lines: one JSON object per training
+// Logger writes metrics as JSON Lines: one JSON object per training
 // step, {"step":N, then the metric keys in byte order}. It is safe for
 // concurrent use. Each line goes to the writer in one Write call; a file
-// opened by OpenMetricsLog is in append mode and unbuffered, so every
+// opened by Open is in append mode and unbuffered, so every
 // completed Log is in the file (the OS page cache) when Log returns.
 //
 // JSON has no NaN or infinities: a non-finite value is written as null
-// (ReadMetricsLog reads null back as NaN), so a diverged run still logs
+// (Read reads null back as NaN), so a diverged run still logs
 // its other metrics and the log stays valid JSON.
-type MetricsLogger struct {
+type Logger struct {
 	mu     sync.Mutex
 	w      io.Writer
 	file   *os.File
@@ -62,26 +67,26 @@ type MetricsLogger struct {
 	closed bool
 }
 
-// NewMetricsLogger returns a logger that writes lines to w. Close does not
+// NewLogger returns a logger that writes lines to w. Close does not
 // close w.
-func NewMetricsLogger(w io.Writer) *MetricsLogger {
-	return &MetricsLogger{w: w}
+func NewLogger(w io.Writer) *Logger {
+	return &Logger{w: w}
 }
 
-// OpenMetricsLog opens (creating it when needed) the JSON Lines metrics log
+// Open opens (creating it when needed) the JSON Lines metrics log
 // at path for appending, as a resumed run continues its log. A line cut
 // short by a crash mid-write (a file not ending in a newline) is truncated
 // away first, so the next line starts clean.
-func OpenMetricsLog(path string, opts MetricsLogOptions) (*MetricsLogger, error) {
+func Open(path string, opts Options) (*Logger, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("agentrl: open metrics log: %w", err)
+		return nil, fmt.Errorf("metrics: open log: %w", err)
 	}
 	if err := truncateTornLine(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("agentrl: open metrics log %s: %w", path, err)
+		return nil, fmt.Errorf("metrics: open log %s: %w", path, err)
 	}
-	return &MetricsLogger{w: f, file: f, sync: opts.Sync}, nil
+	return &Logger{w: f, file: f, sync: opts.Sync}, nil
 }
 
 // truncateTornLine cuts f after its last newline when it does not end in
@@ -120,21 +125,21 @@ func truncateTornLine(f *os.File) error {
 }
 
 // Log writes the metrics of one step as one line. Keys must be non-empty
-// and must not be "step". It returns ErrInvalidMetrics for bad input, the
-// writer's error for a failed write, and ErrMetricsLogClosed after Close.
-func (l *MetricsLogger) Log(step int, metrics map[string]float64) error {
+// and must not be "step". It returns ErrInvalidRow for bad input, the
+// writer's error for a failed write, and ErrClosed after Close.
+func (l *Logger) Log(step int, metrics map[string]float64) error {
 	if step < 0 {
-		return fmt.Errorf("%w: step %d < 0", ErrInvalidMetrics, step)
+		return fmt.Errorf("%w: step %d < 0", ErrInvalidRow, step)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return ErrMetricsLogClosed
+		return ErrClosed
 	}
 	l.keys = l.keys[:0]
 	for k := range metrics {
-		if k == "" || k == MetricsStepKey {
-			return fmt.Errorf("%w: step %d: key %q is empty or reserved", ErrInvalidMetrics, step, k)
+		if k == "" || k == StepKey {
+			return fmt.Errorf("%w: step %d: key %q is empty or reserved", ErrInvalidRow, step, k)
 		}
 		l.keys = append(l.keys, k)
 	}
@@ -150,19 +155,19 @@ func (l *MetricsLogger) Log(step int, metrics map[string]float64) error {
 	b = append(b, '}', '\n')
 	l.buf = b
 	if _, err := l.w.Write(b); err != nil {
-		return fmt.Errorf("agentrl: write metrics of step %d: %w", step, err)
+		return fmt.Errorf("metrics: write metrics of step %d: %w", step, err)
 	}
 	if l.sync && l.file != nil {
 		if err := l.file.Sync(); err != nil {
-			return fmt.Errorf("agentrl: sync metrics of step %d: %w", step, err)
+			return fmt.Errorf("metrics: sync metrics of step %d: %w", step, err)
 		}
 	}
 	return nil
 }
 
-// Close closes the file opened by OpenMetricsLog (after an fsync); for a
-// logger from NewMetricsLogger it only stops further writes.
-func (l *MetricsLogger) Close() error {
+// Close closes the file opened by Open (after an fsync); for a
+// logger from NewLogger it only stops further writes.
+func (l *Logger) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -209,37 +214,37 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, q...)
 }
 
-// MetricsRow is one line of a metrics log.
-type MetricsRow struct {
+// Row is one line of a metrics log.
+type Row struct {
 	// Step is the training step.
 	Step int
 	// Values holds the metrics of the step; null reads as NaN.
 	Values map[string]float64
 }
 
-// ReadMetricsLog reads a JSON Lines metrics log as written by
-// MetricsLogger, in file order. Blank lines are skipped. A last line without
+// Read reads a JSON Lines metrics log as written by
+// Logger, in file order. Blank lines are skipped. A last line without
 // its newline that does not parse is the trace of a crash mid-write and is
 // ignored; every other malformed line is an error wrapping
-// ErrMetricsLogSyntax that names the line number.
-func ReadMetricsLog(r io.Reader) ([]MetricsRow, error) {
+// ErrSyntax that names the line number.
+func Read(r io.Reader) ([]Row, error) {
 	br := bufio.NewReader(r)
-	var rows []MetricsRow
+	var rows []Row
 	for lineNo := 1; ; lineNo++ {
 		line, err := readLine(br)
 		if err != nil && !errors.Is(err, io.EOF) {
-			return rows, fmt.Errorf("agentrl: metrics log line %d: %w", lineNo, err)
+			return rows, fmt.Errorf("metrics: log line %d: %w", lineNo, err)
 		}
 		terminated := err == nil
 		if len(bytes.TrimSpace(line)) > 0 {
-			row, perr := parseMetricsLine(line)
+			row, perr := parseLine(line)
 			switch {
 			case perr == nil:
 				rows = append(rows, row)
 			case !terminated:
 				// torn final line: ignored
 			default:
-				return rows, fmt.Errorf("agentrl: metrics log line %d: %w", lineNo, perr)
+				return rows, fmt.Errorf("metrics: log line %d: %w", lineNo, perr)
 			}
 		}
 		if !terminated {
@@ -250,14 +255,14 @@ func ReadMetricsLog(r io.Reader) ([]MetricsRow, error) {
 
 // readLine reads one line without its newline; it returns io.EOF with the
 // bytes of an unterminated last line, and an error for a line longer than
-// maxMetricsLine.
+// maxLine.
 func readLine(br *bufio.Reader) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
 		line = append(line, chunk...)
-		if len(line) > maxMetricsLine {
-			return nil, fmt.Errorf("%w: line longer than %d bytes", ErrMetricsLogSyntax, maxMetricsLine)
+		if len(line) > maxLine {
+			return nil, fmt.Errorf("%w: line longer than %d bytes", ErrSyntax, maxLine)
 		}
 		switch {
 		case err == nil:
@@ -270,30 +275,30 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 	}
 }
 
-// parseMetricsLine parses one JSON object line.
-func parseMetricsLine(line []byte) (MetricsRow, error) {
+// parseLine parses one JSON object line.
+func parseLine(line []byte) (Row, error) {
 	var raw map[string]*float64
 	if err := json.Unmarshal(line, &raw); err != nil {
-		return MetricsRow{}, fmt.Errorf("%w: %w", ErrMetricsLogSyntax, err)
+		return Row{}, fmt.Errorf("%w: %w", ErrSyntax, err)
 	}
 	if raw == nil {
-		return MetricsRow{}, fmt.Errorf("%w: not an object", ErrMetricsLogSyntax)
+		return Row{}, fmt.Errorf("%w: not an object", ErrSyntax)
 	}
-	stepVal, ok := raw[MetricsStepKey]
+	stepVal, ok := raw[StepKey]
 	if !ok || stepVal == nil {
-		return MetricsRow{}, fmt.Errorf("%w: no %q", ErrMetricsLogSyntax, MetricsStepKey)
+		return Row{}, fmt.Errorf("%w: no %q", ErrSyntax, StepKey)
 	}
 	s := *stepVal
 	if s < 0 || s != math.Trunc(s) || s > 1<<53 {
-		return MetricsRow{}, fmt.Errorf("%w: step %v is not a non-negative integer", ErrMetricsLogSyntax, s)
+		return Row{}, fmt.Errorf("%w: step %v is not a non-negative integer", ErrSyntax, s)
 	}
-	row := MetricsRow{Step: int(s), Values: make(map[string]float64, len(raw)-1)}
+	row := Row{Step: int(s), Values: make(map[string]float64, len(raw)-1)}
 	for k, v := range raw {
-		if k == MetricsStepKey {
+		if k == StepKey {
 			continue
 		}
 		if k == "" {
-			return MetricsRow{}, fmt.Errorf("%w: empty key", ErrMetricsLogSyntax)
+			return Row{}, fmt.Errorf("%w: empty key", ErrSyntax)
 		}
 		if v == nil {
 			row.Values[k] = math.NaN()
@@ -304,16 +309,16 @@ func parseMetricsLine(line []byte) (MetricsRow, error) {
 	return row, nil
 }
 
-// ReadMetricsLogFile reads the metrics log at path (see ReadMetricsLog).
-func ReadMetricsLogFile(path string) ([]MetricsRow, error) {
+// ReadFile reads the metrics log at path (see Read).
+func ReadFile(path string) ([]Row, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("agentrl: read metrics log: %w", err)
+		return nil, fmt.Errorf("metrics: read log: %w", err)
 	}
 	defer f.Close()
-	rows, err := ReadMetricsLog(f)
+	rows, err := Read(f)
 	if err != nil {
-		return rows, fmt.Errorf("agentrl: metrics log %s: %w", path, err)
+		return rows, fmt.Errorf("metrics: log %s: %w", path, err)
 	}
 	return rows, nil
 }

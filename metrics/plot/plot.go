@@ -1,4 +1,9 @@
-package agentrl
+// Package plot draws training curves from a metrics log (package
+// metrics) as one PNG image with a grid of panels, over gonum's plot
+// library. It is the only package of the module that links
+// gonum.org/v1/plot and its image backends, so that a program that
+// trains without plotting does not carry them.
+package plot
 
 import (
 	"errors"
@@ -10,7 +15,9 @@ import (
 	"slices"
 	"sort"
 
-	"gonum.org/v1/plot"
+	"github.com/agentrl/agentrl/internal/atomicfile"
+	"github.com/agentrl/agentrl/metrics"
+	gplot "gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
@@ -18,12 +25,12 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// ErrNoPlotData reports that no panel of a plot has a finite value to draw.
-var ErrNoPlotData = errors.New("agentrl: no metrics to plot")
+// ErrNoData reports that no panel of a plot has a finite value to draw.
+var ErrNoData = errors.New("plot: no metrics to plot")
 
-// PlotPanel is one panel of a training-curve plot: one line per metric key
+// Panel is one panel of a training-curve plot: one line per metric key
 // over the training step.
-type PlotPanel struct {
+type Panel struct {
 	// Title is drawn above the panel.
 	Title string
 	// Keys are metric keys, or path.Match patterns over keys (the "*" of a
@@ -32,14 +39,14 @@ type PlotPanel struct {
 	Keys []string
 }
 
-// DefaultPlotPanels returns the panels a PlotConfig with nil Panels (the
+// DefaultPanels returns the panels a Config with nil Panels (the
 // zero value's) draws: those of a GRPO run, under verl's metric
 // names (verl/trainer/ppo/metric_utils.py: compute_data_metrics;
 // verl/workers/actor/dp_actor.py: update_policy): reward mean, accuracy
 // (training and validation), response length, entropy, clip fraction,
 // KL, gradient norm and tool calls.
-func DefaultPlotPanels() []PlotPanel {
-	return []PlotPanel{
+func DefaultPanels() []Panel {
+	return []Panel{
 		{Title: "Reward mean", Keys: []string{"critic/rewards/mean", "critic/score/mean"}},
 		{Title: "Accuracy", Keys: []string{"critic/acc/mean", "acc/mean", "val-core/*/acc/mean@*"}},
 		{Title: "Response length", Keys: []string{"response_length/mean"}},
@@ -51,12 +58,12 @@ func DefaultPlotPanels() []PlotPanel {
 	}
 }
 
-// PlotConfig configures PlotMetrics. The zero value draws DefaultPlotPanels
+// Config configures Write. The zero value draws DefaultPanels
 // in two columns, 1200 pixels wide, 300 pixels per row of panels.
-type PlotConfig struct {
-	// Panels to draw; nil means DefaultPlotPanels, an empty non-nil slice
-	// none (ErrNoPlotData). Panels without data are left out.
-	Panels []PlotPanel
+type Config struct {
+	// Panels to draw; nil means DefaultPanels, an empty non-nil slice
+	// none (ErrNoData). Panels without data are left out.
+	Panels []Panel
 	// Columns of the panel grid; 0 means 2.
 	Columns int
 	// Width and Height of the image in pixels; 0 means 1200 and 300 per
@@ -64,32 +71,33 @@ type PlotConfig struct {
 	Width, Height int
 }
 
-// plotDPI is the resolution the text sizes are set for.
-const plotDPI = 96
+// dpi is the resolution the text sizes are set for.
+const dpi = 96
 
-// maxPlotPixels bounds the image so that a bad configuration cannot
+// maxPixels bounds the image so that a bad configuration cannot
 // allocate gigabytes.
-const maxPlotPixels = 64 << 20
+const maxPixels = 64 << 20
 
-// PlotMetrics draws training curves from metrics log rows as one PNG image
+// Write draws training curves from metrics log rows as one PNG image
 // with a grid of panels and writes it to w. A step logged more than once (a
 // resumed run) keeps its last row; NaN values (null in the log) are left out
-// of the lines. It returns ErrNoPlotData when no panel has a finite value.
-func PlotMetrics(w io.Writer, rows []MetricsRow, cfg PlotConfig) error {
+// of the lines. It returns ErrNoData when no panel has a finite value.
+func Write(w io.Writer, rows []metrics.Row, cfg Config) error {
 	img, err := renderMetrics(rows, cfg)
 	if err != nil {
 		return err
 	}
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w); err != nil {
-		return fmt.Errorf("agentrl: write plot: %w", err)
+		return fmt.Errorf("plot: write: %w", err)
 	}
 	return nil
 }
 
-// PlotMetricsFile reads the metrics log at logPath and writes its plot to
-// pngPath atomically (WriteFileAtomicFunc).
-func PlotMetricsFile(logPath, pngPath string, cfg PlotConfig) error {
-	rows, err := ReadMetricsLogFile(logPath)
+// LogFile reads the metrics log at logPath and writes its plot to the
+// PNG file pngPath atomically: a reader of pngPath sees the previous
+// image or the new one, never a part.
+func LogFile(logPath, pngPath string, cfg Config) error {
+	rows, err := metrics.ReadFile(logPath)
 	if err != nil {
 		return err
 	}
@@ -97,10 +105,14 @@ func PlotMetricsFile(logPath, pngPath string, cfg PlotConfig) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomicFunc(pngPath, 0o644, func(w io.Writer) error {
+	err = atomicfile.Write(pngPath, 0o644, func(w io.Writer) error {
 		_, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w)
 		return err
 	})
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	return nil
 }
 
 // plotSeries is one line: a key's finite values by step.
@@ -109,36 +121,36 @@ type plotSeries struct {
 	xys plotter.XYs
 }
 
-func renderMetrics(rows []MetricsRow, cfg PlotConfig) (*vgimg.Canvas, error) {
+func renderMetrics(rows []metrics.Row, cfg Config) (*vgimg.Canvas, error) {
 	panels := cfg.Panels
 	if panels == nil {
-		panels = DefaultPlotPanels()
+		panels = DefaultPanels()
 	}
 	cols := cfg.Columns
 	if cols == 0 {
 		cols = 2
 	}
 	if cols < 0 || cfg.Width < 0 || cfg.Height < 0 {
-		return nil, fmt.Errorf("agentrl: plot: negative Columns %d, Width %d or Height %d", cols, cfg.Width, cfg.Height)
+		return nil, fmt.Errorf("plot: plot: negative Columns %d, Width %d or Height %d", cols, cfg.Width, cfg.Height)
 	}
 	rows = lastRowPerStep(rows)
-	var plots []*plot.Plot
+	var plots []*gplot.Plot
 	for i, panel := range panels {
 		series, err := panelSeries(rows, panel)
 		if err != nil {
-			return nil, fmt.Errorf("agentrl: plot panel %d (%q): %w", i, panel.Title, err)
+			return nil, fmt.Errorf("plot: plot panel %d (%q): %w", i, panel.Title, err)
 		}
 		if len(series) == 0 {
 			continue
 		}
 		p, err := panelPlot(panel.Title, series)
 		if err != nil {
-			return nil, fmt.Errorf("agentrl: plot panel %q: %w", panel.Title, err)
+			return nil, fmt.Errorf("plot: plot panel %q: %w", panel.Title, err)
 		}
 		plots = append(plots, p)
 	}
 	if len(plots) == 0 {
-		return nil, ErrNoPlotData
+		return nil, ErrNoData
 	}
 	cols = min(cols, len(plots))
 	nrows := (len(plots) + cols - 1) / cols
@@ -149,19 +161,19 @@ func renderMetrics(rows []MetricsRow, cfg PlotConfig) (*vgimg.Canvas, error) {
 	if height == 0 {
 		height = 300 * nrows
 	}
-	if width < 50 || height < 50 || width*height > maxPlotPixels {
-		return nil, fmt.Errorf("agentrl: plot: %d×%d pixels is outside 50×50 … %d pixels", width, height, maxPlotPixels)
+	if width < 50 || height < 50 || width*height > maxPixels {
+		return nil, fmt.Errorf("plot: plot: %d×%d pixels is outside 50×50 … %d pixels", width, height, maxPixels)
 	}
-	grid := make([][]*plot.Plot, nrows)
+	grid := make([][]*gplot.Plot, nrows)
 	for r := range grid {
-		grid[r] = make([]*plot.Plot, cols)
+		grid[r] = make([]*gplot.Plot, cols)
 		for c := range grid[r] {
 			if i := r*cols + c; i < len(plots) {
 				grid[r][c] = plots[i]
 			}
 		}
 	}
-	img := vgimg.NewWith(vgimg.UseImage(image.NewRGBA(image.Rect(0, 0, width, height))), vgimg.UseDPI(plotDPI))
+	img := vgimg.NewWith(vgimg.UseImage(image.NewRGBA(image.Rect(0, 0, width, height))), vgimg.UseDPI(dpi))
 	dc := draw.New(img)
 	tiles := draw.Tiles{
 		Rows: nrows, Cols: cols,
@@ -169,7 +181,7 @@ func renderMetrics(rows []MetricsRow, cfg PlotConfig) (*vgimg.Canvas, error) {
 		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2,
 		PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2,
 	}
-	canvases := plot.Align(grid, tiles, dc)
+	canvases := gplot.Align(grid, tiles, dc)
 	for r := range grid {
 		for c, p := range grid[r] {
 			if p != nil {
@@ -181,12 +193,12 @@ func renderMetrics(rows []MetricsRow, cfg PlotConfig) (*vgimg.Canvas, error) {
 }
 
 // lastRowPerStep sorts rows by step, keeping the last row of each step.
-func lastRowPerStep(rows []MetricsRow) []MetricsRow {
-	byStep := make(map[int]MetricsRow, len(rows))
+func lastRowPerStep(rows []metrics.Row) []metrics.Row {
+	byStep := make(map[int]metrics.Row, len(rows))
 	for _, r := range rows {
 		byStep[r.Step] = r
 	}
-	out := make([]MetricsRow, 0, len(byStep))
+	out := make([]metrics.Row, 0, len(byStep))
 	for _, r := range byStep {
 		out = append(out, r)
 	}
@@ -196,7 +208,7 @@ func lastRowPerStep(rows []MetricsRow) []MetricsRow {
 
 // panelSeries collects the finite values of the panel's keys, in the order
 // of the panel's keys and, within a pattern, of the matched keys.
-func panelSeries(rows []MetricsRow, panel PlotPanel) ([]plotSeries, error) {
+func panelSeries(rows []metrics.Row, panel Panel) ([]plotSeries, error) {
 	var keys []string
 	for _, pattern := range panel.Keys {
 		if _, err := path.Match(pattern, ""); err != nil {
@@ -231,8 +243,8 @@ func panelSeries(rows []MetricsRow, panel PlotPanel) ([]plotSeries, error) {
 }
 
 // panelPlot draws one panel.
-func panelPlot(title string, series []plotSeries) (*plot.Plot, error) {
-	p := plot.New()
+func panelPlot(title string, series []plotSeries) (*gplot.Plot, error) {
+	p := gplot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "step"
 	p.Add(plotter.NewGrid())

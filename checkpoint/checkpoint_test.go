@@ -1,15 +1,12 @@
-package agentrl
+package checkpoint
 
 import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -26,96 +23,6 @@ func names(t *testing.T, dir string) []string {
 		out = append(out, e.Name())
 	}
 	return out
-}
-
-func TestWriteFileAtomic(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "model.safetensors")
-	require.NoError(t, WriteFileAtomic(path, []byte("v1"), 0o600))
-	got, err := os.ReadFile(path)
-	require.NoError(t, err)
-	assert.Equal(t, "v1", string(got))
-	st, err := os.Stat(path)
-	require.NoError(t, err)
-	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm())
-
-	require.NoError(t, WriteFileAtomic(path, []byte("version 2"), 0o600))
-	got, err = os.ReadFile(path)
-	require.NoError(t, err)
-	assert.Equal(t, "version 2", string(got))
-	assert.Equal(t, []string{"model.safetensors"}, names(t, dir))
-}
-
-func TestWriteFileAtomicCrashLeftover(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "optim.bin")
-	require.NoError(t, WriteFileAtomic(path, []byte("old"), 0o644))
-	// A crash mid-write leaves a partial temporary file behind; readers of
-	// path still see the old content.
-	stale := filepath.Join(dir, ".optim.bin.tmp-deadbeef")
-	require.NoError(t, os.WriteFile(stale, []byte("partial ne"), 0o644))
-	got, err := os.ReadFile(path)
-	require.NoError(t, err)
-	assert.Equal(t, "old", string(got))
-	// The next write of the same file clears the leftover.
-	require.NoError(t, WriteFileAtomic(path, []byte("new"), 0o644))
-	assert.Equal(t, []string{"optim.bin"}, names(t, dir))
-	got, err = os.ReadFile(path)
-	require.NoError(t, err)
-	assert.Equal(t, "new", string(got))
-}
-
-func TestWriteFileAtomicFuncError(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "f")
-	require.NoError(t, WriteFileAtomic(path, []byte("keep"), 0o644))
-	boom := errors.New("boom")
-	err := WriteFileAtomicFunc(path, 0o644, func(w io.Writer) error {
-		_, _ = w.Write([]byte("half"))
-		return boom
-	})
-	require.ErrorIs(t, err, boom)
-	got, err := os.ReadFile(path)
-	require.NoError(t, err)
-	assert.Equal(t, "keep", string(got))
-	assert.Equal(t, []string{"f"}, names(t, dir), "temporary file removed")
-
-	require.Error(t, WriteFileAtomic(filepath.Join(dir, "missing", "f"), nil, 0o644))
-	require.Error(t, WriteFileAtomic(dir+string(filepath.Separator), nil, 0o644))
-}
-
-func TestWriteFileAtomicReaderNeverSeesPartial(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "weights")
-	const size = 1 << 20
-	a, b := bytes.Repeat([]byte{'a'}, size), bytes.Repeat([]byte{'b'}, size)
-	require.NoError(t, WriteFileAtomic(path, a, 0o644))
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	var reads, bad atomic.Int64
-	wg.Go(func() {
-		for !stop.Load() {
-			got, err := os.ReadFile(path)
-			if err != nil {
-				bad.Add(1)
-				continue
-			}
-			reads.Add(1)
-			if !bytes.Equal(got, a) && !bytes.Equal(got, b) {
-				bad.Add(1)
-			}
-		}
-	})
-	for i := range 20 {
-		data := a
-		if i%2 == 0 {
-			data = b
-		}
-		require.NoError(t, WriteFileAtomic(path, data, 0o644))
-	}
-	stop.Store(true)
-	wg.Wait()
-	assert.Zero(t, bad.Load(), "a reader saw a partial or missing file")
-	assert.Positive(t, reads.Load())
 }
 
 // fillFiles writes a small checkpoint: a weights file and a nested file.
@@ -138,11 +45,11 @@ func readCkpt(t *testing.T, dir string) string {
 	return string(b)
 }
 
-func TestCheckpointRootSaveLatest(t *testing.T) {
+func TestRootSaveLatest(t *testing.T) {
 	ctx := context.Background()
-	root := CheckpointRoot{Dir: filepath.Join(t.TempDir(), "ckpt")}
+	root := Root{Dir: filepath.Join(t.TempDir(), "ckpt")}
 	_, _, err := root.Latest()
-	require.ErrorIs(t, err, ErrNoCheckpoint)
+	require.ErrorIs(t, err, ErrNotFound)
 
 	dir, err := root.Save(ctx, 10, fillFiles("ten"))
 	require.NoError(t, err)
@@ -152,7 +59,7 @@ func TestCheckpointRootSaveLatest(t *testing.T) {
 	assert.Equal(t, 10, step)
 	assert.Equal(t, dir, latest)
 	assert.Equal(t, "ten", readCkpt(t, latest))
-	ptr, err := os.ReadFile(filepath.Join(root.Dir, CheckpointLatestFile))
+	ptr, err := os.ReadFile(filepath.Join(root.Dir, LatestFile))
 	require.NoError(t, err)
 	assert.Equal(t, "step-10\n", string(ptr))
 
@@ -165,7 +72,7 @@ func TestCheckpointRootSaveLatest(t *testing.T) {
 	assert.Equal(t, []string{"latest", "step-10", "step-20"}, names(t, root.Dir))
 
 	_, err = root.Save(ctx, 20, fillFiles("again"))
-	require.ErrorIs(t, err, ErrCheckpointExists)
+	require.ErrorIs(t, err, ErrExists)
 	assert.Equal(t, "twenty", readCkpt(t, latest))
 
 	_, err = root.Save(ctx, -1, fillFiles("x"))
@@ -176,9 +83,9 @@ func TestCheckpointRootSaveLatest(t *testing.T) {
 	assert.Equal(t, []int{10, 20}, steps)
 }
 
-func TestCheckpointRootCrashes(t *testing.T) {
+func TestRootCrashes(t *testing.T) {
 	ctx := context.Background()
-	root := CheckpointRoot{Dir: t.TempDir()}
+	root := Root{Dir: t.TempDir()}
 	_, err := root.Save(ctx, 20, fillFiles("twenty"))
 	require.NoError(t, err)
 
@@ -221,13 +128,13 @@ func TestCheckpointRootCrashes(t *testing.T) {
 	assert.Equal(t, "forty", readCkpt(t, dir))
 }
 
-func TestCheckpointRootPointerToMissingFolder(t *testing.T) {
+func TestRootPointerToMissingFolder(t *testing.T) {
 	// latest names step-7, whose folder is gone: Latest reports it, and a
 	// Save of step 7 may write it again.
-	root := CheckpointRoot{Dir: t.TempDir()}
-	require.NoError(t, os.WriteFile(filepath.Join(root.Dir, CheckpointLatestFile), []byte("step-7\n"), 0o644))
+	root := Root{Dir: t.TempDir()}
+	require.NoError(t, os.WriteFile(filepath.Join(root.Dir, LatestFile), []byte("step-7\n"), 0o644))
 	_, _, err := root.Latest()
-	require.ErrorIs(t, err, ErrBadCheckpointPointer)
+	require.ErrorIs(t, err, ErrBadLatest)
 	_, err = root.Save(context.Background(), 7, fillFiles("seven"))
 	require.NoError(t, err)
 	step, dir, err := root.Latest()
@@ -236,8 +143,8 @@ func TestCheckpointRootPointerToMissingFolder(t *testing.T) {
 	assert.Equal(t, "seven", readCkpt(t, dir))
 }
 
-func TestCheckpointRootContextCanceled(t *testing.T) {
-	root := CheckpointRoot{Dir: t.TempDir()}
+func TestRootContextCanceled(t *testing.T) {
+	root := Root{Dir: t.TempDir()}
 	ctx, cancel := context.WithCancel(context.Background())
 	_, err := root.Save(ctx, 5, func(ctx context.Context, dir string) error {
 		cancel() // the run is stopped while the files are written
@@ -250,20 +157,20 @@ func TestCheckpointRootContextCanceled(t *testing.T) {
 	assert.Empty(t, names(t, root.Dir))
 }
 
-func TestCheckpointRootBadPointer(t *testing.T) {
+func TestRootBadPointer(t *testing.T) {
 	for _, content := range []string{"garbage\n", "step-\n", "step-007\n", "step--1\n", "../etc\n", "step-99\n", string(bytes.Repeat([]byte("x"), 100))} {
 		t.Run(strconv.Quote(content[:min(len(content), 10)]), func(t *testing.T) {
-			root := CheckpointRoot{Dir: t.TempDir()}
-			require.NoError(t, os.WriteFile(filepath.Join(root.Dir, CheckpointLatestFile), []byte(content), 0o644))
+			root := Root{Dir: t.TempDir()}
+			require.NoError(t, os.WriteFile(filepath.Join(root.Dir, LatestFile), []byte(content), 0o644))
 			_, _, err := root.Latest()
-			require.ErrorIs(t, err, ErrBadCheckpointPointer)
+			require.ErrorIs(t, err, ErrBadLatest)
 		})
 	}
 }
 
-func TestCheckpointRootPrune(t *testing.T) {
+func TestRootPrune(t *testing.T) {
 	ctx := context.Background()
-	root := CheckpointRoot{Dir: t.TempDir()}
+	root := Root{Dir: t.TempDir()}
 	for s := 1; s <= 5; s++ {
 		_, err := root.Save(ctx, s, fillFiles(strconv.Itoa(s)))
 		require.NoError(t, err)
@@ -280,34 +187,23 @@ func TestCheckpointRootPrune(t *testing.T) {
 	assert.Equal(t, []string{"latest", "notes.txt", "step-5"}, names(t, root.Dir))
 
 	// Without a pointer only leftovers go.
-	bare := CheckpointRoot{Dir: t.TempDir()}
+	bare := Root{Dir: t.TempDir()}
 	require.NoError(t, os.Mkdir(filepath.Join(bare.Dir, "step-3"), 0o755))
 	require.NoError(t, os.Mkdir(filepath.Join(bare.Dir, "step-4.tmp"), 0o755))
 	require.NoError(t, bare.Prune(1))
 	assert.Equal(t, []string{"step-3"}, names(t, bare.Dir))
-	require.Error(t, CheckpointRoot{Dir: filepath.Join(bare.Dir, "missing")}.Prune(1))
+	require.Error(t, Root{Dir: filepath.Join(bare.Dir, "missing")}.Prune(1))
 }
 
-func FuzzParseCheckpointName(f *testing.F) {
+func FuzzParseDirName(f *testing.F) {
 	for _, s := range []string{"step-0", "step-12", "step-007", "step-", "step--1", "step-1e3", "step-99999999999999999999"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		step, ok := parseCheckpointName(name)
+		step, ok := parseDirName(name)
 		if ok {
 			require.GreaterOrEqual(t, step, 0)
-			require.Equal(t, name, CheckpointDirName(step))
+			require.Equal(t, name, DirName(step))
 		}
 	})
-}
-
-func BenchmarkWriteFileAtomic1MiB(b *testing.B) {
-	path := filepath.Join(b.TempDir(), "f")
-	data := bytes.Repeat([]byte{1}, 1<<20)
-	b.SetBytes(int64(len(data)))
-	for b.Loop() {
-		if err := WriteFileAtomic(path, data, 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package agentrl
+package metrics
 
 import (
 	"bytes"
@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestMetricsLoggerFormat(t *testing.T) {
+func TestLoggerFormat(t *testing.T) {
 	var buf bytes.Buffer
-	l := NewMetricsLogger(&buf)
+	l := NewLogger(&buf)
 	require.NoError(t, l.Log(3, map[string]float64{
 		"critic/rewards/mean": 0.5,
 		"actor/entropy":       1.25,
@@ -35,15 +35,15 @@ func TestMetricsLoggerFormat(t *testing.T) {
 	want := `{"step":3,"actor/entropy":1.25,"actor/grad_norm":null,"actor/kl":null,"big":1e+21,"critic/rewards/mean":0.5,"quote\"key":-2,"tiny":5e-324}` + "\n" +
 		`{"step":4}` + "\n"
 	assert.Equal(t, want, buf.String())
-	require.ErrorIs(t, l.Log(5, nil), ErrMetricsLogClosed)
+	require.ErrorIs(t, l.Log(5, nil), ErrClosed)
 }
 
-func TestMetricsLoggerErrors(t *testing.T) {
-	l := NewMetricsLogger(&bytes.Buffer{})
-	require.ErrorIs(t, l.Log(-1, nil), ErrInvalidMetrics)
-	require.ErrorIs(t, l.Log(1, map[string]float64{"step": 1}), ErrInvalidMetrics)
-	require.ErrorIs(t, l.Log(1, map[string]float64{"": 1}), ErrInvalidMetrics)
-	failing := NewMetricsLogger(errWriter{})
+func TestLoggerErrors(t *testing.T) {
+	l := NewLogger(&bytes.Buffer{})
+	require.ErrorIs(t, l.Log(-1, nil), ErrInvalidRow)
+	require.ErrorIs(t, l.Log(1, map[string]float64{"step": 1}), ErrInvalidRow)
+	require.ErrorIs(t, l.Log(1, map[string]float64{"": 1}), ErrInvalidRow)
+	failing := NewLogger(errWriter{})
 	err := failing.Log(7, map[string]float64{"a": 1})
 	require.ErrorIs(t, err, errDiskFull)
 	assert.Contains(t, err.Error(), "step 7")
@@ -55,9 +55,9 @@ type errWriter struct{}
 
 func (errWriter) Write([]byte) (int, error) { return 0, errDiskFull }
 
-func TestMetricsLogRoundTrip(t *testing.T) {
+func TestRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "metrics.jsonl")
-	l, err := OpenMetricsLog(path, MetricsLogOptions{Sync: true})
+	l, err := Open(path, Options{Sync: true})
 	require.NoError(t, err)
 	require.NoError(t, l.Log(1, map[string]float64{"a": 0.1, "b": math.NaN()}))
 	require.NoError(t, l.Log(2, map[string]float64{"a": 0.2}))
@@ -65,12 +65,12 @@ func TestMetricsLogRoundTrip(t *testing.T) {
 	require.NoError(t, l.Close()) // idempotent
 
 	// Reopen and append, as a resumed run does.
-	l, err = OpenMetricsLog(path, MetricsLogOptions{})
+	l, err = Open(path, Options{})
 	require.NoError(t, err)
 	require.NoError(t, l.Log(3, map[string]float64{"a": 0.3}))
 	require.NoError(t, l.Close())
 
-	rows, err := ReadMetricsLogFile(path)
+	rows, err := ReadFile(path)
 	require.NoError(t, err)
 	require.Len(t, rows, 3)
 	assert.Equal(t, 1, rows[0].Step)
@@ -79,7 +79,7 @@ func TestMetricsLogRoundTrip(t *testing.T) {
 	assert.Equal(t, map[string]float64{"a": 0.3}, rows[2].Values)
 }
 
-func TestOpenMetricsLogTruncatesTornLine(t *testing.T) {
+func TestOpenTruncatesTornLine(t *testing.T) {
 	dir := t.TempDir()
 	for name, tc := range map[string]struct{ content, want string }{
 		"torn tail":    {`{"step":1,"a":1}` + "\n" + `{"step":2,"a":`, `{"step":1,"a":1}` + "\n"},
@@ -92,7 +92,7 @@ func TestOpenMetricsLogTruncatesTornLine(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".jsonl")
 			require.NoError(t, os.WriteFile(path, []byte(tc.content), 0o644))
-			l, err := OpenMetricsLog(path, MetricsLogOptions{})
+			l, err := Open(path, Options{})
 			require.NoError(t, err)
 			require.NoError(t, l.Close())
 			got, err := os.ReadFile(path)
@@ -102,14 +102,14 @@ func TestOpenMetricsLogTruncatesTornLine(t *testing.T) {
 	}
 }
 
-func TestOpenMetricsLogError(t *testing.T) {
-	_, err := OpenMetricsLog(filepath.Join(t.TempDir(), "missing", "m.jsonl"), MetricsLogOptions{})
+func TestOpenError(t *testing.T) {
+	_, err := Open(filepath.Join(t.TempDir(), "missing", "m.jsonl"), Options{})
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
-func TestMetricsLoggerConcurrent(t *testing.T) {
+func TestLoggerConcurrent(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "metrics.jsonl")
-	l, err := OpenMetricsLog(path, MetricsLogOptions{})
+	l, err := Open(path, Options{})
 	require.NoError(t, err)
 	const writers, perWriter = 8, 50
 	var wg sync.WaitGroup
@@ -125,7 +125,7 @@ func TestMetricsLoggerConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	require.NoError(t, l.Close())
-	rows, err := ReadMetricsLogFile(path)
+	rows, err := ReadFile(path)
 	require.NoError(t, err)
 	require.Len(t, rows, writers*perWriter)
 	seen := map[int]bool{}
@@ -137,17 +137,17 @@ func TestMetricsLoggerConcurrent(t *testing.T) {
 	assert.Len(t, seen, writers*perWriter)
 }
 
-func TestReadMetricsLog(t *testing.T) {
+func TestRead(t *testing.T) {
 	tests := []struct {
 		name    string
 		in      string
-		want    []MetricsRow
+		want    []Row
 		wantErr string
 	}{
 		{"empty", "", nil, ""},
-		{"blank lines", "\n\n" + `{"step":2,"x":1}` + "\n\n", []MetricsRow{{2, map[string]float64{"x": 1}}}, ""},
-		{"unterminated ok", `{"step":2,"x":1}`, []MetricsRow{{2, map[string]float64{"x": 1}}}, ""},
-		{"torn last line ignored", `{"step":2}` + "\n" + `{"step":3,"x":`, []MetricsRow{{2, map[string]float64{}}}, ""},
+		{"blank lines", "\n\n" + `{"step":2,"x":1}` + "\n\n", []Row{{2, map[string]float64{"x": 1}}}, ""},
+		{"unterminated ok", `{"step":2,"x":1}`, []Row{{2, map[string]float64{"x": 1}}}, ""},
+		{"torn last line ignored", `{"step":2}` + "\n" + `{"step":3,"x":`, []Row{{2, map[string]float64{}}}, ""},
 		{"bad middle line", `{"step":1}` + "\n" + `{"step":2,` + "\n" + `{"step":3}` + "\n", nil, "line 2"},
 		{"string value", `{"step":1,"x":"a"}` + "\n", nil, "line 1"},
 		{"missing step", `{"x":1}` + "\n", nil, `no "step"`},
@@ -161,9 +161,9 @@ func TestReadMetricsLog(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rows, err := ReadMetricsLog(strings.NewReader(tt.in))
+			rows, err := Read(strings.NewReader(tt.in))
 			if tt.wantErr != "" {
-				require.ErrorIs(t, err, ErrMetricsLogSyntax)
+				require.ErrorIs(t, err, ErrSyntax)
 				assert.Contains(t, err.Error(), tt.wantErr)
 				return
 			}
@@ -173,31 +173,31 @@ func TestReadMetricsLog(t *testing.T) {
 	}
 }
 
-func TestReadMetricsLogLongLine(t *testing.T) {
-	in := `{"step":1,"k":"` + strings.Repeat("a", maxMetricsLine) + `"}` + "\n"
-	_, err := ReadMetricsLog(strings.NewReader(in))
-	require.ErrorIs(t, err, ErrMetricsLogSyntax)
+func TestReadLongLine(t *testing.T) {
+	in := `{"step":1,"k":"` + strings.Repeat("a", maxLine) + `"}` + "\n"
+	_, err := Read(strings.NewReader(in))
+	require.ErrorIs(t, err, ErrSyntax)
 	assert.Contains(t, err.Error(), "longer than")
 }
 
-func FuzzReadMetricsLog(f *testing.F) {
+func FuzzRead(f *testing.F) {
 	f.Add([]byte(`{"step":1,"a":0.5,"b":null}` + "\n"))
 	f.Add([]byte(`{"step":2}` + "\n" + `{"step":3,"x":`))
 	f.Add([]byte("\n\n{}\n"))
 	f.Add([]byte(`{"step":1e3,"a":-1e-300}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		rows, err := ReadMetricsLog(bytes.NewReader(data))
+		rows, err := Read(bytes.NewReader(data))
 		if err != nil {
-			require.ErrorIs(t, err, ErrMetricsLogSyntax)
+			require.ErrorIs(t, err, ErrSyntax)
 			return
 		}
 		// What parses writes back and reads back the same (NaN for null).
 		var buf bytes.Buffer
-		l := NewMetricsLogger(&buf)
+		l := NewLogger(&buf)
 		for _, r := range rows {
 			require.NoError(t, l.Log(r.Step, r.Values))
 		}
-		again, err := ReadMetricsLog(&buf)
+		again, err := Read(&buf)
 		require.NoError(t, err)
 		require.Len(t, again, len(rows))
 		for i := range rows {
@@ -216,8 +216,8 @@ func FuzzReadMetricsLog(f *testing.F) {
 	})
 }
 
-func BenchmarkMetricsLoggerLog(b *testing.B) {
-	l := NewMetricsLogger(discard{})
+func BenchmarkLoggerLog(b *testing.B) {
+	l := NewLogger(discard{})
 	m := map[string]float64{}
 	for i := range 40 {
 		m["actor/metric_"+strconv.Itoa(i)] = float64(i) * 0.37

@@ -1,4 +1,4 @@
-package agentrl
+package eval
 
 import (
 	"context"
@@ -65,37 +65,37 @@ func TestPassAtKErrors(t *testing.T) {
 	}
 }
 
-func TestEvalKs(t *testing.T) {
-	assert.Nil(t, EvalKs(0))
-	assert.Equal(t, []int{1}, EvalKs(1))
-	assert.Equal(t, []int{1, 2}, EvalKs(2))
-	assert.Equal(t, []int{1, 2, 3}, EvalKs(3))
-	assert.Equal(t, []int{1, 2, 4, 8}, EvalKs(8))
-	assert.Equal(t, []int{1, 2, 4, 8, 10}, EvalKs(10))
-	assert.Equal(t, []int{1, 2, 4, 8, 16}, EvalKs(16))
+func TestKs(t *testing.T) {
+	assert.Nil(t, Ks(0))
+	assert.Equal(t, []int{1}, Ks(1))
+	assert.Equal(t, []int{1, 2}, Ks(2))
+	assert.Equal(t, []int{1, 2, 3}, Ks(3))
+	assert.Equal(t, []int{1, 2, 4, 8}, Ks(8))
+	assert.Equal(t, []int{1, 2, 4, 8, 10}, Ks(10))
+	assert.Equal(t, []int{1, 2, 4, 8, 16}, Ks(16))
 }
 
 // twoPrompts is the fixture of the deterministic tests.
 //
 //	p1: acc 1 0 1 1, score 1 0 1 1, pred 7 3 7 7
 //	p2: acc 0 0 1 0, score 0 0 1 0, pred 1 2 9 2
-func twoPrompts() []EvalRecord {
-	mk := func(id string, acc bool, pred string, tools float64) EvalRecord {
+func twoPrompts() []Record {
+	mk := func(id string, acc bool, pred string, tools float64) Record {
 		s := 0.0
 		if acc {
 			s = 1
 		}
-		return EvalRecord{DataSource: "arith", PromptID: id, Score: s, Acc: acc, Pred: pred,
+		return Record{DataSource: "arith", PromptID: id, Score: s, Acc: acc, Pred: pred,
 			Extra: map[string]float64{"tool_calls": tools}}
 	}
-	return []EvalRecord{
+	return []Record{
 		mk("p1", true, "7", 1), mk("p1", false, "3", 0), mk("p1", true, "7", 1), mk("p1", true, "7", 2),
 		mk("p2", false, "1", 1), mk("p2", false, "2", 1), mk("p2", true, "9", 1), mk("p2", false, "2", 1),
 	}
 }
 
 func TestEvaluateDeterministicMetrics(t *testing.T) {
-	res, err := Evaluate(context.Background(), twoPrompts(), DefaultEvalConfig())
+	res, err := Evaluate(context.Background(), twoPrompts(), DefaultConfig())
 	require.NoError(t, err)
 	get := func(v, name string) float64 {
 		t.Helper()
@@ -125,7 +125,7 @@ func TestEvaluateDeterministicMetrics(t *testing.T) {
 }
 
 func TestEvaluateOrderAndSections(t *testing.T) {
-	res, err := Evaluate(context.Background(), twoPrompts(), DefaultEvalConfig())
+	res, err := Evaluate(context.Background(), twoPrompts(), DefaultConfig())
 	require.NoError(t, err)
 	var keys []string
 	for _, m := range res.Metrics {
@@ -160,10 +160,10 @@ func TestEvaluateOrderAndSections(t *testing.T) {
 
 func TestEvaluatePromptOrderIndependent(t *testing.T) {
 	recs := twoPrompts()
-	swapped := append(append([]EvalRecord{}, recs[4:]...), recs[:4]...)
-	a, err := Evaluate(context.Background(), recs, DefaultEvalConfig())
+	swapped := append(append([]Record{}, recs[4:]...), recs[:4]...)
+	a, err := Evaluate(context.Background(), recs, DefaultConfig())
 	require.NoError(t, err)
-	b, err := Evaluate(context.Background(), swapped, DefaultEvalConfig())
+	b, err := Evaluate(context.Background(), swapped, DefaultConfig())
 	require.NoError(t, err)
 	// The generator is re-seeded per prompt and k, and a sum of two terms
 	// commutes exactly, so the results are identical.
@@ -171,26 +171,26 @@ func TestEvaluatePromptOrderIndependent(t *testing.T) {
 }
 
 func TestEvaluateSeedChangesDraws(t *testing.T) {
-	a, err := Evaluate(context.Background(), twoPrompts(), EvalConfig{Seed: 1})
+	a, err := Evaluate(context.Background(), twoPrompts(), Config{Seed: 1})
 	require.NoError(t, err)
-	b, err := Evaluate(context.Background(), twoPrompts(), EvalConfig{Seed: 2})
+	b, err := Evaluate(context.Background(), twoPrompts(), Config{Seed: 2})
 	require.NoError(t, err)
 	va, _ := a.Value("arith", "acc", "best@2/mean")
 	vb, _ := b.Value("arith", "acc", "best@2/mean")
 	assert.NotEqual(t, va, vb)
-	c, err := Evaluate(context.Background(), twoPrompts(), EvalConfig{Seed: 1})
+	c, err := Evaluate(context.Background(), twoPrompts(), Config{Seed: 1})
 	require.NoError(t, err)
 	assert.Equal(t, a, c)
-	// The zero EvalConfig is verl's: the same draws as DefaultEvalConfig.
-	z, err := Evaluate(context.Background(), twoPrompts(), EvalConfig{})
+	// The zero Config is verl's: the same draws as DefaultConfig.
+	z, err := Evaluate(context.Background(), twoPrompts(), Config{})
 	require.NoError(t, err)
-	d, err := Evaluate(context.Background(), twoPrompts(), DefaultEvalConfig())
+	d, err := Evaluate(context.Background(), twoPrompts(), DefaultConfig())
 	require.NoError(t, err)
 	assert.Equal(t, d, z)
 }
 
 func TestEvaluateSourcesRaggedAndSingle(t *testing.T) {
-	recs := []EvalRecord{
+	recs := []Record{
 		{PromptID: "a", Score: 1, Acc: true},                      // source "" → "unknown", n = 2
 		{DataSource: "gsm", PromptID: "a", Score: 0.5, Acc: true}, // same id, other source, n = 1
 		{PromptID: "a", Score: 0, Acc: false},
@@ -199,18 +199,18 @@ func TestEvaluateSourcesRaggedAndSingle(t *testing.T) {
 		{PromptID: "b", Score: 1, Acc: true},
 		{PromptID: "b", Score: 0, Acc: false},
 	}
-	res, err := Evaluate(context.Background(), recs, DefaultEvalConfig())
+	res, err := Evaluate(context.Background(), recs, DefaultConfig())
 	require.NoError(t, err)
-	byKey := map[string]EvalMetric{}
+	byKey := map[string]Metric{}
 	for _, m := range res.Metrics {
 		byKey[m.Key()] = m
 	}
 	// "unknown": a has n = 2 (acc 1,0), b has n = 4 (acc 1,1,1,0).
 	// mean@2 comes from a alone (0.5), mean@4 from b alone (0.75); verl
 	// marks only the largest n as core.
-	assert.Equal(t, EvalMetric{Source: "unknown", Var: "acc", Name: "mean@2", K: 2, Value: 0.5, Prompts: 1},
+	assert.Equal(t, Metric{Source: "unknown", Var: "acc", Name: "mean@2", K: 2, Value: 0.5, Prompts: 1},
 		byKey["val-aux/unknown/acc/mean@2"])
-	assert.Equal(t, EvalMetric{Source: "unknown", Var: "acc", Name: "mean@4", K: 4, Value: 0.75, Prompts: 1, Core: true},
+	assert.Equal(t, Metric{Source: "unknown", Var: "acc", Name: "mean@4", K: 4, Value: 0.75, Prompts: 1, Core: true},
 		byKey["val-core/unknown/acc/mean@4"])
 	// pass@1 over both prompts: (0.5 + 0.75)/2; pass@2: a: 1 − C(1,2)/… = 1
 	// (n − c = 1 < 2), b: 1 (n − c = 1 < 2).
@@ -234,22 +234,22 @@ func TestEvaluateSourcesRaggedAndSingle(t *testing.T) {
 
 func TestEvaluateErrors(t *testing.T) {
 	ctx := context.Background()
-	_, err := Evaluate(ctx, nil, DefaultEvalConfig())
+	_, err := Evaluate(ctx, nil, DefaultConfig())
 	require.ErrorIs(t, err, ErrNoRecords)
 
-	good := func() []EvalRecord { return twoPrompts() }
+	good := func() []Record { return twoPrompts() }
 	tests := []struct {
 		name   string
-		mutate func([]EvalRecord)
+		mutate func([]Record)
 		want   string
 	}{
-		{"NaN score", func(r []EvalRecord) { r[2].Score = math.NaN() }, "record 2"},
-		{"Inf score", func(r []EvalRecord) { r[3].Score = math.Inf(-1) }, "record 3"},
-		{"empty prompt", func(r []EvalRecord) { r[5].PromptID = "" }, "record 5: empty PromptID"},
-		{"NaN extra", func(r []EvalRecord) { r[1].Extra = map[string]float64{"tool_calls": math.NaN()} }, `Extra "tool_calls" is NaN`},
-		{"missing extra", func(r []EvalRecord) { r[4].Extra = map[string]float64{"turns": 1} }, `Extra field "tool_calls" missing`},
-		{"extra count", func(r []EvalRecord) { r[6].Extra = nil }, "record 6"},
-		{"reserved extra", func(r []EvalRecord) {
+		{"NaN score", func(r []Record) { r[2].Score = math.NaN() }, "record 2"},
+		{"Inf score", func(r []Record) { r[3].Score = math.Inf(-1) }, "record 3"},
+		{"empty prompt", func(r []Record) { r[5].PromptID = "" }, "record 5: empty PromptID"},
+		{"NaN extra", func(r []Record) { r[1].Extra = map[string]float64{"tool_calls": math.NaN()} }, `Extra "tool_calls" is NaN`},
+		{"missing extra", func(r []Record) { r[4].Extra = map[string]float64{"turns": 1} }, `Extra field "tool_calls" missing`},
+		{"extra count", func(r []Record) { r[6].Extra = nil }, "record 6"},
+		{"reserved extra", func(r []Record) {
 			for i := range r {
 				r[i].Extra = map[string]float64{"acc": 1}
 			}
@@ -259,17 +259,17 @@ func TestEvaluateErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			recs := good()
 			tt.mutate(recs)
-			_, err := Evaluate(ctx, recs, DefaultEvalConfig())
+			_, err := Evaluate(ctx, recs, DefaultConfig())
 			require.ErrorIs(t, err, ErrInvalidRecord)
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
-	_, err = Evaluate(ctx, good(), EvalConfig{Resamples: -1})
-	require.ErrorIs(t, err, ErrInvalidEvalConfig)
+	_, err = Evaluate(ctx, good(), Config{Resamples: -1})
+	require.ErrorIs(t, err, ErrInvalidConfig)
 
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = Evaluate(canceled, good(), DefaultEvalConfig())
+	_, err = Evaluate(canceled, good(), DefaultConfig())
 	require.ErrorIs(t, err, context.Canceled)
 }
 
@@ -344,12 +344,12 @@ func TestBootstrapMatchesExactExpectation(t *testing.T) {
 		"all ties": {[]float64{0.3, 0.6, 0.9}, []string{"x", "y", "z"}},
 	}
 	for name, c := range cases {
-		for _, k := range EvalKs(len(c.vals))[1:] {
+		for _, k := range Ks(len(c.vals))[1:] {
 			for _, b := range []int{1000, 20000} {
 				t.Run(name+"/k"+strconv.Itoa(k)+"/b"+strconv.Itoa(b), func(t *testing.T) {
 					p := promptOf(c.vals, c.preds)
 					var w bootstrapWork
-					got := w.run(p, k, b, DefaultEvalSeed, true)
+					got := w.run(p, k, b, DefaultSeed, true)
 					best, worst, maj := exactBootstrap(c.vals, c.preds, k)
 					checkBootstrap(t, "best", best, got.best[0], b)
 					checkBootstrap(t, "worst", worst, got.worst[0], b)
@@ -402,7 +402,7 @@ func BenchmarkEvaluate500x16(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Evaluate(ctx, recs, DefaultEvalConfig()); err != nil {
+		if _, err := Evaluate(ctx, recs, DefaultConfig()); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -410,8 +410,8 @@ func BenchmarkEvaluate500x16(b *testing.B) {
 
 // benchRecords makes prompts × samples records with a deterministic mix of
 // scores, answers and tool calls.
-func benchRecords(prompts, samples int) []EvalRecord {
-	recs := make([]EvalRecord, 0, prompts*samples)
+func benchRecords(prompts, samples int) []Record {
+	recs := make([]Record, 0, prompts*samples)
 	for p := range prompts {
 		for s := range samples {
 			h := (p*7919 + s*104729) % 97
@@ -420,7 +420,7 @@ func benchRecords(prompts, samples int) []EvalRecord {
 			if acc {
 				score = 1
 			}
-			recs = append(recs, EvalRecord{
+			recs = append(recs, Record{
 				DataSource: "bench", PromptID: "p" + strconv.Itoa(p), Score: score, Acc: acc,
 				Pred:  strconv.Itoa(h % 5),
 				Extra: map[string]float64{"tool_calls": float64(h % 4)},
@@ -442,14 +442,14 @@ func FuzzEvaluate(f *testing.F) {
 		if len(data) == 0 || len(data) > 64 {
 			return
 		}
-		var recs []EvalRecord
+		var recs []Record
 		for i, b := range data {
-			recs = append(recs, EvalRecord{
+			recs = append(recs, Record{
 				PromptID: strconv.Itoa(i / samples), Score: float64(b) / 255, Acc: b%2 == 1,
 				Pred: strconv.Itoa(int(b % 3)), Extra: map[string]float64{"len": float64(b)},
 			})
 		}
-		res, err := Evaluate(context.Background(), recs, EvalConfig{Resamples: 50, Seed: uint64(n)})
+		res, err := Evaluate(context.Background(), recs, Config{Resamples: 50, Seed: uint64(n)})
 		require.NoError(t, err)
 		hi := map[string]float64{"reward": 1, "acc": 1, "len": 255}
 		pass := map[int]float64{}
@@ -462,7 +462,7 @@ func FuzzEvaluate(f *testing.F) {
 			}
 		}
 		for _, v := range []string{"reward", "acc", "len"} {
-			for _, k := range EvalKs(samples)[1:] {
+			for _, k := range Ks(samples)[1:] {
 				ks := strconv.Itoa(k)
 				best, okB := res.Value("unknown", v, "best@"+ks+"/mean")
 				worst, okW := res.Value("unknown", v, "worst@"+ks+"/mean")
@@ -472,7 +472,7 @@ func FuzzEvaluate(f *testing.F) {
 			}
 		}
 		if len(data)%samples == 0 { // every prompt has n = samples
-			ks := EvalKs(samples)
+			ks := Ks(samples)
 			for i := 1; i < len(ks); i++ {
 				require.GreaterOrEqual(t, pass[ks[i]], pass[ks[i-1]]-1e-12)
 			}
@@ -485,21 +485,21 @@ func TestEvaluateBootstrapEndToEnd(t *testing.T) {
 	// maj@4 of the reward agree with the exact enumeration.
 	vals := []float64{0.1, 0.9, 0.4, 0.7, 0.2}
 	preds := []string{"a", "b", "a", "c", "b"}
-	var recs []EvalRecord
+	var recs []Record
 	for i := range vals {
-		recs = append(recs, EvalRecord{DataSource: "s", PromptID: "q", Score: vals[i], Pred: preds[i]})
+		recs = append(recs, Record{DataSource: "s", PromptID: "q", Score: vals[i], Pred: preds[i]})
 	}
 	const b = 20000
-	res, err := Evaluate(context.Background(), recs, EvalConfig{Resamples: b, Seed: 3})
+	res, err := Evaluate(context.Background(), recs, Config{Resamples: b, Seed: 3})
 	require.NoError(t, err)
 	best, worst, maj := exactBootstrap(vals, preds, 4)
 	for _, c := range []struct {
 		name  string
 		exact [2]float64
 	}{{"best@4", best}, {"worst@4", worst}, {"maj@4", maj}} {
-		m, ok := res.Value("s", EvalVarReward, c.name+"/mean")
+		m, ok := res.Value("s", VarReward, c.name+"/mean")
 		require.True(t, ok)
-		s, ok := res.Value("s", EvalVarReward, c.name+"/std")
+		s, ok := res.Value("s", VarReward, c.name+"/std")
 		require.True(t, ok)
 		checkBootstrap(t, c.name, c.exact, bootStat{mean: m, std: s}, b)
 	}

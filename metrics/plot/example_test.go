@@ -1,4 +1,4 @@
-package agentrl_test
+package plot_test
 
 import (
 	"bytes"
@@ -6,20 +6,21 @@ import (
 	"image/png"
 	"math"
 
-	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/metrics"
+	"github.com/agentrl/agentrl/metrics/plot"
 )
 
-func ExamplePlotMetrics() {
-	var rows []agentrl.MetricsRow
+func ExampleWrite() {
+	var rows []metrics.Row
 	for step := 1; step <= 20; step++ {
 		s := float64(step)
-		rows = append(rows, agentrl.MetricsRow{Step: step, Values: map[string]float64{
+		rows = append(rows, metrics.Row{Step: step, Values: map[string]float64{
 			"critic/rewards/mean": 1 - math.Exp(-s/8),
 			"actor/entropy":       math.Exp(-s / 30),
 		}})
 	}
-	var buf bytes.Buffer // PlotMetricsFile reads a log and writes a PNG file
-	if err := agentrl.PlotMetrics(&buf, rows, agentrl.PlotConfig{}); err != nil {
+	var buf bytes.Buffer // LogFile reads a log and writes a PNG file
+	if err := plot.Write(&buf, rows, plot.Config{}); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -1,7 +1,8 @@
-package agentrl
+package plot
 
 import (
 	"bytes"
+	"errors"
 	"image"
 	"image/png"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/agentrl/agentrl/metrics"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,8 +19,8 @@ import (
 // rising reward and accuracy, falling entropy, noisy clip fraction, KL and
 // gradient norm, validation accuracy every 10 steps, a NaN KL at step 30
 // and steps 41–45 logged twice (a resume from the step-40 checkpoint).
-func sampleRun() []MetricsRow {
-	var rows []MetricsRow
+func sampleRun() []metrics.Row {
+	var rows []metrics.Row
 	add := func(step int, rerun bool) {
 		s := float64(step)
 		v := map[string]float64{
@@ -43,7 +45,7 @@ func sampleRun() []MetricsRow {
 			v["val-core/arith/acc/mean@8"] = 0.85 * (1 - math.Exp(-s/20))
 			v["val-core/gsm/acc/mean@4"] = 0.6 * (1 - math.Exp(-s/30))
 		}
-		rows = append(rows, MetricsRow{Step: step, Values: v})
+		rows = append(rows, metrics.Row{Step: step, Values: v})
 	}
 	for s := 1; s <= 45; s++ {
 		add(s, false)
@@ -83,9 +85,9 @@ func colored(img image.Image, r image.Rectangle) bool {
 	return false
 }
 
-func TestPlotMetricsDefaultPanels(t *testing.T) {
+func TestWriteDefaultPanels(t *testing.T) {
 	var buf bytes.Buffer
-	require.NoError(t, PlotMetrics(&buf, sampleRun(), PlotConfig{}))
+	require.NoError(t, Write(&buf, sampleRun(), Config{}))
 	img, err := png.Decode(&buf)
 	require.NoError(t, err)
 	// 8 default panels, all with data, in 2 columns: 4 rows of 300 px.
@@ -102,17 +104,17 @@ func TestPlotMetricsDefaultPanels(t *testing.T) {
 	}
 }
 
-func TestPlotMetricsCustom(t *testing.T) {
+func TestWriteCustomPanels(t *testing.T) {
 	var buf bytes.Buffer
-	cfg := PlotConfig{
-		Panels: []PlotPanel{
+	cfg := Config{
+		Panels: []Panel{
 			{Title: "Validation", Keys: []string{"val-core/*/acc/mean@*"}},
 			{Title: "Missing", Keys: []string{"no/such/key"}}, // left out
 			{Title: "Entropy", Keys: []string{"actor/entropy"}},
 		},
 		Columns: 3, Width: 900, Height: 400,
 	}
-	require.NoError(t, PlotMetrics(&buf, sampleRun(), cfg))
+	require.NoError(t, Write(&buf, sampleRun(), cfg))
 	img, err := png.Decode(&buf)
 	require.NoError(t, err)
 	assert.Equal(t, image.Rect(0, 0, 900, 400), img.Bounds())
@@ -121,7 +123,7 @@ func TestPlotMetricsCustom(t *testing.T) {
 	assert.True(t, colored(img, image.Rect(450, 0, 900, 400)))
 }
 
-func TestPlotSeriesSelection(t *testing.T) {
+func TestSeriesSelection(t *testing.T) {
 	rows := lastRowPerStep(sampleRun())
 	require.Len(t, rows, 60)
 	for i, r := range rows {
@@ -130,7 +132,7 @@ func TestPlotSeriesSelection(t *testing.T) {
 	// Step 41 comes from the resumed run: 1 − e^(−41/20) + 0.05 sin 41 + 0.2.
 	assert.InDelta(t, 1-math.Exp(-41.0/20)+0.05*math.Sin(41)+0.2, rows[40].Values["critic/rewards/mean"], 1e-12)
 
-	series, err := panelSeries(rows, PlotPanel{Keys: []string{"actor/ppo_kl", "val-core/*/acc/mean@*"}})
+	series, err := panelSeries(rows, Panel{Keys: []string{"actor/ppo_kl", "val-core/*/acc/mean@*"}})
 	require.NoError(t, err)
 	require.Len(t, series, 3)
 	assert.Equal(t, "actor/ppo_kl", series[0].key)
@@ -139,37 +141,37 @@ func TestPlotSeriesSelection(t *testing.T) {
 	assert.Equal(t, "val-core/gsm/acc/mean@4", series[2].key)
 	assert.Len(t, series[1].xys, 6)
 
-	_, err = panelSeries(rows, PlotPanel{Keys: []string{"["}})
+	_, err = panelSeries(rows, Panel{Keys: []string{"["}})
 	require.Error(t, err)
 }
 
-func TestPlotMetricsErrors(t *testing.T) {
+func TestWriteErrors(t *testing.T) {
 	var buf bytes.Buffer
-	require.ErrorIs(t, PlotMetrics(&buf, nil, PlotConfig{}), ErrNoPlotData)
-	onlyNaN := []MetricsRow{{Step: 1, Values: map[string]float64{"actor/entropy": math.NaN()}}}
-	require.ErrorIs(t, PlotMetrics(&buf, onlyNaN, PlotConfig{}), ErrNoPlotData)
+	require.ErrorIs(t, Write(&buf, nil, Config{}), ErrNoData)
+	onlyNaN := []metrics.Row{{Step: 1, Values: map[string]float64{"actor/entropy": math.NaN()}}}
+	require.ErrorIs(t, Write(&buf, onlyNaN, Config{}), ErrNoData)
 	rows := sampleRun()
-	require.Error(t, PlotMetrics(&buf, rows, PlotConfig{Width: -1}))
-	require.Error(t, PlotMetrics(&buf, rows, PlotConfig{Columns: -2}))
-	require.Error(t, PlotMetrics(&buf, rows, PlotConfig{Width: 20}))
-	require.Error(t, PlotMetrics(&buf, rows, PlotConfig{Width: 100000, Height: 100000}))
-	require.Error(t, PlotMetrics(&buf, rows, PlotConfig{Panels: []PlotPanel{{Title: "bad", Keys: []string{"[x"}}}}))
-	// nil Panels are DefaultPlotPanels; an empty list is no panel at all.
-	require.ErrorIs(t, PlotMetrics(&buf, rows, PlotConfig{Panels: []PlotPanel{}}), ErrNoPlotData)
-	require.ErrorIs(t, PlotMetrics(errWriter{}, rows, PlotConfig{}), errDiskFull)
+	require.Error(t, Write(&buf, rows, Config{Width: -1}))
+	require.Error(t, Write(&buf, rows, Config{Columns: -2}))
+	require.Error(t, Write(&buf, rows, Config{Width: 20}))
+	require.Error(t, Write(&buf, rows, Config{Width: 100000, Height: 100000}))
+	require.Error(t, Write(&buf, rows, Config{Panels: []Panel{{Title: "bad", Keys: []string{"[x"}}}}))
+	// nil Panels are DefaultPanels; an empty list is no panel at all.
+	require.ErrorIs(t, Write(&buf, rows, Config{Panels: []Panel{}}), ErrNoData)
+	require.ErrorIs(t, Write(errWriter{}, rows, Config{}), errDiskFull)
 }
 
-func TestPlotMetricsFile(t *testing.T) {
+func TestLogFile(t *testing.T) {
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "metrics.jsonl")
-	l, err := OpenMetricsLog(logPath, MetricsLogOptions{})
+	l, err := metrics.Open(logPath, metrics.Options{})
 	require.NoError(t, err)
 	for _, r := range sampleRun() {
 		require.NoError(t, l.Log(r.Step, r.Values))
 	}
 	require.NoError(t, l.Close())
 	pngPath := filepath.Join(dir, "curves.png")
-	require.NoError(t, PlotMetricsFile(logPath, pngPath, PlotConfig{}))
+	require.NoError(t, LogFile(logPath, pngPath, Config{}))
 	f, err := os.Open(pngPath)
 	require.NoError(t, err)
 	defer f.Close()
@@ -178,19 +180,26 @@ func TestPlotMetricsFile(t *testing.T) {
 	assert.Equal(t, 1200, cfg.Width)
 	assert.Equal(t, 1200, cfg.Height)
 
-	require.Error(t, PlotMetricsFile(filepath.Join(dir, "missing.jsonl"), pngPath, PlotConfig{}))
+	require.Error(t, LogFile(filepath.Join(dir, "missing.jsonl"), pngPath, Config{}))
 	empty := filepath.Join(dir, "empty.jsonl")
 	require.NoError(t, os.WriteFile(empty, nil, 0o644))
-	require.ErrorIs(t, PlotMetricsFile(empty, pngPath, PlotConfig{}), ErrNoPlotData)
+	require.ErrorIs(t, LogFile(empty, pngPath, Config{}), ErrNoData)
 }
 
-func BenchmarkPlotMetrics(b *testing.B) {
+func BenchmarkWrite(b *testing.B) {
 	rows := sampleRun()
 	var buf bytes.Buffer
 	for b.Loop() {
 		buf.Reset()
-		if err := PlotMetrics(&buf, rows, PlotConfig{}); err != nil {
+		if err := Write(&buf, rows, Config{}); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
+
+// errWriter fails every write with errDiskFull.
+var errDiskFull = errors.New("disk full")
+
+type errWriter struct{}
+
+func (errWriter) Write([]byte) (int, error) { return 0, errDiskFull }

@@ -1,4 +1,4 @@
-package agentrl_test
+package metrics_test
 
 import (
 	"fmt"
@@ -6,11 +6,11 @@ import (
 	"os"
 	"strings"
 
-	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/metrics"
 )
 
-func ExampleMetricsLogger() {
-	l := agentrl.NewMetricsLogger(os.Stdout) // OpenMetricsLog(path, …) for a file
+func ExampleLogger() {
+	l := metrics.NewLogger(os.Stdout) // Open(path, …) for a file
 	defer l.Close()
 	_ = l.Log(1, map[string]float64{"critic/rewards/mean": 0.25, "actor/entropy": 1.5})
 	_ = l.Log(2, map[string]float64{"critic/rewards/mean": 0.5, "actor/entropy": math.NaN()})
@@ -19,11 +19,11 @@ func ExampleMetricsLogger() {
 	// {"step":2,"actor/entropy":null,"critic/rewards/mean":0.5}
 }
 
-func ExampleReadMetricsLog() {
+func ExampleRead() {
 	log := `{"step":1,"actor/entropy":1.5}
 {"step":2,"actor/entropy":null}
 {"step":3,"actor/ent`
-	rows, err := agentrl.ReadMetricsLog(strings.NewReader(log))
+	rows, err := metrics.Read(strings.NewReader(log))
 	if err != nil {
 		fmt.Println(err)
 		return
