@@ -92,43 +92,68 @@ type Part struct {
 // Pred come from the first part (the task reward); each part's weighted
 // score is recorded in Parts under its name, and the reasons are joined.
 func Combine(parts ...Part) (Func, error) {
-	if len(parts) == 0 {
-		return nil, fmt.Errorf("%w: Combine needs at least one part", ErrConfig)
-	}
-	seen := map[string]bool{}
+	names := make([]string, len(parts))
+	weights := make([]float64, len(parts))
 	for i, p := range parts {
-		switch {
-		case p.Func == nil:
+		if p.Func == nil {
 			return nil, fmt.Errorf("%w: part %d (%q) has no Func", ErrConfig, i, p.Name)
-		case p.Name == "" || seen[p.Name]:
-			return nil, fmt.Errorf("%w: part %d needs a unique name, got %q", ErrConfig, i, p.Name)
-		case math.IsNaN(p.Weight) || math.IsInf(p.Weight, 0):
-			return nil, fmt.Errorf("%w: part %q weight %g", ErrConfig, p.Name, p.Weight)
 		}
-		seen[p.Name] = true
+		names[i], weights[i] = p.Name, p.Weight
+	}
+	if err := checkParts(names, weights); err != nil {
+		return nil, err
 	}
 	return func(ctx context.Context, in Input) (Output, error) {
-		var out Output
-		reasons := make([]string, 0, len(parts))
+		outs := make([]Output, len(parts))
 		for i, p := range parts {
 			o, err := p.Func(ctx, in)
 			if err != nil {
 				return Output{}, fmt.Errorf("reward: part %q: %w", p.Name, err)
 			}
-			v := p.Weight * o.Score
-			out.Score += v
-			out.addPart(p.Name, v)
-			for k, sub := range o.Parts {
-				out.addPart(p.Name+"/"+k, p.Weight*sub)
-			}
-			if i == 0 {
-				out.Acc, out.Pred = o.Acc, o.Pred
-			}
-			reasons = append(reasons, p.Name+": "+o.Reason)
+			outs[i] = o
 		}
-		out.Reason = strings.Join(reasons, "; ")
-		return out, nil
+		return weightedSum(names, weights, outs), nil
 	}, nil
+}
+
+// checkParts checks the names and weights of a combination's parts: at
+// least one part, unique non-empty names, finite weights.
+func checkParts(names []string, weights []float64) error {
+	if len(names) == 0 {
+		return fmt.Errorf("%w: a combination needs at least one part", ErrConfig)
+	}
+	seen := map[string]bool{}
+	for i, name := range names {
+		switch {
+		case name == "" || seen[name]:
+			return fmt.Errorf("%w: part %d needs a unique name, got %q", ErrConfig, i, name)
+		case math.IsNaN(weights[i]) || math.IsInf(weights[i], 0):
+			return fmt.Errorf("%w: part %q weight %g", ErrConfig, name, weights[i])
+		}
+		seen[name] = true
+	}
+	return nil
+}
+
+// weightedSum combines the parts' outputs for one response: the score
+// is Σ weight·score, Acc and Pred are the first part's, Parts holds each
+// part's weighted score under its name (and its own parts under
+// name/part), and the reasons are joined.
+func weightedSum(names []string, weights []float64, outs []Output) Output {
+	var out Output
+	reasons := make([]string, len(outs))
+	for i, o := range outs {
+		v := weights[i] * o.Score
+		out.Score += v
+		out.addPart(names[i], v)
+		for k, sub := range o.Parts {
+			out.addPart(names[i]+"/"+k, weights[i]*sub)
+		}
+		reasons[i] = names[i] + ": " + o.Reason
+	}
+	out.Acc, out.Pred = outs[0].Acc, outs[0].Pred
+	out.Reason = strings.Join(reasons, "; ")
+	return out
 }
 
 // BatchOptions configures Batch. The zero value scores 8 items at a time,
@@ -144,6 +169,17 @@ type BatchOptions struct {
 	TimeoutScore float64
 }
 
+// withDefaults fills the zero fields with their defaults.
+func (o BatchOptions) withDefaults() BatchOptions {
+	if o.Limit == 0 {
+		o.Limit = 8
+	}
+	if o.ItemTimeout == 0 {
+		o.ItemTimeout = 60 * time.Second
+	}
+	return o
+}
+
 // Batch scores inputs with f, at most opts.Limit at a time, each under its
 // own deadline. The outputs are in input order. An item that exceeds its
 // deadline is scored opts.TimeoutScore with a Reason, even if f ignores its
@@ -156,12 +192,7 @@ func Batch(ctx context.Context, f Func, inputs []Input, opts BatchOptions) ([]Ou
 	if opts.Limit < 0 || opts.ItemTimeout < 0 {
 		return nil, fmt.Errorf("%w: BatchOptions has a negative limit", ErrConfig)
 	}
-	if opts.Limit == 0 {
-		opts.Limit = 8
-	}
-	if opts.ItemTimeout == 0 {
-		opts.ItemTimeout = 60 * time.Second
-	}
+	opts = opts.withDefaults()
 	outs := make([]Output, len(inputs))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(opts.Limit)
@@ -181,46 +212,61 @@ func Batch(ctx context.Context, f Func, inputs []Input, opts BatchOptions) ([]Ou
 	return outs, nil
 }
 
-type scored struct {
-	out Output
+// scoreOne scores in with f under opts.ItemTimeout; running out of time
+// is a verdict (opts.TimeoutScore), not an error.
+func scoreOne(ctx context.Context, f Func, in Input, opts BatchOptions) (Output, error) {
+	o, timedOut, err := withDeadline(ctx, opts.ItemTimeout, func(ictx context.Context) (Output, error) {
+		return safely(func() (Output, error) { return f(ictx, in) })
+	})
+	if timedOut {
+		return Output{Score: opts.TimeoutScore, Reason: fmt.Sprintf("reward timed out after %v", opts.ItemTimeout)}, nil
+	}
+	return o, err
+}
+
+// result is what a call run by withDeadline returned.
+type result[T any] struct {
+	v   T
 	err error
 }
 
-func scoreOne(ctx context.Context, f Func, in Input, opts BatchOptions) (Output, error) {
+// withDeadline runs call under a deadline of timeout from now, in a
+// goroutine of its own, so that a call that ignores its context cannot
+// hold the caller past the deadline (the goroutine is then left to finish
+// on its own). It reports timedOut when the deadline ended the call; when
+// ctx itself ended, it returns ctx's error instead.
+func withDeadline[T any](ctx context.Context, timeout time.Duration, call func(context.Context) (T, error)) (v T, timedOut bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return Output{}, err
+		return v, false, err
 	}
-	ictx, cancel := context.WithTimeout(ctx, opts.ItemTimeout)
+	ictx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	done := make(chan scored, 1)
+	done := make(chan result[T], 1)
 	go func() {
-		o, err := safeCall(ictx, f, in)
-		done <- scored{o, err}
+		v, err := call(ictx)
+		done <- result[T]{v, err}
 	}()
-	timedOut := func() (Output, error) {
-		if err := ctx.Err(); err != nil {
-			return Output{}, err // the batch itself was cancelled
-		}
-		return Output{Score: opts.TimeoutScore, Reason: fmt.Sprintf("reward timed out after %v", opts.ItemTimeout)}, nil
-	}
 	select {
 	case r := <-done:
 		if r.err != nil && errors.Is(r.err, context.DeadlineExceeded) && ictx.Err() != nil {
-			return timedOut()
+			break
 		}
-		return r.out, r.err
+		return r.v, false, r.err
 	case <-ictx.Done():
-		return timedOut()
 	}
+	if err := ctx.Err(); err != nil {
+		return v, false, err // the caller's context ended, not the deadline
+	}
+	return v, true, nil
 }
 
-// safeCall turns a panic in a user-supplied Func into an error, so that
-// one bad scorer cannot take the trainer down.
-func safeCall(ctx context.Context, f Func, in Input) (out Output, err error) {
+// safely turns a panic in a user-supplied function into an error, so
+// that one bad scorer cannot take the trainer down.
+func safely[T any](call func() (T, error)) (v T, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("reward function panicked: %v", r)
 		}
 	}()
-	return f(ctx, in)
+	return call()
 }

@@ -27,8 +27,13 @@
 //
 // Shaping and composition: WithOverlong (DAPO), WithToolBonus
 // (Open-AgentRL), WithToolRewards, FormatFunc, Router (verl's routing by
-// data_source), Combine (weighted parts) and Batch (errgroup with a limit
-// and per-item deadlines).
+// data_source), Combine (weighted parts), Gate (a rule before a costly
+// scorer) and Batch (errgroup with a limit and per-item deadlines).
+//
+// Group rewards: a GroupFunc scores the N responses to one prompt
+// together (a judge ranking them, as in package reward/judge);
+// BatchGroups scores a batch group by group, GroupGate, CombineGroup and
+// ShapeGroup are Gate, Combine and the shapings for groups.
 //
 // reward may import tool; it must not import rollout, policy, advantage,
 // loss or the root package.

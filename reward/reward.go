@@ -7,6 +7,11 @@ import (
 
 // Input is one finished trajectory as a reward function sees it.
 type Input struct {
+	// Prompt is the task the response answers, as text (the prompt's
+	// text, or its messages' contents); a judge shows it to the judging
+	// model. Rule-based scorers ignore it; empty when the caller does not
+	// fill it in.
+	Prompt string
 	// Response is the text the policy produced for the prompt, tool results
 	// included as the model saw them.
 	Response string
