@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -460,7 +459,7 @@ func TestConnectFailures(t *testing.T) {
 		want []string
 	}{
 		{"no such program", Config{Command: []string{filepath.Join(t.TempDir(), "nope")}}, []string{"starting", "no such file"}},
-		{"exits at start", Config{Command: []string{os.Args[0]}, Env: []string{serverEnv + "=fail-start"}},
+		{"exits at start", Config{Command: []string{testBinary()}, Env: []string{serverEnv + "=fail-start"}},
 			[]string{"the server exited (exit status 2); its standard error ends: fatal: unknown flag --nope"}},
 		{"nothing listening", Config{URL: closedURL}, []string{"connection refused"}},
 	} {

@@ -149,7 +149,17 @@ func newTestServer(stdio bool) *sdk.Server {
 
 // stdioConfig runs this test binary as a stdio server.
 func stdioConfig() Config {
-	return Config{Command: []string{os.Args[0]}, Env: []string{serverEnv + "=stdio"}}
+	return Config{Command: []string{testBinary()}, Env: []string{serverEnv + "=stdio"}}
+}
+
+// testBinary is this test binary's absolute path, which a server started
+// in another directory (a workspace) can still be run from.
+func testBinary() string {
+	exe, err := os.Executable()
+	if err != nil {
+		panic(err)
+	}
+	return exe
 }
 
 // httpServer serves newTestServer over streamable HTTP, answering in
