@@ -11,7 +11,8 @@
 // <tool_call> JSON, the default, or CodeBlocks for ReTool-style code),
 // dispatches them through a tool.Registry of the request's tools (which
 // checks the arguments against each tool's schema), runs them
-// concurrently under a global limit and a per-call timeout,
+// concurrently under a global limit and a per-call timeout (tools that
+// keep state, tool.Stateful, get a session of their own per trajectory),
 // appends the results as a ResultFormat renders them (ChatML, Qwen's chat
 // template by default) with loss mask 0, and goes on until the model
 // answers without a call or a limit is reached; Trajectory.Stop records

@@ -53,7 +53,9 @@ type Config struct {
 	// a unique name and an OpenAI function schema naming it (NewEngine
 	// fails otherwise), and a call whose arguments do not fit the tool's
 	// parameters schema gets the registry's error result without reaching
-	// the tool.
+	// the tool. A tool.Stateful tool (an MCP server's, say) gets a session
+	// per trajectory through tool.Registry.OpenSessions: opened when the
+	// trajectory starts, closed when it ends, however it ends.
 	Tools []tool.Tool
 	// Parser finds tool calls; nil means Hermes{}.
 	Parser Parser
@@ -211,11 +213,16 @@ func (e *Engine) Run(ctx context.Context, reqs []Request) ([]Trajectory, error) 
 		}
 		launched++
 		g.Go(func() error {
-			j := &jobs[i]
+			j := jobs[i]
 			if closer != nil {
 				defer closer.CloseSession(j.session)
 			}
-			t, err := e.rollout(gctx, sampler, j)
+			// Stateful tools get a session of their own for this
+			// trajectory, closed when it ends, whatever happened.
+			var closeTools func() error
+			j.tools, closeTools = j.tools.OpenSessions(gctx)
+			defer closeTools()
+			t, err := e.rollout(gctx, sampler, &j)
 			if err != nil {
 				return fmt.Errorf("rollout: request %d (%q) sample %d: %w", j.index, j.req.ID, j.sample, err)
 			}

@@ -33,7 +33,7 @@ type CodeInterpreter struct {
 // tool to stop the sandbox. It fails with ErrNoPython (wrapped) when no
 // python3 exists; callers can fall back to the Calculator then.
 func NewCodeInterpreter(cfg SandboxConfig) (*CodeInterpreter, error) {
-	if err := cfg.Budget.validate(); err != nil {
+	if err := cfg.Budget.Validate(); err != nil {
 		return nil, err
 	}
 	sb, err := NewSandbox(context.Background(), cfg)
@@ -49,7 +49,7 @@ func NewCodeInterpreterOn(e Executor, budget OutputBudget) (*CodeInterpreter, er
 	if e == nil {
 		return nil, fmt.Errorf("tool: NewCodeInterpreterOn: nil Executor")
 	}
-	if err := budget.validate(); err != nil {
+	if err := budget.Validate(); err != nil {
 		return nil, err
 	}
 	return &CodeInterpreter{exec: e, budget: budget}, nil

@@ -1,8 +1,10 @@
 // Package tool defines the Tool interface that the rollout engine calls when
 // the policy emits a tool call, a Registry that lists tool schemas for chat
-// templates and dispatches calls by name, and the tools themselves: a local
-// sandboxed code interpreter for model-written Python, a client for
-// SandboxFusion clusters, and an exact arithmetic calculator.
+// templates and dispatches calls by name, sessions for tools that keep
+// state per conversation, and the tools themselves: a local sandboxed code
+// interpreter for model-written Python, a client for SandboxFusion
+// clusters, and an exact arithmetic calculator (tool/mcp adds the tools
+// of MCP servers).
 //
 // Model-written code never touches the host: the local sandbox runs it with
 // no network, a private filesystem, resource limits and a wall-clock
@@ -16,6 +18,19 @@
 // (required fields, types, enums, nested objects) before the tool runs, so
 // a malformed call becomes a failed Result that says what was wrong, never
 // a crash; a tool that panics is recovered too.
+//
+// # Sessions
+//
+// A tool whose calls within one conversation share state that other
+// conversations must not see — a server process, a working directory —
+// implements Stateful: its SessionOpener opens a Session per
+// conversation, and the conversation calls the session's instances of the
+// tools.
+// Registry.OpenSessions makes the registry of one conversation (the
+// rollout engine calls it for each trajectory) and the function that
+// closes its sessions; a session that cannot be opened fails the calls
+// to its tools (ErrNoSession), never the conversation. Package tool/mcp's
+// tools are Stateful when an MCP server keeps state per trajectory.
 //
 // # The code interpreter
 //

@@ -31,7 +31,8 @@ type OutputBudget struct {
 	Tokenizer TokenCodec
 }
 
-func (b OutputBudget) validate() error {
+// Validate reports a negative budget, or a token budget without a Tokenizer.
+func (b OutputBudget) Validate() error {
 	if b.Chars < 0 || b.Tokens < 0 {
 		return fmt.Errorf("tool: OutputBudget Chars %d and Tokens %d must not be negative", b.Chars, b.Tokens)
 	}

@@ -62,9 +62,9 @@ func TestOutputBudgetTruncate(t *testing.T) {
 }
 
 func TestOutputBudgetValidate(t *testing.T) {
-	assert.Error(t, OutputBudget{Chars: -1}.validate())
-	assert.Error(t, OutputBudget{Tokens: 5}.validate())
-	assert.NoError(t, OutputBudget{Tokens: 5, Tokenizer: byteCodec{}}.validate())
+	assert.Error(t, OutputBudget{Chars: -1}.Validate())
+	assert.Error(t, OutputBudget{Tokens: 5}.Validate())
+	assert.NoError(t, OutputBudget{Tokens: 5, Tokenizer: byteCodec{}}.Validate())
 	_, err := NewCodeInterpreterOn(nil, OutputBudget{})
 	assert.Error(t, err)
 }
