@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentrl/agentrl/policy/policytest"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool"
 )
@@ -257,4 +258,43 @@ func (t schemaTool) Name() string {
 func (t schemaTool) Schema() json.RawMessage { return t.schema }
 func (t schemaTool) Call(_ context.Context, args json.RawMessage) (tool.Result, error) {
 	return tool.Result{Content: string(args)}, nil
+}
+
+// TestEngineQwen3Coder runs Qwen3-Coder's format through the engine: the
+// engine hands the request's tool schemas to the parser, so the tool gets
+// typed arguments; a malformed call gets an error result the model reads;
+// and the results are rendered in Qwen3-Coder's layout.
+func TestEngineQwen3Coder(t *testing.T) {
+	count := schemaTool{tool.FunctionSchema("count", "",
+		tool.Param{Name: "n", Type: "integer", Required: true},
+		tool.Param{Name: "verbose", Type: "boolean"})}
+	f, err := rollout.ToolFormatByName(rollout.FormatQwen3Coder)
+	require.NoError(t, err)
+	bad := "<tool_call>\n<function=count>\n<parameter=n>\n1\n</parameter>\n<parameter=n>\n2\n</parameter>\n</function>\n</tool_call>"
+	good := "<tool_call>\n<function=count>\n<parameter=n>\n12\n</parameter>\n<parameter=verbose>\nTrue\n</parameter>\n</function>\n</tool_call>"
+	answer := "Counted.<|im_end|>"
+	s := newScripted()
+	s.HandleText(prompt, policytest.Text(bad+"<|im_end|>"), policytest.Text(good+"\nmore"), policytest.Text(answer))
+	e := newEngine(t, s, func(c *rollout.Config) {
+		c.Tools = []tool.Tool{count}
+		c.Parser, c.Format = f.Parser, f.Format
+	})
+	trajs, err := e.Run(context.Background(), []rollout.Request{{ID: "q", PromptText: prompt}})
+	require.NoError(t, err)
+	tr := trajs[0]
+	require.Len(t, tr.ToolCalls, 2)
+	require.ErrorIs(t, tr.ToolCalls[0].Err, rollout.ErrBadToolCall)
+	errText := `Error: malformed tool call: parameter "n" is given twice`
+	assert.Equal(t, errText, tr.ToolCalls[0].Result.Content)
+	require.NoError(t, tr.ToolCalls[1].Err)
+	assert.Equal(t, `{"n":12,"verbose":true}`, string(tr.ToolCalls[1].Arguments))
+	assert.Equal(t, `{"n":12,"verbose":true}`, tr.ToolCalls[1].Result.Content)
+
+	// Hand-derived from Qwen3-Coder's template (format_test.go checks the
+	// layout against it): one user turn of <tool_response> lines.
+	glue := func(r string) string {
+		return "<|im_end|>\n<|im_start|>user\n<tool_response>\n" + r + "\n</tool_response>\n<|im_end|>\n<|im_start|>assistant\n"
+	}
+	assert.Equal(t, enc(prompt+bad+glue(errText)+good+glue(`{"n":12,"verbose":true}`)+answer), tr.Tokens)
+	assert.Equal(t, rollout.StopNoToolCall, tr.Stop)
 }

@@ -238,6 +238,7 @@ func pyLiteralEval(s string) (string, error) {
 		return "", errPyLiteral
 	}
 	p := pyParser{src: strings.TrimLeft(s, " \t")}
+	p.tail = contentEnd(p.src)
 	// Blank lines before the expression are skipped; the expression's
 	// line must not be indented.
 	for {
@@ -340,41 +341,33 @@ func (v pyValue) keyText() string {
 	return v.text
 }
 
-// sameKey reports whether Python's dict takes a and b as the same key:
-// equal strings, or equal numbers (True == 1 == 1.0).
-func sameKey(a, b pyValue) bool {
-	switch {
-	case a.kind == pyStr || b.kind == pyStr:
-		return a.kind == b.kind && a.text == b.text
-	case a.kind == pyNone || b.kind == pyNone:
-		return a.kind == b.kind
-	}
-	ra, rb := a.rat(), b.rat()
-	return ra != nil && rb != nil && ra.Cmp(rb) == 0
-}
-
-// rat is a number's exact value (nil for an infinite float).
-func (v pyValue) rat() *big.Rat {
+// identity is equal for the keys Python's dict takes as the same: equal
+// strings, or equal numbers (True == 1 == 1.0).
+func (v pyValue) identity() string {
 	switch v.kind {
+	case pyStr:
+		return "s" + v.text
+	case pyNone:
+		return "n"
 	case pyBool:
 		if v.text == "true" {
-			return big.NewRat(1, 1)
+			return "r1"
 		}
-		return new(big.Rat)
+		return "r0"
 	case pyInt_:
-		r, _ := new(big.Rat).SetString(v.text)
-		return r
+		return "r" + v.text
 	}
 	if math.IsInf(v.f, 0) {
-		return nil
+		return "f" + strconv.FormatFloat(v.f, 'g', -1, 64)
 	}
-	return new(big.Rat).SetFloat64(v.f)
+	return "r" + new(big.Rat).SetFloat64(v.f).RatString()
 }
 
 // pyParser reads the Python expressions ast.literal_eval accepts.
 type pyParser struct {
-	src string
-	pos int
+	src  string
+	pos  int
+	tail int // contentEnd(src)
 }
 
 // skip passes white space and comments; newlines only inside brackets
@@ -392,8 +385,8 @@ func (p *pyParser) skip(depth int) {
 			}
 			p.pos += nl
 		case c == '\n' || c == '\r':
-			if depth == 0 && strings.TrimLeft(p.src[p.pos:], " \t\f\r\n") != "" && !p.onlyComments() {
-				return
+			if depth == 0 && p.pos < p.tail {
+				return // a newline between tokens ends the expression
 			}
 			p.pos++
 		default:
@@ -402,15 +395,23 @@ func (p *pyParser) skip(depth int) {
 	}
 }
 
-// onlyComments reports whether the rest of the text is white space and
-// comments.
-func (p *pyParser) onlyComments() bool {
-	for _, line := range strings.Split(p.src[p.pos:], "\n") {
-		if l := strings.Trim(line, " \t\f\r"); l != "" && l[0] != '#' {
-			return false
+// contentEnd returns where the last line with more than white space or a
+// comment ends (its trailing white space excluded): newlines after it end
+// no expression.
+func contentEnd(src string) int {
+	end := len(src)
+	for end > 0 {
+		start := strings.LastIndexByte(src[:end], '\n') + 1
+		line := strings.TrimRight(src[start:end], " \t\f\r")
+		if l := strings.TrimLeft(line, " \t\f\r"); l != "" && l[0] != '#' {
+			return start + len(line)
 		}
+		if start == 0 {
+			return 0
+		}
+		end = start - 1
 	}
-	return true
+	return 0
 }
 
 func (p *pyParser) peek() byte {
@@ -577,6 +578,7 @@ func (p *pyParser) items(depth int, closer byte, items []pyValue) ([]pyValue, er
 // JSON cannot hold it.
 func (p *pyParser) dict(depth int) (pyValue, error) {
 	d := pyValue{kind: pyDict}
+	index := map[string]int{} // key identity → place
 	for {
 		p.skip(depth)
 		if p.peek() == '}' {
@@ -611,17 +613,14 @@ func (p *pyParser) dict(depth int) (pyValue, error) {
 			return pyValue{}, err
 		}
 		k.num, v.num = false, false
-		replaced := false
-		for i := range d.keys {
-			if sameKey(d.keys[i], k) {
-				d.items[i], replaced = v, true // first place, last value
-				break
-			}
+		id := k.identity()
+		if i, ok := index[id]; ok {
+			d.items[i] = v // a repeated key keeps its first place and takes the last value
+			continue
 		}
-		if !replaced {
-			d.keys = append(d.keys, k)
-			d.items = append(d.items, v)
-		}
+		index[id] = len(d.keys)
+		d.keys = append(d.keys, k)
+		d.items = append(d.items, v)
 	}
 }
 
@@ -658,7 +657,8 @@ func (p *pyParser) number() (pyValue, error) {
 			return err == nil && int(d) < base
 		}
 		digits := strings.TrimPrefix(lower[2:], "_")
-		if d, ok := pyDigits(digits, digit); ok {
+		// More digits than this make more than pyMaxIntDigits decimal ones.
+		if d, ok := pyDigits(digits, digit); ok && len(d) <= 4*pyMaxIntDigits {
 			var n big.Int
 			n.SetString(d, base)
 			return pyIntValue(&n)
@@ -677,7 +677,7 @@ func (p *pyParser) number() (pyValue, error) {
 		return v, nil
 	}
 	digits, ok := pyDigits(tok, isDecDigit)
-	if !ok || len(digits) > 1 && digits[0] == '0' && strings.Trim(digits, "0") != "" {
+	if !ok || len(digits) > pyMaxIntDigits || len(digits) > 1 && digits[0] == '0' && strings.Trim(digits, "0") != "" {
 		return pyValue{}, errPyLiteral // 01 is a syntax error; 00 is 0
 	}
 	var n big.Int

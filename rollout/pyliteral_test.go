@@ -67,3 +67,22 @@ func floatRepr(f float64) string {
 	}
 	return pyFloatRepr(f)
 }
+
+// FuzzPyLiteralEval checks that the Python reader never panics and that
+// whatever it reads is JSON.
+func FuzzPyLiteralEval(f *testing.F) {
+	for _, s := range []string{"{'a': [1, (2,), None]}", "r'\\n' 'x'", "-0x_1f", "1_0.5e-3", "{1: 2, True: 3}", "'\\777\\U0001F600'", "[1,\n# c\n2]"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if out, err := pyLiteralEval(s); err == nil && !json.Valid([]byte(out)) {
+			t.Fatalf("literal_eval(%q) = %q, not JSON", s, out)
+		}
+		if out, err := pyInt(s); err == nil && !json.Valid([]byte(out)) {
+			t.Fatalf("int(%q) = %q, not JSON", s, out)
+		}
+		if f, err := pyFloat(s); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) && !json.Valid([]byte(pyFloatRepr(f))) {
+			t.Fatalf("float(%q) = %q, not JSON", s, pyFloatRepr(f))
+		}
+	})
+}
