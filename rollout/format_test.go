@@ -15,9 +15,10 @@ import (
 	"github.com/agentrl/agentrl/rollout"
 )
 
-// qwen3Tokenizer loads Qwen3's tokenizer, which Qwen3-Coder shares (the
-// same vocabulary and added tokens, <tool_call> to </tool_response>
-// among them).
+// qwen3Tokenizer loads Qwen3's tokenizer. Qwen3-Coder's has the same
+// vocabulary size and the same added tokens at the same ids (<tool_call>
+// to </tool_response> among them); its own tokenizer.json is not
+// shipped here.
 func qwen3Tokenizer(t *testing.T) *tokenizer.BPE {
 	t.Helper()
 	dir := t.TempDir()
