@@ -186,3 +186,25 @@ func TestQwen3CoderResultsLayout(t *testing.T) {
 	assert.Equal(t, "\n<|im_start|>user\n<tool_response>\nA\n</tool_response>\n<tool_response>\nB\n</tool_response>\n<|im_end|>\n<|im_start|>assistant\n",
 		rollout.Qwen3CoderResults{}.Render("x<|im_end|>", []string{"A", "B"}))
 }
+
+// TestQwen3CoderTemplateRendersLikeJinja2 renders the goldens'
+// conversations with package tokenizer's chat template engine and
+// Qwen3-Coder's template: the text must be jinja2's (the template walks
+// each tool's parameters and each call's arguments with `|items`).
+func TestQwen3CoderTemplateRendersLikeJinja2(t *testing.T) {
+	src, err := os.ReadFile("testdata/qwen3coder_chat_template.jinja")
+	require.NoError(t, err)
+	ct, err := tokenizer.NewChatTemplate(string(src), nil)
+	require.NoError(t, err)
+	data, err := os.ReadFile("testdata/qwen3coder_goldens.json")
+	require.NoError(t, err)
+	var cases []templateCase
+	require.NoError(t, json.Unmarshal(data, &cases))
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			out, err := ct.Render(c.Messages, c.Tools, tokenizer.ChatOptions{AddGenerationPrompt: true})
+			require.NoError(t, err)
+			assert.Equal(t, c.Expected, out)
+		})
+	}
+}
