@@ -95,6 +95,12 @@ func NewChatTemplate(src string, vars map[string]any) (ct *ChatTemplate, err err
 	if err := filters.Replace("items", filterItems); err != nil {
 		return nil, fmt.Errorf("tokenizer: chat template: %w", err)
 	}
+	stringFilter, _ := builtins.Filters.Get("string")
+	if err := filters.Replace("string", func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+		return filterString(stringFilter, e, in, params)
+	}); err != nil {
+		return nil, fmt.Errorf("tokenizer: chat template: %w", err)
+	}
 	ctx := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables)
 	ctx.Set("raise_exception", func(msg string) (string, error) {
 		return "", fmt.Errorf("tokenizer: chat template raised: %s", msg)
@@ -589,6 +595,20 @@ func filterItems(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 		out = append(out, []any{k, v})
 	}
 	return exec.AsValue(out)
+}
+
+// filterString is Jinja's string filter with Python's str(None), "None"
+// (gonja's gives ""): Qwen3-Coder's template writes each call argument
+// with `|string`, so a null argument reads None there, as in jinja2.
+// Everything else is gonja's.
+func filterString(builtin exec.FilterFunction, e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsNil() && !in.IsError() {
+		if err := params.Take(); err != nil {
+			return exec.AsValue(exec.ErrInvalidCall(err))
+		}
+		return exec.AsValue("None")
+	}
+	return builtin(e, in, params)
 }
 
 func dictItems(_ map[string]any, self *exec.Value, args *exec.VarArgs) (any, error) {

@@ -217,9 +217,10 @@ func TestConcurrentUse(t *testing.T) {
 
 // The items filter walks a mapping in its own key order, as jinja2's
 // dict.items() does for a dict made from JSON (Python keeps insertion
-// order): Qwen3-Coder's template renders a tool's parameters with
-// `|items`. Expected strings by hand from jinja2's semantics.
-func TestItemsFilter(t *testing.T) {
+// order), and none|string is Python's "None": Qwen3-Coder's template
+// renders a tool's parameters with `|items` and each argument with
+// `|string`. Expected strings by hand from jinja2's semantics.
+func TestItemsAndStringFilters(t *testing.T) {
 	tools := []json.RawMessage{json.RawMessage(`{"b": 1, "a": {"y": true, "x": "s"}}`)}
 	for _, tc := range []struct{ name, src, want string }{
 		{"filter", "{% for k, v in tools[0]|items %}[{{k}}={{v is mapping}}]{% endfor %}", "[b=False][a=True]"},
@@ -227,6 +228,7 @@ func TestItemsFilter(t *testing.T) {
 		{"nested", "{% for k, v in tools[0].a|items %}[{{k}}:{{v}}]{% endfor %}", "[y:True][x:s]"},
 		{"none", "{% for k, v in none|items %}x{% endfor %}.", "."},
 		{"list", "{% for p in [[1, 2]]|items %}{{p[1]}}{% endfor %}", "2"},
+		{"string of none", "{{ none|string }}|{{ 1|string }}|{{ true|string }}", "None|1|True"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ct, err := NewChatTemplate(tc.src, nil)
