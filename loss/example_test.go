@@ -204,3 +204,27 @@ func ExampleRolloutCorrectionPreset() {
 	// loss -1.5000, dL/dlogp [-0.5000 -0.5000 -0.5000 0.0000 0.0000 0.0000]
 	// sequences rejected 0.50, mean IS weight 2.2500
 }
+
+// The trainer's view of the rollout–training mismatch for one step: the
+// sampler's log-probabilities of two responses against the trainer's
+// recomputed ones, with verl's metric names, for the whole batch and per
+// data source.
+func ExampleMismatchMetrics() {
+	old := [][]float32{{-0.5, -1.2, -0.1}, {-2.0, -0.7}}
+	rollout := [][]float32{{-0.6, -1.2, -0.1}, {-1.9, -0.7}}
+	mask := [][]float32{{1, 1, 0}, {1, 1}} // the third token of response 0 is tool output
+	m, err := loss.MismatchMetrics(old, rollout, mask, []string{"math", "code"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, k := range []string{"rollout_corr/kl", "rollout_corr/kl/math", "rollout_corr/kl/code",
+		"rollout_corr/chi2_seq", "training/rollout_probs_diff_max"} {
+		fmt.Printf("%s %.4f\n", k, m[k])
+	}
+	// Output:
+	// rollout_corr/kl 0.0000
+	// rollout_corr/kl/math -0.0500
+	// rollout_corr/kl/code 0.0500
+	// rollout_corr/chi2_seq 0.0201
+	// training/rollout_probs_diff_max 0.0577
+}
