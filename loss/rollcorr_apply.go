@@ -21,11 +21,13 @@ type rcBatch struct {
 	rows, cols        int
 }
 
-// maskedMean is verl_F.masked_mean over the batch's tokens:
-// Σ x·m / (Σ m + 1e-8).
-func (b *rcBatch) maskedMean(x []float64) float64 {
+// maskedMean is verl_F.masked_mean over the batch's tokens.
+func (b *rcBatch) maskedMean(x []float64) float64 { return maskedMean(x, b.mask) }
+
+// maskedMean is verl_F.masked_mean: Σ x·m / (Σ m + 1e-8).
+func maskedMean(x, mask []float64) float64 {
 	var s, n float64
-	for i, m := range b.mask {
+	for i, m := range mask {
 		if m != 0 {
 			s += x[i] * m
 			n += m
@@ -363,21 +365,15 @@ func (s rcSpec) rejection(b *rcBatch, safe []float64, metrics map[string]float64
 			hi, lo = logHi, logLo
 		}
 		rsMetrics(b, prefix, stat, seq, valid, hi, lo, o.k == 1, metrics)
-		rejected := make([]float64, len(optKeep))
+		frac, rowRejected := b.rejected(optKeep)
+		metrics[prefix+"_masked_fraction"] = frac
 		var seqRejected, seqValid float64
-		for r := range b.rows {
-			anyRejected := false
-			for t := range b.cols {
-				i := r*b.cols + t
-				rejected[i] = 1 - optKeep[i]
-				anyRejected = anyRejected || (optKeep[i] == 0 && b.mask[i] != 0)
-			}
-			if valid[r] {
+		for r, v := range valid {
+			if v {
 				seqValid++
-				seqRejected += b2f(anyRejected)
+				seqRejected += b2f(rowRejected[r])
 			}
 		}
-		metrics[prefix+"_masked_fraction"] = b.maskedMean(rejected)
 		if seqValid > 0 {
 			metrics[prefix+"_seq_masked_fraction"] = seqRejected / seqValid
 		} else {
@@ -385,21 +381,28 @@ func (s rcSpec) rejection(b *rcBatch, safe []float64, metrics map[string]float64
 		}
 	}
 	if withMetrics {
-		rejected := make([]float64, len(keep))
+		frac, rowRejected := b.rejected(keep)
 		var seqRejected float64
-		for r := range b.rows {
-			anyRejected := false
-			for t := range b.cols {
-				i := r*b.cols + t
-				rejected[i] = 1 - keep[i]
-				anyRejected = anyRejected || (keep[i] == 0 && b.mask[i] != 0)
-			}
-			seqRejected += b2f(anyRejected)
+		for _, r := range rowRejected {
+			seqRejected += b2f(r)
 		}
-		metrics["rollout_rs_masked_fraction"] = b.maskedMean(rejected)
+		metrics["rollout_rs_masked_fraction"] = frac
 		metrics["rollout_rs_seq_masked_fraction"] = seqRejected / float64(b.rows) // over all rows, as verl
 	}
 	return keep
+}
+
+// rejected returns the masked mean of 1 − keep, the fraction of the
+// batch's tokens rejected, and for each row whether a token of it is
+// rejected.
+func (b *rcBatch) rejected(keep []float64) (float64, []bool) {
+	out := make([]float64, len(keep))
+	rows := make([]bool, b.rows)
+	for i, k := range keep {
+		out[i] = 1 - k
+		rows[i/b.cols] = rows[i/b.cols] || (k == 0 && b.mask[i] != 0)
+	}
+	return b.maskedMean(out), rows
 }
 
 // rsMetrics adds verl's compute_rs_metrics (rollout_corr_helper.py) for

@@ -22,11 +22,8 @@ import (
 // against verl's own rollout_corr_helper.py and debug/metrics.py run in
 // float32 (gen_rollcorr.py --verl).
 type rollcorrGolden struct {
-	Batches []struct {
-		B, T                                        int
-		Logp, Old, Adv, Mask, Ref, Rollout, Entropy []float64
-	}
-	Cases []struct {
+	Batches []goldenBatch
+	Cases   []struct {
 		Index             int
 		Batch             int
 		Agg               loss.Agg
@@ -41,10 +38,7 @@ type rollcorrGolden struct {
 			BypassMode              bool            `json:"bypass_mode"`
 			LossType                loss.BypassLoss `json:"loss_type"`
 		} `json:"rollout_correction"`
-		Loss        float64
-		Metrics     map[string]float64
-		GradLogp    []float64 `json:"grad_logp"`
-		GradEntropy []float64 `json:"grad_entropy"`
+		goldenResult
 	}
 	Mismatch []struct {
 		Batch   int
@@ -85,12 +79,7 @@ func TestRolloutCorrectionGoldenPyTorch(t *testing.T) {
 		name := fmt.Sprintf("%d/%s@%s/is=%s/bypass=%v/%s", tc.Index, rc.RolloutRS, threshold(t, rc.RolloutRSThreshold), rc.RolloutIS, rc.BypassMode, rc.LossType)
 		t.Run(name, func(t *testing.T) {
 			bt := g.Batches[tc.Batch]
-			b := loss.Batch{
-				LogProbs: dense32(bt.B, bt.T, bt.Logp), OldLogProbs: dense32(bt.B, bt.T, bt.Old),
-				Advantages: dense32(bt.B, bt.T, bt.Adv), Mask: dense32(bt.B, bt.T, bt.Mask),
-				RefLogProbs: dense32(bt.B, bt.T, bt.Ref), RolloutLogProbs: dense32(bt.B, bt.T, bt.Rollout),
-				Entropy: dense32(bt.B, bt.T, bt.Entropy),
-			}
+			b := bt.batch()
 			if rc.BypassMode { // the rollout's log-probs are the old ones
 				b.OldLogProbs = dense32(bt.B, bt.T, bt.Rollout)
 			}
@@ -100,22 +89,8 @@ func TestRolloutCorrectionGoldenPyTorch(t *testing.T) {
 					RolloutRS: rc.RolloutRS, RolloutRSThreshold: threshold(t, rc.RolloutRSThreshold), BypassMode: rc.BypassMode, LossType: rc.LossType}}
 			res, err := c.Compute(cfg, b)
 			require.NoError(t, err)
-			assert.Truef(t, near9(res.Loss, tc.Loss), "loss %v, torch %v", res.Loss, tc.Loss)
-			for k, want := range tc.Metrics {
-				got, ok := res.Metrics[k]
-				if assert.Truef(t, ok, "metric %q missing", k) {
-					assert.Truef(t, near9(got, want), "metric %q = %v, torch %v", k, got, want)
-				}
-			}
+			tc.check(t, res, bt.T, near9)
 			assert.Equal(t, prefixed(tc.Metrics, "rollout_corr/"), prefixed(res.Metrics, "rollout_corr/"), "the rollout_corr/ keys")
-			gl := res.GradLogProbs.Float32s()
-			for i, want := range tc.GradLogp {
-				assert.Truef(t, close5(float64(gl[i]), want), "dL/dlogp[%d,%d] = %v, torch %v", i/bt.T, i%bt.T, gl[i], want)
-			}
-			ge := res.GradEntropy.Float32s()
-			for i, want := range tc.GradEntropy {
-				assert.Truef(t, close5(float64(ge[i]), want), "dL/dH[%d,%d] = %v, torch %v", i/bt.T, i%bt.T, ge[i], want)
-			}
 		})
 	}
 	for _, mm := range g.Mismatch {

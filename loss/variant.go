@@ -112,16 +112,7 @@ type Data struct {
 }
 
 // MaskedMean is verl_F.masked_mean: Σ x·m / (Σ m + 1e-8).
-func (d *Data) MaskedMean(x []float64) float64 {
-	var s, n float64
-	for i, m := range d.Mask {
-		if m != 0 {
-			s += x[i] * m
-			n += m
-		}
-	}
-	return s / (n + 1e-8)
-}
+func (d *Data) MaskedMean(x []float64) float64 { return maskedMean(x, d.Mask) }
 
 // Registry maps mode names to Variants: the built-in modes and any a
 // program registers. advantage.Registry has the same shape:
