@@ -67,16 +67,14 @@ func (b *rcBatch) rowSums(x []float64) []float64 {
 	return out
 }
 
-// counts returns each row's token count and whether it has any.
-func (b *rcBatch) counts() (n []float64, valid []bool) {
-	n, valid = make([]float64, b.rows), make([]bool, b.rows)
-	for r := range b.rows {
-		for _, m := range b.mask[r*b.cols : (r+1)*b.cols] {
-			n[r] += m
-		}
-		valid[r] = n[r] > 0
+// validRows reports for each row whether it has a token (verl's
+// seq_valid_mask).
+func (b *rcBatch) validRows() []bool {
+	valid := make([]bool, b.rows)
+	for i, m := range b.mask {
+		valid[i/b.cols] = valid[i/b.cols] || m != 0
 	}
-	return n, valid
+	return valid
 }
 
 // tokens reports the batch's token count.
@@ -127,9 +125,6 @@ func (s rcSpec) apply(b *rcBatch) rcResult {
 	}
 	if s.bypass && !empty {
 		offPolicyMetrics(b, res.metrics)
-	}
-	if empty {
-		clear(res.metrics)
 	}
 	if s.tisAlias { // Config.TISCap's keys, as before the rollout correction
 		return res
@@ -184,7 +179,7 @@ func (s rcSpec) isWeights(b *rcBatch, raw, safe []float64, metrics map[string]fl
 	if s.is == ISToken {
 		mean = b.maskedMean(w)
 	} else {
-		_, valid := b.counts()
+		valid := b.validRows()
 		var sum, n float64
 		for r, m := range b.rowMeans(w) {
 			if valid[r] {
@@ -315,7 +310,7 @@ func (s rcSpec) rejection(b *rcBatch, safe []float64, metrics map[string]float64
 	for i, d := range safe {
 		div[1][i], div[2][i], div[3][i] = -d, 0.5*d*d, math.Exp(d)-1-d
 	}
-	_, valid := b.counts()
+	valid := b.validRows()
 	for _, o := range s.rs {
 		stat := div[o.k]
 		var seq []float64 // per-row statistic, sequence options only

@@ -536,3 +536,22 @@ func TestNeedsRolloutLogProbs(t *testing.T) {
 		assert.Equal(t, tc.want, tc.cfg.NeedsRolloutLogProbs(), "%+v", tc.cfg)
 	}
 }
+
+// TestRolloutCorrectionWithoutTokens: a batch whose mask is all zero
+// gives a zero loss and gradient, as without correction, and no
+// rollout_corr/ metrics (verl refuses such a batch; its statistics are
+// undefined).
+func TestRolloutCorrectionWithoutTokens(t *testing.T) {
+	b := rcBatch(2, 3, rsDelta, []float32{0, 0, 0, 0, 0, 0})
+	for _, name := range []string{"decoupled_seq_is_rs", "decoupled_k3_rs_token_tis", "bypass_pg_geo_rs_seq_tis", "bypass_ppo_clip"} {
+		in := b
+		if rc := mustPreset(t, name); rc.BypassMode {
+			in.RolloutLogProbs = nil
+		}
+		r, err := loss.Compute(loss.Config{RolloutCorrection: mustPreset(t, name)}, in)
+		require.NoError(t, err, name)
+		assert.Zero(t, r.Loss, name)
+		assert.Equal(t, make([]float64, 6), grads(r), name)
+		assert.Empty(t, prefixed(r.Metrics, "rollout_corr/"), name)
+	}
+}
