@@ -18,9 +18,11 @@ import (
 	"github.com/agentrl/agentrl/tool/search/encyclopedia"
 )
 
-// benchCorpus returns the shipped corpus and its questions (n = 0) or a
-// generated encyclopedia of about n passages and its questions.
-func benchCorpus(b *testing.B, n int) ([]byte, []string) {
+// benchCorpus returns the shipped corpus (n = 0) or a generated
+// encyclopedia of about n passages, and two sets of queries: its
+// questions as they are, and the names their subjects' passages are
+// titled with (what a search agent learns to query).
+func benchCorpus(b *testing.B, n int) (corpus []byte, questions, names []string) {
 	cfg := encyclopedia.DefaultConfig()
 	if n > 0 {
 		cfg = encyclopedia.Scaled(n, 7)
@@ -29,11 +31,15 @@ func benchCorpus(b *testing.B, n int) ([]byte, []string) {
 	require.NoError(b, err)
 	var buf bytes.Buffer
 	require.NoError(b, e.WriteCorpus(&buf))
-	qs := make([]string, len(e.Questions))
-	for i, q := range e.Questions {
-		qs[i] = q.Text
+	title := map[string]string{}
+	for _, p := range e.Passages {
+		title[p.ID] = p.Title
 	}
-	return buf.Bytes(), qs
+	for _, q := range e.Questions {
+		questions = append(questions, q.Text)
+		names = append(names, title[q.Evidence[0]])
+	}
+	return buf.Bytes(), questions, names
 }
 
 // cpuTime returns the process's user and system CPU time so far.
@@ -54,9 +60,10 @@ func heapInUse() uint64 {
 // BenchmarkRetrieve measures /retrieve over HTTP (the client's Do, one
 // request at a time) against the embedded server, for the shipped corpus
 // and a generated one of 100k passages, its index in memory and on disk,
-// with 1 and 64 queries per request: queries/s, the process's CPU time
-// (client and server) per query, and the index's size (bytes on disk;
-// the Go heap it holds, in memory).
+// the questions or the subjects' names as queries, 1 and 64 queries per
+// request: queries/s, the process's CPU time (client and server) per
+// query, and the index's size (bytes on disk; the Go heap it holds, in
+// memory).
 //
 //	go test -run '^$' -bench Retrieve -benchtime 3s ./tool/search/bm25/
 func BenchmarkRetrieve(b *testing.B) {
@@ -65,7 +72,7 @@ func BenchmarkRetrieve(b *testing.B) {
 		n    int
 	}{{"shipped", 0}, {"100k", 100_000}} {
 		b.Run(size.name, func(b *testing.B) {
-			corpus, queries := benchCorpus(b, size.n)
+			corpus, questions, names := benchCorpus(b, size.n)
 			for _, store := range []string{"memory", "disk"} {
 				cfg := bm25.Config{}
 				if store == "disk" {
@@ -83,25 +90,31 @@ func BenchmarkRetrieve(b *testing.B) {
 				c, err := search.NewClient(search.ClientConfig{URL: hs.URL, BatchWait: -1, MaxAttempts: 1})
 				require.NoError(b, err)
 				for _, batch := range []int{1, 64} {
-					b.Run(fmt.Sprintf("%s/batch%d", store, batch), func(b *testing.B) {
-						next := 0
-						cpu0 := cpuTime(b)
-						for b.Loop() {
-							q := make([]string, batch)
-							for i := range q {
-								q[i] = queries[next%len(queries)]
-								next++
+					for _, qs := range []struct {
+						name    string
+						queries []string
+					}{{"question", questions}, {"name", names}} {
+						queries := qs.queries
+						b.Run(fmt.Sprintf("%s/%s/batch%d", store, qs.name, batch), func(b *testing.B) {
+							next := 0
+							cpu0 := cpuTime(b)
+							for b.Loop() {
+								q := make([]string, batch)
+								for i := range q {
+									q[i] = queries[next%len(queries)]
+									next++
+								}
+								if _, err := c.Do(context.Background(), search.Request{Queries: q, TopK: 3, ReturnScores: true}); err != nil {
+									b.Fatal(err)
+								}
 							}
-							if _, err := c.Do(context.Background(), search.Request{Queries: q, TopK: 3, ReturnScores: true}); err != nil {
-								b.Fatal(err)
-							}
-						}
-						b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "queries/s")
-						b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(b.N*batch), "cpu-µs/query")
-						b.ReportMetric(float64(disk), "disk-bytes")
-						b.ReportMetric(float64(heap), "heap-bytes")
-						b.ReportMetric(float64(len(corpus)), "corpus-bytes")
-					})
+							b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "queries/s")
+							b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(b.N*batch), "cpu-µs/query")
+							b.ReportMetric(float64(disk), "disk-bytes")
+							b.ReportMetric(float64(heap), "heap-bytes")
+							b.ReportMetric(float64(len(corpus)), "corpus-bytes")
+						})
+					}
 				}
 				hs.Close()
 				require.NoError(b, ix.Close())
@@ -120,7 +133,7 @@ func BenchmarkBuild(b *testing.B) {
 		n    int
 	}{{"shipped", 0}, {"100k", 100_000}} {
 		b.Run(size.name, func(b *testing.B) {
-			corpus, _ := benchCorpus(b, size.n)
+			corpus, _, _ := benchCorpus(b, size.n)
 			cpu0 := cpuTime(b)
 			for b.Loop() {
 				ix, err := bm25.Build(context.Background(), bytes.NewReader(corpus), bm25.Config{})
