@@ -59,6 +59,9 @@ var shippedFiles = map[string]shippedFile{
 	"dataset/testdata/bad_missing_content_hyparquet.parquet": {noAnswers: "malformed on purpose (messages without content), no reward_model"},
 	"dataset/testdata/bad_prompt_string_hyparquet.parquet":   {noAnswers: "malformed on purpose (the prompt a string), no reward_model"},
 	"reward/testdata/math_cases.jsonl":                       {noAnswers: "the math grader's labelled corpus: package reward's TestMathCorpusValues re-derives its values"},
+	"tool/search/encyclopedia/data/corpus.jsonl":             {noAnswers: "the encyclopedia's passages: package encyclopedia's TestShippedFiles checks the file is Generate's output"},
+	"tool/search/encyclopedia/data/train.jsonl":              {noAnswers: "search questions: package encyclopedia's TestQuestionsAreAnswerable checks each answer is written in the passage the question leads to, TestShippedFiles that the file is that output"},
+	"tool/search/encyclopedia/data/test.jsonl":               {noAnswers: "search questions: package encyclopedia's TestQuestionsAreAnswerable checks each answer is written in the passage the question leads to, TestShippedFiles that the file is that output"},
 }
 
 // shippedDirs are folders whose data files hold no answers.
