@@ -112,6 +112,10 @@ func (e *Engine) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []floa
 		e.small(transA, m, n, k, alpha, a, lda, b, ldb, c, ldc)
 		return nil
 	}
+	if m <= e.kern.mr {
+		e.fewRows(transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
+		return nil
+	}
 	e.blocked(transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
 	return nil
 }
@@ -282,6 +286,49 @@ func (e *Engine) blocked(transA, transB bool, m, n, k int, alpha float32, a []fl
 			wg.Wait()
 		}
 	}
+}
+
+// fewGroup is the B micro-panels fewRows packs and uses at a time.
+const fewGroup = 4
+
+// fewRows is blocked for products of at most mr rows (decoding), which
+// are one A micro-panel: A is packed once, whole, and B a group of
+// fewGroup micro-panels at a time, KC block after KC block, into a
+// buffer small enough to stay in cache and used at once — B is read
+// once from memory instead of being written out packed and read back,
+// which for one row costs more than the product. Each element goes
+// through the same kernels, KC blocks in the same order, as in blocked:
+// the same chain, the same bits. Groups of panels are split among the
+// workers.
+func (e *Engine) fewRows(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	mr, nr := e.kern.mr, e.kern.nr
+	ap := e.getBuf(k * mr)
+	defer e.bufs.Put(ap)
+	apack := *ap
+	for pc := 0; pc < k; pc += kc {
+		e.packA(transA, a, lda, 0, m, pc, min(kc, k-pc), alpha, apack[pc*mr:])
+	}
+	groups := (n + fewGroup*nr - 1) / (fewGroup * nr)
+	workers := e.workers
+	if 2*m*n*k < serialFlops {
+		workers = 1
+	}
+	parallelRange(workers, groups, func(g0, g1 int) {
+		bp := e.getBuf(min(k, kc) * fewGroup * nr)
+		defer e.bufs.Put(bp)
+		bpack := *bp
+		var tile []float32
+		for g := g0; g < g1; g++ {
+			jc := g * fewGroup * nr
+			ncur := min(fewGroup*nr, n-jc)
+			np := (ncur + nr - 1) / nr
+			for pc := 0; pc < k; pc += kc {
+				kcur := min(kc, k-pc)
+				e.packB(transB, b, ldb, pc, kcur, jc, ncur, 0, np, bpack)
+				tile = e.macro(m, ncur, kcur, apack[pc*mr:], bpack, c, 0, jc, ldc, 0, np, tile)
+			}
+		}
+	})
 }
 
 // macro runs the micro-kernel over B micro-panels [s0,s1) and all A
