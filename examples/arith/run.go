@@ -235,9 +235,11 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if dir == "" {
 		dir = filepath.Join("runs", "arith-"+time.Now().UTC().Format("20060102-150405"))
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("run folder: %w", err)
+	rd, err := lockRunDir(dir)
+	if err != nil {
+		return err
 	}
+	defer rd.Release()
 
 	var fl *fleet.Fleet // the inference fleet, if any
 	if o.fleetServers != "" {

@@ -52,8 +52,12 @@
 // a Hugging Face checkpoint folder of the trained policy with the
 // tokenizer files. -resume continues from the newest checkpoint, bit for
 // bit as an uninterrupted run would (with a sampler that honours seeds, as
-// the local one does); the metrics log is appended to. Without
-// -resume, an -out that already holds checkpoints is an error.
+// the local one does); the metrics log goes on from the checkpoint's step,
+// without the rows the interrupted run logged after it, so that every step
+// has one row. Without -resume, an -out that already holds checkpoints, or
+// a metrics log with rows, is an error. A run holds -out locked
+// (run.lock, package runlock) from its start: a second run on the same
+// -out stops at once, naming the process of the first.
 //
 // Validation runs before training (-val-before-train) and every -val-every
 // steps: -val-n samples per prompt at -val-temperature and -val-top-p
