@@ -193,6 +193,10 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"-device", "tpu"},
 		{"-precision", "fp64"},
 		{"-device", "cpu", "-precision", "bf16"},
+		{"-fleet-version", "adopt"},
+		{"-fleet", "1", "-fleet-version", "reset"},
+		{"-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-fleet-version", "-3"},
+		{"-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-fleet-version", "adopt", "-lora-rank", "4"},
 	} {
 		var stderr bytes.Buffer
 		err := run(context.Background(), args, &bytes.Buffer{}, &stderr)

@@ -190,6 +190,9 @@ func TestUsage(t *testing.T) {
 		{"fleet url", with("-fleet-servers", "gpu0:8000", "-fleet-dir", "shared"), `-fleet-servers: "gpu0:8000" is not an http(s) URL (want scheme://host:port)`},
 		{"fleet url twice", with("-fleet-servers", "http://gpu0:8000,http://gpu0:8000", "-fleet-dir", "shared"), "-fleet-servers: http://gpu0:8000 named twice"},
 		{"fleet kind", with("-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-fleet-kind", "tgi"), `-fleet-kind "tgi": want sglang, vllm or vllm-model-config`},
+		{"fleet version alone", with("-fleet-version", "adopt"), "-fleet-version: only with -fleet-servers, the servers to train against"},
+		{"fleet version", with("-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-fleet-version", "latest"), `invalid value "latest" for flag -fleet-version: want start, adopt, reset or a version number ≥ 0`},
+		{"fleet version with lora", with("-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-fleet-version", "3", "-lora-rank", "4"), "-fleet-version 3 with -lora-rank: the servers keep the base weights they were started with, whose version is not checked, and load each step's adapter by name"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

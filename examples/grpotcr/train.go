@@ -194,6 +194,9 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if steps, err := root.Steps(); o.resume && (err != nil || len(steps) == 0) {
 		fmt.Fprintf(stdout, "no checkpoint under %s: starting at step 0\n", root.Dir)
 	}
+	if err := resetFleet(ctx, o, fl, model, rd.Leader()); err != nil {
+		return err
+	}
 	if err := tr.Run(ctx, rc); err != nil {
 		return err
 	}
