@@ -12,11 +12,15 @@
 // (Engine.Sgemm). The micro-kernel updates C in place rather than adding
 // a partial sum per KC block; the last micro-panel of rows, when it has
 // fewer rows than the kernel's, runs a kernel for those rows alone
-// (products of one to five rows, as in decoding, take the packed path
-// with it); and products of at most four rows with B stored k×n, which
-// need no packing, run the same chain as axpys. So a row of C is the same
-// bits whether it is computed alone or in any batch — the property that
-// makes the CPU backend's sampler and trainer agree to the bit.
+// (products of at most one micro-panel of rows, as in decoding, run it
+// over B packed a few micro-panels at a time); and products of at most
+// four rows with B stored k×n, which need no packing, run the same chain
+// as axpys. So a row of C is the same bits whether it is computed alone
+// or in any batch — the property that makes the CPU backend's sampler
+// and trainer agree to the bit. Its price is in decoding with B stored
+// n×k (a linear layer's weight): the chain runs along k, so B is
+// transposed into panels, where a dot product would read it as it is
+// (docs/benchmarks.md has the figures).
 //
 // It owns dense row-major float32 GEMM and the vector primitives that share
 // its run-time kernel choice: axpy, and the float32 exponential Exp32
