@@ -148,7 +148,9 @@ func TestOpenAINodeClient(t *testing.T) {
 			require.NotNil(t, s.Reward)
 			assert.Equal(t, c.reward, s.Reward.Score)
 			for i, call := range s.Calls {
-				k := slices.IndexFunc(sp.reqs, func(q lm.GenerateRequest) bool { return q.Session == "record/"+c.session && slices.Equal(q.Prompt, call.Prompt) })
+				k := slices.IndexFunc(sp.reqs, func(q lm.GenerateRequest) bool {
+					return q.Session == "record/"+c.session && slices.Equal(q.Prompt, call.Prompt)
+				})
 				require.GreaterOrEqual(t, k, 0, "call %d: the sampler was asked for its prompt", i)
 				assert.Equal(t, sp.gens[k].Tokens, call.Tokens, "call %d", i)
 				assert.Equal(t, sp.gens[k].LogProbs, call.LogProbs, "call %d", i)
