@@ -16,10 +16,16 @@ import (
 
 // completion is one answered chat call: what the client is told.
 type completion struct {
-	prompt []int
-	gen    lm.Generation
-	reply  Reply
-	params lm.SampleParams
+	prompt  []int
+	choices []choice // n of them
+	params  lm.SampleParams
+}
+
+// choice is one of a call's n answers: its generation and the reply
+// made of it.
+type choice struct {
+	gen   lm.Generation
+	reply Reply
 }
 
 // admission is a call admitted into its session: its index there and a
@@ -31,9 +37,9 @@ type admission struct {
 	history *session // calls recorded so far (not shared)
 }
 
-// admit registers a call of session id (creating the session), or
-// returns nil for a call without a session.
-func (r *Recorder) admit(id string) (*admission, *apiError) {
+// admit registers a call of session id with n choices (creating the
+// session), or returns nil for a call without a session.
+func (r *Recorder) admit(id string, n int) (*admission, *apiError) {
 	if id == "" {
 		if r.cfg.RequireSession {
 			return nil, badRequest("user", "no session: send the header X-Session-Id, the request's \"user\", or use the base URL /sessions/{id}/v1")
@@ -58,7 +64,7 @@ func (r *Recorder) admit(id string) (*admission, *apiError) {
 	s.pending++
 	a := &admission{id: id, index: s.order, opts: s.s.Options,
 		history: &session{calls: slices.Clone(s.calls), indexes: slices.Clone(s.indexes)}}
-	s.order++
+	s.order += n // one admission index per choice
 	return a, nil
 }
 
@@ -75,11 +81,12 @@ func (r *Recorder) release(a *admission) {
 }
 
 // complete runs one chat call: it admits it into its session, builds
-// the token-faithful prompt, samples, parses the tool calls and records
-// the call before returning, so that a reward posted after the answer
-// finds it.
+// the token-faithful prompt, samples its n choices (one batch of n
+// requests), parses the tool calls and records the call before
+// returning, so that a reward posted after the answer finds it. Each
+// choice is recorded as a Call of its own.
 func (r *Recorder) complete(ctx context.Context, sessionID string, p *chatPlan) (*completion, *apiError) {
-	a, aerr := r.admit(sessionID)
+	a, aerr := r.admit(sessionID, p.n)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -105,48 +112,76 @@ func (r *Recorder) complete(ctx context.Context, sessionID string, p *chatPlan) 
 	if aerr := r.checkLength(len(pp.tokens), &params, p.maxTokensSet); aerr != nil {
 		return nil, aerr
 	}
-	req := lm.GenerateRequest{Prompt: pp.tokens, Params: params}
+	reqs := make([]lm.GenerateRequest, p.n)
+	for i := range reqs {
+		reqs[i] = lm.GenerateRequest{Prompt: pp.tokens, Params: choiceParams(params, i)}
+	}
 	if a != nil {
-		req.Session = samplerSession(a.id)
+		// The sampler's session (its cache of the conversation) follows
+		// the first choice.
+		reqs[0].Session = samplerSession(a.id)
 	}
 	start := time.Now()
-	gens, err := r.cfg.Sampler.Generate(ctx, []lm.GenerateRequest{req})
+	gens, err := r.cfg.Sampler.Generate(ctx, reqs)
 	if err != nil {
 		return nil, generationError(ctx, err)
 	}
-	if len(gens) != 1 {
-		return nil, internalError(fmt.Errorf("the sampler returned %d generations for 1 request", len(gens)))
+	latency := time.Since(start)
+	if len(gens) != p.n {
+		return nil, internalError(fmt.Errorf("the sampler returned %d generations for %d requests", len(gens), p.n))
 	}
-	g := gens[0]
-	if len(g.LogProbs) != len(g.Tokens) || g.RawLogProbs != nil && len(g.RawLogProbs) != len(g.Tokens) {
-		return nil, internalError(fmt.Errorf("the sampler returned %d tokens with %d log-probabilities (%d raw)", len(g.Tokens), len(g.LogProbs), len(g.RawLogProbs)))
+	out := &completion{prompt: pp.tokens, params: params, choices: make([]choice, p.n)}
+	for i, g := range gens {
+		if len(g.LogProbs) != len(g.Tokens) || g.RawLogProbs != nil && len(g.RawLogProbs) != len(g.Tokens) {
+			return nil, internalError(fmt.Errorf("the sampler returned %d tokens with %d log-probabilities (%d raw)", len(g.Tokens), len(g.LogProbs), len(g.RawLogProbs)))
+		}
+		if p.topLogprobs > 0 && len(g.TopLogProbs) != len(g.Tokens) {
+			return nil, internalError(fmt.Errorf("the sampler returned %d lists of top log-probabilities for %d tokens", len(g.TopLogProbs), len(g.Tokens)))
+		}
+		out.choices[i] = choice{gen: g, reply: r.reply(pp.tokens, g, p)}
 	}
-	if p.topLogprobs > 0 && len(g.TopLogProbs) != len(g.Tokens) {
-		return nil, internalError(fmt.Errorf("the sampler returned %d lists of top log-probabilities for %d tokens", len(g.TopLogProbs), len(g.Tokens)))
+	if a == nil {
+		r.mu.Lock()
+		r.stats.Unrecorded++
+		r.mu.Unlock()
+		return out, nil
 	}
-	out := &completion{prompt: pp.tokens, gen: g, params: params}
-	out.reply = r.reply(pp.tokens, g, p)
-	if a != nil {
-		c := &Call{
+	calls := make([]*Call, p.n)
+	for i, ch := range out.choices {
+		g := ch.gen
+		calls[i] = &Call{
 			Messages: p.messages, Tools: p.tools, Options: p.options,
 			Prompt: pp.tokens, Tokens: slices.Clone(g.Tokens),
 			LogProbs: slices.Clone(g.LogProbs), RawLogProbs: slices.Clone(g.RawLogProbs),
 			Finish: g.FinishReason, StopToken: g.StopToken, StopString: g.StopString,
-			WeightVersion: g.WeightVersion, CachedTokens: g.CachedTokens, Params: params,
-			Reply: out.reply, Reused: pp.reused, Drift: pp.drift, Start: start, Latency: time.Since(start),
+			WeightVersion: g.WeightVersion, CachedTokens: g.CachedTokens, Params: reqs[i].Params,
+			Reply: ch.reply, Reused: pp.reused, Drift: pp.drift, Choice: i, Start: start, Latency: latency,
 		}
-		recorded = r.record(a, c)
-	} else {
-		r.mu.Lock()
-		r.stats.Unrecorded++
-		r.mu.Unlock()
 	}
+	recorded = r.record(a, calls)
 	return out, nil
 }
 
-// record files c under its session unless the session was taken or
-// evicted meanwhile; it reports whether it released the admission.
-func (r *Recorder) record(a *admission, c *Call) bool {
+// choiceParams are the sampling parameters of choice i of a call: the
+// call's, with a seed of its own for i > 0 when the call has a seed
+// (SplitMix64's increment added i times, then its finaliser), so that
+// the choices differ and each is reproducible.
+func choiceParams(p lm.SampleParams, i int) lm.SampleParams {
+	if i == 0 || p.Seed == nil {
+		return p
+	}
+	z := *p.Seed + uint64(i)*0x9E3779B97F4A7C15
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+	z ^= z >> 31
+	p.Seed = &z
+	return p
+}
+
+// record files the calls of one admission (its choices, in order)
+// under its session unless the session was taken or evicted meanwhile;
+// it reports whether it released the admission.
+func (r *Recorder) record(a *admission, calls []*Call) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s, ok := r.sessions[a.id]
@@ -154,14 +189,16 @@ func (r *Recorder) record(a *admission, c *Call) bool {
 		return true // gone: nothing to release
 	}
 	s.pending--
-	s.calls = append(s.calls, c)
-	s.indexes = append(s.indexes, a.index)
-	r.stats.Calls++
-	if c.Reused >= 0 {
-		r.stats.Reused++
-	}
-	if c.Drift {
-		r.stats.Drifted++
+	for i, c := range calls {
+		s.calls = append(s.calls, c)
+		s.indexes = append(s.indexes, a.index+i)
+		r.stats.Calls++
+		if c.Reused >= 0 {
+			r.stats.Reused++
+		}
+		if c.Drift {
+			r.stats.Drifted++
+		}
 	}
 	return true
 }

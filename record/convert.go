@@ -11,16 +11,19 @@ import (
 )
 
 // Rewrite says what Trajectories does with a call whose prompt does not
-// extend the tokens of the trajectory so far (the earlier call's prompt
-// and sampled tokens): the agent rewrote its history (summarised it,
-// dropped or edited a turn, branched from an earlier point).
+// extend the tokens of any trajectory so far (a call's prompt and
+// sampled tokens): the agent rewrote its history (summarised it,
+// dropped or edited a turn, branched from an earlier point), or went on
+// from another of a request's n choices.
 type Rewrite int
 
 const (
 	// Split starts a new trajectory at such a call: a session becomes
-	// one trajectory per stretch of calls that extend each other, each
-	// token-faithful; all but the last end with StopRewritten, and
-	// len(trajectories)-1 is the number of rewrites.
+	// one trajectory per chain of calls that extend each other, each
+	// token-faithful. The one that holds the session's last call comes
+	// last and ends as that call's answer says; every other ends with
+	// StopRewritten. len(trajectories)-1 is the number of calls that
+	// extended no trajectory.
 	Split Rewrite = iota
 	// Reject makes Trajectories fail with an error wrapping
 	// ErrRewritten that names the call.
@@ -31,7 +34,7 @@ const (
 // (the last answer called no tool) and StopTurnBudget (the last answer
 // reached its max_tokens or the context).
 const (
-	// StopRewritten: the next call of the session did not extend this
+	// StopRewritten: the session's last call did not continue this
 	// trajectory (Split).
 	StopRewritten rollout.StopReason = "history_rewritten"
 	// StopAgentEnded: the last answer called tools, and the agent ended
@@ -52,45 +55,81 @@ var (
 
 // Trajectories turns a session's calls into token-faithful
 // trajectories. Calls are taken in order; a call whose prompt begins
-// with the trajectory's tokens so far continues it: the tokens between
-// (the end of the previous answer the template writes, tool results,
-// user turns, the generation prompt) are appended with loss mask 0,
-// then the call's sampled tokens with mask 1 and their log-probabilities.
-// A call that does not is handled as rw says. Each trajectory's ID is
-// the session's; its Turns are the calls, its ToolCalls the tool calls
-// the answers made, each with the content of the tool message that
-// answered it (or Err ErrUnanswered).
+// with the tokens of a trajectory so far (its last call's prompt and
+// sampled tokens) continues it — the latest such trajectory when
+// several do —: the tokens between (the end of the previous answer the
+// template writes, tool results, user turns, the generation prompt) are
+// appended with loss mask 0, then the call's sampled tokens with mask 1
+// and their log-probabilities. A call that continues none is handled as
+// rw says; with Split it starts a trajectory of its own, so that the
+// unchosen choices of a request with n > 1 end trajectories of their
+// own, as does the history before an agent rewrote it. Each
+// trajectory's ID is the session's; its Turns are the calls, its
+// ToolCalls the tool calls the answers made, each with the content of
+// the tool message that answered it (or Err ErrUnanswered).
 func (r *Recorder) Trajectories(s Session, rw Rewrite) ([]rollout.Trajectory, error) {
+	chains, err := chainCalls(s, rw)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]rollout.Trajectory, len(chains))
+	for i, idx := range chains {
+		stop := StopRewritten
+		if i == len(chains)-1 {
+			last := s.Calls[idx[len(idx)-1]]
+			stop = rollout.StopNoToolCall
+			switch {
+			case last.Reply.FinishReason == "length":
+				stop = rollout.StopTurnBudget
+			case len(last.Reply.ToolCalls) > 0:
+				stop = StopAgentEnded
+			}
+		}
+		out[i] = r.trajectory(s, idx, stop)
+	}
+	return out, nil
+}
+
+// chainCalls groups the session's calls into chains, each call
+// continuing the latest chain whose tokens its prompt extends; the
+// chains are ordered by their first call, except that the one holding
+// the last call comes last.
+func chainCalls(s Session, rw Rewrite) ([][]int, error) {
 	if len(s.Calls) == 0 {
 		return nil, fmt.Errorf("%w: %q", ErrNoCalls, s.ID)
 	}
-	var out []rollout.Trajectory
-	var seg []int // indexes of the current segment's calls
-	var cur []int // its tokens so far
-	flush := func(stop rollout.StopReason) {
-		out = append(out, r.trajectory(s, seg, stop))
+	type chain struct {
+		idx []int
+		cur []int // its tokens so far
 	}
+	var chains []*chain
 	for i, c := range s.Calls {
-		if i > 0 && !(len(c.Prompt) >= len(cur) && slices.Equal(c.Prompt[:len(cur)], cur)) {
-			if rw == Reject {
-				return nil, fmt.Errorf("%w: session %q, call %d: its prompt does not extend call %d's prompt and answer", ErrRewritten, s.ID, i, i-1)
+		var into *chain
+		for j := len(chains) - 1; j >= 0 && into == nil; j-- {
+			if cur := chains[j].cur; len(c.Prompt) >= len(cur) && slices.Equal(c.Prompt[:len(cur)], cur) {
+				into = chains[j]
 			}
-			flush(StopRewritten)
-			seg = nil
 		}
-		seg = append(seg, i)
-		cur = slices.Concat(c.Prompt, c.Tokens)
+		if into == nil {
+			if i > 0 && rw == Reject {
+				return nil, fmt.Errorf("%w: session %q, call %d: its prompt does not extend the prompt and answer of any earlier call", ErrRewritten, s.ID, i)
+			}
+			into = &chain{}
+			chains = append(chains, into)
+		}
+		into.idx = append(into.idx, i)
+		into.cur = slices.Concat(c.Prompt, c.Tokens)
 	}
-	last := s.Calls[len(s.Calls)-1]
-	stop := rollout.StopNoToolCall
-	switch {
-	case last.Reply.FinishReason == "length":
-		stop = rollout.StopTurnBudget
-	case len(last.Reply.ToolCalls) > 0:
-		stop = StopAgentEnded
+	out := make([][]int, 0, len(chains))
+	var last []int
+	for _, c := range chains {
+		if c.idx[len(c.idx)-1] == len(s.Calls)-1 {
+			last = c.idx
+			continue
+		}
+		out = append(out, c.idx)
 	}
-	flush(stop)
-	return out, nil
+	return append(out, last), nil
 }
 
 // trajectory builds the trajectory of the calls idx of s, each of

@@ -41,15 +41,16 @@
 // messages of roles system, developer (read as system), user, assistant
 // (content, tool_calls with JSON-string arguments) and tool (content,
 // tool_call_id), text content as a string or text parts; tools of type
-// function; tool_choice "auto" or "none"; max_tokens or
+// function; tool_choice "auto" or "none"; n (1 to 128 choices, sampled
+// as one batch; with a seed, choice i > 0 samples with a seed derived
+// from it, so that the choices differ); max_tokens or
 // max_completion_tokens, temperature, top_p, seed, stop, logprobs and
 // top_logprobs (at most 20), stream and stream_options.include_usage;
 // and vLLM's top_k, min_p, chat_template_kwargs (template variables
 // such as "enable_thinking": false) and return_token_ids (the answer
 // then carries prompt_token_ids and each choice's token_ids). What this
 // server does not do is refused with a 400 that says so, never ignored
-// when it would change the answer: n other than 1, tool_choice
-// "required" or a named function (they need constrained decoding),
+// when it would change the answer: tool_choice "required" or a named function (they need constrained decoding),
 // penalties, logit_bias, response_format other than text, audio, image
 // parts. The request's "model" is echoed (or Config.Name is), never
 // checked, since agents name their own; parallel_tool_calls is
@@ -95,19 +96,23 @@
 //
 // # Rewritten history
 //
-// Consecutive calls whose prompts extend the previous call's prompt and
-// sampled tokens form one trajectory: the tokens between (tool results,
-// user turns, template glue) get loss mask 0, the sampled tokens mask 1.
-// An agent that rewrites its history — it summarises or edits earlier
-// turns, or branches from an earlier point — sends a prompt that does
-// not extend them. Trajectories then either starts a new trajectory at
-// that call (Split, the default: each trajectory stays token-faithful,
-// every one but the last ends with StopRewritten, and the number of
-// rewrites is the number of trajectories less one), or fails with
+// Calls whose prompts extend an earlier call's prompt and sampled
+// tokens form one trajectory: the tokens between (tool results, user
+// turns, template glue) get loss mask 0, the sampled tokens mask 1. An
+// agent that rewrites its history — it summarises or edits earlier
+// turns, or branches from an earlier point — sends a prompt that
+// extends no earlier call's tokens; so does a request with n > 1 whose
+// unchosen choices the agent never sends back. Trajectories then either
+// starts a new trajectory at that call (Split, the default: each
+// trajectory stays token-faithful, each later call continues the latest
+// trajectory it extends, every one but the one holding the session's
+// last call ends with StopRewritten, and the number of calls that
+// extended none is the number of trajectories less one), or fails with
 // ErrRewritten (Reject). A Source, which the trainer needs one
-// trajectory per episode from, keeps the last stretch (the one that
-// holds the episode's end, which the reward judges) and counts the
-// calls it drops in SourceStats.DroppedCalls.
+// trajectory per episode from, keeps the trajectory that holds the
+// episode's last call (the end, which the reward judges) and counts the
+// calls it drops in SourceStats.DroppedCalls and the episodes that
+// dropped any in SourceStats.Rewritten.
 //
 // record may import lm, rollout, reward, policy/tokenizer and
 // policy/openai; not policy (lm's TestLightDependencies pins this).

@@ -252,36 +252,44 @@ type (
 	}
 )
 
-// usage counts the call's tokens.
+// usage counts the call's tokens: the prompt once, the tokens of
+// every choice.
 func (c *completion) usage() *chatUsage {
+	n := 0
+	for _, ch := range c.choices {
+		n += len(ch.gen.Tokens)
+	}
 	return &chatUsage{
-		PromptTokens: len(c.prompt), CompletionTokens: len(c.gen.Tokens),
-		TotalTokens:         len(c.prompt) + len(c.gen.Tokens),
-		PromptTokensDetails: promptDetails{CachedTokens: c.gen.CachedTokens},
+		PromptTokens: len(c.prompt), CompletionTokens: n, TotalTokens: len(c.prompt) + n,
+		PromptTokensDetails: promptDetails{CachedTokens: c.choices[0].gen.CachedTokens},
 	}
 }
 
 // chatCompletion is the non-streaming answer.
 func (r *Recorder) chatCompletion(a answer) chatCompletion {
-	rp := a.c.reply
-	msg := outMessage{Role: "assistant"}
-	if !rp.Null {
-		content := rp.Content
-		msg.Content = &content
+	out := chatCompletion{ID: a.id, Object: "chat.completion", Created: a.created, Model: a.model, Usage: a.c.usage()}
+	for i, c := range a.c.choices {
+		rp := c.reply
+		msg := outMessage{Role: "assistant"}
+		if !rp.Null {
+			content := rp.Content
+			msg.Content = &content
+		}
+		for _, tc := range rp.ToolCalls {
+			msg.ToolCalls = append(msg.ToolCalls, outToolCall{ID: tc.ID, Type: "function",
+				Function: outFunction{Name: tc.Name, Arguments: argumentsString(tc.Arguments)}})
+		}
+		ch := chatChoice{Index: i, Message: msg, FinishReason: rp.FinishReason}
+		if a.p.logprobs {
+			ch.Logprobs = &chatLogprobs{Content: r.tokenLogprobs(c.gen, 0, len(c.gen.Tokens)), Refusal: nil}
+		}
+		if a.p.returnTokenIDs {
+			ch.TokenIDs = c.gen.Tokens
+		}
+		out.Choices = append(out.Choices, ch)
 	}
-	for _, tc := range rp.ToolCalls {
-		msg.ToolCalls = append(msg.ToolCalls, outToolCall{ID: tc.ID, Type: "function",
-			Function: outFunction{Name: tc.Name, Arguments: argumentsString(tc.Arguments)}})
-	}
-	ch := chatChoice{Message: msg, FinishReason: rp.FinishReason}
-	if a.p.logprobs {
-		ch.Logprobs = &chatLogprobs{Content: r.tokenLogprobs(a.c.gen, 0, len(a.c.gen.Tokens)), Refusal: nil}
-	}
-	out := chatCompletion{ID: a.id, Object: "chat.completion", Created: a.created, Model: a.model,
-		Choices: []chatChoice{ch}, Usage: a.c.usage()}
 	if a.p.returnTokenIDs {
 		out.PromptTokenIDs = a.c.prompt
-		out.Choices[0].TokenIDs = a.c.gen.Tokens
 	}
 	return out
 }
@@ -330,14 +338,16 @@ func (r *Recorder) tokenText(id int) (string, []int) {
 	return strings.ToValidUTF8(string(raw), "\uFFFD"), bs
 }
 
-// writeStream writes the answer as OpenAI's server-sent events: a chunk
+// writeStream writes the answer as OpenAI's server-sent events, for
+// each choice in turn (each chunk names its choice's index): a chunk
 // naming the role, the content token by token (each token's
-// log-probability with it when asked), each tool call (its id and name,
-// then its arguments), a chunk with the finish reason (and the
+// log-probability with it when asked), each tool call (its id and
+// name, then its arguments), a chunk with the finish reason (and the
 // log-probabilities of the tokens after the content: the tool calls'
-// and the stop token's), the usage when stream_options.include_usage,
-// and "data: [DONE]". The chunks are written once generation has ended:
-// samplers return whole generations.
+// and the stop token's); then the usage when
+// stream_options.include_usage, and "data: [DONE]". The chunks are
+// written once generation has ended: samplers return whole
+// generations.
 func (r *Recorder) writeStream(w http.ResponseWriter, a answer) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -357,13 +367,30 @@ func (r *Recorder) writeStream(w http.ResponseWriter, a answer) {
 			flusher.Flush()
 		}
 	}
+	for i := range a.c.choices {
+		r.streamChoice(send, a, i)
+	}
+	if a.p.includeUsage {
+		u := chatChunk{ID: a.id, Object: "chat.completion.chunk", Created: a.created, Model: a.model,
+			Choices: []chunkChoice{}, Usage: a.c.usage()}
+		send(u)
+	}
+	_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	if flusher != nil {
+		flusher.Flush()
+	}
+}
+
+// streamChoice sends the chunks of choice i.
+func (r *Recorder) streamChoice(send func(any), a answer, i int) {
 	chunk := func(c chunkChoice) chatChunk {
+		c.Index = i
 		return chatChunk{ID: a.id, Object: "chat.completion.chunk", Created: a.created, Model: a.model, Choices: []chunkChoice{c}}
 	}
-	g, rp := a.c.gen, a.c.reply
+	g, rp := a.c.choices[i].gen, a.c.choices[i].reply
 	empty := ""
 	first := chunk(chunkChoice{Delta: chunkDelta{Role: "assistant", Content: &empty}})
-	if a.p.returnTokenIDs {
+	if a.p.returnTokenIDs && i == 0 {
 		first.PromptTokenIDs = a.c.prompt
 	}
 	send(first)
@@ -371,27 +398,27 @@ func (r *Recorder) writeStream(w http.ResponseWriter, a answer) {
 	// The content, token by token: it is a prefix of the decoded text.
 	ts := lm.NewTextStream(r.cfg.Tokenizer.Decode, a.c.prompt)
 	sent, done := 0, 0
-	for i := 0; i < len(g.Tokens) && sent < len(rp.Content); i++ {
-		piece := ts.Push(g.Tokens[i])
+	for k := 0; k < len(g.Tokens) && sent < len(rp.Content); k++ {
+		piece := ts.Push(g.Tokens[k])
 		if sent+len(piece) > len(rp.Content) {
 			piece = rp.Content[sent:]
 		}
 		c := chunkChoice{Delta: chunkDelta{Content: &piece}}
 		if a.p.logprobs {
-			c.Logprobs = &chatLogprobs{Content: r.tokenLogprobs(g, i, i+1)}
+			c.Logprobs = &chatLogprobs{Content: r.tokenLogprobs(g, k, k+1)}
 		}
 		if piece != "" || a.p.logprobs {
 			send(chunk(c))
 		}
 		sent += len(piece)
-		done = i + 1
+		done = k + 1
 	}
 	if sent < len(rp.Content) {
 		rest := rp.Content[sent:]
 		send(chunk(chunkChoice{Delta: chunkDelta{Content: &rest}}))
 	}
-	for i, tc := range rp.ToolCalls {
-		idx := i
+	for j, tc := range rp.ToolCalls {
+		idx := j
 		send(chunk(chunkChoice{Delta: chunkDelta{ToolCalls: []outToolCall{{Index: &idx, ID: tc.ID, Type: "function",
 			Function: outFunction{Name: tc.Name, Arguments: ""}}}}}))
 		send(chunk(chunkChoice{Delta: chunkDelta{ToolCalls: []outToolCall{{Index: &idx,
@@ -406,15 +433,6 @@ func (r *Recorder) writeStream(w http.ResponseWriter, a answer) {
 		last.TokenIDs = g.Tokens
 	}
 	send(chunk(last))
-	if a.p.includeUsage {
-		u := chatChunk{ID: a.id, Object: "chat.completion.chunk", Created: a.created, Model: a.model,
-			Choices: []chunkChoice{}, Usage: a.c.usage()}
-		send(u)
-	}
-	_, _ = io.WriteString(w, "data: [DONE]\n\n")
-	if flusher != nil {
-		flusher.Flush()
-	}
 }
 
 // handleModels serves GET /v1/models: the one model served.
@@ -505,6 +523,7 @@ type callJSON struct {
 	WeightVersion  string    `json:"weight_version"`
 	Reused         int       `json:"reused"`
 	Drift          bool      `json:"drift"`
+	Choice         int       `json:"choice"`
 	Content        *string   `json:"content"`
 	ToolCalls      []string  `json:"tool_calls"`
 }
@@ -523,7 +542,7 @@ func (r *Recorder) handleSession(w http.ResponseWriter, id string) {
 	for i, c := range s.Calls {
 		cj := callJSON{PromptTokenIDs: c.Prompt, TokenIDs: c.Tokens, Logprobs: c.LogProbs, RawLogprobs: c.RawLogProbs,
 			FinishReason: c.Reply.FinishReason, WeightVersion: c.WeightVersion, Reused: c.Reused, Drift: c.Drift,
-			ToolCalls: []string{}}
+			Choice: c.Choice, ToolCalls: []string{}}
 		if !c.Reply.Null {
 			content := c.Reply.Content
 			cj.Content = &content

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentrl/agentrl/policy/policytest"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/policy/tokenizer/qwen3"
 	"github.com/agentrl/agentrl/record"
@@ -203,4 +204,86 @@ func ones(n int) []float32 {
 		out[i] = 1
 	}
 	return out
+}
+
+// TestOpenAIGoChoices: a request with n 3 from the Go client gets three
+// choices, sampled as one batch (the third with a seed derived from the
+// request's, the first with the request's own), each recorded as a call;
+// the agent goes on from the third, whose tokens the next prompt
+// reuses; Split then gives the two unchosen choices as trajectories of
+// their own (StopRewritten) and the chosen one with its continuation
+// last, and Reject refuses the session. Streamed, n 2 gives both
+// choices' contents by index.
+func TestOpenAIGoChoices(t *testing.T) {
+	rec, sp, ts, tok := scripted(t)
+	ps := sp.Sampler.(*policytest.Sampler)
+	call := func(a, b int) string {
+		return fmt.Sprintf("<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": %d, \"b\": %d}}\n</tool_call>%s", a, b, imEnd)
+	}
+	ps.Enqueue(policytest.Response{Text: call(1, 1), Finish: "stop_token"}, policytest.Response{Text: "Six." + imEnd, Finish: "stop_token"},
+		policytest.Response{Text: call(2, 3), Finish: "stop_token"}, policytest.Response{Text: "2 + 3 = 5." + imEnd, Finish: "stop_token"})
+	client := openai.NewClient(option.WithBaseURL(ts.URL+"/sessions/n3/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	tools := []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "add"})}
+	msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is 2 + 3?")}
+	ctx := context.Background()
+	resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "m", Messages: msgs, Tools: tools, N: openai.Int(3), Seed: openai.Int(11)})
+	require.NoError(t, err)
+	require.Len(t, resp.Choices, 3)
+	for i, c := range resp.Choices {
+		assert.EqualValues(t, i, c.Index)
+	}
+	assert.Equal(t, "tool_calls", resp.Choices[0].FinishReason)
+	assert.Equal(t, "Six.", resp.Choices[1].Message.Content)
+	assert.Equal(t, "stop", resp.Choices[1].FinishReason)
+	require.Len(t, resp.Choices[2].Message.ToolCalls, 1)
+	assert.JSONEq(t, `{"a": 2, "b": 3}`, resp.Choices[2].Message.ToolCalls[0].Function.Arguments)
+	assert.EqualValues(t, len(tok.Encode(call(1, 1)+"Six."+imEnd+call(2, 3))), resp.Usage.CompletionTokens, "the tokens of every choice")
+
+	chosen := resp.Choices[2].Message
+	msgs = append(msgs, chosen.ToParam(), openai.ToolMessage("5", chosen.ToolCalls[0].ID))
+	_, err = client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "m", Messages: msgs, Tools: tools})
+	require.NoError(t, err)
+
+	require.Len(t, sp.reqs, 4)
+	require.NotNil(t, sp.reqs[0].Params.Seed)
+	assert.EqualValues(t, 11, *sp.reqs[0].Params.Seed)
+	assert.NotEqual(t, *sp.reqs[0].Params.Seed, *sp.reqs[2].Params.Seed)
+	assert.NotEqual(t, *sp.reqs[1].Params.Seed, *sp.reqs[2].Params.Seed)
+	s, ok := rec.Session("n3")
+	require.True(t, ok)
+	require.Len(t, s.Calls, 4)
+	for i, c := range s.Calls[:3] {
+		assert.Equal(t, i, c.Choice)
+		assert.Equal(t, s.Calls[0].Prompt, c.Prompt)
+		assert.Equal(t, sp.gens[i].Tokens, c.Tokens)
+	}
+	assert.Equal(t, 2, s.Calls[3].Reused, "the agent sent the third choice back")
+	assert.Equal(t, slices.Concat(s.Calls[2].Prompt, s.Calls[2].Tokens, tok.Encode(afterAdd)), s.Calls[3].Prompt)
+
+	trajs, err := rec.Trajectories(s, record.Split)
+	require.NoError(t, err)
+	require.Len(t, trajs, 3)
+	for i, want := range [][]int{slices.Concat(s.Calls[0].Prompt, s.Calls[0].Tokens), slices.Concat(s.Calls[1].Prompt, s.Calls[1].Tokens), slices.Concat(s.Calls[3].Prompt, s.Calls[3].Tokens)} {
+		assert.Equal(t, want, trajs[i].Tokens, "trajectory %d", i)
+	}
+	assert.Equal(t, []rollout.StopReason{record.StopRewritten, record.StopRewritten, rollout.StopNoToolCall}, []rollout.StopReason{trajs[0].Stop, trajs[1].Stop, trajs[2].Stop})
+	assert.Len(t, trajs[2].Turns, 2)
+	assert.Equal(t, "5", trajs[2].ToolCalls[0].Result.Content)
+	_, err = rec.Trajectories(s, record.Reject)
+	assert.ErrorIs(t, err, record.ErrRewritten)
+	assert.ErrorContains(t, err, "call 1")
+
+	// Streaming, n 2.
+	ps.Enqueue(policytest.Response{Text: "One." + imEnd, Finish: "stop_token"}, policytest.Response{Text: "Two." + imEnd, Finish: "stop_token"})
+	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "m", N: openai.Int(2),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Count.")}})
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	require.NoError(t, stream.Err())
+	require.Len(t, acc.Choices, 2)
+	assert.Equal(t, "One.", acc.Choices[0].Message.Content)
+	assert.Equal(t, "Two.", acc.Choices[1].Message.Content)
+	assert.Equal(t, "stop", acc.Choices[1].FinishReason)
 }

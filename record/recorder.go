@@ -126,7 +126,8 @@ type Recorder struct {
 
 // Stats counts what a Recorder has done since New.
 type Stats struct {
-	// Calls is the number of chat completions recorded.
+	// Calls is the number of chat completions recorded, each of a
+	// request's n choices counted.
 	Calls int
 	// Reused is the number of recorded calls whose prompt reused the
 	// exact tokens of an earlier call's answer that the agent sent
@@ -195,7 +196,7 @@ func New(cfg Config) (*Recorder, error) {
 type Session struct {
 	ID string
 	// Calls are the session's chat completions in the order they were
-	// admitted.
+	// admitted, a request with n choices giving n consecutive calls.
 	Calls []Call
 	// Reward is the reward posted for the session (SetReward, or POST
 	// /v1/sessions/{id}/reward); nil until one is.
@@ -244,6 +245,10 @@ type Call struct {
 	// Drift reports that rendering and tokenising the messages alone
 	// would have given a Prompt other than the one sampled from.
 	Drift bool
+	// Choice is which of the request's n choices this call is (0 when
+	// n was 1); the choices of one request are consecutive calls with
+	// the same Prompt.
+	Choice int
 	// Start is when the call was admitted, and Latency how long its
 	// generation took.
 	Start   time.Time

@@ -19,6 +19,8 @@ const (
 	maxBodyBytes = 64 << 20
 	// maxTopLogprobs is OpenAI's (and vLLM's default) cap on top_logprobs.
 	maxTopLogprobs = 20
+	// maxN is OpenAI's cap on n, the choices of one request.
+	maxN = 128
 )
 
 // chatRequest is the body of POST /v1/chat/completions: OpenAI's
@@ -93,6 +95,7 @@ type chatPlan struct {
 	tools          []json.RawMessage
 	options        map[string]json.RawMessage
 	parseTools     bool // tools given and tool_choice "auto"
+	n              int  // choices
 	params         lm.SampleParams
 	maxTokensSet   bool // the request bounded max_tokens
 	logprobs       bool
@@ -143,8 +146,12 @@ func decodeChat(body []byte) (*chatPlan, *apiError) {
 		return nil, err
 	}
 	p.parseTools = len(p.tools) > 0 && choice == "auto"
-	if req.N != nil && *req.N != 1 {
-		return nil, badRequest("n", "n must be 1, got %d: a session follows one answer per call", *req.N)
+	p.n = 1
+	if req.N != nil {
+		if *req.N < 1 || *req.N > maxN {
+			return nil, badRequest("n", "n must be between 1 and %d, got %d", maxN, *req.N)
+		}
+		p.n = *req.N
 	}
 	if p.params, err = req.sampleParams(); err != nil {
 		return nil, err

@@ -82,9 +82,10 @@ type SourceStats struct {
 	// Drifted count those whose prompt reused sampled tokens and those
 	// where rendering the messages again would have drifted (Call).
 	Calls, Reused, Drifted int
-	// Rewritten is the number of episodes whose agent rewrote its
-	// history; DroppedCalls the calls before each one's last rewrite,
-	// which the trainer does not see.
+	// Rewritten is the number of episodes whose calls did not all
+	// extend each other (the agent rewrote its history or asked for
+	// several choices); DroppedCalls the calls outside the trajectory
+	// kept, which the trainer does not see.
 	Rewritten, DroppedCalls int
 	// Posted is the number of episodes whose reward was posted.
 	Posted int
@@ -127,10 +128,11 @@ func (s *Source) Stats() SourceStats {
 // calls of sample k of a request with a seed sample with seeds derived
 // from Params.Seed + k (Episode.Seed), one per call.
 //
-// An episode whose agent rewrote its history gives its last stretch of
-// calls that extend each other (Trajectories with Split), the one that
-// holds the episode's end, which its reward judges; the calls before
-// are dropped and counted (SourceStats.DroppedCalls). An episode that
+// An episode whose calls do not all extend each other (its agent
+// rewrote its history, or asked for n > 1 choices) gives the chain of
+// calls that holds its last call (Trajectories with Split), the
+// episode's end, which its reward judges; the other calls are dropped
+// and counted (SourceStats.DroppedCalls). An episode that
 // fails — the agent returns an error, runs past the timeout, or makes
 // no call — gives what it recorded (or, with no call, the request's
 // prompt and an empty response) with the reward FailScore and a reason
