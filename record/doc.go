@@ -29,8 +29,14 @@
 //	GET  /v1/sessions/{id}                    the session's calls: prompt and sampled token ids, log-probabilities, …
 //
 // A call's session is the path's ({id} in a base URL of
-// /sessions/{id}/v1, for programs that let one set only the base URL),
-// else the X-Session-Id header's, else the request's "user" field. A
+// /sessions/{id}/v1), else the X-Session-Id header's, else the
+// request's "user" field. The path comes first because the base URL is
+// the one setting every OpenAI client and agent framework exposes, so
+// an unchanged program is pointed at its session by its configuration
+// alone (Agent Lightning's LLM proxy routes its rollouts the same way,
+// with base URLs {endpoint}/rollout/{rollout}/attempt/{attempt}/v1); a
+// header suits programs that can set default headers, and "user",
+// which clients pass through untouched, those that can set neither. A
 // call without one is answered and not recorded (or refused, with
 // Config.RequireSession). A session is created by its first call or by
 // Open; its reward ends it: later calls get 409.
