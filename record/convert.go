@@ -20,10 +20,11 @@ type Rewrite int
 const (
 	// Split starts a new trajectory at such a call: a session becomes
 	// one trajectory per chain of calls that extend each other, each
-	// token-faithful. The one that holds the session's last call comes
-	// last and ends as that call's answer says; every other ends with
-	// StopRewritten. len(trajectories)-1 is the number of calls that
-	// extended no trajectory.
+	// token-faithful. The session's end comes last — of the chains that
+	// end in one of the last request's choices, the one that holds the
+	// most calls — and ends as its last answer says; every other ends
+	// with StopRewritten. len(trajectories)-1 is the number of calls
+	// that extended no trajectory.
 	Split Rewrite = iota
 	// Reject makes Trajectories fail with an error wrapping
 	// ErrRewritten that names the call.
@@ -34,8 +35,7 @@ const (
 // (the last answer called no tool) and StopTurnBudget (the last answer
 // reached its max_tokens or the context).
 const (
-	// StopRewritten: the session's last call did not continue this
-	// trajectory (Split).
+	// StopRewritten: the session's end is another trajectory (Split).
 	StopRewritten rollout.StopReason = "history_rewritten"
 	// StopAgentEnded: the last answer called tools, and the agent ended
 	// the episode without sending their results back.
@@ -92,8 +92,9 @@ func (r *Recorder) Trajectories(s Session, rw Rewrite) ([]rollout.Trajectory, er
 
 // chainCalls groups the session's calls into chains, each call
 // continuing the latest chain whose tokens its prompt extends; the
-// chains are ordered by their first call, except that the one holding
-// the last call comes last.
+// chains are ordered by their first call, except that the session's end
+// comes last: of the chains that end in one of the last request's
+// choices, the one that holds the most calls.
 func chainCalls(s Session, rw Rewrite) ([][]int, error) {
 	if len(s.Calls) == 0 {
 		return nil, fmt.Errorf("%w: %q", ErrNoCalls, s.ID)
@@ -120,16 +121,23 @@ func chainCalls(s Session, rw Rewrite) ([][]int, error) {
 		into.idx = append(into.idx, i)
 		into.cur = slices.Concat(c.Prompt, c.Tokens)
 	}
-	out := make([][]int, 0, len(chains))
-	var last []int
-	for _, c := range chains {
-		if c.idx[len(c.idx)-1] == len(s.Calls)-1 {
-			last = c.idx
-			continue
+	// The last request's calls are its n choices; of the chains that
+	// end in one, the one that holds the most calls (the earliest on a
+	// tie) is the episode's end.
+	final := len(s.Calls) - 1 - s.Calls[len(s.Calls)-1].Choice
+	end := -1
+	for j, c := range chains {
+		if c.idx[len(c.idx)-1] >= final && (end < 0 || len(c.idx) > len(chains[end].idx)) {
+			end = j
 		}
-		out = append(out, c.idx)
 	}
-	return append(out, last), nil
+	out := make([][]int, 0, len(chains))
+	for j, c := range chains {
+		if j != end {
+			out = append(out, c.idx)
+		}
+	}
+	return append(out, chains[end].idx), nil
 }
 
 // trajectory builds the trajectory of the calls idx of s, each of

@@ -111,12 +111,13 @@
 // unchosen choices the agent never sends back. Trajectories then either
 // starts a new trajectory at that call (Split, the default: each
 // trajectory stays token-faithful, each later call continues the latest
-// trajectory it extends, every one but the one holding the session's
-// last call ends with StopRewritten, and the number of calls that
-// extended none is the number of trajectories less one), or fails with
-// ErrRewritten (Reject). A Source, which the trainer needs one
-// trajectory per episode from, keeps the trajectory that holds the
-// episode's last call (the end, which the reward judges) and counts the
+// trajectory it extends, every one but the session's end ends with
+// StopRewritten, and the number of calls that extended none is the
+// number of trajectories less one), or fails with ErrRewritten
+// (Reject). The session's end is, of the trajectories that end in one
+// of the last request's choices, the one that holds the most calls. A
+// Source, which the trainer needs one trajectory per episode from,
+// keeps the end (which the episode's reward judges) and counts the
 // calls it drops in SourceStats.DroppedCalls and the episodes that
 // dropped any in SourceStats.Rewritten.
 //

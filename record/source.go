@@ -129,10 +129,9 @@ func (s *Source) Stats() SourceStats {
 // from Params.Seed + k (Episode.Seed), one per call.
 //
 // An episode whose calls do not all extend each other (its agent
-// rewrote its history, or asked for n > 1 choices) gives the chain of
-// calls that holds its last call (Trajectories with Split), the
-// episode's end, which its reward judges; the other calls are dropped
-// and counted (SourceStats.DroppedCalls). An episode that
+// rewrote its history, or asked for n > 1 choices) gives its end, the
+// last of Trajectories with Split, which its reward judges; the other
+// calls are dropped and counted (SourceStats.DroppedCalls). An episode that
 // fails — the agent returns an error, runs past the timeout, or makes
 // no call — gives what it recorded (or, with no call, the request's
 // prompt and an empty response) with the reward FailScore and a reason

@@ -57,7 +57,15 @@ func (c chatSampler) Generate(ctx context.Context, reqs []lm.GenerateRequest) ([
 	for i := range reqs {
 		reqs[i].Session = "" // the server's prefix cache assigns sessions
 	}
-	out, err := c.s.generate(ctx, reqs, 1, "")
+	// The Recorder asks for a call's n choices as n requests of one
+	// prompt: the server's prefix cache gives the first of them the
+	// session holding the longest prefix and the others sessions of
+	// their own, as it does for a completion's n.
+	n := 1
+	if len(reqs) > 1 && slices.IndexFunc(reqs, func(r lm.GenerateRequest) bool { return !slices.Equal(r.Prompt, reqs[0].Prompt) }) < 0 {
+		n = len(reqs)
+	}
+	out, err := c.s.generate(ctx, reqs, n, "")
 	switch {
 	case errors.Is(err, ErrClosed):
 		return nil, fmt.Errorf("%w: %w", record.ErrUnavailable, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/policy/tokenizer/qwen3"
 	"github.com/agentrl/agentrl/record"
+	"github.com/agentrl/agentrl/rollout"
 )
 
 // qwenChatCheckpoint writes a random tiny Qwen3 with Qwen3's real
@@ -130,6 +131,55 @@ func TestChatRealModel(t *testing.T) {
 	require.Len(t, trajs, 1)
 	assert.Equal(t, slices.Concat(s.Calls[2].Prompt, s.Calls[2].Tokens), trajs[0].Tokens)
 	t.Logf("calls whose re-rendered prompt would have drifted: %d of 3", srv.Recorder().Stats().Drifted)
+}
+
+// TestChatChoices: n 3 over the real tiny model, twice in one session
+// (the second call extending the first's first choice, which the
+// server's prefix cache holds): each choice is recorded with its own
+// seed and is what a fresh copy of the model samples for it.
+func TestChatChoices(t *testing.T) {
+	dir, tok := qwenChatCheckpoint(t, 5)
+	m, err := policy.Load(dir, policy.WithDecoder(tok.Decode))
+	require.NoError(t, err)
+	srv, ts := startServer(t, dir, Config{Model: m, Encode: tok.Encode, Decode: tok.Decode, MaxSessions: 8,
+		Chat: &record.Config{Template: record.TemplateFunc(tok.ApplyChatTemplate), Tokenizer: tok}})
+	client := openai.NewClient(option.WithBaseURL(ts.URL+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hi.")}
+	for turn := range 2 {
+		resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "m", Messages: msgs,
+			N: openai.Int(3), Seed: openai.Int(9), MaxCompletionTokens: openai.Int(5), User: openai.String("choices")})
+		require.NoError(t, err)
+		require.Len(t, resp.Choices, 3, "turn %d", turn)
+		msgs = append(msgs, resp.Choices[0].Message.ToParam(), openai.UserMessage("And?"))
+	}
+	s, ok := srv.Recorder().Session("choices")
+	require.True(t, ok)
+	require.Len(t, s.Calls, 6)
+	ref := loadModel(t, dir)
+	seeds := map[uint64]bool{}
+	for i, c := range s.Calls {
+		assert.Equal(t, i%3, c.Choice)
+		seeds[*c.Params.Seed] = true
+		again, err := ref.Generate(context.Background(), []lm.GenerateRequest{{Prompt: c.Prompt, Params: c.Params}})
+		require.NoError(t, err)
+		assert.Equal(t, c.Tokens, again[0].Tokens, "call %d regenerated", i)
+	}
+	assert.Len(t, seeds, 3, "one seed per choice, the same in both turns")
+	assert.Equal(t, 0, s.Calls[3].Reused)
+	trajs, err := srv.Recorder().Trajectories(s, record.Split)
+	require.NoError(t, err)
+	require.Len(t, trajs, 5, "the unchosen choices of the first turn and the second turn's extra choices stand alone")
+	end := trajs[len(trajs)-1]
+	assert.Equal(t, slices.Concat(s.Calls[3].Prompt, s.Calls[3].Tokens), end.Tokens, "the end: the chain of the first choices, the longest")
+	assert.Len(t, end.Turns, 2)
+	want := rollout.StopNoToolCall
+	if s.Calls[3].Reply.FinishReason == "length" {
+		want = rollout.StopTurnBudget
+	}
+	assert.Equal(t, want, end.Stop)
+	for _, tr := range trajs[:len(trajs)-1] {
+		assert.Equal(t, record.StopRewritten, tr.Stop)
+	}
 }
 
 // TestChatNotConfigured: without Config.Chat the chat routes answer
