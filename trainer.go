@@ -67,9 +67,11 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	switch {
 	case parts.Policy == nil:
 		return nil, fmt.Errorf("%w: TrainerParts.Policy is nil", ErrTrainer)
-	case parts.Engine == nil:
+	case parts.Engine == nil && parts.Source == nil:
 		return nil, fmt.Errorf("%w: TrainerParts.Engine is nil", ErrTrainer)
-	case parts.Reward == nil:
+	case parts.Engine != nil && parts.Source != nil:
+		return nil, fmt.Errorf("%w: TrainerParts.Engine and TrainerParts.Source are both set; set one", ErrTrainer)
+	case parts.Reward == nil && parts.Source == nil:
 		return nil, fmt.Errorf("%w: TrainerParts.Reward is nil", ErrTrainer)
 	case len(parts.Prompts) == 0:
 		return nil, fmt.Errorf("%w: TrainerParts.Prompts is empty", ErrTrainer)
@@ -107,9 +109,16 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	}
 	rf := parts.Reward
 	if cfg.Overlong != nil {
-		oc, err := cfg.overlong(parts.Engine.MaxResponseTokens())
+		budget := 0
+		if parts.Engine != nil {
+			budget = parts.Engine.MaxResponseTokens()
+		}
+		oc, err := cfg.overlong(budget)
 		if err != nil {
 			return nil, fmt.Errorf("%w: TrainerConfig.Overlong: %w", ErrTrainerConfig, err)
+		}
+		if rf == nil {
+			return nil, fmt.Errorf("%w: TrainerConfig.Overlong needs TrainerParts.Reward (posted rewards are used as posted)", ErrTrainer)
 		}
 		if rf, err = reward.WithOverlong(rf, oc); err != nil {
 			return nil, err
@@ -222,6 +231,7 @@ type sample struct {
 	traj   rollout.Trajectory
 	prompt *Prompt
 	out    reward.Output
+	posted *reward.Output // the reward its episode posted (TrainerParts.Source), or nil
 	group  string
 	// Per-token arrays aligned with traj.Tokens[traj.PromptLen:].
 	adv, old, ref []float32
@@ -360,11 +370,11 @@ func (t *Trainer) rolloutGroups(ctx context.Context, stepsDone, genBatch int) ([
 		groups[i] = fmt.Sprintf("s%d/g%d/p%d", stepsDone, genBatch, j)
 		reqs[i] = p.request(groups[i], params, t.cfg.SamplesPerPrompt)
 	}
-	trajs, err := t.parts.Engine.Run(ctx, reqs)
+	trajs, posted, err := t.runRollout(ctx, reqs)
 	if err != nil {
 		return nil, fmt.Errorf("agentrl: step %d: %w", stepsDone+1, rolloutError(err))
 	}
-	if len(trajs) != len(idx)*t.cfg.SamplesPerPrompt {
+	if len(trajs) != len(idx)*t.cfg.SamplesPerPrompt || posted != nil && len(posted) != len(trajs) {
 		return nil, fmt.Errorf("%w: step %d: rollout returned %d trajectories for %d requests of %d samples", ErrTrainer, stepsDone+1, len(trajs), len(idx), t.cfg.SamplesPerPrompt)
 	}
 	// Each trajectory goes to its canonical place, request by request
@@ -383,27 +393,56 @@ func (t *Trainer) rolloutGroups(ctx context.Context, stepsDone, genBatch int) ([
 			return nil, fmt.Errorf("%w: step %d: rollout returned sample %d of request %d twice", ErrTrainer, stepsDone+1, tr.Sample, tr.Request)
 		}
 		samples[at] = &sample{traj: *tr, prompt: &t.parts.Prompts[idx[tr.Request]], group: groups[tr.Request]}
+		if posted != nil {
+			samples[at].posted = posted[i]
+		}
 	}
 	return samples, nil
 }
 
-// score sets each sample's reward (TrainerParts.Reward, with the
-// overlong shaping of TrainerConfig.Overlong), in parallel within
+// runRollout rolls reqs out with the Engine, or the Source with the
+// rewards its episodes posted.
+func (t *Trainer) runRollout(ctx context.Context, reqs []rollout.Request) ([]rollout.Trajectory, []*reward.Output, error) {
+	if t.parts.Source != nil {
+		return t.parts.Source.Rollout(ctx, reqs)
+	}
+	trajs, err := t.parts.Engine.Run(ctx, reqs)
+	return trajs, nil, err
+}
+
+// score sets each sample's reward: the one its episode posted
+// (TrainerParts.Source), else TrainerParts.Reward's, with the overlong
+// shaping of TrainerConfig.Overlong, in parallel within
 // TrainerConfig.Reward's bounds; a score that is not finite is an error.
 func (t *Trainer) score(ctx context.Context, stepsDone int, samples []*sample) error {
-	inputs := make([]reward.Input, len(samples))
+	var inputs []reward.Input
+	var at []int // the samples scored by the reward function
 	for i, s := range samples {
-		inputs[i] = s.prompt.RewardInput(&s.traj)
-	}
-	outs, err := reward.Batch(ctx, t.reward, inputs, t.cfg.Reward)
-	if err != nil {
-		return fmt.Errorf("agentrl: step %d: reward: %w", stepsDone+1, err)
-	}
-	for i, o := range outs {
-		if math.IsNaN(o.Score) || math.IsInf(o.Score, 0) {
-			return fmt.Errorf("%w: step %d: reward of trajectory %d (prompt %q) is %v", ErrTrainer, stepsDone+1, i, samples[i].prompt.ID, o.Score)
+		if s.posted == nil {
+			inputs = append(inputs, s.prompt.RewardInput(&s.traj))
+			at = append(at, i)
 		}
-		samples[i].out = o
+	}
+	if len(at) > 0 && t.reward == nil {
+		return fmt.Errorf("%w: step %d: trajectory %d (prompt %q) has no posted reward and TrainerParts.Reward is nil", ErrTrainer, stepsDone+1, at[0], samples[at[0]].prompt.ID)
+	}
+	var outs []reward.Output
+	if len(at) > 0 {
+		var err error
+		if outs, err = reward.Batch(ctx, t.reward, inputs, t.cfg.Reward); err != nil {
+			return fmt.Errorf("agentrl: step %d: reward: %w", stepsDone+1, err)
+		}
+	}
+	for k, o := range outs {
+		samples[at[k]].out = o
+	}
+	for i, s := range samples {
+		if s.posted != nil {
+			s.out = *s.posted
+		}
+		if math.IsNaN(s.out.Score) || math.IsInf(s.out.Score, 0) {
+			return fmt.Errorf("%w: step %d: reward of trajectory %d (prompt %q) is %v", ErrTrainer, stepsDone+1, i, s.prompt.ID, s.out.Score)
+		}
 	}
 	return nil
 }
