@@ -23,6 +23,17 @@
 //
 //	{"sft": {"won": …, "guesses": …, "consistent": …}, "rl": {…}, "seconds": …}
 //
+// Measured with the defaults (80 RL steps of 8 games × 8 samples; each
+// evaluation 8 secrets × 32 games, temperature 1) on 2 shared CPU cores,
+// 3–10 minutes a run, seeds 1, 2, 3 (-seed; the SFT policy is the same
+// for every estimator of a seed):
+//
+//	                 games won              guesses consistent with the replies
+//	SFT              57.8  54.3  58.6 %     67.2  62.8  67.2 %
+//	SFT+gigpo        85.9  68.0  73.8 %     91.2  85.4  87.1 %
+//	SFT+turn_grpo    89.5  76.2  69.5 %     93.4  85.2  81.4 %
+//	SFT+grpo         82.4  61.3  71.1 %     90.1  79.9  81.4 %
+//
 //	go run ./examples/guess                          # the default run
 //	go run ./examples/guess -seed 2 -rl-steps 60     # another seed, longer
 //	go run ./examples/guess -estimator turn_grpo
