@@ -207,13 +207,7 @@ func buildSFT(ctx context.Context, qs []question, tok *tokenizer.Bytes, st tool.
 	for i := range set.Samples {
 		q := usable[r.IntN(len(usable))]
 		var smp agentrl.SFTSample
-		add := func(text string, mask float32) {
-			ids := tok.Encode(text)
-			smp.IDs = append(smp.IDs, ids...)
-			for range ids {
-				smp.Mask = append(smp.Mask, mask)
-			}
-		}
+		add := func(text string, mask float32) { arith.AppendText(&smp, tok, text, mask) }
 		add(promptText(q), 0)
 		if r.Float64() < noSearch {
 			guesses := byKind[q.Kind]

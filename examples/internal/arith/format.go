@@ -174,13 +174,7 @@ func BuildSFT(ctx context.Context, probs []Problem, tok *tokenizer.Bytes, s Tool
 	out := make([]agentrl.SFTSample, len(probs))
 	for i, p := range probs {
 		var smp agentrl.SFTSample
-		add := func(text string, mask float32) {
-			ids := tok.Encode(text)
-			smp.IDs = append(smp.IDs, ids...)
-			for range ids {
-				smp.Mask = append(smp.Mask, mask)
-			}
-		}
+		add := func(text string, mask float32) { AppendText(&smp, tok, text, mask) }
 		add(PromptText(p, s), 0)
 		if r.Float64() < noToolFrac {
 			add(p.Expr+" = "+Answer(RoughGuess(p.Answer)), 1)
@@ -323,4 +317,14 @@ func WriteJSONLine(w io.Writer, k int, evals []Named, d time.Duration) error {
 func jsonNumber(v float64, prec int) string {
 	p := math.Pow(10, float64(prec))
 	return strconv.FormatFloat(math.Round(v*p)/p, 'f', -1, 64)
+}
+
+// AppendText appends the tokens of text to smp, each with loss mask mask
+// (1: the model's own text, trained; 0: prompt and tool results).
+func AppendText(smp *agentrl.SFTSample, tok *tokenizer.Bytes, text string, mask float32) {
+	ids := tok.Encode(text)
+	smp.IDs = append(smp.IDs, ids...)
+	for range ids {
+		smp.Mask = append(smp.Mask, mask)
+	}
 }
