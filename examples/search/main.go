@@ -35,6 +35,9 @@
 // metrics.jsonl (one line per RL step, verl's names, held-out metrics at
 // steps 0 and last), sft_metrics.jsonl, and model/ (the trained policy, a
 // Hugging Face checkpoint folder with the byte tokenizer's tokenizer.json).
+// A run holds the folder locked (run.lock, package runlock); a folder
+// whose metrics logs hold an earlier run's rows is refused before any
+// work.
 //
 //	go run ./examples/search                               # the default run, a few minutes on 2 cores
 //	go run ./examples/search -seed 2 -rl-steps 60          # another seed, longer RL

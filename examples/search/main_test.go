@@ -87,6 +87,10 @@ func TestRunTiny(t *testing.T) {
 				_, err := os.Stat(filepath.Join(dir, f))
 				assert.NoError(t, err, f)
 			}
+			// The folder now holds a run: a second one is refused.
+			stderr.Reset()
+			assert.Equal(t, 1, program(ctx, tinyArgs(dir, tc.extra...), &stdout, &stderr))
+			assert.Contains(t, stderr.String(), "holds an earlier run")
 			// The saved model's tokenizer encodes as the program's.
 			bpe, err := tokenizer.Load(filepath.Join(dir, "model"))
 			require.NoError(t, err)

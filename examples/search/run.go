@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -70,8 +69,13 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if dir == "" {
 		dir = filepath.Join("runs", "search-"+time.Now().UTC().Format("20060102-150405"))
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("run folder: %w", err)
+	rd, err := setup.LockRunDir(dir) // a second run on the folder stops at once
+	if err != nil {
+		return err
+	}
+	defer rd.Release()
+	if err := rd.CheckNew("metrics.jsonl", "sft_metrics.jsonl"); err != nil {
+		return err
 	}
 	mc := modelConfig(o, tok)
 	dev, err := setup.OpenDevice(ctx, o.device, mc, stderr)
