@@ -77,6 +77,7 @@ type options struct {
 	serverCommand func(modelDir string, dc device.Config) *exec.Cmd
 
 	device device.Config // where the model trains (and a fleet's servers run)
+	zero   int           // -zero: the sharding of a data-parallel job's training state
 }
 
 // synopsis is the first line of -h.
@@ -121,6 +122,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.fleetDir, "fleet-dir", "", "folder the weights are published to, readable by every server (default <run folder>/fleet; required with -fleet-servers)")
 	fs.StringVar(&o.serve, "serve", "", "run as an inference server of a fleet over this model folder (used by -fleet)")
 	o.device.RegisterFlags(fs)
+	setup.ZeROFlag(fs, &o.zero)
 	if err := setup.Parse(fs, args); err != nil {
 		return o, err
 	}
@@ -264,6 +266,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer job.Close()
+	job.ZeRO = o.zero
 	if o.fleet > 0 && job.Env.Distributed() {
 		return errors.New("-fleet starts servers from one process: in a job of several ranks give running servers (-fleet-servers)")
 	}
