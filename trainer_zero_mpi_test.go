@@ -23,16 +23,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// sameOnEveryRank checks that every rank holds rank 0's floats.
-func sameOnEveryRank(t *testing.T, comm dist.Comm, mine []float32, what string) {
-	t.Helper()
-	all := make(dist.Float32s, len(mine)*comm.Size())
-	require.NoError(t, comm.AllGather(context.Background(), dist.Float32s(mine), all))
-	for r := 1; r < comm.Size(); r++ {
-		assert.Equal(t, []float32(all[:len(mine)]), []float32(all[r*len(mine):(r+1)*len(mine)]), "rank %d holds rank 0's %s", r, what)
-	}
-}
-
 // TestZeROMPI: under mpirun, ZeRO-1 and ZeRO-2 over MPI end three steps
 // with plain data parallelism's weights within float32 reduction-order
 // error (the bound of TestZeROMatchesDataParallel), every rank with the

@@ -52,6 +52,16 @@ func zeroRun(t *testing.T, n, steps int, cfg agentrl.TrainerConfig, d agentrl.Da
 	return params, metrics
 }
 
+// sameOnEveryRank checks that every rank holds rank 0's floats.
+func sameOnEveryRank(t *testing.T, comm dist.Comm, mine []float32, what string) {
+	t.Helper()
+	all := make(dist.Float32s, len(mine)*comm.Size())
+	require.NoError(t, comm.AllGather(context.Background(), dist.Float32s(mine), all))
+	for r := 1; r < comm.Size(); r++ {
+		assert.Equal(t, []float32(all[:len(mine)]), []float32(all[r*len(mine):(r+1)*len(mine)]), "rank %d holds rank 0's %s", r, what)
+	}
+}
+
 // TestZeROMatchesDataParallel: after three steps, two ranks sharding
 // the optimizer state (ZeRO-1) or the gradients too (ZeRO-2) hold the
 // same model, bit for bit, and plain data parallelism's within float32
