@@ -156,20 +156,29 @@ func (j *ranks) saveSharded(ctx context.Context, root checkpoint.Root, step, kee
 		}
 		return filepath.Join(root.Dir, checkpoint.DirName(step)), j.agree(ctx, nil, "committing the checkpoint")
 	}
-	made := false
+	made, written := false, false
 	dir, err := saveCheckpoint(ctx, root, step, keep, func(tmp string) error {
 		made = true
 		if err := j.sendString(ctx, tmp, nil); err != nil {
 			return err
 		}
-		return j.agree(ctx, saveTo(tmp), writing)
+		if err := j.agree(ctx, saveTo(tmp), writing); err != nil {
+			return err
+		}
+		written = true
+		return nil
 	})
-	if !made {
+	switch {
+	case !made:
 		// The folder was never made: the other ranks wait for its name.
 		if err == nil {
 			err = errors.New("agentrl: the checkpoint's folder was not made")
 		}
 		return "", errors.Join(err, j.sendString(ctx, "", err))
+	case !written:
+		// The ranks failed together (or the communicator did): none
+		// waits for the commit.
+		return "", err
 	}
 	return dir, j.agree(ctx, err, "committing the checkpoint")
 }
