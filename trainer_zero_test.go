@@ -536,3 +536,28 @@ func TestZeROPublishesFullModel(t *testing.T) {
 		}
 	}
 }
+
+// TestZeROLoRA: with LoRA the trainable parameters are the adapters'
+// only, and so is what ZeRO shards: after three steps ZeRO-2's adapters
+// are data parallelism's within the bound of TestZeROMatchesDataParallel,
+// the same on both ranks, and each rank holds half of the adapters'
+// moments.
+func TestZeROLoRA(t *testing.T) {
+	cfg := dpConfig(0, 2)
+	cfg.LoRA = &policy.LoRAConfig{Rank: 2, TargetModules: []string{policy.LoRAAllLinear}}
+	dp, _ := zeroRun(t, 2, 3, cfg, agentrl.DataParallel{BucketBytes: 256})
+	got, gm := zeroRun(t, 2, 3, cfg, agentrl.DataParallel{BucketBytes: 256, ZeRO: agentrl.ShardGradients})
+	var adapters int64
+	var worst float64
+	for i, p := range dp[0] {
+		adapters += int64(len(p.Data))
+		assert.Equal(t, got[0][i].Data, got[1][i].Data, "%s: both ranks hold the same adapter", p.Name)
+		worst = max(worst, maxAbsDiff(p.Data, got[0][i].Data))
+	}
+	t.Logf("%d adapter weights: max |θ(ZeRO-2) − θ(data parallel)| = %.3g", adapters, worst)
+	assert.Less(t, worst, 1e-6)
+	require.NotEmpty(t, dp[0])
+	assert.Contains(t, dp[0][0].Name, "lora", "the trained parameters are the adapters'")
+	k := (adapters + 63) / 64 // 64-float units, 32 floats a rank
+	assert.Equal(t, 8*32*k, gm[0][2].Memory.Optimizer)
+}
