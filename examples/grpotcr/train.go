@@ -15,7 +15,6 @@ import (
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/fleet"
 	"github.com/agentrl/agentrl/lm"
-	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/metrics/plot"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
@@ -34,8 +33,13 @@ const (
 
 // train wires the parts and runs the training loop.
 func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
-	// A run that would write over another's checkpoints is refused before
-	// anything is loaded.
+	// A run that would write over another's checkpoints, or into the
+	// folder of a run going on, is refused before anything is loaded.
+	rd, err := setup.LockRunDir(o.out)
+	if err != nil {
+		return err
+	}
+	defer rd.Release()
 	root := checkpoint.Root{Dir: filepath.Join(o.out, checkpointsDir)}
 	if steps, err := root.Steps(); !o.resume && err == nil && len(steps) > 0 {
 		return fmt.Errorf("%s already holds checkpoints (step %d): pass -resume to continue, or choose another -out", root.Dir, steps[len(steps)-1])
@@ -43,11 +47,16 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	// Running servers are checked before anything is loaded.
 	var fl *fleet.Fleet
 	if o.fleetServers != "" {
-		var err error
 		if fl, err = openFleet(ctx, o, stderr); err != nil {
 			return err
 		}
 	}
+	logPath := filepath.Join(o.out, metricsFile)
+	mlog, err := openLog(o, rd, root, logPath, stdout)
+	if err != nil {
+		return err
+	}
+	defer mlog.Close()
 	tok, err := tokenizer.Load(o.model)
 	if err != nil {
 		return fmt.Errorf("-model: %w", err) // the error names the file and the tokenizer
@@ -146,12 +155,6 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
-	logPath := filepath.Join(o.out, metricsFile)
-	mlog, err := metrics.Open(logPath, metrics.Options{})
-	if err != nil {
-		return err
-	}
-	defer mlog.Close()
 	parts := agentrl.TrainerParts{Policy: model, Engine: engine, Reward: rf, Prompts: trainPrompts, Metrics: mlog, DataParallel: job.DataParallel()}
 	if fl != nil {
 		parts.Sync = fl
@@ -191,6 +194,9 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	if steps, err := root.Steps(); o.resume && (err != nil || len(steps) == 0) {
 		fmt.Fprintf(stdout, "no checkpoint under %s: starting at step 0\n", root.Dir)
+	}
+	if err := resetFleet(ctx, o, fl, model, rd.Leader()); err != nil {
+		return err
 	}
 	if err := tr.Run(ctx, rc); err != nil {
 		return err
