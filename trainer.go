@@ -367,13 +367,22 @@ func (t *Trainer) rolloutGroups(ctx context.Context, stepsDone, genBatch int) ([
 	if len(trajs) != len(idx)*t.cfg.SamplesPerPrompt {
 		return nil, fmt.Errorf("%w: step %d: rollout returned %d trajectories for %d requests of %d samples", ErrTrainer, stepsDone+1, len(trajs), len(idx), t.cfg.SamplesPerPrompt)
 	}
+	// Each trajectory goes to its canonical place, request by request
+	// (prompts in the generation batch's order) and sample by sample,
+	// whatever order the engine gave them in: advantages, mini-batches
+	// and so the update do not depend on which rollout finished first.
+	n := t.cfg.SamplesPerPrompt
 	samples := make([]*sample, len(trajs))
 	for i := range trajs {
 		tr := &trajs[i]
-		if tr.Request < 0 || tr.Request >= len(idx) || len(tr.Mask) != len(tr.Tokens) || tr.PromptLen > len(tr.Tokens) {
-			return nil, fmt.Errorf("%w: step %d: trajectory %d is malformed (request %d, %d tokens, %d mask, prompt %d)", ErrTrainer, stepsDone+1, i, tr.Request, len(tr.Tokens), len(tr.Mask), tr.PromptLen)
+		if tr.Request < 0 || tr.Request >= len(idx) || tr.Sample < 0 || tr.Sample >= n || len(tr.Mask) != len(tr.Tokens) || tr.PromptLen > len(tr.Tokens) {
+			return nil, fmt.Errorf("%w: step %d: trajectory %d is malformed (request %d, sample %d, %d tokens, %d mask, prompt %d)", ErrTrainer, stepsDone+1, i, tr.Request, tr.Sample, len(tr.Tokens), len(tr.Mask), tr.PromptLen)
 		}
-		samples[i] = &sample{traj: *tr, prompt: &t.parts.Prompts[idx[tr.Request]], group: groups[tr.Request]}
+		at := tr.Request*n + tr.Sample
+		if samples[at] != nil {
+			return nil, fmt.Errorf("%w: step %d: rollout returned sample %d of request %d twice", ErrTrainer, stepsDone+1, tr.Sample, tr.Request)
+		}
+		samples[at] = &sample{traj: *tr, prompt: &t.parts.Prompts[idx[tr.Request]], group: groups[tr.Request]}
 	}
 	return samples, nil
 }
