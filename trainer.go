@@ -134,7 +134,7 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	if err := attachLoRA(parts.Policy, cfg.LoRA, cfg.Seed, "TrainerConfig.LoRA"); err != nil {
 		return nil, err
 	}
-	opt, err := newOptimizer(parts.Policy, cfg.Optimizer)
+	opt, err := j.newOptimizer(parts.Policy, cfg.Optimizer)
 	if err != nil {
 		return nil, err
 	}
@@ -781,14 +781,14 @@ func optimizerStep(ctx context.Context, j job, opt policy.Optimizer, maxNorm flo
 	if err := j.sumGradients(ctx, opt); err != nil {
 		return 0, 0, false, fmt.Errorf("gradient all-reduce: %w", err)
 	}
-	norm, err = clipOrMeasure(opt, maxNorm)
+	norm, err = clipOrMeasure(ctx, opt, maxNorm)
 	switch {
 	case errors.Is(err, policy.ErrNonFinite):
 		return norm, 0, false, nil
 	case err != nil:
 		return norm, 0, false, fmt.Errorf("clip: %w", err)
 	}
-	if lr, err = opt.Step(); err != nil {
+	if lr, err = stepOptimizer(ctx, opt); err != nil {
 		return norm, 0, false, fmt.Errorf("optimizer: %w", err)
 	}
 	return norm, lr, true, nil

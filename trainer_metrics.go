@@ -106,6 +106,12 @@ type StepMetrics struct {
 	AllReduceWaitSeconds float64
 	AllReduceSeconds     float64
 	AllReduceBytes       int64
+	// Memory is what a rank holds for training, by kind (the most of any
+	// rank), measured at the end of the step: under memory/… in Map.
+	// ZeRO are the step's collectives of sharded training
+	// (DataParallel.ZeRO), under dist/… and timing_s/… in Map.
+	Memory RankMemory
+	ZeRO   ZeROMetrics
 
 	generatedTokens int
 	trainedTokens   int
@@ -173,6 +179,8 @@ func (m StepMetrics) Map() map[string]float64 {
 		out["timing_s/grad_allreduce"] = m.AllReduceSeconds
 		out["timing_s/grad_wait"] = m.AllReduceWaitSeconds
 	}
+	m.Memory.addTo(out)
+	m.ZeRO.addTo(out)
 	return out
 }
 

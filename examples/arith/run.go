@@ -77,6 +77,7 @@ type options struct {
 	serverCommand func(modelDir string, dc device.Config) *exec.Cmd
 
 	device device.Config // where the model trains (and a fleet's servers run)
+	zero   int           // -zero: the sharding of a data-parallel job's training state
 }
 
 // synopsis is the first line of -h.
@@ -122,6 +123,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Var(&o.fleetVersion, "fleet-version", setup.FleetVersionUsage+` (RL publishes its starting weights to the servers before its first rollout, and nothing samples them before: "adopt" and "reset" both go on whatever they hold)`)
 	fs.StringVar(&o.serve, "serve", "", "run as an inference server of a fleet over this model folder (used by -fleet)")
 	o.device.RegisterFlags(fs)
+	setup.ZeROFlag(fs, &o.zero)
 	if err := setup.Parse(fs, args); err != nil {
 		return o, err
 	}
@@ -270,6 +272,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer job.Close()
+	job.ZeRO = o.zero
 	if o.fleet > 0 && job.Env.Distributed() {
 		return errors.New("-fleet starts servers from one process: in a job of several ranks give running servers (-fleet-servers)")
 	}
