@@ -143,7 +143,7 @@ func TestParquetGroundTruthShapes(t *testing.T) {
 	assert.Equal(t, GroundTruth{Kind: GroundTruthNumber, Value: int64(2)}, exs[0].RewardModel.GroundTruth)
 	ans, err = exs[1].RewardModel.GroundTruth.Answers()
 	require.NoError(t, err)
-	assert.Equal(t, []string{"12"}, ans)
+	assert.Equal(t, []string{"16"}, ans) // 2024 = 2³·11·23 has (3+1)(1+1)(1+1) divisors
 	assert.Equal(t, "tool_agent", exs[1].AgentName)
 }
 

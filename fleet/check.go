@@ -39,7 +39,7 @@ var ErrCheck = errors.New("fleet: server check failed")
 //     Publish, as Generate would.
 //
 // A route is missing when the server answers FastAPI's 404 {"detail":
-// "Not Found"}. All failures are reported, joined, each wrapping ErrCheck
+// "Not Found"} or OpenAI's 404 "Invalid URL (…)". All failures are reported, joined, each wrapping ErrCheck
 // (or ErrVersion) and naming its server.
 func (f *Fleet) Check(ctx context.Context) error {
 	labels := make([]string, len(f.cfg.Servers))
@@ -156,15 +156,23 @@ func (f *Fleet) checkVLLMRoutes(ctx context.Context, s Server) error {
 	return nil
 }
 
-// routeMissing reports FastAPI's answer for a path it does not route,
-// 404 {"detail": "Not Found"}, as vLLM and SGLang give it (and package
-// serve). A 404 of a route that exists carries another body.
+// routeMissing reports a server's answer for a path it does not route:
+// FastAPI's 404 {"detail": "Not Found"}, as vLLM and SGLang give it, or
+// OpenAI's 404 error object whose message is "Invalid URL (<method>
+// <path>)", as OpenAI's API and package serve give it. A 404 of a route
+// that exists carries another body.
 func routeMissing(status int, data []byte) bool {
 	if status != http.StatusNotFound {
 		return false
 	}
 	var d struct {
 		Detail string `json:"detail"`
+		Error  struct {
+			Message string `json:"message"`
+		} `json:"error"`
 	}
-	return json.Unmarshal(data, &d) == nil && d.Detail == "Not Found"
+	if json.Unmarshal(data, &d) != nil {
+		return false
+	}
+	return d.Detail == "Not Found" || strings.HasPrefix(d.Error.Message, "Invalid URL (")
 }

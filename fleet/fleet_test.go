@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -389,6 +390,14 @@ func TestSGLangUpdateWithOtherClients(t *testing.T) {
 	require.NoError(t, err)
 	published := make(chan error, 1)
 	go func() { published <- f.Publish(context.Background(), 1, weights{tag: "one"}) }()
+	// The update reaches the server and waits there behind the other
+	// client's request (a fixed wait before ending that request let a
+	// loaded machine end it before the update had arrived).
+	require.Eventually(t, func() bool {
+		sched.mu.Lock()
+		defer sched.mu.Unlock()
+		return slices.Contains(sched.log, "/update_weights_from_disk")
+	}, 10*time.Second, time.Millisecond)
 	select {
 	case err := <-published:
 		t.Fatalf("Publish returned while another client's request ran: %v", err)

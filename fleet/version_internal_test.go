@@ -39,6 +39,7 @@ func TestParseVersion(t *testing.T) {
 // the 404 of a route that exists (vLLM's unload of an unknown adapter).
 func TestRouteMissing(t *testing.T) {
 	assert.True(t, routeMissing(http.StatusNotFound, []byte(`{"detail":"Not Found"}`)))
+	assert.True(t, routeMissing(http.StatusNotFound, []byte(`{"error":{"message":"Invalid URL (POST /collective_rpc)","type":"NotFoundError","param":null,"code":404}}`)))
 	assert.False(t, routeMissing(http.StatusNotFound, []byte(`{"error":{"message":"The lora adapter 'x' cannot be found.","type":"NotFoundError","code":404}}`)))
 	assert.False(t, routeMissing(http.StatusNotFound, []byte(`404 page not found`)))
 	assert.False(t, routeMissing(http.StatusBadRequest, []byte(`{"detail":"Not Found"}`)))

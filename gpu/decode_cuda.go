@@ -359,6 +359,28 @@ func (be *Backend) SampleRows(logits backend.Buffer, vocab int, rows []backend.S
 		return fmt.Errorf("gpu: sampling: %w", err)
 	}
 	unpackSampleResults(raw, out)
+	return be.topLogprobs(logits, vocab, rows, out)
+}
+
+// topLogprobs lists the most likely tokens of the rows that ask for them
+// (SampleRow.TopLogprobs): it downloads those rows' logits and lets
+// backend.HostSampler list them, as the CPU backend does. Rows that do
+// not ask cost nothing; the token drawn stays the device's.
+func (be *Backend) topLogprobs(logits backend.Buffer, vocab int, rows []backend.SampleRow, out []backend.SampleResult) error {
+	var hs backend.HostSampler
+	var z []float32
+	for i, r := range rows {
+		if r.TopLogprobs == 0 || out[i].Token < 0 {
+			continue
+		}
+		if z == nil {
+			z = make([]float32, vocab)
+		}
+		if err := be.Download(z, logits, i*vocab); err != nil {
+			return fmt.Errorf("gpu: top log-probabilities: %w", err)
+		}
+		out[i].Top = hs.Sample(z, r).Top
+	}
 	return nil
 }
 

@@ -44,6 +44,10 @@ type SampleParams struct {
 	Seed *uint64
 	// Logprobs asks for the log-probability of each generated token.
 	Logprobs bool
+	// TopLogprobs, with Logprobs, also asks for the TopLogprobs most
+	// likely tokens at each step (Generation.TopLogProbs), as vLLM's
+	// logprobs: N does; 0 asks for none.
+	TopLogprobs int
 }
 
 // GenerateRequest is one sequence to continue.
@@ -90,7 +94,13 @@ type Generation struct {
 	// RawLogProbs, when Logprobs was set and the sampler can give them,
 	// holds log-softmax of the unprocessed logits (temperature 1, no
 	// truncation): vLLM's default "raw_logprobs". Nil otherwise.
-	RawLogProbs  []float32
+	RawLogProbs []float32
+	// TopLogProbs, when SampleParams.TopLogprobs is positive, holds for
+	// each token the TopLogprobs most likely tokens of the distribution it
+	// was drawn from (fewer when the vocabulary is smaller), most likely
+	// first: by decreasing logit, ties by increasing id, which is the
+	// order of both their LogProb and RawLogProb. Nil otherwise.
+	TopLogProbs  [][]TokenLogProb
 	FinishReason FinishReason
 	// StopToken is the stop token for FinishStopToken.
 	StopToken int
@@ -105,6 +115,20 @@ type Generation struct {
 	// package serve report, or the trainer's policy version that a
 	// versioned sampler (package fleet) stamps. Empty when unknown.
 	WeightVersion string
+}
+
+// TokenLogProb is one of the most likely tokens at a step of a
+// generation, with its log-probabilities in the senses of
+// Generation.LogProbs and Generation.RawLogProbs.
+type TokenLogProb struct {
+	Token int
+	// LogProb is the token's log-probability under the distribution the
+	// step was drawn from (after temperature, min-p, top-k and top-p):
+	// −Inf for a token that truncation removed; for greedy decoding 0
+	// for the chosen token and −Inf for the others.
+	LogProb float32
+	// RawLogProb is log-softmax of the unprocessed logits at the token.
+	RawLogProb float32
 }
 
 // Sampler generates continuations of token sequences: the local
@@ -153,6 +177,10 @@ func CheckSampleParams(p SampleParams) error {
 		return fmt.Errorf("%w: min_p %g, want 0 ≤ min_p ≤ 1", ErrSampling, p.MinP)
 	case p.MaxNewTokens < 0:
 		return fmt.Errorf("%w: max_new_tokens %d is negative", ErrSampling, p.MaxNewTokens)
+	case p.TopLogprobs < 0:
+		return fmt.Errorf("%w: top_logprobs %d is negative", ErrSampling, p.TopLogprobs)
+	case p.TopLogprobs > 0 && !p.Logprobs:
+		return fmt.Errorf("%w: top_logprobs %d without logprobs", ErrSampling, p.TopLogprobs)
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ type Batch struct {
 	Mask        *tensor.Dense // response mask: 1 for trained tokens, 0 for prompt, tool output, padding
 
 	RefLogProbs     *tensor.Dense // log π_ref(a_t), for the KL loss
-	RolloutLogProbs *tensor.Dense // the rollout sampler's log-probs, for TIS
+	RolloutLogProbs *tensor.Dense // the rollout sampler's log-probs, for TIS and the rollout correction's decoupled mode
 	Entropy         *tensor.Dense // per-token entropy of π_θ, for the entropy bonus
 }
 

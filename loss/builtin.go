@@ -242,3 +242,31 @@ func b2f(b bool) float64 {
 	}
 	return 0
 }
+
+// reinforceVariant is the policy loss of the rollout correction's bypass
+// mode with loss_type reinforce, after verl's compute_policy_loss_reinforce
+// (verl/trainer/ppo/core_algos.py): L = −A·logπ per token, which Compute
+// multiplies by the detached, truncated IS weight π_θ/π_rollout when
+// RolloutIS is set, and aggregates with Config.Agg.
+func reinforceVariant() Variant {
+	return Variant{Loss: lossReinforce, Metrics: metricsReinforce, ReducesToREINFORCE: true}
+}
+
+func lossReinforce(v *Vars) Expr {
+	return v.Advantages().Neg().Mul(v.LogProbs())
+}
+
+// metricsReinforce reports ppo_kl = masked_mean(log π_rollout − logπ), the
+// rollout's log-probs being the old ones in bypass mode, as verl's
+// compute_policy_loss_reinforce does; it clips nothing, and reports
+// pg_clipfrac and pg_clipfrac_lower as 0 so that every mode fills the same
+// keys (verl reports neither).
+func metricsReinforce(d *Data) map[string]float64 {
+	var m means
+	for i, mk := range d.Mask {
+		if mk != 0 {
+			m.add(d.OldLogProbs[i] - d.LogProbs[i])
+		}
+	}
+	return map[string]float64{"pg_clipfrac": 0, "pg_clipfrac_lower": 0, "ppo_kl": m.mean(0)}
+}

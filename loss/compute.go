@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -26,7 +28,12 @@ type Result struct {
 	// pg_loss, pg_clipfrac, pg_clipfrac_lower, ppo_kl (from the variant);
 	// entropy (agg of Batch.Entropy, when given); kl (agg of the KL
 	// estimator, verl's kl_loss, when RefLogProbs is given) and kl_coef;
-	// tis_imp_ratio_mean and tis_clipfrac when TIS is active; loss.
+	// tis_imp_ratio_mean and tis_clipfrac when TISCap is set; loss. A
+	// RolloutCorrection adds verl's rollout_corr/ metrics of the batch:
+	// those of the IS weights (rollout_corr/rollout_is_*) and of the
+	// rejection (rollout_corr/rollout_rs_*) when they are configured, and in
+	// bypass mode the off-policy ones (rollout_corr/kl, k3_kl, ppl, χ²; see
+	// MismatchMetrics), as verl's bypass loss reports them.
 	Metrics map[string]float64
 }
 
@@ -80,16 +87,28 @@ func NewComputer(reg *Registry, opts ...Option) *Computer {
 	return c
 }
 
-// graphKey identifies a compiled graph. The coefficients and the TIS cap
-// and aggregation divisor are bound per call (scalar inputs and
-// Go-computed weights), so schedules and adaptive KL controllers that
+// graphKey identifies a compiled graph. The coefficients, the TIS cap,
+// the aggregation divisor and the rollout correction's thresholds and
+// rejection options are bound per call (scalar inputs and Go-computed
+// weights and masks), so schedules and adaptive KL controllers that
 // change them every step reuse one graph; cfg holds them zeroed, and the
-// flags record which terms exist.
+// flags record which terms exist. hasTIS says that IS weights multiply
+// the policy loss (TISCap or RolloutCorrection.RolloutIS); auxMask that
+// the entropy and KL terms keep the batch's mask while the policy term
+// has the rejection's (bypass mode with rejection).
 type graphKey struct {
 	cfg                                    Config
 	rows, cols                             int
 	hasRef, hasTIS, hasEntropy, hasRollout bool
-	entTerm, klTerm                        bool
+	entTerm, klTerm, auxMask               bool
+}
+
+// weightKey names the aggregation weights of one term: aux for the
+// entropy and KL terms when they aggregate over another mask than the
+// policy term.
+type weightKey struct {
+	agg Agg
+	aux bool
 }
 
 // compiled is one graph with its machine, input nodes and read-back slots.
@@ -103,12 +122,22 @@ type compiled struct {
 	logp, old, adv, mask, count, ref, tis, ent *gorgonia.Node
 	roll                                       *gorgonia.Node // rollout log-probs, only when a variant's Loss uses them
 	entCoef, klCoef                            *gorgonia.Node // scalar inputs, nil when the term is absent
-	weights                                    map[Agg]*gorgonia.Node
+	weights                                    map[weightKey]*gorgonia.Node
 
 	// float64 buffers bound to the input nodes, refilled on every call
 	vals    map[*gorgonia.Node]*tensor.Dense
 	pins    []*pin // of every StopGradient in the graph, for Surrogate
 	readout struct{ total, pg, kl, gLogp, gEnt gorgonia.Value }
+
+	// corr holds the rollout correction for Surrogate: recorded at the
+	// base batch, replayed at the other, as the weights are detached.
+	corr rcPin
+}
+
+// rcPin is the rollout correction's counterpart of a StopGradient pin.
+type rcPin struct {
+	mode pinMode
+	val  rcResult
 }
 
 // Compute evaluates cfg's objective on b. See the package function Compute.
@@ -120,9 +149,9 @@ func (c *Computer) Compute(cfg Config, b Batch) (res Result, err error) {
 	if err != nil {
 		return Result{}, err
 	}
-	v, ok := c.reg.Lookup(ncfg.Mode)
-	if !ok {
-		return Result{}, fmt.Errorf("loss: Config.Mode %q (registered: %s): %w", ncfg.Mode, modeList(c.reg.Names()), ErrUnknownName)
+	v, err := c.variant(ncfg)
+	if err != nil {
+		return Result{}, err
 	}
 	key, err := batchKey(ncfg, b)
 	if err != nil {
@@ -169,9 +198,9 @@ func (c *Computer) Surrogate(cfg Config, base, at Batch) (value float64, err err
 	if err != nil {
 		return 0, err
 	}
-	v, ok := c.reg.Lookup(ncfg.Mode)
-	if !ok {
-		return 0, fmt.Errorf("loss: Config.Mode %q (registered: %s): %w", ncfg.Mode, modeList(c.reg.Names()), ErrUnknownName)
+	v, err := c.variant(ncfg)
+	if err != nil {
+		return 0, err
 	}
 	key, err := batchKey(ncfg, base)
 	if err != nil {
@@ -202,6 +231,10 @@ func (c *Computer) Surrogate(cfg Config, base, at Batch) (value float64, err err
 				p.val = nil
 			}
 		}
+		cg.corr.mode = m
+		if m == pinOff {
+			cg.corr.val = rcResult{}
+		}
 	}
 	defer setPins(pinOff)
 	setPins(pinRecord)
@@ -216,23 +249,43 @@ func (c *Computer) Surrogate(cfg Config, base, at Batch) (value float64, err err
 	return res.Loss, nil
 }
 
+// variant returns the variant that computes ncfg's policy term: the
+// Registry's for ncfg.Mode, or REINFORCE for the rollout correction's
+// bypass-mode reinforce loss.
+func (c *Computer) variant(ncfg Config) (Variant, error) {
+	if ncfg.RolloutCorrection.BypassMode && ncfg.RolloutCorrection.LossType == BypassReinforce {
+		return reinforceVariant(), nil
+	}
+	v, ok := c.reg.Lookup(ncfg.Mode)
+	if !ok {
+		return Variant{}, fmt.Errorf("loss: Config.Mode %q (registered: %s): %w", ncfg.Mode, modeList(c.reg.Names()), ErrUnknownName)
+	}
+	return v, nil
+}
+
 // batchKey validates b against cfg (normalised) and returns its graph key.
 func batchKey(ncfg Config, b Batch) (graphKey, error) {
 	rows, cols, err := b.dims()
 	if err != nil {
 		return graphKey{}, err
 	}
+	spec := ncfg.correction()
 	shape := ncfg
 	shape.EntropyCoef, shape.KLCoef, shape.TISCap, shape.AggDivisor = 0, 0, 0, 0
-	key := graphKey{cfg: shape, rows: rows, cols: cols, hasRef: b.RefLogProbs != nil, hasTIS: ncfg.TISCap > 0, hasEntropy: b.Entropy != nil,
-		hasRollout: b.RolloutLogProbs != nil, entTerm: ncfg.EntropyCoef != 0, klTerm: ncfg.KLCoef != 0}
+	rc := &shape.RolloutCorrection
+	rc.RolloutISThreshold, rc.RolloutISBatchNormalize, rc.RolloutRS, rc.RolloutRSThreshold = 0, false, "", ""
+	key := graphKey{cfg: shape, rows: rows, cols: cols, hasRef: b.RefLogProbs != nil, hasTIS: spec.appliesWeights(), hasEntropy: b.Entropy != nil,
+		hasRollout: b.RolloutLogProbs != nil, entTerm: ncfg.EntropyCoef != 0, klTerm: ncfg.KLCoef != 0,
+		auxMask: spec.bypass && len(spec.rs) > 0}
 	switch {
 	case ncfg.KLCoef != 0 && !key.hasRef:
 		return key, fmt.Errorf("loss: Config.KLCoef = %v needs Batch.RefLogProbs: %w", ncfg.KLCoef, ErrMissing)
 	case ncfg.EntropyCoef != 0 && !key.hasEntropy:
 		return key, fmt.Errorf("loss: Config.EntropyCoef = %v needs Batch.Entropy: %w", ncfg.EntropyCoef, ErrMissing)
-	case key.hasTIS && b.RolloutLogProbs == nil:
+	case ncfg.TISCap > 0 && b.RolloutLogProbs == nil:
 		return key, fmt.Errorf("loss: Config.TISCap = %v needs Batch.RolloutLogProbs: %w", ncfg.TISCap, ErrMissing)
+	case ncfg.NeedsRolloutLogProbs() && b.RolloutLogProbs == nil:
+		return key, fmt.Errorf("loss: Config.RolloutCorrection (decoupled mode) compares Batch.OldLogProbs with Batch.RolloutLogProbs, which is nil: %w", ErrMissing)
 	}
 	return key, nil
 }
@@ -286,7 +339,7 @@ var errEntropyNoGradient = errors.New("no gradient reaches the entropy")
 func buildGraph(key graphKey, v Variant, entGrad bool) (*compiled, error) {
 	cfg, rows, cols := key.cfg, key.rows, key.cols
 	g := gorgonia.NewGraph()
-	cg := &compiled{g: g, variant: v, key: key, weights: map[Agg]*gorgonia.Node{}, vals: map[*gorgonia.Node]*tensor.Dense{}}
+	cg := &compiled{g: g, variant: v, key: key, weights: map[weightKey]*gorgonia.Node{}, vals: map[*gorgonia.Node]*tensor.Dense{}}
 	input := func(name string, shape ...int) *gorgonia.Node {
 		var n *gorgonia.Node
 		if len(shape) == 1 {
@@ -301,12 +354,17 @@ func buildGraph(key graphKey, v Variant, entGrad bool) (*compiled, error) {
 		cg.vals[n] = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(make([]float64, size)))
 		return n
 	}
-	weight := func(agg Agg) *gorgonia.Node {
-		if n, ok := cg.weights[agg]; ok {
+	weight := func(agg Agg, aux bool) *gorgonia.Node {
+		k := weightKey{agg, aux && key.auxMask}
+		if n, ok := cg.weights[k]; ok {
 			return n
 		}
-		n := input("w_"+string(agg), rows, cols)
-		cg.weights[agg] = n
+		name := "w_" + string(agg)
+		if k.aux {
+			name += "_aux"
+		}
+		n := input(name, rows, cols)
+		cg.weights[k] = n
 		return n
 	}
 	cg.logp, cg.old, cg.adv, cg.mask = input("logp", rows, cols), input("old_logp", rows, cols), input("adv", rows, cols), input("mask", rows, cols)
@@ -329,7 +387,7 @@ func buildGraph(key graphKey, v Variant, entGrad bool) (*compiled, error) {
 			return cg.roll
 		}
 	}
-	pg, err := policyTerm(v, in, x, weight)
+	pg, err := policyTerm(v, in, x, func(agg Agg) *gorgonia.Node { return weight(agg, false) })
 	if err != nil {
 		return nil, fmt.Errorf("loss: mode %q: %w", cfg.Mode, err)
 	}
@@ -338,7 +396,7 @@ func buildGraph(key graphKey, v Variant, entGrad bool) (*compiled, error) {
 	if key.entTerm {
 		// verl dp_actor: policy_loss = pg_loss − entropy_coeff·agg_loss(entropy)
 		cg.entCoef = gorgonia.NewScalar(g, tensor.Float64, gorgonia.WithName("entropy_coef"))
-		total = total.Sub(x.Wrap(cg.ent, nil).Mul(x.Wrap(weight(cfg.Agg), nil)).sumAll().Mul(x.Wrap(cg.entCoef, nil)))
+		total = total.Sub(x.Wrap(cg.ent, nil).Mul(x.Wrap(weight(cfg.Agg, true), nil)).sumAll().Mul(x.Wrap(cg.entCoef, nil)))
 	}
 	entOnlyInLoss := !key.entTerm && x.usedEntropy && entGrad
 	if key.entTerm || entOnlyInLoss {
@@ -347,7 +405,7 @@ func buildGraph(key graphKey, v Variant, entGrad bool) (*compiled, error) {
 	var klAgg Expr
 	if key.hasRef {
 		// verl dp_actor: policy_loss += kl_loss_coef·agg_loss(kl_penalty(logπ, ref))
-		klAgg = klExpr(x.LogProbs(), x.RefLogProbs(), cfg.KLType).Mul(x.Wrap(weight(cfg.Agg), nil)).sumAll()
+		klAgg = klExpr(x.LogProbs(), x.RefLogProbs(), cfg.KLType).Mul(x.Wrap(weight(cfg.Agg, true), nil)).sumAll()
 		if key.klTerm {
 			cg.klCoef = gorgonia.NewScalar(g, tensor.Float64, gorgonia.WithName("kl_coef"))
 			total = total.Add(klAgg.Mul(x.Wrap(cg.klCoef, nil)))
@@ -495,23 +553,42 @@ func (cg *compiled) run(cfg Config, b Batch) (Result, error) {
 		return d.Float64s()
 	}
 	logp, old, adv, mask := fill(cg.logp, b.LogProbs), fill(cg.old, b.OldLogProbs), fill(cg.adv, b.Advantages), fill(cg.mask, b.Mask)
-	count := cg.vals[cg.count].Float64s()
-	for r := range rows {
-		var n float64
-		for _, m := range mask[r*cols : (r+1)*cols] {
-			n += m
+	metrics := map[string]float64{}
+	// The rollout correction rewrites the policy term's mask (cg.mask,
+	// from which Count and the aggregation weights follow); auxMask is the
+	// entropy and KL terms' mask, the batch's own where they keep it.
+	auxMask := mask
+	corr, err := cg.correct(cfg, b, logp, old, mask)
+	if err != nil {
+		return Result{}, err
+	}
+	if corr.keep != nil {
+		if key.auxMask {
+			auxMask = slices.Clone(mask)
 		}
-		count[r] = n
+		for i, k := range corr.keep {
+			mask[i] *= k
+		}
+	}
+	maps.Copy(metrics, corr.metrics)
+	count := cg.vals[cg.count].Float64s()
+	rowCounts(count, mask, cols)
+	auxCount := count
+	if key.auxMask {
+		auxCount = rowCounts(make([]float64, rows), auxMask, cols)
 	}
 	divisor := cfg.AggDivisor
 	if divisor == 0 {
 		divisor = float64(cols)
 	}
-	for agg, n := range cg.weights {
-		aggWeights(cg.vals[n].Float64s(), agg, mask, count, cols, divisor)
+	for k, n := range cg.weights {
+		if k.aux {
+			aggWeights(cg.vals[n].Float64s(), k.agg, auxMask, auxCount, cols, divisor)
+		} else {
+			aggWeights(cg.vals[n].Float64s(), k.agg, mask, count, cols, divisor)
+		}
 	}
 	data := &Data{LogProbs: logp, OldLogProbs: old, Advantages: adv, Mask: mask, Rows: rows, Cols: cols, Config: cfg}
-	metrics := map[string]float64{}
 	if cg.ref != nil {
 		fill(cg.ref, b.RefLogProbs)
 		metrics["kl_coef"] = cfg.KLCoef
@@ -520,24 +597,14 @@ func (cg *compiled) run(cfg Config, b Batch) (Result, error) {
 		fill(cg.roll, b.RolloutLogProbs)
 	}
 	if cg.tis != nil {
-		// verl: tis_imp_ratio = clamp(exp(old − rollout), max=cap); the log
-		// ratio is clamped to ±20 first, as for the policy ratio.
 		w := cg.vals[cg.tis].Float64s()
-		rollout := b.RolloutLogProbs.Float32s()
-		capped := make([]float64, len(w))
-		for i := range w {
-			r := math.Exp(clampF(old[i]-float64(rollout[i]), -20, 20))
-			w[i] = math.Min(r, cfg.TISCap)
-			capped[i] = b2f(r > cfg.TISCap)
-		}
+		copy(w, corr.weights)
 		data.TISWeights = w
-		metrics["tis_imp_ratio_mean"] = data.MaskedMean(w)
-		metrics["tis_clipfrac"] = data.MaskedMean(capped)
 	}
 	if cg.ent != nil {
 		h := fill(cg.ent, b.Entropy)
 		wts := make([]float64, len(h))
-		aggWeights(wts, cfg.Agg, mask, count, cols, divisor)
+		aggWeights(wts, cfg.Agg, auxMask, auxCount, cols, divisor)
 		var s float64
 		for i, x := range h {
 			s += x * wts[i]
@@ -565,7 +632,6 @@ func (cg *compiled) run(cfg Config, b Batch) (Result, error) {
 		return Result{}, fmt.Errorf("loss: mode %q: running the graph: %v: %w", cfg.Mode, err, ErrConfig)
 	}
 	res := Result{Metrics: metrics}
-	var err error
 	if res.Loss, err = scalarOf(cg.readout.total); err != nil {
 		return Result{}, err
 	}
@@ -603,6 +669,56 @@ func (cg *compiled) run(cfg Config, b Batch) (Result, error) {
 		return Result{}, fmt.Errorf("loss: mode %q: %w", cfg.Mode, err)
 	}
 	return res, nil
+}
+
+// correct computes cfg's rollout correction for b, whose log-probs,
+// old log-probs and mask are widened in logp, old and mask: from the old
+// policy and Batch.RolloutLogProbs in decoupled mode, from the current
+// policy and the old one (the rollout's) in bypass mode; TISCap is the
+// first case. Surrogate replays the base batch's correction.
+func (cg *compiled) correct(cfg Config, b Batch, logp, old, mask []float64) (rcResult, error) {
+	spec := cfg.correction()
+	if !spec.active() {
+		return rcResult{}, nil
+	}
+	if cg.corr.mode == pinReplay {
+		return cg.corr.val, nil
+	}
+	rb := &rcBatch{pi: old, mask: mask, rows: cg.key.rows, cols: cg.key.cols}
+	if spec.bypass {
+		rb.pi, rb.rollout = logp, old
+		if b.RolloutLogProbs != nil {
+			for i, r := range b.RolloutLogProbs.Float32s() {
+				if mask[i] != 0 && float64(r) != old[i] {
+					return rcResult{}, fmt.Errorf("loss: RolloutCorrection.BypassMode takes the rollout's log-probs as the old policy, but Batch.RolloutLogProbs[%d,%d] = %v differs from Batch.OldLogProbs = %v (use the rollout's log-probs as the old ones, or leave RolloutLogProbs nil): %w",
+						i/cg.key.cols, i%cg.key.cols, r, old[i], ErrConfig)
+				}
+			}
+		}
+	} else {
+		rb.rollout = widen(nil, b.RolloutLogProbs)
+	}
+	res := spec.apply(rb)
+	if !spec.appliesWeights() {
+		res.weights = nil
+	}
+	if cg.corr.mode == pinRecord {
+		cg.corr.val = res
+	}
+	return res, nil
+}
+
+// rowCounts fills count with each row's number of mask-1 tokens and
+// returns it.
+func rowCounts(count, mask []float64, cols int) []float64 {
+	for r := range count {
+		var n float64
+		for _, m := range mask[r*cols : (r+1)*cols] {
+			n += m
+		}
+		count[r] = n
+	}
+	return count
 }
 
 func scalarOf(v gorgonia.Value) (float64, error) {

@@ -138,7 +138,17 @@ type Config struct {
 	// geo_mean taking the geometric mean per row), and old − rollout is
 	// clamped to ±20 before exp, as the policy ratio is, which changes the
 	// weight only where it is below e^−20.
+	//
+	// TISCap is an alias: it computes exactly what RolloutCorrection
+	// {RolloutIS: ISToken, RolloutISThreshold: TISCap} computes (verl's
+	// decoupled_token_is preset), but reports its own two metrics,
+	// tis_imp_ratio_mean (the mean truncated weight) and tis_clipfrac,
+	// instead of the rollout_corr/ ones. Setting both is an error.
 	TISCap float64
+	// RolloutCorrection is verl's rollout correction (importance weights,
+	// rejection, bypass mode) for tokens another engine or an older policy
+	// sampled; see RolloutCorrection. The zero value corrects nothing.
+	RolloutCorrection RolloutCorrection
 	// TauPos and TauNeg are SAPO's gate temperatures for A > 0 and A ≤ 0
 	// (verl tau_pos, tau_neg). Zero means DefaultTauPos / DefaultTauNeg.
 	TauPos, TauNeg float64
@@ -207,7 +217,44 @@ func (cfg Config) normalized() (Config, error) {
 		return cfg, err
 	}
 	cfg.KLType = kt
+	if cfg.RolloutCorrection.Active() && cfg.TISCap > 0 {
+		return cfg, fmt.Errorf("loss: Config.TISCap = %v and Config.RolloutCorrection are both set; TISCap is RolloutCorrection{RolloutIS: %q, RolloutISThreshold: TISCap}: set one: %w",
+			cfg.TISCap, ISToken, ErrConfig)
+	}
+	rc := &cfg.RolloutCorrection
+	if _, err := rc.spec(); err != nil {
+		return cfg, err
+	}
+	if rc.RolloutISThreshold == 0 {
+		rc.RolloutISThreshold = DefaultISThreshold
+	}
+	if rc.LossType == "" {
+		rc.LossType = BypassPPOClip
+	}
+	if rc.LossType == BypassReinforce && cfg.Mode != ModeVanilla {
+		return cfg, fmt.Errorf("loss: RolloutCorrection.LossType %q replaces the policy loss (verl's bypass_mode loss), so Config.Mode %q would be ignored: leave Mode empty: %w",
+			rc.LossType, cfg.Mode, ErrConfig)
+	}
 	return cfg, nil
+}
+
+// correction returns the rollout correction of a normalised cfg: its
+// RolloutCorrection, or TISCap's token-level weights.
+func (cfg Config) correction() rcSpec {
+	if cfg.TISCap > 0 {
+		return rcSpec{is: ISToken, isThr: cfg.TISCap, tisAlias: true}
+	}
+	s, _ := cfg.RolloutCorrection.spec() // validated by normalized
+	return s
+}
+
+// NeedsRolloutLogProbs reports whether Compute needs Batch.RolloutLogProbs
+// for cfg: for TISCap, and for a RolloutCorrection that weights or rejects
+// in decoupled mode. In bypass mode the rollout's log-probs are
+// Batch.OldLogProbs.
+func (cfg Config) NeedsRolloutLogProbs() bool {
+	rc := cfg.RolloutCorrection
+	return cfg.TISCap > 0 || (!rc.BypassMode && (rc.RolloutIS != "" || rc.RolloutRS != ""))
 }
 
 // checkAgg returns an error naming field unless agg is a known

@@ -2,8 +2,10 @@
 // per-token log-probabilities — PPO clip with clip-higher and dual-clip,
 // GSPO, CISPO, GPG, SAPO and geometric-mean variants — with verl's
 // aggregation modes, entropy bonus, KL penalties and truncated importance
-// sampling, and returns the loss together with its exact gradient with
-// respect to the log-probabilities and the entropy.
+// sampling, verl's rollout correction (importance weights and rejection
+// for tokens another engine or an older policy sampled, and the metrics
+// of that mismatch), and returns the loss together with its exact
+// gradient with respect to the log-probabilities and the entropy.
 //
 // An objective is a Variant whose Loss writes the formula with Expr
 // methods on the batch's quantities (Vars: the ratio, log-ratio,
@@ -49,6 +51,52 @@
 // for concurrent use; and Compute(cfg, batch) runs the built-ins. Here a
 // Computer over the Registry computes, as it caches compiled graphs;
 // advantage has nothing to cache, and its Registry computes itself.
+//
+// # Rollout correction
+//
+// Config.RolloutCorrection is verl's rollout correction
+// (algorithm.rollout_correction), for tokens that another engine (vLLM,
+// SGLang: other kernels, bf16) or an older policy sampled. Its knobs carry
+// verl's names, each from RolloutCorrectionConfig in
+// verl/trainer/config/algorithm.py, with the formulas of
+// verl/trainer/ppo/rollout_corr_helper.py:
+//
+//	RolloutIS                rollout_is                  "token" | "sequence": truncated IS weight, detached
+//	                                                     (compute_rollout_correction_weights)
+//	RolloutISThreshold       rollout_is_threshold        truncation, default 2
+//	RolloutISBatchNormalize  rollout_is_batch_normalize  weights divided by their batch mean
+//	RolloutRS                rollout_rs                  rejection options token_k1..3, seq_sum_k1..3,
+//	                                                     seq_mean_k1..3 (seq_mean_k1: geometric mean),
+//	                                                     seq_max_k2..3 (compute_rollout_rejection_mask)
+//	RolloutRSThreshold       rollout_rs_threshold        "lower_upper" for k1, an upper bound for k2/k3
+//	BypassMode               bypass_mode                 the rollout's log-probs as the old policy
+//	                                                     (apply_bypass_mode; compute_policy_loss_bypass_mode
+//	                                                     in verl/trainer/ppo/core_algos.py)
+//	LossType                 loss_type                   "ppo_clip" | "reinforce" in bypass mode
+//	                                                     (compute_policy_loss_reinforce)
+//
+// RolloutCorrectionPreset names verl's presets (Token-TIS, Seq-TIS, Seq-MIS,
+// Geo-RS, K3-RS and their bypass forms). The weights multiply each token's
+// policy loss as verl's compute_policy_loss_* functions multiply
+// rollout_is_weights; rejected tokens leave the loss's numerator and
+// denominator, as verl's modified response_mask does (slime's PR #657
+// fixed a denominator that kept them). Compute reports the weights' and
+// the rejection's statistics under verl's rollout_corr/ keys. Config.TISCap
+// is the Token-TIS case under its older name (verl's tis_imp_ratio_cap).
+//
+// MismatchMetrics is the step-level measurement: verl's
+// rollout_corr/ off-policy metrics (KL, k3, perplexities, χ²;
+// compute_offpolicy_metrics) and training/rollout_probs_diff_* (verl's
+// calculate_debug_metrics in verl/utils/debug/metrics.py) from the
+// trainer's recomputed old log-probs and the sampler's, per data source.
+//
+// In verl's decoupled mode the trainer recomputes the old log-probs and
+// logs MismatchMetrics of them every step; Compute, given
+// Batch.RolloutLogProbs, weights and rejects. Bypass mode is the root
+// package's TrainerConfig.OldLogProbs "rollout" (verl's apply_bypass_mode
+// sets old_log_probs to rollout_log_probs): the old log-probs are the
+// sampler's, Compute refuses a batch whose RolloutLogProbs differ from
+// them, and it measures and corrects the current policy against them.
 //
 // The elementwise operations that gorgonia v0.9.18 lacks and the losses
 // need — Min, Max, Clamp, Where and StopGradient — are gorgonia Ops with

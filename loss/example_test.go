@@ -3,6 +3,7 @@ package loss_test
 import (
 	"fmt"
 	"log"
+	"math"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -166,4 +167,64 @@ func ExampleVars_Wrap() {
 	fmt.Printf("dL/dlogp %.4f\n", res.GradLogProbs.Float32s())
 	// Output:
 	// dL/dlogp [-0.2500 0.2500]
+}
+
+// verl's Seq-MIS preset (decoupled_seq_is_rs) on two responses sampled by
+// another engine: response 0's tokens are together 1.5 times as likely
+// under the trainer's old policy as under the sampler (Σ log ratio =
+// ln 1.5), so its sequence weight is 1.5; response 1's are 3 times as
+// likely, outside the rejection bounds [0.5, 2], so it is left out — of
+// the loss and of its token-mean denominator. At ratio 1 with A = 1 each
+// kept token's loss is −1.5: the loss is −1.5 and the gradient −1.5/3 on
+// the three kept tokens.
+func ExampleRolloutCorrectionPreset() {
+	rc, err := loss.RolloutCorrectionPreset("decoupled_seq_is_rs")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ln := func(x float64) float32 { return float32(math.Log(x)) }
+	mat := func(v ...float32) *tensor.Dense { return tensor.New(tensor.WithShape(2, 3), tensor.WithBacking(v)) }
+	b := loss.Batch{
+		LogProbs:        mat(-1, -1, -1, -2, -2, -2),
+		OldLogProbs:     mat(-1, -1, -1, -2, -2, -2),
+		RolloutLogProbs: mat(-1-ln(1.5), -1, -1, -2-ln(3), -2, -2),
+		Advantages:      mat(1, 1, 1, 1, 1, 1),
+		Mask:            mat(1, 1, 1, 1, 1, 1),
+	}
+	res, err := loss.Compute(loss.Config{RolloutCorrection: rc}, b)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%+v\n", rc)
+	fmt.Printf("loss %.4f, dL/dlogp %.4f\n", res.Loss, res.GradLogProbs.Float32s())
+	fmt.Printf("sequences rejected %.2f, mean IS weight %.4f\n",
+		res.Metrics["rollout_corr/rollout_rs_seq_masked_fraction"], res.Metrics["rollout_corr/rollout_is_mean"])
+	// Output:
+	// {RolloutIS:sequence RolloutISThreshold:2 RolloutISBatchNormalize:false RolloutRS:seq_sum_k1 RolloutRSThreshold:0.5_2.0 BypassMode:false LossType:}
+	// loss -1.5000, dL/dlogp [-0.5000 -0.5000 -0.5000 0.0000 0.0000 0.0000]
+	// sequences rejected 0.50, mean IS weight 2.2500
+}
+
+// The trainer's view of the rollout–training mismatch for one step: the
+// sampler's log-probabilities of two responses against the trainer's
+// recomputed ones, with verl's metric names, for the whole batch and per
+// data source.
+func ExampleMismatchMetrics() {
+	old := [][]float32{{-0.5, -1.2, -0.1}, {-2.0, -0.7}}
+	rollout := [][]float32{{-0.6, -1.2, -0.1}, {-1.9, -0.7}}
+	mask := [][]float32{{1, 1, 0}, {1, 1}} // the third token of response 0 is tool output
+	m, err := loss.MismatchMetrics(old, rollout, mask, []string{"math", "code"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, k := range []string{"rollout_corr/kl", "rollout_corr/kl/math", "rollout_corr/kl/code",
+		"rollout_corr/chi2_seq", "training/rollout_probs_diff_max"} {
+		fmt.Printf("%s %.4f\n", k, m[k])
+	}
+	// Output:
+	// rollout_corr/kl 0.0000
+	// rollout_corr/kl/math -0.0500
+	// rollout_corr/kl/code 0.0500
+	// rollout_corr/chi2_seq 0.0201
+	// training/rollout_probs_diff_max 0.0577
 }

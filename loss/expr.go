@@ -77,8 +77,9 @@ func (x Expr) Node() *gorgonia.Node { return x.n }
 func (v *Vars) Inputs() *Inputs { return v.in }
 
 // Config returns the normalised configuration (see Inputs.Config: the
-// per-call coefficients EntropyCoef, KLCoef, TISCap and AggDivisor read
-// 0, so that one graph serves every value).
+// per-call coefficients EntropyCoef, KLCoef, TISCap and AggDivisor and
+// the rollout correction's thresholds and rejection options read 0, so
+// that one graph serves every value).
 func (v *Vars) Config() Config { return v.in.Config }
 
 // Rows returns B, the number of sequences.
@@ -136,10 +137,11 @@ func (v *Vars) Entropy() Expr {
 	return Expr{v.ent, v}
 }
 
-// TISWeights is the truncated importance weight min(exp(old − rollout),
-// TISCap), [B,T], and true, when Config.TISCap is set; else the zero Expr
-// and false. Compute already weights a per-token loss by it; a Loss that
-// returns a scalar applies it itself.
+// TISWeights is the truncated importance weight, [B,T], and true, when
+// one multiplies the policy loss: Config.TISCap's min(exp(old − rollout),
+// TISCap), or Config.RolloutCorrection's token- or sequence-level weight;
+// else the zero Expr and false. Compute already weights a per-token loss
+// by it; a Loss that returns a scalar applies it itself.
 func (v *Vars) TISWeights() (Expr, bool) {
 	if v.in.TISWeights == nil {
 		return Expr{}, false

@@ -155,3 +155,53 @@ func FuzzExpr(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRolloutCorrection feeds arbitrary rollout-correction settings
+// (verl's rollout_is, rollout_is_threshold, rollout_rs and
+// rollout_rs_threshold strings, bypass_mode, loss_type) to Validate and
+// Compute. Validate must never panic and must return nil or an error
+// wrapping ErrConfig or ErrUnknownName; Compute must agree with it, and
+// on a valid setting return a finite loss whose gradient vanishes on
+// padding, and a masked fraction in [0, 1].
+func FuzzRolloutCorrection(f *testing.F) {
+	f.Add("sequence", 2.0, false, "seq_sum_k1", "0.5_2.0", false, "")
+	f.Add("token", 1.5, true, "token_k1,seq_max_k3", "0.4_1.8,3.0", false, "ppo_clip")
+	f.Add("", 0.0, false, "seq_mean_k1", "0.999_1.001", true, "reinforce")
+	f.Add("token", -1.0, false, " token_k2 , ,token_k2", "nan", true, "pg")
+	f.Add("geometric", 1e308, false, "seq_max_k1", "_2", false, "")
+	f.Add("", 0.0, false, "seq_sum_k3,token_k1", "1e400,0.5_", false, "")
+	b := losstest.RandomBatch(rand.New(rand.NewPCG(9, 9)), 3, 5)
+	bypass := b
+	bypass.RolloutLogProbs = nil
+	f.Fuzz(func(t *testing.T, is string, isThr float64, norm bool, rs, rsThr string, bypassMode bool, lossType string) {
+		rc := loss.RolloutCorrection{RolloutIS: loss.ISLevel(is), RolloutISThreshold: isThr, RolloutISBatchNormalize: norm,
+			RolloutRS: rs, RolloutRSThreshold: rsThr, BypassMode: bypassMode, LossType: loss.BypassLoss(lossType)}
+		verr := rc.Validate()
+		if verr != nil && !errors.Is(verr, loss.ErrConfig) && !errors.Is(verr, loss.ErrUnknownName) {
+			t.Fatalf("Validate: error wraps no sentinel: %v", verr)
+		}
+		in := b
+		if bypassMode {
+			in = bypass
+		}
+		res, err := loss.Compute(loss.Config{RolloutCorrection: rc}, in)
+		if (err == nil) != (verr == nil) {
+			t.Fatalf("Validate says %v, Compute says %v", verr, err)
+		}
+		if err != nil {
+			return
+		}
+		if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
+			t.Fatalf("loss %v", res.Loss)
+		}
+		mask := in.Mask.Float32s()
+		for i, g := range res.GradLogProbs.Float32s() {
+			if mask[i] == 0 && g != 0 {
+				t.Fatalf("grad[%d] = %v on padding", i, g)
+			}
+		}
+		if frac, ok := res.Metrics["rollout_corr/rollout_rs_masked_fraction"]; ok && (frac < 0 || frac > 1) {
+			t.Fatalf("masked fraction %v", frac)
+		}
+	})
+}

@@ -18,9 +18,9 @@ import (
 //		return w.Mul(a).Mul(v.Ratio().Sub(1).Tanh().Add(1)).Neg()
 //	},
 //
-// Compute weights the per-token loss by TIS, aggregates it, adds the
-// entropy and KL terms, differentiates the total symbolically and
-// evaluates it. Build is the same thing in gorgonia nodes, for objectives
+// Compute weights the per-token loss by the importance weights (TISCap,
+// rollout correction), aggregates it, adds the entropy and KL terms,
+// differentiates the total symbolically and evaluates it. Build is the same thing in gorgonia nodes, for objectives
 // that need gorgonia directly; a Variant sets one of the two.
 //
 // The graph is float64. Compute calls Loss or Build when it builds a
@@ -66,14 +66,20 @@ type Inputs struct {
 	OldLogProbs, Advantages, Mask *gorgonia.Node
 	// Count is a [B] node: the number of mask-1 tokens in each row.
 	Count *gorgonia.Node
-	// TISWeights is the [B,T] truncated importance weight when Config.TISCap
-	// is set, else nil. Compute already applies it to Term.PerToken; a
-	// variant that returns Term.Scalar must apply it itself.
+	// TISWeights is the [B,T] truncated importance weight when one
+	// multiplies the policy loss (Config.TISCap, or a
+	// Config.RolloutCorrection with RolloutIS), else nil. Compute already
+	// applies it to Term.PerToken; a variant that returns Term.Scalar must
+	// apply it itself.
 	TISWeights *gorgonia.Node
 	// Config is the normalised configuration (defaults filled in), except
-	// that EntropyCoef, KLCoef, TISCap and AggDivisor read 0: they are
-	// bound per call, so that one graph serves every value, and an
-	// expression must not bake them in (TISWeights tells whether TIS is on).
+	// that EntropyCoef, KLCoef, TISCap and AggDivisor, and
+	// RolloutCorrection's RolloutISThreshold, RolloutISBatchNormalize,
+	// RolloutRS and RolloutRSThreshold, read 0: they are bound per call,
+	// so that one graph serves every value, and an expression must not
+	// bake them in (TISWeights tells whether IS weights apply). Mask and
+	// Count are the policy term's: a rollout correction's rejection has
+	// removed the rejected tokens from them.
 	Config Config
 	// Rows and Cols are B and T.
 	Rows, Cols int
@@ -97,23 +103,16 @@ type Term struct {
 // Metrics call only, and not to be modified.
 type Data struct {
 	LogProbs, OldLogProbs, Advantages, Mask []float64
-	// TISWeights is nil unless TIS is active.
+	// TISWeights is nil unless IS weights multiply the policy loss
+	// (Config.TISCap or RolloutCorrection.RolloutIS). Mask is the policy
+	// term's, without the tokens a rollout correction rejected.
 	TISWeights []float64
 	Rows, Cols int
 	Config     Config
 }
 
 // MaskedMean is verl_F.masked_mean: Σ x·m / (Σ m + 1e-8).
-func (d *Data) MaskedMean(x []float64) float64 {
-	var s, n float64
-	for i, m := range d.Mask {
-		if m != 0 {
-			s += x[i] * m
-			n += m
-		}
-	}
-	return s / (n + 1e-8)
-}
+func (d *Data) MaskedMean(x []float64) float64 { return maskedMean(x, d.Mask) }
 
 // Registry maps mode names to Variants: the built-in modes and any a
 // program registers. advantage.Registry has the same shape:

@@ -8,7 +8,8 @@
 // sample. Each trajectory runs in its own goroutine: it asks the
 // lm.Sampler for a turn (with the parser's close tag as a stop string
 // and a per-trajectory Session), finds tool calls with a Parser (Hermes
-// <tool_call> JSON, the default, or CodeBlocks for ReTool-style code),
+// <tool_call> JSON, the default; a model family's format, see below; or
+// CodeBlocks for ReTool-style code),
 // dispatches them through a tool.Registry of the request's tools (which
 // checks the arguments against each tool's schema), runs them
 // concurrently under a global limit and a per-call timeout (tools that
@@ -18,6 +19,30 @@
 // answers without a call or a limit is reached; Trajectory.Stop records
 // which. The engine never re-renders or re-tokenises earlier turns, so
 // each sampler request's prompt is exactly the trajectory so far.
+//
+// # Tool-call formats
+//
+// Each model family writes tool calls in its own format and reads results
+// in its own chat-template layout; a ToolFormat pairs the two, by vLLM's
+// --tool-call-parser name (ToolFormatByName) or from the model's chat
+// template (ToolFormatFromTemplate):
+//
+//   - "hermes": Hermes, <tool_call> JSON (Qwen2.5, Qwen3), results in
+//     ChatML;
+//   - "qwen3_coder": Qwen3Coder, <tool_call><function=…><parameter=…> XML
+//     whose values the tools' schemas type (a SchemaParser: the engine
+//     passes it the request's tool schemas), results in Qwen3CoderResults;
+//   - "llama3_json": Llama3JSON, bare JSON calls (Llama 3.1-3.3), results
+//     as ipython messages (Llama3Results);
+//   - "openai": Harmony, gpt-oss's harmony messages with a recipient,
+//     results as tool messages (HarmonyResults).
+//
+// A call a parser cannot read becomes a ParsedCall whose Err wraps
+// ErrBadToolCall; the engine answers it with an error result the model
+// reads. Harmony's token-faithful rendering needs a tokenizer for
+// o200k_harmony, which policy/tokenizer cannot load (its pre-tokenizer
+// regex is not one the package runs); the text rendering follows the
+// harmony spec.
 //
 // Concurrent trajectories share the sampler's batches: policy.Model
 // batches continuously (a turn joins the running decode and leaves it as

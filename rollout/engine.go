@@ -409,7 +409,7 @@ func (e *Engine) rollout(ctx context.Context, sampler lm.Sampler, j *job) (Traje
 			}
 			break
 		}
-		parsed := e.cfg.Parser.Parse(tr.Text)
+		parsed := parseTurn(e.cfg.Parser, tr.Text, j.tools)
 		if len(parsed) == 0 {
 			t.Stop = StopNoToolCall
 			break

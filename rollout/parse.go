@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/agentrl/agentrl/tool"
 )
 
 // ErrBadToolCall is wrapped by the error of a tool call the parser found
@@ -34,6 +36,26 @@ type Parser interface {
 	// StopStrings are passed to the sampler as stop strings so that a
 	// turn ends right after a call is closed; nil for none.
 	StopStrings() []string
+}
+
+// SchemaParser is a Parser whose reading of a call depends on the called
+// tool's JSON schema, such as Qwen3Coder, whose argument values are text
+// converted by the parameters' types. The engine calls ParseWithSchemas
+// with the schemas of the request's tools (tool.Tool.Schema) instead of
+// Parse.
+type SchemaParser interface {
+	Parser
+	// ParseWithSchemas is Parse given the tools' OpenAI function schemas.
+	ParseWithSchemas(text string, schemas []json.RawMessage) []ParsedCall
+}
+
+// parseTurn finds the calls in text with p, giving a SchemaParser the
+// schemas of tools.
+func parseTurn(p Parser, text string, tools *tool.Registry) []ParsedCall {
+	if sp, ok := p.(SchemaParser); ok {
+		return sp.ParseWithSchemas(text, tools.Schemas())
+	}
+	return p.Parse(text)
 }
 
 // Hermes parses Hermes-style tool calls, as Qwen2.5/Qwen3's chat

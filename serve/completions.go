@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -96,6 +97,7 @@ type plan struct {
 	n              int
 	reqs           []lm.GenerateRequest
 	logprobs       bool
+	topLogprobs    int
 	tokensAsIDs    bool
 	returnTokenIDs bool
 	includeStop    bool
@@ -136,7 +138,7 @@ func decodeCompletion(body []byte, lim limits) (*plan, *apiError) {
 			return nil, err
 		}
 	}
-	p.logprobs = sp.Logprobs
+	p.logprobs, p.topLogprobs = sp.Logprobs, sp.TopLogprobs
 	p.tokensAsIDs = lim.decode == nil || (req.TokensAsIDs != nil && *req.TokensAsIDs)
 	p.returnTokenIDs = req.ReturnTokenIDs != nil && *req.ReturnTokenIDs
 	p.includeStop = req.IncludeStopStr != nil && *req.IncludeStopStr
@@ -324,11 +326,14 @@ func checkPrompt(i int, ids []int, maxTokens int, lim limits) *apiError {
 }
 
 // sampleParams maps and checks the sampling fields with vLLM's defaults
-// and messages (vllm/sampling_params.py, SamplingParams._verify_args).
-// Absent fields take the neutral values: temperature 1, top_p 1, top_k
-// and min_p off, no token bound but the context (16 tokens with
-// EngineVLLM, for an absent or null max_tokens alike); vLLM would take
-// generation_config.json's instead under --generation-config auto.
+// and messages (vllm/sampling_params.py, SamplingParams._verify_args;
+// completion/protocol.py, CompletionRequest.check_logprobs). Absent
+// fields take the neutral values: temperature 1, top_p 1, top_k and
+// min_p off, and, for an absent or null max_tokens alike, 16 tokens
+// (defaultMaxTokens); vLLM would take generation_config.json's instead
+// under --generation-config auto. logprobs N asks for the sampled token's
+// log-probability and the N most likely tokens' (N −1: the whole
+// vocabulary), at most maxLogprobs.
 func (r *completionRequest) sampleParams(lim limits) (lm.SampleParams, *apiError) {
 	p := lm.SampleParams{Temperature: 1, TopP: 1}
 	if r.Temperature != nil {
@@ -355,24 +360,25 @@ func (r *completionRequest) sampleParams(lim limits) (lm.SampleParams, *apiError
 	if !(p.MinP >= 0 && p.MinP <= 1) {
 		return p, badRequest("min_p", "min_p must be in [0, 1], got %g.", p.MinP)
 	}
-	switch {
-	case r.MaxTokens != nil:
+	p.MaxNewTokens = defaultMaxTokens // absent or null alike (normalize_null_max_tokens)
+	if r.MaxTokens != nil {
 		if *r.MaxTokens < 1 {
 			return p, badRequest("max_tokens", "max_tokens must be at least 1, got %d.", *r.MaxTokens)
 		}
 		p.MaxNewTokens = *r.MaxTokens
-	case lim.engine == EngineVLLM:
-		// Absent or null alike (normalize_null_max_tokens).
-		p.MaxNewTokens = vllmDefaultMaxTokens
 	}
 	if r.Logprobs != nil {
-		switch n := *r.Logprobs; {
+		n := *r.Logprobs
+		if n == -1 {
+			n = lim.vocab // vLLM's "the whole vocabulary"
+		}
+		switch {
 		case n < 0:
-			return p, badRequest("logprobs", "logprobs must be non-negative, got %d.", n)
+			return p, badRequest("logprobs", "`logprobs` must be a positive value or -1.")
 		case n > maxLogprobs:
 			return p, badRequest("logprobs", "Requested sample logprobs of %d, which is greater than max allowed: %d", n, maxLogprobs)
 		}
-		p.Logprobs = true
+		p.Logprobs, p.TopLogprobs = true, n
 	}
 	stops, err := parseStop(r.Stop)
 	if err != nil {
@@ -444,10 +450,10 @@ type choice struct {
 
 // choiceLogprobs is vLLM's CompletionLogProbs.
 type choiceLogprobs struct {
-	TextOffset    []int                `json:"text_offset"`
-	TokenLogprobs []float64            `json:"token_logprobs"`
-	Tokens        []string             `json:"tokens"`
-	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+	TextOffset    []int          `json:"text_offset"`
+	TokenLogprobs []float64      `json:"token_logprobs"`
+	Tokens        []string       `json:"tokens"`
+	TopLogprobs   []*topLogprobs `json:"top_logprobs"`
 }
 
 // usage is vLLM's UsageInfo.
@@ -590,7 +596,10 @@ func (s *Server) renderChoice(i int, req lm.GenerateRequest, g lm.Generation, p 
 		if err != nil {
 			return c, err
 		}
-		c.Logprobs = s.logprobs(g.Tokens, lps, p.tokensAsIDs)
+		if p.topLogprobs > 0 && len(g.TopLogProbs) != len(g.Tokens) {
+			return c, fmt.Errorf("serve: generation %d has %d lists of top log-probs for %d tokens", i, len(g.TopLogProbs), len(g.Tokens))
+		}
+		c.Logprobs = s.logprobs(g, lps, p.tokensAsIDs)
 	}
 	return c, nil
 }
@@ -643,27 +652,81 @@ func (s *Server) text(prompt []int, g lm.Generation, includeStop bool) string {
 // logprobs builds vLLM's CompletionLogProbs (serving.py,
 // _create_completion_logprobs): tokens as "token_id:<id>" or decoded,
 // log-probs clamped at -9999, text_offset advancing by each token
-// string's length in code points. top_logprobs hold the sampled token
-// only: the model keeps no alternatives.
-func (s *Server) logprobs(ids []int, lps []float32, asIDs bool) *choiceLogprobs {
+// string's length in code points, and top_logprobs at each position: the
+// sampled token, then the most likely tokens that logprobs N asked for
+// (g.TopLogProbs), keyed by their text in that order; tokens whose texts
+// coincide share one key, as in vLLM's dict.
+func (s *Server) logprobs(g lm.Generation, lps []float32, asIDs bool) *choiceLogprobs {
+	ids := g.Tokens
 	l := &choiceLogprobs{
 		TextOffset:    make([]int, len(ids)),
 		TokenLogprobs: make([]float64, len(ids)),
 		Tokens:        make([]string, len(ids)),
-		TopLogprobs:   make([]map[string]float64, len(ids)),
+		TopLogprobs:   make([]*topLogprobs, len(ids)),
+	}
+	text := func(id int) string {
+		if asIDs {
+			return "token_id:" + strconv.Itoa(id)
+		}
+		return s.lim.decode([]int{id})
 	}
 	off := 0
 	for i, id := range ids {
-		tok := "token_id:" + strconv.Itoa(id)
-		if !asIDs {
-			tok = s.lim.decode([]int{id})
-		}
+		tok := text(id)
 		lp := math.Max(float64(lps[i]), minLogprob)
 		l.Tokens[i], l.TokenLogprobs[i], l.TextOffset[i] = tok, lp, off
-		l.TopLogprobs[i] = map[string]float64{tok: lp}
+		top := &topLogprobs{}
+		top.set(tok, lp)
+		if g.TopLogProbs != nil {
+			for _, c := range g.TopLogProbs[i] {
+				v := c.RawLogProb
+				if s.mode == openai.ProcessedLogprobs {
+					v = c.LogProb
+				}
+				top.set(text(c.Token), math.Max(float64(v), minLogprob))
+			}
+		}
+		l.TopLogprobs[i] = top
 		off += utf8.RuneCountInString(tok)
 	}
 	return l
+}
+
+// topLogprobs is one position's top_logprobs: a JSON object whose keys
+// keep the order they were set in; a key set again keeps its place and
+// takes the new value, as a Python dict does.
+type topLogprobs struct {
+	keys []string
+	vals []float64
+}
+
+func (t *topLogprobs) set(key string, v float64) {
+	if i := slices.Index(t.keys, key); i >= 0 {
+		t.vals[i] = v
+		return
+	}
+	t.keys = append(t.keys, key)
+	t.vals = append(t.vals, v)
+}
+
+// MarshalJSON writes the object with its keys in order.
+func (t *topLogprobs) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, k := range t.keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		kb, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		vb, err := json.Marshal(t.vals[i])
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(b, kb...), ':'), vb...)
+	}
+	return append(b, '}'), nil
 }
 
 // randomHex returns 32 random hex digits, as Python's uuid4().hex.

@@ -3,6 +3,8 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -263,7 +265,8 @@ func TestMalformedRequests(t *testing.T) {
 		{"top_p 0", `{"prompt": [1], "top_p": 0}`, 400, "top_p must be in (0, 1], got 0."},
 		{"top_k -2", `{"prompt": [1], "top_k": -2}`, 400, "top_k must be 0 (disable), or at least 1, got -2."},
 		{"min_p 2", `{"prompt": [1], "min_p": 2}`, 400, "min_p must be in [0, 1], got 2."},
-		{"negative logprobs", `{"prompt": [1], "logprobs": -1}`, 400, "logprobs must be non-negative"},
+		{"negative logprobs", `{"prompt": [1], "logprobs": -2}`, 400, "`logprobs` must be a positive value or -1."},
+		{"logprobs of the whole vocabulary", `{"prompt": [1], "logprobs": -1}`, 400, "Requested sample logprobs of 258, which is greater than max allowed: 20"},
 		{"too many logprobs", `{"prompt": [1], "logprobs": 21}`, 400, "greater than max allowed: 20"},
 		{"empty stop string", `{"prompt": [1], "stop": ["a", ""]}`, 400, "stop cannot contain an empty string."},
 		{"stop a number", `{"prompt": [1], "stop": 5}`, 400, "stop must be a string or a list of strings"},
@@ -296,12 +299,73 @@ func TestMalformedRequests(t *testing.T) {
 func TestRouting(t *testing.T) {
 	dir := writeCheckpoint(t, 1, 16)
 	_, ts := startServer(t, dir, Config{})
-	status, body := get(t, ts.URL+"/v1/completions")
-	assert.Equal(t, http.StatusMethodNotAllowed, status)
-	assert.JSONEq(t, `{"detail": "Method Not Allowed"}`, string(body))
-	status, body = get(t, ts.URL+"/v1/chat")
+	for _, c := range []struct {
+		method, path string
+		status       int
+		allow, body  string
+	}{
+		{http.MethodGet, "/v1/completions", http.StatusMethodNotAllowed, "POST",
+			`{"error": {"message": "Method Not Allowed (GET /v1/completions; allowed: POST)", "type": "MethodNotAllowedError", "param": null, "code": 405}}`},
+		{http.MethodDelete, "/flush_cache", http.StatusMethodNotAllowed, "GET, POST",
+			`{"error": {"message": "Method Not Allowed (DELETE /flush_cache; allowed: GET, POST)", "type": "MethodNotAllowedError", "param": null, "code": 405}}`},
+		{http.MethodPost, "/v1/models/agentrl", http.StatusMethodNotAllowed, "GET",
+			`{"error": {"message": "Method Not Allowed (POST /v1/models/agentrl; allowed: GET)", "type": "MethodNotAllowedError", "param": null, "code": 405}}`},
+		{http.MethodGet, "/v1/chat", http.StatusNotFound, "",
+			`{"error": {"message": "Invalid URL (GET /v1/chat)", "type": "NotFoundError", "param": null, "code": 404}}`},
+		{http.MethodPost, "/v1/embeddings", http.StatusNotFound, "",
+			`{"error": {"message": "Invalid URL (POST /v1/embeddings)", "type": "NotFoundError", "param": null, "code": 404}}`},
+		{http.MethodGet, "/v1/models/", http.StatusNotFound, "",
+			`{"error": {"message": "Invalid URL (GET /v1/models/)", "type": "NotFoundError", "param": null, "code": 404}}`},
+	} {
+		t.Run(c.method+" "+c.path, func(t *testing.T) {
+			req, err := http.NewRequest(c.method, ts.URL+c.path, nil)
+			require.NoError(t, err)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			assert.Equal(t, c.status, resp.StatusCode)
+			assert.Equal(t, c.allow, resp.Header.Get("Allow"))
+			assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+			assert.JSONEq(t, c.body, string(body))
+		})
+	}
+}
+
+// TestRetrieveModel: GET /v1/models/<id> gives the card /v1/models lists
+// under that id, the served model's or an adapter's (whose name may hold
+// a slash), and OpenAI's error object, vLLM's message, for another id.
+func TestRetrieveModel(t *testing.T) {
+	dir := writeCheckpoint(t, 1, 16)
+	_, ts := startServer(t, dir, Config{Name: "org/tiny"})
+	adapter := writeAdapter(t, dir, allLinear, 3)
+	status, body := post(t, ts.URL+"/v1/load_lora_adapter", fmt.Sprintf(`{"lora_name": "team/ad", "lora_path": %q}`, adapter))
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	status, body = get(t, ts.URL+"/v1/models")
+	require.Equal(t, http.StatusOK, status)
+	var list struct {
+		Data []map[string]any `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal(body, &list))
+	require.Len(t, list.Data, 2)
+	for _, want := range list.Data {
+		id := want["id"].(string)
+		status, body := get(t, ts.URL+"/v1/models/"+id)
+		require.Equal(t, http.StatusOK, status, "%s: %s", id, body)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal(body, &got))
+		// The permission's id is drawn afresh for each answer.
+		delete(got["permission"].([]any)[0].(map[string]any), "id")
+		delete(want["permission"].([]any)[0].(map[string]any), "id")
+		assert.Equal(t, want, got, id)
+	}
+	assert.Equal(t, "org/tiny", list.Data[0]["id"])
+	assert.Equal(t, "team/ad", list.Data[1]["id"])
+	assert.Equal(t, "org/tiny", list.Data[1]["parent"])
+	status, body = get(t, ts.URL+"/v1/models/gpt-4")
 	assert.Equal(t, http.StatusNotFound, status)
-	assert.JSONEq(t, `{"detail": "Not Found"}`, string(body))
+	assert.JSONEq(t, "{\"error\": {\"message\": \"The model `gpt-4` does not exist.\", \"type\": \"NotFoundError\", \"param\": \"model\", \"code\": 404}}", string(body))
 }
 
 // TestInfoEndpoints checks /health, /v1/models, /model_info and

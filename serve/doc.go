@@ -32,10 +32,19 @@
 //
 //	POST|PUT /generate              {"input_ids" | "text", "sampling_params", "return_logprob", "rid", …}
 //
+// A completion without max_tokens (or with null) generates at most 16
+// tokens, the default of OpenAI's API, vLLM and SGLang alike. logprobs N
+// returns, at each position, the sampled token's log-probability and, in
+// top_logprobs, the sampled token and the N most likely ones (at most 20,
+// vLLM's default --max-logprobs; -1, the whole vocabulary, is refused
+// as vLLM refuses it), computed by the model's sampler
+// (lm.SampleParams.TopLogprobs) at no cost to requests that do not ask.
+//
 // Information:
 //
 //	GET  /health                  200, empty body (503 once closed)
 //	GET  /v1/models               vLLM's model list, with max_model_len, and the loaded adapters
+//	GET  /v1/models/{id}          OpenAI's "retrieve model": one card of that list
 //	GET  /model_info              SGLang's model_path, weight_version, …
 //	GET  /get_model_info          SGLang's deprecated alias of /model_info
 //	GET  /get_weight_version      {"weight_version"}
@@ -99,18 +108,26 @@
 // versions; their weight_version is the base weights'. Adapter loads,
 // unloads and reloads run one at a time.
 //
+// # Errors
+//
+// The OpenAI-compatible routes (/v1/…), an unknown path (404 "Invalid
+// URL (POST /v1/embeddings)", as OpenAI's API words it) and a known
+// path asked with another method (405, with an Allow header) answer
+// OpenAI's error object {"error": {"message", "type", "param", "code"}},
+// which OpenAI's clients read; vLLM and SGLang answer an unknown path with
+// FastAPI's {"detail": "Not Found"}, which those clients show as "(no
+// body)". The engines' own routes answer in their engine's shape:
+// SGLang's flat {"object": "error", …}, vLLM's development routes'
+// {"detail"} or {"error": msg}.
+//
 // # Engine defaults
 //
 // Config.Engine makes the server play one engine where vLLM's or
 // SGLang's defaults differ from this server's own, so that a client
 // tested against it meets what the real engine would do:
 //
-//   - EngineVLLM: a completion whose max_tokens is absent or null
-//     generates at most 16 tokens, as vLLM's CompletionRequest does
-//     (vllm/entrypoints/openai/completion/protocol.py, the max_tokens
-//     default and normalize_null_max_tokens), finishing with "length"
-//     and no error; and no weight version is reported, as vLLM reports
-//     none: completions carry no "metadata", and /generate's meta_info,
+//   - EngineVLLM: no weight version is reported, as vLLM reports none:
+//     completions carry no "metadata", and /generate's meta_info,
 //     /model_info and /get_weight_version give weight_version null.
 //   - EngineSGLang: the weights start at version "default" (SGLang's
 //     --weight-version, server_args.py); /update_weights_from_disk
@@ -118,8 +135,7 @@
 //     explicit max_new_tokens that with the prompt reaches the context
 //     (TokenizerManager._validate_one_request).
 //
-// Without it, a completion without max_tokens generates up to the
-// context, every answer names its weight version, the weights start at
+// Without it, every answer names its weight version, the weights start at
 // "0" and a reload without a version takes the next integer. Either
 // way both APIs are served, and unknown request members are ignored
 // where the engines ignore them (vLLM's completion requests, SGLang's
@@ -139,9 +155,8 @@
 //
 // Where this server differs from vLLM and SGLang, it says so on the
 // endpoint; in short: no streaming, no echo, no prompt log-probabilities,
-// top_logprobs hold the sampled token only, "keep"/"in_place" pauses wait
-// for the requests in flight instead of freezing them, and a reload never
-// changes the served model name. /generate also takes one sampling_params
+// "keep"/"in_place" pauses wait for the requests in flight instead of
+// freezing them, and a reload never changes the served model name. /generate also takes one sampling_params
 // object for all its prompts, no parallel sampling (n > 1), no top
 // log-probabilities, no max_new_tokens 0, ignores skip_special_tokens,
 // takes one adapter per request (lora_path the same for every prompt), and

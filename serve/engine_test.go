@@ -10,13 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestEngineMaxTokens: a completion's token bound per engine. The test
-// model has no end-of-sequence token, so greedy generation runs to the
-// bound: with testPrompt (3 tokens) in a 96-token context, "up to the
-// context" is 96 − 3 = 93 tokens; vLLM's default is 16 for an absent and
-// an explicit null max_tokens alike (CompletionRequest.max_tokens = 16,
-// normalize_null_max_tokens); an explicit number is that number on every
-// engine.
+// TestEngineMaxTokens: a completion's token bound. The test model has no
+// end-of-sequence token, so greedy generation runs to the bound: 16 for
+// an absent and an explicit null max_tokens alike on every engine, as
+// OpenAI's API, vLLM (CompletionRequest.max_tokens = 16,
+// normalize_null_max_tokens) and SGLang (CompletionRequest.max_tokens =
+// 16) default; an explicit number is that number, up to the context
+// (testPrompt's 3 tokens leave 96 − 3 = 93).
 func TestEngineMaxTokens(t *testing.T) {
 	a := writeCheckpoint(t, 1, 16)
 	const room = testMaxLen - 3
@@ -25,14 +25,16 @@ func TestEngineMaxTokens(t *testing.T) {
 		field  string // the max_tokens member of the body, "" for none
 		want   int
 	}{
-		{"", ``, room},
-		{"", `"max_tokens": null,`, room},
+		{"", ``, 16},
+		{"", `"max_tokens": null,`, 16},
 		{"", `"max_tokens": 5,`, 5},
+		{"", `"max_tokens": 93,`, room},
 		{EngineVLLM, ``, 16},
 		{EngineVLLM, `"max_tokens": null,`, 16},
 		{EngineVLLM, `"max_tokens": 5,`, 5},
 		{EngineVLLM, `"max_tokens": 40,`, 40},
-		{EngineSGLang, `"max_tokens": null,`, room},
+		{EngineSGLang, ``, 16},
+		{EngineSGLang, `"max_tokens": null,`, 16},
 	} {
 		t.Run(fmt.Sprintf("%s/%s", c.engine, c.field), func(t *testing.T) {
 			_, ts := startServer(t, a, Config{Engine: c.engine})

@@ -23,6 +23,7 @@ func FuzzDecodeCompletion(f *testing.F) {
 		`{"prompt": [1], "n": 1e3, "seed": 9223372036854775807}`,
 		`{"prompt": [1], "stream": false, "echo": false, "best_of": 1, "repetition_penalty": 1}`,
 		`{"prompt": [[]]}`, `[]`, `{`, `null`, `{"prompt": [1.0]}`,
+		`{"prompt": [1], "logprobs": 20}`, `{"prompt": [1], "logprobs": -1}`, `{"prompt": [1], "logprobs": 0, "max_tokens": null}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -50,8 +51,11 @@ func FuzzDecodeCompletion(f *testing.F) {
 			if err := lm.CheckSampleParams(r.Params); err != nil {
 				t.Fatalf("request %d: %v, from %q", i, err, body)
 			}
-			if r.Params.MaxNewTokens > 0 && len(r.Prompt)+r.Params.MaxNewTokens > testMaxLen {
-				t.Fatalf("request %d: max_tokens %d past the context, from %q", i, r.Params.MaxNewTokens, body)
+			if r.Params.MaxNewTokens < 1 || len(r.Prompt)+r.Params.MaxNewTokens > testMaxLen {
+				t.Fatalf("request %d: max_tokens %d unbounded or past the context, from %q", i, r.Params.MaxNewTokens, body)
+			}
+			if r.Params.TopLogprobs > maxLogprobs || r.Params.TopLogprobs != p.topLogprobs {
+				t.Fatalf("request %d: %d top log-probs (plan %d), from %q", i, r.Params.TopLogprobs, p.topLogprobs, body)
 			}
 			for _, s := range r.Params.Stop {
 				if s == "" {

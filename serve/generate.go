@@ -183,7 +183,7 @@ func (r *generateRequest) unsupported() *apiError {
 	case logprobs && r.TopLogprobsNum != nil && *r.TopLogprobsNum < 0:
 		return badRequest("top_logprobs_num", "top_logprobs_num must be non-negative, got %d", *r.TopLogprobsNum)
 	case logprobs && r.TopLogprobsNum != nil && *r.TopLogprobsNum > 0:
-		return no("top_logprobs_num", "top_logprobs_num (the model keeps no alternatives)")
+		return badRequest("top_logprobs_num", "top_logprobs_num is not supported by this server's /generate; its /v1/completions returns top log-probabilities (logprobs N)")
 	}
 	return nil
 }

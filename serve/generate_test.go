@@ -258,7 +258,7 @@ func TestGenerateMalformed(t *testing.T) {
 		{"ignore_eos", `{"input_ids": [1], "sampling_params": {"ignore_eos": true}}`, "sampling_params.ignore_eos is not supported"},
 		{"stream", `{"input_ids": [1], "stream": true}`, "stream is not supported"},
 		{"input log-probs", `{"input_ids": [1], "return_logprob": true, "logprob_start_len": 0}`, "only -1"},
-		{"top log-probs", `{"input_ids": [1], "return_logprob": true, "top_logprobs_num": 5}`, "top_logprobs_num (the model keeps no alternatives) is not supported"},
+		{"top log-probs", `{"input_ids": [1], "return_logprob": true, "top_logprobs_num": 5}`, "top_logprobs_num is not supported by this server's /generate; its /v1/completions returns top log-probabilities (logprobs N)"},
 		{"return_logprob a list", `{"input_ids": [1], "return_logprob": [true]}`, "return_logprob: want a boolean"},
 		{"images", `{"input_ids": [1], "image_data": "a.png"}`, "image_data is not supported"},
 		{"rid a number", `{"input_ids": [1], "rid": 5}`, "The rid should be a string or a list of strings."},

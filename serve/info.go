@@ -2,6 +2,7 @@ package serve
 
 import (
 	"net/http"
+	"strings"
 )
 
 // handleHealth serves GET /health: 200 with an empty body, 503 once the
@@ -51,6 +52,30 @@ type modelPermission struct {
 // max_model_len, as vLLM lists them (OpenAIServingModels.
 // show_available_models). owned_by is "agentrl".
 func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": s.modelCards()})
+}
+
+// modelsPrefix starts the path of GET /v1/models/<id>.
+const modelsPrefix = "/v1/models/"
+
+// handleModel serves GET /v1/models/<id>, OpenAI's "retrieve model": the
+// card /v1/models lists under that id (the served model or a loaded
+// adapter; the id may hold slashes), or vLLM's 404 "The model `<id>` does
+// not exist." as an OpenAI error object.
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
+	id := strings.TrimPrefix(r.URL.Path, modelsPrefix)
+	for _, c := range s.modelCards() {
+		if c.ID == id {
+			writeJSON(w, http.StatusOK, c)
+			return
+		}
+	}
+	writeOpenAIError(w, unknownModel(id))
+}
+
+// modelCards are the cards of /v1/models: the served model's, then one
+// per loaded adapter in load order.
+func (s *Server) modelCards() []modelCard {
 	s.mu.Lock()
 	eng, adapters := s.eng, s.sortedAdaptersLocked()
 	s.mu.Unlock()
@@ -77,7 +102,7 @@ func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 		c.Parent = &parent
 		cards = append(cards, c)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": cards})
+	return cards
 }
 
 // modelInfo is SGLang's GET /model_info body

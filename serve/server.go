@@ -27,11 +27,7 @@ var ErrConfig = errors.New("serve: invalid configuration")
 type Engine string
 
 const (
-	// EngineVLLM follows vLLM's OpenAI-compatible server: a completion
-	// whose max_tokens is absent or null generates at most 16 tokens
-	// (vllm/entrypoints/openai/completion/protocol.py: CompletionRequest's
-	// max_tokens defaults to 16, and its normalize_null_max_tokens
-	// validator turns an explicit null into that default), and no weight
+	// EngineVLLM follows vLLM's OpenAI-compatible server: no weight
 	// version is reported, as vLLM reports none: completions carry no
 	// "metadata", and /generate's meta_info, /model_info and
 	// /get_weight_version (SGLang's, which vLLM lacks) give
@@ -47,8 +43,15 @@ const (
 	EngineSGLang Engine = "sglang"
 )
 
-// vllmDefaultMaxTokens is vLLM's CompletionRequest.max_tokens default.
-const vllmDefaultMaxTokens = 16
+// defaultMaxTokens bounds a completion whose max_tokens is absent or
+// null, with every Engine: 16, the default of OpenAI's completions API,
+// of vLLM's CompletionRequest (vllm/entrypoints/openai/completion/
+// protocol.py: max_tokens defaults to 16, and normalize_null_max_tokens
+// turns an explicit null into that default) and of SGLang's
+// (sglang/srt/entrypoints/openai/protocol.py). Generating up to the
+// context instead made a request that forgot max_tokens run for tens of
+// seconds; clients that want more say so (policy/openai always does).
+const defaultMaxTokens = 16
 
 // ErrClosed is returned for work asked of a closed Server; over HTTP it
 // is a 503.
@@ -107,10 +110,9 @@ type Config struct {
 	// (EngineSGLang) where their defaults differ from this server's own,
 	// so that a client tested against it meets the engine's behaviour: see
 	// the constants for what each changes. Both APIs are served either
-	// way. Empty keeps this server's own defaults: a completion without
-	// max_tokens generates up to the context, every completion carries
-	// metadata.weight_version, the weights start at version "0", and a
-	// reload without a version takes the next integer.
+	// way. Empty keeps this server's own defaults: every completion
+	// carries metadata.weight_version, the weights start at version "0",
+	// and a reload without a version takes the next integer.
 	Engine Engine
 	// MaxSessions is how many finished sequences the server keeps in the
 	// model's session caches so that a later prompt extending one
@@ -300,14 +302,22 @@ func (s *Server) buildRoutes() map[string]map[string]http.HandlerFunc {
 	return routes
 }
 
-// ServeHTTP routes a request to its endpoint. An unknown path is a 404
-// and a known path with another method a 405, each with FastAPI's body
-// {"detail": "Not Found"} or {"detail": "Method Not Allowed"}, as vLLM
-// and SGLang answer.
+// ServeHTTP routes a request to its endpoint, GET /v1/models/<id> among
+// them. An unknown path is a 404 and a known path with another method a
+// 405 (with an Allow header), each with OpenAI's error object
+// {"error": {"message", "type", "param", "code"}}, so that OpenAI's
+// clients show what went wrong: "Invalid URL (POST /v1/embeddings)"
+// as OpenAI's API words an unknown path, or "Method Not Allowed (GET
+// /v1/completions; allowed: POST)". (vLLM and SGLang answer FastAPI's
+// {"detail": "Not Found"}, which those clients show as "(no body)".)
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	methods, ok := s.routes[r.URL.Path]
+	if !ok && strings.HasPrefix(r.URL.Path, modelsPrefix) && len(r.URL.Path) > len(modelsPrefix) {
+		methods, ok = map[string]http.HandlerFunc{http.MethodGet: s.handleModel}, true
+	}
 	if !ok {
-		writeDetail(w, http.StatusNotFound, "Not Found")
+		writeOpenAIError(w, &apiError{status: http.StatusNotFound, typ: "NotFoundError",
+			msg: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)})
 		return
 	}
 	h, ok := methods[r.Method]
@@ -318,7 +328,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		sort.Strings(allow)
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+		writeOpenAIError(w, &apiError{status: http.StatusMethodNotAllowed, typ: "MethodNotAllowedError",
+			msg: fmt.Sprintf("Method Not Allowed (%s %s; allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", "))})
 		return
 	}
 	h(w, r)

@@ -158,7 +158,9 @@
 // the engine for sandboxes at cluster scale: it retries transport errors,
 // timed-out attempts, 429 and 5xx with exponential backoff and jitter
 // (honouring Retry-After), bounds the requests in flight, and maps the
-// answer's status and run_result onto ExecResult.
+// answer's status and run_result onto ExecResult. Its Check, called at
+// start, fails at once for a URL where no SandboxFusion server answers
+// (GET /v1/ping), rather than at the first tool call after the retries.
 //
 // # The calculator
 //

@@ -53,3 +53,19 @@ func ExampleNewSandboxFusion() {
 	fmt.Println(ci.Name())
 	// Output: code_interpreter
 }
+
+// Check at start makes a program fail at once where no SandboxFusion
+// server answers, rather than at its first tool call.
+func ExampleSandboxFusion_Check() {
+	sf, err := tool.NewSandboxFusion(tool.SandboxFusionConfig{URL: "http://sandbox.internal:8080"})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := sf.Check(ctx); err != nil {
+		fmt.Println(err) // tool: SandboxFusion check failed: http://sandbox.internal:8080 does not answer: …
+		return
+	}
+	fmt.Println("ready")
+}

@@ -293,16 +293,25 @@ func TestBudgetBenignCallsPass(t *testing.T) {
 	forBudgets(t, SandboxConfig{CallMemoryBytes: 128 << 20, CallProcesses: 48, CallCPUTime: 5 * time.Second}, func(t *testing.T, sb *Sandbox) {
 		// Forty forked interpreters share their parent's pages: each
 		// shows several MiB of RssAnon (more than 128 MiB in all), but
-		// together they add little, and the budget must see that.
+		// together they add little, and the budget must see that. The
+		// children wait on a pipe that the parent closes half a second
+		// after the last fork, so that all of them are alive together
+		// however slowly a loaded machine forks them (a fixed sleep in
+		// each child let the first ones exit before the last were
+		// made, and a poll then saw fewer than 41).
 		res := run(t, sb, `
 import os, time
+r, w = os.pipe()
 kids = []
 for i in range(40):
     pid = os.fork()
     if pid == 0:
-        time.sleep(0.5)
+        os.close(w)
+        os.read(r, 1)
         os._exit(0)
     kids.append(pid)
+time.sleep(0.5)
+os.close(w)
 for pid in kids:
     os.waitpid(pid, 0)
 print(len(kids))`)

@@ -27,6 +27,16 @@ import (
 //go:embed worker.py
 var workerSource string
 
+// workerSourceFD is the descriptor on which a starting worker reads
+// workerSource, and workerBootstrap the program on its command line that
+// reads it, closes the descriptor and runs it as the interpreter's main
+// module. The source (32 KiB) is not put on the command line itself, where
+// every listing of processes (ps, top, /proc/<pid>/cmdline) would show it.
+const (
+	workerSourceFD  = 5
+	workerBootstrap = "f=open(5,'rb');src=f.read();f.close();del f;exec(compile(src,'<agentrl sandbox worker>','exec'))"
+)
+
 // nobody is the host uid and gid that code runs as when the sandbox is
 // started by root: unprivileged, and not root's user, so that RLIMIT_NPROC
 // applies (the kernel exempts root from it).
@@ -710,22 +720,40 @@ func (s *Sandbox) startWorker(ctx context.Context) (*worker, error) {
 		w.cleanup()
 		return nil, err
 	}
-	cmd := exec.Command(s.python, "-I", "-c", workerSource, string(cfgJSON))
+	srcR, srcW, err := os.Pipe()
+	if err != nil {
+		reqR.Close()
+		reqW.Close()
+		respR.Close()
+		respW.Close()
+		w.cleanup()
+		return nil, err
+	}
+	cmd := exec.Command(s.python, "-I", "-c", workerBootstrap, string(cfgJSON))
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
 	cmd.Dir = "/"
-	cmd.ExtraFiles = []*os.File{reqR, respW}
+	cmd.ExtraFiles = []*os.File{reqR, respW, srcR} // fds 3, 4 and workerSourceFD
 	cmd.Stderr = w.stderr
 	cmd.WaitDelay = time.Second
 	cmd.SysProcAttr = sysProcAttr(m)
 	err = cmd.Start()
 	reqR.Close()
 	respW.Close()
+	srcR.Close()
 	if err != nil {
 		reqW.Close()
 		respR.Close()
+		srcW.Close()
 		w.cleanup()
 		return nil, fmt.Errorf("tool: starting %s: %w", s.python, err)
 	}
+	// The pipe may hold less than the source: the worker reads it while
+	// it is written. A worker that dies first closes the read end, and
+	// the write then fails (EPIPE) instead of blocking.
+	go func() {
+		_, _ = io.WriteString(srcW, workerSource)
+		srcW.Close()
+	}()
 	w.cmd, w.req, w.resp = cmd, reqW, respR
 	go func() {
 		cmd.Wait()

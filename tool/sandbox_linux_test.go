@@ -4,10 +4,13 @@ package tool
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -384,7 +387,10 @@ while True:
 }
 
 func TestAdversarialMemoryBomb(t *testing.T) {
-	forModes(t, SandboxConfig{MemoryBytes: 256 << 20}, func(t *testing.T, sb *Sandbox) {
+	// The wall clock is not what is tested: filling 256 MiB took over the
+	// default 3 s on a loaded 2-core machine, and the call timed out
+	// before the memory limit was reached.
+	forModes(t, SandboxConfig{MemoryBytes: 256 << 20, Timeout: 60 * time.Second}, func(t *testing.T, sb *Sandbox) {
 		// One huge allocation fails at once under RLIMIT_AS.
 		res := run(t, sb, "x = bytearray(10**10)")
 		assert.Equal(t, StatusError, res.Status, "%+v", res)
@@ -953,4 +959,59 @@ func pyEmptyDirs(dirs []string) string {
 		q[i] = "'" + d + "': []"
 	}
 	return "{" + strings.Join(q, ", ") + "}"
+}
+
+// TestWorkerCommandLineIsShort: a worker's command line, which ps and top
+// show, is the interpreter, its flags, the short bootstrap and the
+// configuration, not the worker's 32 KiB source; and the worker serves
+// calls.
+func TestWorkerCommandLineIsShort(t *testing.T) {
+	forModes(t, SandboxConfig{Workers: 2}, func(t *testing.T, sb *Sandbox) {
+		assert.Equal(t, "42\n", run(t, sb, "print(6*7)").Stdout)
+		sb.mu.Lock()
+		var pids []int
+		for w := range sb.live {
+			pids = append(pids, w.cmd.Process.Pid)
+		}
+		sb.mu.Unlock()
+		require.NotEmpty(t, pids)
+		for _, pid := range pids {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			require.NoError(t, err)
+			args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+			require.Len(t, args, 5, "%q", args)
+			assert.Equal(t, []string{sb.python, "-I", "-c", workerBootstrap}, args[:4])
+			assert.True(t, json.Valid([]byte(args[4])), "the configuration: %q", args[4])
+			assert.Less(t, len(b), 2048, "command line of %d bytes", len(b))
+			assert.NotContains(t, string(b), "def read_exact")
+		}
+	})
+}
+
+// TestWorkerBootstrap: the bootstrap runs what it reads from
+// workerSourceFD as the main module, with the command line's arguments,
+// and closes the descriptor before it does.
+func TestWorkerBootstrap(t *testing.T) {
+	python, err := resolvePython(context.Background(), "")
+	if errors.Is(err, ErrNoPython) {
+		t.Skip(err)
+	}
+	require.NoError(t, err)
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	// More than a pipe holds (64 KiB), so that the reading must overlap
+	// the writing.
+	src := fmt.Sprintf("import os, sys\nprint(__name__, sys.argv[1:], %d in [int(n) for n in os.listdir('/proc/self/fd')])\n", workerSourceFD) +
+		strings.Repeat("#"+strings.Repeat("x", 99)+"\n", 1000)
+	go func() {
+		_, _ = io.WriteString(w, src)
+		w.Close()
+	}()
+	cmd := exec.Command(python, "-I", "-c", workerBootstrap, "cfg")
+	// fds 3 and 4 stand for the request and response pipes.
+	cmd.ExtraFiles = []*os.File{nil, nil, r}
+	out, err := cmd.CombinedOutput()
+	r.Close()
+	require.NoError(t, err, "%s", out)
+	assert.Equal(t, "__main__ ['cfg'] False\n", string(out))
 }

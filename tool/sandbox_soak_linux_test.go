@@ -21,44 +21,48 @@ import (
 )
 
 // soakKind is one kind of call in the soak corpus: its code (with %d for
-// the call's number), its timeout (0: the sandbox's, 500 ms) and what its
-// result may be.
+// the call's number), its timeout and what its result may be.
 type soakKind struct {
 	name    string
 	code    string
 	timeout time.Duration
 	ok      func(res ExecResult, n int, sb *Sandbox) bool
+	// cpuKill: the call must end killed for CPU time. The CPU budget
+	// must not bind for the others (soakCPUBudget).
+	cpuKill bool
 }
 
 // soakCorpus mixes benign and hostile calls; a sandbox with a 128 MiB call
-// budget, 32 processes and 300 ms of CPU per call stops every hostile
-// one. Those that must meet a budget get a timeout of 10 s, so that a
-// loaded machine (a load average of 100 on 2 cores, say) does not end
-// them first; the sleep meets a 300 ms timeout. A fork burst holds its
+// budget, 32 processes and a CPU budget per call (soakCPUBudget) stops
+// every hostile one. Every call but the sleep gets the timeout long, so
+// that a loaded machine (a load average of 100 on 2 cores, say) does not
+// end it first: those that must meet a budget, and the benign ones, whose
+// few tens of milliseconds of CPU time (a traceback's formatting, say)
+// took more than the sandbox's 500 ms default under a load average of 20;
+// the sleep meets a 300 ms timeout. A fork burst holds its
 // children for a second, so that the watchdog sees it even when a loaded
 // machine delays its samples (a burst that ends between two samples
 // passes the watchdog unseen; RLIMIT_NPROC is the hard bound there). privateFS says whether
 // the code has a private /tmp and /dev/shm to write to as well as its
 // working directory (without namespaces they are the host's).
-func soakCorpus(privateFS bool) []soakKind {
-	const long = 10 * time.Second
+func soakCorpus(privateFS bool, long time.Duration) []soakKind {
 	scratch := "['.']"
 	if privateFS {
 		scratch = "['.', '/tmp', '/dev/shm']"
 	}
 	kinds := []soakKind{
-		{"print", "print(sum(range(%d)))", 0, func(r ExecResult, n int, _ *Sandbox) bool {
+		{"print", "print(sum(range(%d)))", long, func(r ExecResult, n int, _ *Sandbox) bool {
 			return r.Status == StatusOK && r.Stdout == fmt.Sprintf("%d\n", n*(n-1)/2)
-		}},
-		{"exception", "raise ValueError('call %d')", 0, func(r ExecResult, n int, _ *Sandbox) bool {
+		}, false},
+		{"exception", "raise ValueError('call %d')", long, func(r ExecResult, n int, _ *Sandbox) bool {
 			return r.Status == StatusError && strings.Contains(r.Stderr, fmt.Sprintf("ValueError: call %d", n))
-		}},
+		}, false},
 		{"sleep past the timeout", "import time\nprint(%d, flush=True)\ntime.sleep(60)", 300 * time.Millisecond, func(r ExecResult, n int, _ *Sandbox) bool {
 			return r.Status == StatusTimeout && r.Stdout == fmt.Sprintf("%d\n", n)
-		}},
+		}, false},
 		{"busy loop", "n = %d\nwhile True:\n    n += 1", long, func(r ExecResult, _ int, _ *Sandbox) bool {
 			return r.Usage.KilledForCPU && r.Status == StatusSignaled
-		}},
+		}, true},
 		{"memory hog in four processes", `
 import os, time
 for i in range(3):
@@ -67,7 +71,7 @@ for i in range(3):
 x = b'x' * (%d %% 7 + 60 << 20)
 time.sleep(60)`, long, func(r ExecResult, _ int, _ *Sandbox) bool {
 			return r.Status == StatusMemoryLimit && r.Usage.KilledForMemory
-		}},
+		}, false},
 		{"fork burst", `
 import os, time
 for i in range(%d %% 10 + 60):
@@ -80,10 +84,10 @@ for i in range(%d %% 10 + 60):
 time.sleep(1)
 print('survived')`, long, func(r ExecResult, _ int, _ *Sandbox) bool {
 			return r.Usage.ProcessLimit
-		}},
+		}, false},
 		{"big output", "import sys\nsys.stdout.write('%d' * 10**7)", long, func(r ExecResult, _ int, _ *Sandbox) bool {
 			return r.Status == StatusOutputLimit
-		}},
+		}, false},
 		{"files", `
 import os
 scratch = SCRATCH
@@ -92,20 +96,114 @@ for d in scratch:
     with open(os.path.join(d, 'f%d'), 'wb') as f:
         f.write(b'x' * (1 << 20))
     os.mkdir(os.path.join(d, 'dir'))
-print(left)`, 0, func(r ExecResult, _ int, _ *Sandbox) bool {
+print(left)`, long, func(r ExecResult, _ int, _ *Sandbox) bool {
 			return r.Status == StatusOK && r.Stdout == "0\n"
-		}},
+		}, false},
 		{"network", "import socket\nsocket.create_connection(('192.0.2.%%d' %% (%d %% 250 + 1), 80), timeout=0.2)", long, func(r ExecResult, _ int, sb *Sandbox) bool {
 			if sb.Isolation().NoNetwork {
 				return r.Status == StatusError && strings.Contains(r.Stderr, "OSError")
 			}
 			return r.Status == StatusError || r.Status == StatusTimeout
-		}},
+		}, false},
 	}
 	for i := range kinds {
 		kinds[i].code = strings.ReplaceAll(kinds[i].code, "SCRATCH", scratch)
 	}
 	return kinds
+}
+
+// soakMinCPU is the soak's smallest CPU budget per call, and
+// soakCPUMargin how many times the CPU time that a call not meant to meet
+// the CPU budget used in soakCPUBudget's measurement the budget must be.
+const (
+	soakMinCPU    = 300 * time.Millisecond
+	soakCPUMargin = 2
+)
+
+// soakTimeout is the timeout of the calls that must meet a budget: 100
+// times the CPU budget, and at least 10 s, so that the busy loop meets its
+// CPU budget first even on a loaded machine (under a load average of 33
+// on 2 cores it got 1.3 s of CPU time in 43 s). Calls end at their budget,
+// so a long timeout costs nothing where the machine is not that slow.
+func soakTimeout(cpu time.Duration) time.Duration { return max(10*time.Second, 100*cpu) }
+
+// soakSandbox starts the soak's sandbox, skipping the test where the
+// machine lacks Python or the budget mechanism asked for.
+func soakSandbox(t *testing.T, cfg SandboxConfig) *Sandbox {
+	t.Helper()
+	sb, err := NewSandbox(context.Background(), cfg)
+	if errors.Is(err, ErrNoPython) || errors.Is(err, ErrBudgetUnavailable) {
+		t.Skip(err)
+	}
+	require.NoError(t, err)
+	return sb
+}
+
+// soakCPUBudget returns the CPU budget per call for the soak on this
+// machine. Hostile calls meant to meet another budget use CPU time on the
+// way: the memory hog's four processes fill their pages (and, on cgroup
+// v1, make the kernel reclaim before it kills), the fork burst starts 32
+// Python processes. On the machine the soak was written on that took
+// well under 300 ms; on a slower one (an AMD EPYC with 2 shared cores)
+// 500–710 ms, so that a fixed 300 ms budget killed them for CPU first and
+// the soak failed without the sandbox being wrong. So the CPU time each
+// such call takes here is measured first, twice per kind, in a sandbox
+// like cfg whose CPU budget cannot bind (a minute, above every call's
+// timeout), which also checks that each kind ends as the soak expects
+// with CPU time out of the way; the soak's budget is then soakCPUMargin
+// times the largest measurement, and at least soakMinCPU. That keeps the
+// CPU budget from being the binding limit for those calls, whatever the
+// machine, while the busy loop, which never ends by itself, must still
+// be killed for CPU time.
+func soakCPUBudget(t *testing.T, cfg SandboxConfig, callers int) time.Duration {
+	t.Helper()
+	cal := cfg
+	cal.CallCPUTime, cal.CPUTime = time.Minute, time.Minute
+	sb := soakSandbox(t, cal)
+	defer sb.Close()
+	corpus := soakCorpus(sb.Isolation().PrivateFS, soakTimeout(soakMinCPU))
+	type job struct{ k, n int }
+	var jobs []job
+	for k, kind := range corpus {
+		if !kind.cpuKill {
+			jobs = append(jobs, job{k, 0}, job{k, 1})
+		}
+	}
+	var mu sync.Mutex
+	var most time.Duration
+	var wg sync.WaitGroup
+	next := make(chan job)
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range next {
+				kind := corpus[j.k]
+				ctx, cancel := context.WithTimeout(context.Background(), kind.timeout+2*time.Minute)
+				r, err := sb.Execute(ctx, ExecRequest{Code: fmt.Sprintf(kind.code, j.n), Timeout: kind.timeout})
+				cancel()
+				mu.Lock()
+				if assert.NoError(t, err, kind.name) {
+					assert.True(t, kind.ok(r, j.n, sb), "%s without a binding CPU budget: %s %q %q %q %+v",
+						kind.name, r.Status, trim(r.Stdout), trim(r.Stderr), r.Message, r.Usage)
+					most = max(most, r.Usage.CPUTime)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, j := range jobs {
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	budget := max(soakMinCPU, soakCPUMargin*most).Round(10 * time.Millisecond)
+	t.Logf("calls not meant to meet the CPU budget used at most %v of CPU time here: CPU budget per call %v",
+		most.Round(time.Millisecond), budget)
+	return budget
 }
 
 // envInt reads a positive integer from the environment, or def.
@@ -129,7 +227,7 @@ type hostSnapshot struct {
 	goroutines int
 	fds        int
 	mounts     []string
-	temp       []string // agentrl-* entries of os.TempDir()
+	temp       []string // the entries of os.TempDir()
 }
 
 func takeSnapshot(t *testing.T) hostSnapshot {
@@ -163,9 +261,7 @@ func takeSnapshot(t *testing.T) hostSnapshot {
 	entries, err := os.ReadDir(os.TempDir())
 	require.NoError(t, err)
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "agentrl-") {
-			s.temp = append(s.temp, e.Name())
-		}
+		s.temp = append(s.temp, e.Name())
 	}
 	return s
 }
@@ -212,7 +308,7 @@ func TestSandboxSoak(t *testing.T) {
 	}
 	cfg := SandboxConfig{
 		Isolation: iso,
-		Workers:   workers, Timeout: 500 * time.Millisecond, CallCPUTime: 300 * time.Millisecond,
+		Workers:   workers, Timeout: 500 * time.Millisecond, CallCPUTime: soakMinCPU,
 		// RLIMIT_NPROC counts every process of the uid the code runs as,
 		// across workers (nobody's, when started by root): it is set
 		// well above the per-call budget, which is what the fork bursts
@@ -221,15 +317,21 @@ func TestSandboxSoak(t *testing.T) {
 		BudgetMechanism: mech,
 	}
 
+	// The sandbox's temporary files go to a folder of the test's own, so
+	// that the leak check below sees what this sandbox leaves and nothing
+	// that other processes (other packages' tests, run at the same time
+	// by go test ./...) create in the host's temporary directory.
+	// Open to all, sticky, as /tmp is: a sandbox started by root hands
+	// its working directory there to nobody.
+	tmp := t.TempDir()
+	require.NoError(t, os.Chmod(tmp, 0o777|os.ModeSticky))
+	t.Setenv("TMPDIR", tmp)
 	before := takeSnapshot(t)
-	sb, err := NewSandbox(context.Background(), cfg)
-	if errors.Is(err, ErrNoPython) {
-		t.Skip(err)
-	}
-	if errors.Is(err, ErrBudgetUnavailable) {
-		t.Skip(err)
-	}
-	require.NoError(t, err)
+	cfg.CallCPUTime = soakCPUBudget(t, cfg, callers)
+	// Each process's RLIMIT_CPU above the call's budget, so that the
+	// busy loop (one process) meets the call's budget.
+	cfg.CPUTime = 2 * cfg.CallCPUTime
+	sb := soakSandbox(t, cfg)
 	closed := false
 	defer func() {
 		if !closed {
@@ -237,7 +339,7 @@ func TestSandboxSoak(t *testing.T) {
 		}
 	}()
 	cgroupDirs := slicesClone(sb.budget.dirs)
-	corpus := soakCorpus(sb.Isolation().PrivateFS)
+	corpus := soakCorpus(sb.Isolation().PrivateFS, soakTimeout(cfg.CallCPUTime))
 	t.Logf("isolation %s, budget %+v", sb.Isolation().Level, sb.Isolation().Budget)
 
 	// Each result is checked and tallied as it comes, and dropped: the
@@ -279,7 +381,7 @@ func TestSandboxSoak(t *testing.T) {
 				defer wg.Done()
 				for n := range jobs {
 					k := n % len(corpus)
-					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+					ctx, cancel := context.WithTimeout(context.Background(), corpus[k].timeout+2*time.Minute)
 					t0 := time.Now()
 					res, err := sb.Execute(ctx, ExecRequest{Code: fmt.Sprintf(corpus[k].code, n), Timeout: corpus[k].timeout})
 					cancel()

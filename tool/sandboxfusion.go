@@ -63,7 +63,8 @@ type SandboxFusionConfig struct {
 // and implements Executor.
 type SandboxFusion struct {
 	cfg      SandboxFusionConfig
-	endpoint string
+	base     string // the server's base URL
+	endpoint string // base + "/run_code"
 	sem      chan struct{}
 }
 
@@ -121,10 +122,8 @@ func NewSandboxFusion(cfg SandboxFusionConfig) (*SandboxFusion, error) {
 	if !strings.HasPrefix(cfg.URL, "http://") && !strings.HasPrefix(cfg.URL, "https://") {
 		return nil, fmt.Errorf("tool: SandboxFusionConfig.URL %q must start with http:// or https://", cfg.URL)
 	}
-	endpoint := strings.TrimRight(cfg.URL, "/")
-	if !strings.HasSuffix(endpoint, "/run_code") {
-		endpoint += "/run_code"
-	}
+	base := strings.TrimSuffix(strings.TrimRight(cfg.URL, "/"), "/run_code")
+	endpoint := base + "/run_code"
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{}
 	}
@@ -167,7 +166,95 @@ func NewSandboxFusion(cfg SandboxFusionConfig) (*SandboxFusion, error) {
 	case cfg.MaxResponseBytes < 0:
 		return nil, fmt.Errorf("tool: SandboxFusionConfig.MaxResponseBytes = %d, want > 0", cfg.MaxResponseBytes)
 	}
-	return &SandboxFusion{cfg: cfg, endpoint: endpoint, sem: make(chan struct{}, cfg.MaxConcurrent)}, nil
+	return &SandboxFusion{cfg: cfg, base: base, endpoint: endpoint, sem: make(chan struct{}, cfg.MaxConcurrent)}, nil
+}
+
+// ErrSandboxFusionCheck is wrapped by Check's error.
+var ErrSandboxFusionCheck = errors.New("tool: SandboxFusion check failed")
+
+// checkTimeout bounds each of Check's requests when the client has no
+// AttemptTimeout.
+const checkTimeout = 10 * time.Second
+
+// Check makes sure that a SandboxFusion server answers at the client's
+// URL before any work is sent to it, so that a dead or mistyped URL fails
+// a program at start rather than at its first tool call. It asks GET
+// /v1/ping, which SandboxFusion answers with the JSON string "pong"
+// (sandbox/server/server.py); a server that answers 404 there (a gateway
+// that forwards /run_code only) is asked instead to run print('pong') in
+// Python through /run_code, which must succeed and print it. One attempt
+// each, without retries, within AttemptTimeout (default 10 s for the
+// ping) and ctx. The error wraps ErrSandboxFusionCheck and names the URL
+// and the cause: no connection (with the transport's error), an HTTP
+// error, or an answer that is not SandboxFusion's.
+func (c *SandboxFusion) Check(ctx context.Context) error {
+	fail := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrSandboxFusionCheck, c.base, fmt.Sprintf(format, a...))
+	}
+	timeout := c.cfg.AttemptTimeout
+	if timeout == 0 {
+		timeout = checkTimeout
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(actx, http.MethodGet, c.base+"/v1/ping", nil)
+	if err != nil {
+		return fail("%v", err)
+	}
+	hreq.Header.Set("Accept", "application/json")
+	for k, v := range c.cfg.Headers {
+		hreq.Header.Set(k, v)
+	}
+	hresp, err := c.cfg.HTTPClient.Do(hreq)
+	if err != nil {
+		return fmt.Errorf("%w: %s does not answer: %w", ErrSandboxFusionCheck, c.base, err)
+	}
+	data, err := io.ReadAll(io.LimitReader(hresp.Body, 4096))
+	hresp.Body.Close()
+	if err != nil {
+		return fmt.Errorf("%w: %s: reading GET /v1/ping's answer: %w", ErrSandboxFusionCheck, c.base, err)
+	}
+	switch {
+	case hresp.StatusCode == http.StatusNotFound:
+		return c.checkRun(ctx, fail)
+	case hresp.StatusCode != http.StatusOK:
+		return fail("GET /v1/ping: HTTP %d: %s", hresp.StatusCode, snippet(data))
+	}
+	var pong string
+	if err := json.Unmarshal(data, &pong); err != nil || pong != "pong" {
+		return fail(`GET /v1/ping answered %s, not SandboxFusion's "pong"`, snippet(data))
+	}
+	return nil
+}
+
+// checkRun is Check through /run_code.
+func (c *SandboxFusion) checkRun(ctx context.Context, fail func(string, ...any) error) error {
+	rc := RunCodeRequest{Code: "print('pong')", Language: "python", CompileTimeout: c.cfg.CompileTimeout.Seconds(),
+		RunTimeout: c.cfg.RunTimeout.Seconds(), MemoryLimitMB: c.cfg.MemoryLimitMB, Files: map[string]string{}, FetchFiles: []string{}}
+	body, err := json.Marshal(rc)
+	if err != nil {
+		return fail("%v", err)
+	}
+	timeout := c.cfg.AttemptTimeout
+	if timeout == 0 {
+		timeout = c.cfg.CompileTimeout + c.cfg.RunTimeout + checkTimeout
+	}
+	resp, _, err := c.attempt(ctx, body, timeout)
+	if err != nil {
+		return fail("GET /v1/ping: HTTP 404, and POST /run_code: %v", err)
+	}
+	if res := resp.execResult(); res.Status != StatusOK || res.Stdout != "pong\n" {
+		return fail("GET /v1/ping: HTTP 404, and POST /run_code of print('pong') gave %s %q %q %s", res.Status, snippet([]byte(res.Stdout)), snippet([]byte(res.Stderr)), res.Message)
+	}
+	return nil
+}
+
+// snippet is the start of a body, for an error message.
+func snippet(data []byte) string {
+	if len(data) > 512 {
+		return string(data[:512]) + "..."
+	}
+	return string(data)
 }
 
 // Execute runs req on the server and maps the answer to an ExecResult:
@@ -367,15 +454,11 @@ func (c *SandboxFusion) attempt(ctx context.Context, body []byte, timeout time.D
 		return RunCodeResponse{}, 0, fmt.Errorf("sandboxfusion: response body exceeds %d bytes", c.cfg.MaxResponseBytes)
 	}
 	if hresp.StatusCode != http.StatusOK {
-		snippet := string(data)
-		if len(snippet) > 512 {
-			snippet = snippet[:512] + "..."
-		}
 		var retryAfter time.Duration
 		if s, err := strconv.Atoi(hresp.Header.Get("Retry-After")); err == nil && s >= 0 {
 			retryAfter = min(time.Duration(s)*time.Second, c.cfg.BackoffMax)
 		}
-		return RunCodeResponse{}, retryAfter, &HTTPStatusError{StatusCode: hresp.StatusCode, Body: snippet}
+		return RunCodeResponse{}, retryAfter, &HTTPStatusError{StatusCode: hresp.StatusCode, Body: snippet(data)}
 	}
 	resp, err := parseRunCodeResponse(data)
 	return resp, 0, err

@@ -333,3 +333,99 @@ func TestCodeInterpreterOnSandboxFusion(t *testing.T) {
 	assert.True(t, errors.As(err, &hs))
 	assert.True(t, res.Failed)
 }
+
+// TestSandboxFusionCheck: Check passes against a server that answers
+// SandboxFusion's GET /v1/ping with "pong" (or, where a gateway forwards
+// /run_code only, runs print('pong')), and fails with ErrSandboxFusionCheck
+// naming the URL for a dead URL and for servers that are not SandboxFusion.
+func TestSandboxFusionCheck(t *testing.T) {
+	runOK := `{"status":"Success","message":"","run_result":{"status":"Finished","return_code":0,"stdout":"pong\n","stderr":""}}`
+	cases := []struct {
+		name    string
+		handler http.HandlerFunc
+		path    string // the URL's path: "" or "/run_code"
+		want    string // "" for success, else part of the error
+	}{
+		{"pong", func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet && r.URL.Path == "/v1/ping" && r.Header.Get("X-Key") == "k" {
+				io.WriteString(w, `"pong"`)
+				return
+			}
+			http.NotFound(w, r)
+		}, "", ""},
+		{"pong, URL naming /run_code", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/v1/ping" {
+				io.WriteString(w, `"pong"`)
+				return
+			}
+			http.NotFound(w, r)
+		}, "/run_code", ""},
+		{"gateway forwarding /run_code only", func(w http.ResponseWriter, r *http.Request) {
+			var req RunCodeRequest
+			if r.URL.Path != "/run_code" || json.NewDecoder(r.Body).Decode(&req) != nil || req.Code != "print('pong')" || req.Language != "python" {
+				http.NotFound(w, r)
+				return
+			}
+			io.WriteString(w, runOK)
+		}, "", ""},
+		{"gateway, broken sandbox", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/run_code" {
+				http.NotFound(w, r)
+				return
+			}
+			io.WriteString(w, `{"status":"SandboxError","message":"no runner"}`)
+		}, "", "no runner"},
+		{"not SandboxFusion", func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }, "", "HTTP 404"},
+		{"server error", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "down for maintenance", http.StatusBadGateway)
+		}, "", "HTTP 502: down for maintenance"},
+		{"another answer", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"status":"ok"}`) }, "", `not SandboxFusion's "pong"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(tc.handler)
+			defer srv.Close()
+			c, err := NewSandboxFusion(SandboxFusionConfig{URL: srv.URL + tc.path, Headers: map[string]string{"X-Key": "k"}})
+			require.NoError(t, err)
+			err = c.Check(context.Background())
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, ErrSandboxFusionCheck)
+			assert.ErrorContains(t, err, srv.URL)
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+	t.Run("dead URL", func(t *testing.T) {
+		srv := httptest.NewServer(http.NotFoundHandler())
+		url := srv.URL
+		srv.Close() // nothing listens there any more
+		c, err := NewSandboxFusion(SandboxFusionConfig{URL: url})
+		require.NoError(t, err)
+		start := time.Now()
+		err = c.Check(context.Background())
+		require.ErrorIs(t, err, ErrSandboxFusionCheck)
+		assert.ErrorContains(t, err, url+" does not answer")
+		assert.ErrorContains(t, err, "connection refused")
+		assert.Less(t, time.Since(start), 5*time.Second, "no retries")
+	})
+	t.Run("context", func(t *testing.T) {
+		block := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-block:
+			case <-r.Context().Done():
+			}
+		}))
+		defer srv.Close()
+		defer close(block)
+		c, err := NewSandboxFusion(SandboxFusionConfig{URL: srv.URL})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		err = c.Check(ctx)
+		require.ErrorIs(t, err, ErrSandboxFusionCheck)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+	})
+}

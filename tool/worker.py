@@ -1,7 +1,9 @@
 # Sandbox worker for package tool (embedded into the Go binary with go:embed).
 #
-# Started by Go as `python3 -I -c <this file> <config json>`, possibly as PID 1
-# of fresh user, mount, PID, network, IPC and UTS namespaces. It sets up the
+# Started by Go as `python3 -I -c <bootstrap> <config json>`, where the short
+# bootstrap reads this file from fd 5 (so that it does not fill the command
+# line that ps shows), closes fd 5 and runs it; possibly as PID 1 of fresh
+# user, mount, PID, network, IPC and UTS namespaces. It sets up the
 # sandbox's file system (when it has a mount namespace), then serves requests
 # read from fd 3 and answers on fd 4, one at a time. Each request runs in a
 # child forked ahead of time, which has dropped its privileges and waits for

@@ -173,7 +173,7 @@ parquetWriteFile({
     { name: 'data_source', data: ['AIME2024', 'AIME2024'] },
     { name: 'prompt', data: [user('Find the remainder when 2^100 is divided by 7.'), user('How many positive divisors does 2024 have?')] },
     { name: 'ability', data: ['MATH', 'MATH'] },
-    { name: 'reward_model', data: [{ ground_truth: 2n, style: 'rule' }, { ground_truth: 12n, style: 'rule' }] },
+    { name: 'reward_model', data: [{ ground_truth: 2n, style: 'rule' }, { ground_truth: 16n, style: 'rule' }] },
     { name: 'agent_name', data: ['tool_agent', 'tool_agent'] },
   ],
   schema: [

@@ -262,6 +262,14 @@ func CheckBlockCopy(c KVCacheSpec, src, dst []int32) error {
 // token does not depend on the other rows of the call: Seed per
 // generation, Step the index of the token in it.
 //
+// TopLogprobs > 0 also asks for the row's TopLogprobs most likely tokens
+// (all of them when the vocabulary is smaller) in SampleResult.Top: by
+// decreasing logit, ties by increasing id, each with its RawLogProb and
+// its LogProb under the distribution drawn from — log(w_i/W) for a kept
+// token, −Inf for one truncation removed; with Greedy 0 for the drawn
+// token and −Inf for the others. (The kept set is always a prefix of that
+// order, so it is the order of both log-probabilities.)
+//
 // Backends follow this rule up to their arithmetic: a token whose
 // cumulative weight lies within rounding of u·W, a kept set whose
 // boundary lies within rounding, or a weight that underflows (below
@@ -273,11 +281,22 @@ type SampleRow struct {
 	TopP        float64 // 0 or 1: no top-p
 	MinP        float64 // 0: no min-p
 	Seed, Step  uint64
+	TopLogprobs int // 0: no SampleResult.Top
 }
 
 // SampleResult is the token drawn from one row and its log-probabilities
 // (see SampleRow); Token −1 marks logits that could not be sampled.
 type SampleResult struct {
+	Token      int32
+	LogProb    float32
+	RawLogProb float32
+	// Top lists the row's most likely tokens when SampleRow.TopLogprobs
+	// asks for them; nil otherwise.
+	Top []TopLogProb
+}
+
+// TopLogProb is one of a row's most likely tokens (SampleResult.Top).
+type TopLogProb struct {
 	Token      int32
 	LogProb    float32
 	RawLogProb float32
@@ -315,6 +334,8 @@ func (r SampleRow) check() error {
 		return fmt.Errorf("%w: top-p %g, want 0 ≤ top-p ≤ 1", ErrArg, r.TopP)
 	case !(r.MinP >= 0 && r.MinP <= 1):
 		return fmt.Errorf("%w: min-p %g, want 0 ≤ min-p ≤ 1", ErrArg, r.MinP)
+	case r.TopLogprobs < 0:
+		return fmt.Errorf("%w: top log-probabilities %d, want ≥ 0", ErrArg, r.TopLogprobs)
 	}
 	return nil
 }

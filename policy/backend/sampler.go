@@ -16,6 +16,8 @@ type HostSampler struct {
 	keep  []int32   // kept ids, increasing
 	vals  []float32 // scratch: candidate logits for top-k
 	order []int32   // scratch: top-p candidates in (logit desc, id asc) order
+	tvals []float32 // scratch: the logits, for SampleRow.TopLogprobs
+	tids  []int32   // scratch: the most likely ids
 }
 
 // Sample draws one token from logits by r (which must pass
@@ -43,7 +45,17 @@ func (s *HostSampler) Sample(logits []float32, r SampleRow) SampleResult {
 		return maxL + math.Log(sum)
 	}
 	if r.Greedy {
-		return SampleResult{Token: int32(best), RawLogProb: float32(float64(logits[best]) - rawLSE())}
+		lse := rawLSE()
+		res := SampleResult{Token: int32(best), RawLogProb: float32(float64(logits[best]) - lse)}
+		if r.TopLogprobs > 0 {
+			res.Top = s.top(logits, r.TopLogprobs, lse, func(id int32) float64 {
+				if id == int32(best) {
+					return 0
+				}
+				return math.Inf(-1)
+			})
+		}
+		return res
 	}
 	invT := 1 / r.Temperature
 	zMax := maxL * invT
@@ -99,11 +111,63 @@ func (s *HostSampler) Sample(logits []float32, r SampleRow) SampleResult {
 			break
 		}
 	}
-	return SampleResult{
+	logTotal := math.Log(total)
+	res := SampleResult{
 		Token:      tok,
-		LogProb:    float32(float64(logits[tok])*invT - zMax - math.Log(total)),
+		LogProb:    float32(float64(logits[tok])*invT - zMax - logTotal),
 		RawLogProb: float32(float64(logits[tok]) - lse),
 	}
+	if r.TopLogprobs > 0 {
+		res.Top = s.top(logits, r.TopLogprobs, lse, func(id int32) float64 {
+			if _, kept := slices.BinarySearch(keep, id); !kept {
+				return math.Inf(-1)
+			}
+			return float64(logits[id])*invT - zMax - logTotal
+		})
+	}
+	return res
+}
+
+// top lists the n most likely tokens of logits (all of them when there
+// are fewer), by decreasing logit then increasing id, with their raw
+// log-probabilities (lse is the logits' log-sum-exp) and processed ones.
+// Only the selection costs O(len(logits)); the list is a new slice.
+func (s *HostSampler) top(logits []float32, n int, lse float64, processed func(id int32) float64) []TopLogProb {
+	n = min(n, len(logits))
+	vals := append(s.tvals[:0], logits...)
+	kth := quickselect.KthLargest(vals, n)
+	s.tvals = vals
+	ids := s.tids[:0]
+	for i, l := range logits {
+		if l > kth {
+			ids = append(ids, int32(i))
+		}
+	}
+	// Fewer than n lie above the n-th largest: ties with it fill the
+	// list, lowest ids first.
+	for i, l := range logits {
+		if len(ids) == n {
+			break
+		}
+		if l == kth {
+			ids = append(ids, int32(i))
+		}
+	}
+	slices.SortFunc(ids, func(a, b int32) int {
+		switch {
+		case logits[a] > logits[b]:
+			return -1
+		case logits[a] < logits[b]:
+			return 1
+		}
+		return int(a - b)
+	})
+	s.tids = ids
+	out := make([]TopLogProb, len(ids))
+	for j, id := range ids {
+		out[j] = TopLogProb{Token: id, LogProb: float32(processed(id)), RawLogProb: float32(float64(logits[id]) - lse)}
+	}
+	return out
 }
 
 // nucleus keeps, of keep (increasing ids), the tokens that top-p keeps:

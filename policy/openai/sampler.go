@@ -315,6 +315,9 @@ func (s *Sampler) Generate(ctx context.Context, reqs []lm.GenerateRequest) ([]lm
 		if err := lm.CheckSampleParams(r.Params); err != nil {
 			return nil, fmt.Errorf("openai: request %d: %w", i, err)
 		}
+		if r.Params.TopLogprobs > 0 {
+			return nil, fmt.Errorf("openai: request %d: %w: top log-probabilities (TopLogprobs %d) are not supported by this sampler", i, lm.ErrSampling, r.Params.TopLogprobs)
+		}
 	}
 	out := make([]lm.Generation, len(reqs))
 	g, gctx := errgroup.WithContext(ctx)

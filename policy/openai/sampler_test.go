@@ -351,6 +351,10 @@ func TestConfigAndRequestErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "request 0: empty prompt")
 	_, err = s.Generate(context.Background(), []lm.GenerateRequest{{Prompt: []int{1}, Params: lm.SampleParams{TopP: -1}}})
 	assert.ErrorIs(t, err, lm.ErrSampling)
+	// Top log-probabilities are refused rather than answered without.
+	_, err = s.Generate(context.Background(), []lm.GenerateRequest{{Prompt: []int{1}, Params: lm.SampleParams{MaxNewTokens: 1, Logprobs: true, TopLogprobs: 2}}})
+	assert.ErrorIs(t, err, lm.ErrSampling)
+	assert.ErrorContains(t, err, "top log-probabilities (TopLogprobs 2) are not supported by this sampler")
 	gens, err := s.Generate(context.Background(), nil)
 	assert.NoError(t, err)
 	assert.Empty(t, gens)

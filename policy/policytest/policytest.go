@@ -288,6 +288,11 @@ func (s *Sampler) render(r lm.GenerateRequest, p Response) (lm.Generation, error
 		return lm.Generation{}, fmt.Errorf("scripted LogProbs has %d values for %d tokens", len(p.LogProbs), len(ids))
 	}
 	params := r.Params
+	if params.TopLogprobs > 0 {
+		// A script has no alternatives to list; answering without them
+		// would be a silent wrong result.
+		return lm.Generation{}, fmt.Errorf("%w: top log-probabilities (TopLogprobs %d) are not scripted", lm.ErrSampling, params.TopLogprobs)
+	}
 	if len(params.Stop) > 0 && s.cfg.Decode == nil {
 		return lm.Generation{}, errors.New("request has Stop strings but Config.Decode is nil")
 	}

@@ -127,6 +127,11 @@ func TestErrorsAndDelays(t *testing.T) {
 	_, err = noCodec.Generate(context.Background(), []lm.GenerateRequest{{Prompt: []int{1}, Params: lm.SampleParams{Stop: []string{"x"}}}})
 	assert.ErrorContains(t, err, "Config.Decode is nil")
 
+	// A script lists no alternatives: asking for them is an error.
+	s.Enqueue(policytest.Tokens(1))
+	_, err = s.Generate(context.Background(), []lm.GenerateRequest{{Prompt: []int{1}, Params: lm.SampleParams{Logprobs: true, TopLogprobs: 2}}})
+	assert.ErrorIs(t, err, lm.ErrSampling)
+
 	s.Enqueue(policytest.Response{Tokens: []int{5}, Delay: 10 * time.Millisecond})
 	assert.Equal(t, []int{5}, gen1(t, s, lm.GenerateRequest{Prompt: []int{1}}).Tokens)
 

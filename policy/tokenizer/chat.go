@@ -92,6 +92,15 @@ func NewChatTemplate(src string, vars map[string]any) (ct *ChatTemplate, err err
 	if err := filters.Replace("tojson", filterToJSON); err != nil {
 		return nil, fmt.Errorf("tokenizer: chat template: %w", err)
 	}
+	if err := filters.Replace("items", filterItems); err != nil {
+		return nil, fmt.Errorf("tokenizer: chat template: %w", err)
+	}
+	stringFilter, _ := builtins.Filters.Get("string")
+	if err := filters.Replace("string", func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+		return filterString(stringFilter, e, in, params)
+	}); err != nil {
+		return nil, fmt.Errorf("tokenizer: chat template: %w", err)
+	}
 	ctx := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables)
 	ctx.Set("raise_exception", func(msg string) (string, error) {
 		return "", fmt.Errorf("tokenizer: chat template raised: %s", msg)
@@ -558,6 +567,49 @@ func pythonFloat(f float64) string {
 }
 
 // Ordered dict methods: gonja's own take a Go map and lose key order.
+
+// filterItems is Jinja's items filter, in the mapping's own key order
+// as the items() method gives it (gonja's builtin yields nothing for
+// the ordered dicts that JSON objects decode to here, so a template
+// such as Qwen3-Coder's, which walks a tool's parameters with
+// `|items`, lost them). A list passes through and none is empty, as
+// in jinja2.
+func filterItems(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	if err := params.Take(); err != nil {
+		return exec.AsValue(exec.ErrInvalidCall(err))
+	}
+	switch {
+	case in.IsNil():
+		return exec.AsValue([]any{})
+	case in.IsList():
+		return in
+	case !in.IsDict():
+		return exec.AsValue(fmt.Errorf("items requires a mapping, not %s", in.String()))
+	}
+	out := []any{}
+	for _, k := range in.Keys() {
+		v, _ := in.GetItem(k.Interface())
+		out = append(out, []any{k, v})
+	}
+	return exec.AsValue(out)
+}
+
+// filterString is Jinja's string filter with Python's str(None), "None"
+// (gonja's gives ""): Qwen3-Coder's template writes each call argument
+// with `|string`, so a null argument reads None there, as in jinja2.
+// Everything else is gonja's.
+func filterString(builtin exec.FilterFunction, e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsNil() && !in.IsError() {
+		if err := params.Take(); err != nil {
+			return exec.AsValue(exec.ErrInvalidCall(err))
+		}
+		return exec.AsValue("None")
+	}
+	return builtin(e, in, params)
+}
 
 func dictItems(_ map[string]any, self *exec.Value, args *exec.VarArgs) (any, error) {
 	if err := args.Take(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -212,4 +213,33 @@ func TestConcurrentUse(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+// The items filter walks a mapping in its own key order, as jinja2's
+// dict.items() does for a dict made from JSON (Python keeps insertion
+// order), and none|string is Python's "None": Qwen3-Coder's template
+// renders a tool's parameters with `|items` and each argument with
+// `|string`. Expected strings by hand from jinja2's semantics.
+func TestItemsAndStringFilters(t *testing.T) {
+	tools := []json.RawMessage{json.RawMessage(`{"b": 1, "a": {"y": true, "x": "s"}}`)}
+	for _, tc := range []struct{ name, src, want string }{
+		{"filter", "{% for k, v in tools[0]|items %}[{{k}}={{v is mapping}}]{% endfor %}", "[b=False][a=True]"},
+		{"method", "{% for k, v in tools[0].items() %}[{{k}}]{% endfor %}", "[b][a]"},
+		{"nested", "{% for k, v in tools[0].a|items %}[{{k}}:{{v}}]{% endfor %}", "[y:True][x:s]"},
+		{"none", "{% for k, v in none|items %}x{% endfor %}.", "."},
+		{"list", "{% for p in [[1, 2]]|items %}{{p[1]}}{% endfor %}", "2"},
+		{"string of none", "{{ none|string }}|{{ 1|string }}|{{ true|string }}", "None|1|True"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ct, err := NewChatTemplate(tc.src, nil)
+			require.NoError(t, err)
+			out, err := ct.Render(nil, tools, ChatOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, out)
+		})
+	}
+	ct, err := NewChatTemplate("{{ 3|items }}", nil)
+	require.NoError(t, err)
+	_, err = ct.Render(nil, tools, ChatOptions{})
+	assert.ErrorContains(t, err, "items requires a mapping")
 }

@@ -93,7 +93,8 @@ func NewSampler(spec string, model *policy.Model, servedModel string) (lm.Sample
 // output budget does not apply to it; the sandbox's output cap (1 MiB)
 // does, see package reward's "Output caps". workers bounds the code
 // executions at once; 0 means the number of CPUs for the local sandbox
-// and 16 for SandboxFusion. close stops the local sandbox.
+// and 16 for SandboxFusion. A SandboxFusion server must answer at once
+// (tool.SandboxFusion.Check). close stops the local sandbox.
 func CodeTools(spec string, workers int, timeout time.Duration) (model tool.Tool, harness tool.Executor, close func() error, err error) {
 	var ci *tool.CodeInterpreter
 	if workers == 0 && spec != "local" {
@@ -107,6 +108,11 @@ func CodeTools(spec string, workers int, timeout time.Duration) (model tool.Tool
 	} else {
 		sf, err := tool.NewSandboxFusion(tool.SandboxFusionConfig{URL: spec, RunTimeout: timeout, MaxConcurrent: workers})
 		if err != nil {
+			return nil, nil, nil, fmt.Errorf("-sandbox: %w", err)
+		}
+		// A dead URL fails here, not at the first tool call. Check
+		// bounds its own requests.
+		if err := sf.Check(context.Background()); err != nil {
 			return nil, nil, nil, fmt.Errorf("-sandbox: %w", err)
 		}
 		if ci, err = tool.NewCodeInterpreterOn(sf, tool.OutputBudget{}); err != nil {

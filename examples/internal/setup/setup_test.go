@@ -1,11 +1,17 @@
 package setup
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/tool"
 )
 
 // TestLoRAWeights counts adapters by hand: rank × (in + out) per adapted
@@ -35,4 +41,28 @@ func TestLoRAWeights(t *testing.T) {
 			assert.Equal(t, c.weights, LoRAWeights(c.mc, c.cfg))
 		})
 	}
+}
+
+// TestCodeToolsChecksSandboxFusion: a SandboxFusion URL where nothing
+// answers fails CodeTools with the check's error, and one that answers
+// SandboxFusion's ping gives the tools.
+func TestCodeToolsChecksSandboxFusion(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/ping" {
+			_, _ = io.WriteString(w, `"pong"`)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	model, harness, closeTools, err := CodeTools(srv.URL, 0, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, "code_interpreter", model.Name())
+	assert.NotNil(t, harness)
+	require.NoError(t, closeTools())
+	srv.Close()
+
+	_, _, _, err = CodeTools(srv.URL, 0, time.Second)
+	require.ErrorIs(t, err, tool.ErrSandboxFusionCheck)
+	assert.ErrorContains(t, err, "-sandbox: ")
+	assert.ErrorContains(t, err, srv.URL+" does not answer")
 }

@@ -17,6 +17,7 @@ import (
 func Decoder(t *testing.T, b backend.Backend, tol Tolerance) {
 	t.Run("KV", func(t *testing.T) { DecoderKV(t, b, tol) })
 	t.Run("Sampling", func(t *testing.T) { DecoderSampling(t, b, tol) })
+	t.Run("TopLogprobs", func(t *testing.T) { DecoderTopLogprobs(t, b, tol) })
 	t.Run("Errors", func(t *testing.T) { DecoderErrors(t, b, tol) })
 }
 
@@ -404,6 +405,119 @@ func checkSampled(t *testing.T, c samplingCase, rows []backend.SampleRow, got []
 		}
 		require.InDelta(t, ref.raw[tok], float64(res.RawLogProb), bound(ref.raw[tok]), "step %d raw log-prob", sr.Step)
 	}
+}
+
+// DecoderTopLogprobs checks SampleResult.Top against refSample: the
+// TopLogprobs tokens of largest logit (ties by increasing id: a tie at
+// the boundary, two maximal logits; all of them, −Inf ones last, when
+// TopLogprobs exceeds the vocabulary), each with the reference's raw
+// log-probability and its processed one (−Inf outside the kept set, and
+// for greedy rows 0 for the drawn token and −Inf for the others), within
+// the tolerance. Asking for them changes nothing else of the result, and
+// rows that do not ask get no list.
+func DecoderTopLogprobs(t *testing.T, b backend.Backend, tol Tolerance) {
+	d := b.(backend.Decoder)
+	e := newEnv(t, b, tol, 155)
+	const vocab = 40
+	tiesMax := e.randn(vocab, 1)
+	tiesMax[5], tiesMax[17] = 4, 4
+	// A tie at the third place: 7 at id 8, then 6 at ids 2, 11, 20, 33.
+	tieK := e.randn(vocab, 0.5)
+	tieK[8] = 7
+	for _, i := range []int{2, 11, 20, 33} {
+		tieK[i] = 6
+	}
+	withInf := e.randn(vocab, 2)
+	for _, i := range []int{0, 3, 9, 39} {
+		withInf[i] = math.Inf(-1)
+	}
+	rows := []struct {
+		name string
+		z    []float64
+		r    backend.SampleRow
+	}{
+		{"greedy ties", tiesMax, backend.SampleRow{Greedy: true, TopLogprobs: 3}},
+		{"t1", e.randn(vocab, 1), backend.SampleRow{Temperature: 1, TopLogprobs: 5}},
+		{"top-k 3 of 6", e.randn(vocab, 1.5), backend.SampleRow{Temperature: 0.7, TopK: 3, TopLogprobs: 6}},
+		{"top-p and min-p", e.randn(vocab, 1), backend.SampleRow{Temperature: 1.3, TopP: 0.7, MinP: 0.05, TopLogprobs: 8}},
+		{"tie at the boundary", tieK, backend.SampleRow{Temperature: 1, TopLogprobs: 3}},
+		{"all, -inf last", withInf, backend.SampleRow{Temperature: 0.9, TopK: 10, TopLogprobs: 50}},
+		{"none asked", e.randn(vocab, 1), backend.SampleRow{Temperature: 1}},
+	}
+	var flat []float64
+	rs := make([]backend.SampleRow, len(rows))
+	plain := make([]backend.SampleRow, len(rows))
+	for i, r := range rows {
+		flat = append(flat, r.z...)
+		rs[i] = r.r
+		rs[i].Seed, rs[i].Step = uint64(500+i), 7
+		plain[i] = rs[i]
+		plain[i].TopLogprobs = 0
+	}
+	got := make([]backend.SampleResult, len(rs))
+	require.NoError(t, d.SampleRows(e.up(flat), vocab, rs, got))
+	without := make([]backend.SampleResult, len(rs))
+	require.NoError(t, d.SampleRows(e.up(flat), vocab, plain, without))
+	bound := func(want float64) float64 { return tol.Abs + tol.Rel*max(1, math.Abs(want)) }
+	near := func(want float64, got float32, what string) {
+		if math.IsInf(want, -1) {
+			require.True(t, math.IsInf(float64(got), -1), "%s: %v, want -Inf", what, got)
+			return
+		}
+		require.InDelta(t, want, float64(got), bound(want), what)
+	}
+	for i, row := range rows {
+		res := got[i]
+		w := without[i]
+		require.Equal(t, w.Token, res.Token, "%s: asking for the top changes the draw", row.name)
+		require.Equal(t, w.LogProb, res.LogProb, row.name)
+		require.Equal(t, w.RawLogProb, res.RawLogProb, row.name)
+		require.Nil(t, w.Top, row.name)
+		if row.r.TopLogprobs == 0 {
+			require.Nil(t, res.Top, row.name)
+			continue
+		}
+		ref := refSample(row.z, row.r)
+		order := make([]int, vocab)
+		for j := range order {
+			order[j] = j
+		}
+		slices.SortStableFunc(order, func(a, b int) int {
+			switch {
+			case row.z[a] > row.z[b]:
+				return -1
+			case row.z[a] < row.z[b]:
+				return 1
+			}
+			return a - b
+		})
+		want := order[:min(row.r.TopLogprobs, vocab)]
+		ids := make([]int, len(res.Top))
+		for j, tp := range res.Top {
+			ids[j] = int(tp.Token)
+		}
+		require.Equal(t, want, ids, "%s: the most likely tokens", row.name)
+		for _, tp := range res.Top {
+			id := int(tp.Token)
+			what := fmt.Sprintf("%s token %d", row.name, id)
+			near(ref.raw[id], tp.RawLogProb, what+" raw log-prob")
+			lp, kept := ref.lp[id]
+			switch {
+			case row.r.Greedy && id == int(res.Token):
+				lp = 0
+			case row.r.Greedy || !kept:
+				lp = math.Inf(-1)
+			}
+			near(lp, tp.LogProb, what+" log-prob")
+			if id == int(res.Token) {
+				near(float64(res.LogProb), tp.LogProb, what+" is the drawn token")
+				near(float64(res.RawLogProb), tp.RawLogProb, what+" is the drawn token")
+			}
+		}
+	}
+	wantTie := []int32{8, 2, 11}
+	require.Equal(t, wantTie, []int32{got[4].Top[0].Token, got[4].Top[1].Token, got[4].Top[2].Token}, "by hand")
+	require.Equal(t, int32(5), got[0].Top[0].Token, "greedy's first maximal logit")
 }
 
 // chiSquare draws 4,000 tokens from one row of 12 logits (temperature

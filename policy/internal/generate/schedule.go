@@ -65,6 +65,7 @@ func (st *genState) sampleRow() backend.SampleRow {
 		MinP:        p.MinP,
 		Seed:        st.seed,
 		Step:        uint64(len(st.out.Tokens)),
+		TopLogprobs: p.TopLogprobs,
 	}
 }
 
@@ -489,6 +490,13 @@ func (s *scheduler) takeToken(st *genState, r backend.SampleResult) error {
 	if p.Logprobs {
 		st.out.LogProbs = append(st.out.LogProbs, r.LogProb)
 		st.out.RawLogProbs = append(st.out.RawLogProbs, r.RawLogProb)
+	}
+	if p.TopLogprobs > 0 {
+		top := make([]lm.TokenLogProb, len(r.Top))
+		for i, c := range r.Top {
+			top[i] = lm.TokenLogProb{Token: int(c.Token), LogProb: c.LogProb, RawLogProb: c.RawLogProb}
+		}
+		st.out.TopLogProbs = append(st.out.TopLogProbs, top)
 	}
 	delta := ""
 	if st.text != nil {
