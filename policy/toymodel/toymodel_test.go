@@ -31,7 +31,7 @@ func TestShapes(t *testing.T) {
 		// 64×64, k and v 64×32, norms 16, gate/up/down 64×192.
 		{"Tiny", toymodel.Tiny(), 151936*64 + 2*(2*4096+2*2048+2*16+3*12288+2*64) + 64},
 		// h 16, 2 heads and 1 KV head of 8, ffn 32, 1 layer.
-		{"Nano", toymodel.Nano(), 151936*16 + (2*256+2*128+2*8+3*512+2*16) + 16},
+		{"Nano", toymodel.Nano(), 151936*16 + (2*256 + 2*128 + 2*8 + 3*512 + 2*16) + 16},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.shape.Config()
