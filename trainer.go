@@ -31,9 +31,15 @@ var ErrTrainer = errors.New("agentrl: trainer")
 // (trainStep lists the stages of one step). A Trainer is not safe for
 // concurrent use.
 type Trainer struct {
-	cfg        TrainerConfig
-	parts      TrainerParts
-	reward     reward.Func
+	cfg   TrainerConfig
+	parts TrainerParts // Prompts: those kept (fitPrompts)
+	// reward or groupReward scores the rollouts, with the overlong
+	// shaping of TrainerConfig.Overlong.
+	reward      reward.Func
+	groupReward reward.GroupFunc
+	// leftOut counts the prompts left out for the context.
+	leftOut    int
+	notes      notes
 	sampler    *dataset.Sampler
 	opt        policy.Optimizer
 	computer   *loss.Computer
@@ -69,35 +75,31 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 		return nil, fmt.Errorf("%w: TrainerParts.Policy is nil", ErrTrainer)
 	case parts.Engine == nil:
 		return nil, fmt.Errorf("%w: TrainerParts.Engine is nil", ErrTrainer)
-	case parts.Reward == nil:
-		return nil, fmt.Errorf("%w: TrainerParts.Reward is nil", ErrTrainer)
+	case parts.Reward == nil && parts.GroupReward == nil:
+		return nil, fmt.Errorf("%w: TrainerParts.Reward and GroupReward are nil: set one", ErrTrainer)
+	case parts.Reward != nil && parts.GroupReward != nil:
+		return nil, fmt.Errorf("%w: TrainerParts.Reward and GroupReward are both set: set one", ErrTrainer)
 	case len(parts.Prompts) == 0:
 		return nil, fmt.Errorf("%w: TrainerParts.Prompts is empty", ErrTrainer)
 	case cfg.Loss.KLCoef > 0 && parts.Reference == nil:
 		return nil, fmt.Errorf("%w: TrainerConfig.Loss.KLCoef is %v but TrainerParts.Reference is nil", ErrTrainer, cfg.Loss.KLCoef)
-	case len(parts.Prompts) < cfg.PromptsPerStep:
-		return nil, fmt.Errorf("%w: %d prompts, fewer than TrainerConfig.PromptsPerStep %d", ErrTrainer, len(parts.Prompts), cfg.PromptsPerStep)
 	case cfg.MaxStaleness > 0 && parts.Sync == nil:
 		return nil, fmt.Errorf("%w: TrainerConfig.MaxStaleness is %d but TrainerParts.Sync is nil: rollouts ahead of training need samplers with weights of their own (an inference fleet)", ErrTrainer, cfg.MaxStaleness)
 	}
 	if _, ok := parts.Policy.(lm.Saver); parts.Sync != nil && !ok {
 		return nil, fmt.Errorf("%w: TrainerParts.Sync is set but the Policy (%T) cannot Save its weights (lm.Saver)", ErrTrainer, parts.Policy)
 	}
-	for i, p := range parts.Prompts {
-		forms := 0
-		if p.Tokens != nil {
-			forms++
-		}
-		if p.Text != "" {
-			forms++
-		}
-		if p.Messages != nil {
-			forms++
-		}
-		if forms != 1 {
-			return nil, fmt.Errorf("%w: TrainerParts.Prompts[%d] (%q) has %d prompt forms; want exactly one of Tokens, Text, Messages", ErrTrainer, i, p.ID, forms)
-		}
+	if err := checkPrompts(parts.Prompts, "TrainerParts.Prompts", parts.GroundTruthOptional); err != nil {
+		return nil, err
 	}
+	fit, err := fitPrompts(parts.Prompts, contextLength(parts), parts.Engine.MaxResponseTokens())
+	if err != nil {
+		return nil, err
+	}
+	if len(fit.kept) < cfg.PromptsPerStep {
+		return nil, fmt.Errorf("%w: %d prompts%s, fewer than TrainerConfig.PromptsPerStep %d", ErrTrainer, len(fit.kept), fit.leftOutNote(), cfg.PromptsPerStep)
+	}
+	parts.Prompts = fit.kept
 	j, err := newJob(parts.DataParallel, "TrainerParts.DataParallel")
 	if err != nil {
 		return nil, err
@@ -105,15 +107,9 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	if err := cfg.checkDataParallel(j.size()); err != nil {
 		return nil, err
 	}
-	rf := parts.Reward
-	if cfg.Overlong != nil {
-		oc, err := cfg.overlong(parts.Engine.MaxResponseTokens())
-		if err != nil {
-			return nil, fmt.Errorf("%w: TrainerConfig.Overlong: %w", ErrTrainerConfig, err)
-		}
-		if rf, err = reward.WithOverlong(rf, oc); err != nil {
-			return nil, err
-		}
+	rf, gf, err := shapedRewards(cfg, parts)
+	if err != nil {
+		return nil, err
 	}
 	sampler, err := dataset.NewSampler(len(parts.Prompts), dataset.SamplerConfig{
 		BatchSize: cfg.PromptsPerStep, Seed: cfg.Seed, Shuffle: true, DropLast: true,
@@ -129,11 +125,40 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Trainer{
-		cfg: cfg, parts: parts, reward: rf, sampler: sampler, opt: opt,
+	t := &Trainer{
+		cfg: cfg, parts: parts, reward: rf, groupReward: gf, leftOut: fit.leftOut, sampler: sampler, opt: opt,
 		computer: loss.NewComputer(parts.Losses), estimators: parts.Estimators,
 		samplerState: sampler.State(), published: -1, job: j,
-	}, nil
+	}
+	t.notes = notes{w: parts.Notes, said: map[string]bool{}, leader: j.leader()}
+	if fit.leftOut > 0 {
+		t.notes.say("context", "agentrl: %d of %d prompts left out: %s", fit.leftOut, fit.leftOut+len(fit.kept), fit.reason)
+	}
+	if est, ok := cfg.greedyGroups(); ok {
+		t.notes.say("greedy", "agentrl: TrainerConfig.Sampling.Temperature is %v, greedy: the %d samples of a prompt are one response repeated, so the group-relative advantages of %q are all 0 and nothing is learned; sample at a temperature (verl's rollout default is 1.0)",
+			cfg.Sampling.Temperature, cfg.SamplesPerPrompt, est)
+	}
+	return t, nil
+}
+
+// shapedRewards returns the trainer's reward: parts.Reward or
+// parts.GroupReward, with TrainerConfig.Overlong's penalty measured
+// against the engine's response budget.
+func shapedRewards(cfg TrainerConfig, parts TrainerParts) (reward.Func, reward.GroupFunc, error) {
+	rf, gf := parts.Reward, parts.GroupReward
+	if cfg.Overlong == nil {
+		return rf, gf, nil
+	}
+	oc, err := cfg.overlong(parts.Engine.MaxResponseTokens())
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: TrainerConfig.Overlong: %w", ErrTrainerConfig, err)
+	}
+	if gf != nil {
+		gf, err = reward.ShapeGroup(gf, func(f reward.Func) (reward.Func, error) { return reward.WithOverlong(f, oc) })
+	} else {
+		rf, err = reward.WithOverlong(rf, oc)
+	}
+	return rf, gf, err
 }
 
 // Config returns the trainer's configuration.
@@ -185,7 +210,7 @@ func (t *Trainer) Step(ctx context.Context) (StepMetrics, error) {
 // they agree and take rank 0's weights. On error, see Step.
 func (t *Trainer) trainStep(ctx context.Context) (StepMetrics, error) {
 	start := time.Now()
-	m := StepMetrics{Step: t.stepsDone + 1, PolicyVersion: t.stepsDone, WorldSize: t.job.size()}
+	m := StepMetrics{Step: t.stepsDone + 1, PolicyVersion: t.stepsDone, WorldSize: t.job.size(), PromptsLeftOut: t.leftOut}
 	if err := t.job.join(ctx, t.opt, t.fingerprint()); err != nil {
 		return m, fmt.Errorf("agentrl: step %d: data parallel: %w", m.Step, err)
 	}
@@ -193,8 +218,11 @@ func (t *Trainer) trainStep(ctx context.Context) (StepMetrics, error) {
 	if err != nil {
 		return m, err
 	}
+	if t.parts.RewardMetrics != nil {
+		m.RewardMetrics = t.parts.RewardMetrics()
+	}
 	trainStart := time.Now()
-	if err := t.advantages(batch); err != nil {
+	if err := t.advantages(batch, &m); err != nil {
 		return m, err
 	}
 	if err := t.oldAndRefLogProbs(ctx, batch); err != nil {
@@ -210,6 +238,10 @@ func (t *Trainer) trainStep(ctx context.Context) (StepMetrics, error) {
 	t.clock(&m, start, trainStart)
 	if err := t.job.stepMetrics(ctx, &m, batch); err != nil {
 		return m, fmt.Errorf("agentrl: step %d: reducing the metrics: %w", m.Step, err)
+	}
+	if m.advTokens > 0 && m.AdvantageMax == 0 && m.AdvantageMin == 0 {
+		t.notes.say("zero advantages", "agentrl: step %d: every advantage is 0 (the rewards of every group were equal: mean %.4g, std %.4g), so the policy gradient is 0 and the step learned nothing; check that the reward can tell the responses apart (does it need Prompt.GroundTruth?) and that the samples differ (Sampling.Temperature)",
+			m.Step, m.RewardMean, m.RewardStd)
 	}
 	return m, nil
 }
@@ -375,15 +407,18 @@ func (t *Trainer) rolloutGroups(ctx context.Context, stepsDone, genBatch int) ([
 	return samples, nil
 }
 
-// score sets each sample's reward (TrainerParts.Reward, with the
-// overlong shaping of TrainerConfig.Overlong), in parallel within
-// TrainerConfig.Reward's bounds; a score that is not finite is an error.
+// score sets each sample's reward (TrainerParts.Reward, or GroupReward
+// group by group, with the overlong shaping of TrainerConfig.Overlong),
+// in parallel within TrainerConfig.Reward's bounds; a score that is not
+// finite is an error.
 func (t *Trainer) score(ctx context.Context, stepsDone int, samples []*sample) error {
 	inputs := make([]reward.Input, len(samples))
+	groups := make([]string, len(samples))
 	for i, s := range samples {
 		inputs[i] = s.prompt.RewardInput(&s.traj)
+		groups[i] = s.group
 	}
-	outs, err := reward.Batch(ctx, t.reward, inputs, t.cfg.Reward)
+	outs, err := scoreBatch(ctx, t.reward, t.groupReward, inputs, groups, t.cfg.Reward)
 	if err != nil {
 		return fmt.Errorf("agentrl: step %d: reward: %w", stepsDone+1, err)
 	}
@@ -394,6 +429,15 @@ func (t *Trainer) score(ctx context.Context, stepsDone int, samples []*sample) e
 		samples[i].out = o
 	}
 	return nil
+}
+
+// scoreBatch scores inputs with rf, or with gf group by group (groups[i]
+// is the group of inputs[i]).
+func scoreBatch(ctx context.Context, rf reward.Func, gf reward.GroupFunc, inputs []reward.Input, groups []string, opts reward.BatchOptions) ([]reward.Output, error) {
+	if gf != nil {
+		return reward.BatchGroups(ctx, gf, inputs, groups, opts)
+	}
+	return reward.Batch(ctx, rf, inputs, opts)
 }
 
 // requestSeed derives the seed of one request from the run's seed, the
@@ -422,8 +466,8 @@ func rolloutError(err error) error {
 
 // advantages is stage 2: it fills s.adv from the estimator
 // (TrainerConfig.Advantage); groups are the rollout groups (one per
-// prompt and generation batch).
-func (t *Trainer) advantages(batch []*sample) error {
+// prompt and generation batch). It records the advantages' statistics.
+func (t *Trainer) advantages(batch []*sample, m *StepMetrics) error {
 	in := advantage.Input{
 		Scores: make([]float64, len(batch)),
 		Groups: make([]string, len(batch)),
@@ -441,6 +485,7 @@ func (t *Trainer) advantages(batch []*sample) error {
 	for i, s := range batch {
 		s.adv = out.Advantages[i]
 	}
+	m.observeAdvantages(batch)
 	return nil
 }
 
