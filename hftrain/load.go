@@ -69,18 +69,18 @@ type Model struct {
 func Load(ctx context.Context, dir string, o Options) (*Model, error) {
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
-		return nil, fmt.Errorf("hftrain: %w", err) // it names the file
+		return nil, err // it names the file
 	}
 	mc, err := policy.ReadConfig(dir)
 	if err != nil {
-		return nil, fmt.Errorf("hftrain: %w", err)
+		return nil, err // it names the file
 	}
 	if tv := tok.VocabSize(); tv > mc.VocabSize {
 		return nil, fmt.Errorf("hftrain: %s: the tokenizer has %d ids but the model's vocab_size is %d: the tokenizer does not belong to this model", dir, tv, mc.VocabSize)
 	}
 	dev, err := OpenDevice(ctx, o.Device, mc, o.Log)
 	if err != nil {
-		return nil, fmt.Errorf("hftrain: %w", err)
+		return nil, err // it names the device
 	}
 	opts := append(append([]policy.ModelOption(nil), o.ModelOptions...),
 		policy.WithBackend(dev.Backend()), policy.WithDecoder(tok.Decode), policy.WithSamplerSeed(o.Seed))

@@ -163,3 +163,10 @@ func (m *Model) renderRest(ctx context.Context, prompts []agentrl.Prompt, tools 
 	}
 	return out, nil
 }
+
+// PromptLimit is the longest prompt, in tokens, that LoadPrompts and
+// RenderPrompts keep with opts: opts.MaxPromptTokens() with the model's
+// context filled in.
+func (m *Model) PromptLimit(opts agentrl.PromptOptions) int {
+	return m.promptOptions(opts).MaxPromptTokens()
+}
