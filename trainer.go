@@ -218,9 +218,6 @@ func (t *Trainer) trainStep(ctx context.Context) (StepMetrics, error) {
 	if err != nil {
 		return m, err
 	}
-	if t.parts.RewardMetrics != nil {
-		m.RewardMetrics = t.parts.RewardMetrics()
-	}
 	trainStart := time.Now()
 	if err := t.advantages(batch, &m); err != nil {
 		return m, err
@@ -239,11 +236,17 @@ func (t *Trainer) trainStep(ctx context.Context) (StepMetrics, error) {
 	if err := t.job.stepMetrics(ctx, &m, batch); err != nil {
 		return m, fmt.Errorf("agentrl: step %d: reducing the metrics: %w", m.Step, err)
 	}
+	t.noteIfNothingLearned(m)
+	return m, nil
+}
+
+// noteIfNothingLearned says on TrainerParts.Notes, once per Trainer,
+// that a step's advantages were all 0: its policy gradient was 0.
+func (t *Trainer) noteIfNothingLearned(m StepMetrics) {
 	if m.advTokens > 0 && m.AdvantageMax == 0 && m.AdvantageMin == 0 {
 		t.notes.say("zero advantages", "agentrl: step %d: every advantage is 0 (the rewards of every group were equal: mean %.4g, std %.4g), so the policy gradient is 0 and the step learned nothing; check that the reward can tell the responses apart (does it need Prompt.GroundTruth?) and that the samples differ (Sampling.Temperature)",
 			m.Step, m.RewardMean, m.RewardStd)
 	}
-	return m, nil
 }
 
 // sample is one trajectory of a step with what the trainer learns about it.
@@ -262,8 +265,8 @@ func (s *sample) respMask() []float32 { return s.traj.Mask[s.traj.PromptLen:] }
 // the prompt sampler's position after it. The batch is made now
 // (collect), or with MaxStaleness ≥ 1 taken from the rollouts running
 // ahead of training (nextBatch); its metrics are recorded (generation
-// batches, times, rewards, lengths, tool calls) and its staleness
-// checked. A run's first step, and the first after a resume, first make
+// batches, times, rewards, lengths, tool calls, and the reward's own,
+// TrainerParts.RewardMetrics) and its staleness checked. A run's first step, and the first after a resume, first make
 // sure the samplers hold the policy being trained.
 func (t *Trainer) rollout(ctx context.Context, m *StepMetrics) ([]*sample, dataset.SamplerState, error) {
 	if t.parts.Sync != nil && t.published != t.stepsDone {
@@ -281,6 +284,9 @@ func (t *Trainer) rollout(ctx context.Context, m *StepMetrics) ([]*sample, datas
 	m.RolloutSeconds = p.end.Sub(p.start).Seconds()
 	m.OverlapSeconds = t.overlap(p.start, p.end)
 	m.observeBatch(p.batch, t.cfg)
+	if t.parts.RewardMetrics != nil {
+		m.RewardMetrics = t.parts.RewardMetrics() // a judge's requests, tokens, latency
+	}
 	if m.RolloutSeconds > 0 {
 		m.RolloutTokensPerSec = float64(m.generatedTokens) / m.RolloutSeconds
 	}
