@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -72,8 +71,10 @@ func mcpServer(t *testing.T) *httptest.Server {
 // with an MCP server's tool beside the code interpreter: the judge sees
 // each prompt's two responses together with the task, its scores train
 // (1 and 0: advantages ±0.7071), its statistics join the step's row,
-// and a row without a ground truth is trained on (the judge needs none).
-// With the rule reward the same row is left out and counted.
+// a row without a ground truth is trained on (the judge needs none), and
+// a prompt longer than the context leaves beside the budget is left out
+// and counted in the metrics. With the rule reward the row without a
+// ground truth is left out and counted.
 func TestTrainJudgeAndMCP(t *testing.T) {
 	setuptest.NeedPython(t)
 	model := tinyCheckpoint(t)
@@ -81,8 +82,9 @@ func TestTrainJudgeAndMCP(t *testing.T) {
 	data, err := os.ReadFile("testdata/train.jsonl")
 	require.NoError(t, err)
 	noTruth := `{"data_source": "chat", "prompt": [{"role": "user", "content": "Name the capital of France."}], "ability": "chat", "extra_info": {"index": 9}}` + "\n"
+	long := `{"data_source": "math_dapo", "prompt": [{"role": "user", "content": "` + strings.Repeat("Think. ", 5000) + `What is 1+1?"}], "ability": "MATH", "reward_model": {"style": "rule", "ground_truth": "2"}}` + "\n"
 	train := filepath.Join(dir, "train.jsonl")
-	require.NoError(t, os.WriteFile(train, append(data, noTruth...), 0o644))
+	require.NoError(t, os.WriteFile(train, append(append(data, noTruth...), long...), 0o644))
 
 	judge := &rankingJudge{}
 	js := httptest.NewServer(judge)
@@ -93,8 +95,9 @@ func TestTrainJudgeAndMCP(t *testing.T) {
 		"-max-response", "12", "-overlong-buffer", "0", "-micro-batch", "2", "-sandbox-workers", "1"}
 	code, stdout, stderr := runMain(t, append(args, "-out", out, "-judge-url", js.URL+"/v1", "-judge-model", "judge", "-mcp", tools.URL)...)
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
-	assert.Contains(t, stdout, "train: 5 prompts (0 over 4084 tokens left out)")
+	assert.Contains(t, stdout, "train: 6 prompts\n")
 	assert.Contains(t, stderr, "grpotcr: mcp: capitals: 1 tools")
+	assert.Contains(t, stderr, "agentrl: 1 of 6 prompts left out: longer than the 4084 tokens that the model's context of 4096 leaves after the response budget of 12")
 
 	rows, err := metrics.ReadFile(filepath.Join(out, metricsFile))
 	require.NoError(t, err)
@@ -105,6 +108,7 @@ func TestTrainJudgeAndMCP(t *testing.T) {
 	assert.GreaterOrEqual(t, st["judge/requests"], 5.0)
 	assert.Equal(t, 0.5, st["critic/score/mean"], "each group scores 1 and 0")
 	assert.InDelta(t, 0.7071, st["critic/advantages/max"], 1e-3)
+	assert.Equal(t, 1.0, st["data/prompts_left_out"], "the prompt the context cannot hold")
 	judge.mu.Lock()
 	asked := strings.Join(judge.asked, "\n")
 	judge.mu.Unlock()
@@ -113,5 +117,5 @@ func TestTrainJudgeAndMCP(t *testing.T) {
 	// The rule reward needs the ground truth: the row is left out.
 	code, stdout, stderr = runMain(t, append(args, "-batch", "2", "-out", filepath.Join(dir, "rule"))...)
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
-	assert.Contains(t, stdout, fmt.Sprintf("train: 4 prompts (0 over %d tokens left out, 1 without a ground truth)", 4096-12))
+	assert.Contains(t, stdout, "train: 5 prompts (1 without a ground truth left out)\n")
 }

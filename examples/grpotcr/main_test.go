@@ -50,8 +50,9 @@ func TestTrainLocal(t *testing.T) {
 	}
 	code, stdout, stderr := runMain(t, append(args, "-steps", "2")...)
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	assert.Contains(t, stdout, "train: 4 prompts\n")
 	// -max-prompt 0: what the context of 4096 leaves beside the 12-token budget.
-	assert.Contains(t, stdout, "train: 4 prompts (0 over 4084 tokens left out)")
+	assert.Contains(t, stdout, "val: 2 prompts (0 over 4084 tokens left out)")
 	assert.Contains(t, stdout, "step 2: checkpoint")
 
 	rows, err := metrics.ReadFile(filepath.Join(out, metricsFile))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/checkpoint"
@@ -112,36 +113,53 @@ func openFleetIfAny(ctx context.Context, o options, stderr io.Writer) (*fleet.Fl
 }
 
 // loadPrompts reads the -train and -val prompts, rendered with the
-// model's chat template and the tools' schemas. Prompts that the model's
-// context cannot hold beside -max-response (or that are over -max-prompt)
-// are left out, and so are rows without a ground truth when the reward
-// needs one; both are counted on stdout.
+// model's chat template and the tools' schemas, leaving out those over
+// -max-prompt tokens and, when the reward needs one, the rows without a
+// ground truth; it says how many on stdout. The training prompts that the
+// model's context cannot hold beside -max-response are left to the
+// trainer, which leaves them out, says so and counts them in every step's
+// metrics (data/prompts_left_out); the validation prompts are left out
+// here, as they would be scored as wrong.
 func loadPrompts(ctx context.Context, o options, m *hftrain.Model, tools []tool.Tool, needsTruth bool, stdout io.Writer) (train, val []agentrl.Prompt, err error) {
 	if ctxLen := m.ContextLength(); o.maxResponse >= ctxLen {
 		return nil, nil, fmt.Errorf("-max-response %d: the model's context is %d tokens (max_position_embeddings), prompt and response together: want less", o.maxResponse, ctxLen)
 	}
-	opts := agentrl.PromptOptions{MaxTokens: o.maxPrompt, ResponseTokens: o.maxResponse, PromptKey: o.promptKey, StringPrompt: true}
-	load := func(flag, files string) ([]agentrl.Prompt, error) {
-		ps, tooLong, err := m.LoadPrompts(ctx, setup.SplitList(files), tools, opts)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", flag, err)
-		}
-		ps, noTruth := withGroundTruth(ps, needsTruth)
-		fmt.Fprintf(stdout, "%s: %d prompts (%d over %d tokens left out%s)\n", flag[1:], len(ps), tooLong, m.PromptLimit(opts), noTruthNote(noTruth))
-		return ps, nil
+	train, tooLong, err := setup.LoadPrompts(ctx, o.train, o.promptKey, m.Tokenizer, tools, o.thinking, o.maxPrompt, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-train: %w", err)
 	}
-	if train, err = load("-train", o.train); err != nil {
-		return nil, nil, err
-	}
+	train, noTruth := withGroundTruth(train, needsTruth)
+	fmt.Fprintln(stdout, promptsLine("train", len(train), tooLong, o.maxPrompt, noTruth))
 	if len(train) < o.batch {
 		return nil, nil, fmt.Errorf("-train: %d prompts, fewer than -batch %d", len(train), o.batch)
 	}
-	if o.val != "" {
-		if val, err = load("-val", o.val); err != nil {
-			return nil, nil, err
-		}
+	if o.val == "" {
+		return train, nil, nil
 	}
+	opts := agentrl.PromptOptions{MaxTokens: o.maxPrompt, ResponseTokens: o.maxResponse, PromptKey: o.promptKey, StringPrompt: true}
+	val, tooLong, err = m.LoadPrompts(ctx, setup.SplitList(o.val), tools, opts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-val: %w", err)
+	}
+	val, noTruth = withGroundTruth(val, needsTruth)
+	fmt.Fprintln(stdout, promptsLine("val", len(val), tooLong, m.PromptLimit(opts), noTruth))
 	return train, val, nil
+}
+
+// promptsLine says how many prompts a set has and how many were left
+// out: over limit tokens (when limit > 0), without a ground truth.
+func promptsLine(set string, n, tooLong, limit, noTruth int) string {
+	var left []string
+	if limit > 0 {
+		left = append(left, fmt.Sprintf("%d over %d tokens left out", tooLong, limit))
+	}
+	if noTruth > 0 {
+		left = append(left, fmt.Sprintf("%d without a ground truth left out", noTruth))
+	}
+	if len(left) == 0 {
+		return fmt.Sprintf("%s: %d prompts", set, n)
+	}
+	return fmt.Sprintf("%s: %d prompts (%s)", set, n, strings.Join(left, ", "))
 }
 
 // withGroundTruth leaves out the prompts without a ground truth when
@@ -153,14 +171,6 @@ func withGroundTruth(prompts []agentrl.Prompt, needed bool) ([]agentrl.Prompt, i
 	}
 	kept := slices.DeleteFunc(prompts, func(p agentrl.Prompt) bool { return p.GroundTruth == "" })
 	return kept, len(prompts) - len(kept)
-}
-
-// noTruthNote is ", N without a ground truth" when N > 0.
-func noTruthNote(n int) string {
-	if n == 0 {
-		return ""
-	}
-	return fmt.Sprintf(", %d without a ground truth", n)
 }
 
 // newTrainer builds the GRPO-TCR trainer over the model: the rollouts on
