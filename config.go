@@ -125,8 +125,15 @@ type TrainerConfig struct {
 	// would (given a sampler that honours SampleParams.Seed).
 	Sampling lm.SampleParams
 	// OldLogProbs is OldLogProbsRecompute (also when empty) or
-	// OldLogProbsRollout. With Loss.TISCap > 0 the sampler's
-	// log-probabilities also enter the loss as RolloutLogProbs.
+	// OldLogProbsRollout. With Loss.TISCap > 0, or a
+	// Loss.RolloutCorrection that weights or rejects, the sampler's
+	// log-probabilities also enter the loss as RolloutLogProbs. In
+	// RolloutCorrection's bypass mode the sampler's log-probabilities are
+	// the old ones (verl's bypass skips the recomputation): leave it
+	// empty or OldLogProbsRollout. When the trainer recomputes and the
+	// sampler recorded its log-probabilities, every step's metrics hold
+	// the rollout-vs-trainer mismatch (loss.MismatchMetrics, verl's
+	// rollout_corr/ names).
 	OldLogProbs OldLogProbsSource
 
 	// Optimizer configures AdamW, its learning rate schedule included
@@ -260,6 +267,9 @@ func (c TrainerConfig) ValidateWith(losses *loss.Registry, estimators *advantage
 	default:
 		return bad("OldLogProbs", "%q, want %q or %q", c.OldLogProbs, OldLogProbsRecompute, OldLogProbsRollout)
 	}
+	if c.Loss.RolloutCorrection.BypassMode && c.OldLogProbs == OldLogProbsRecompute {
+		return bad("OldLogProbs", "%q with Loss.RolloutCorrection.BypassMode, which takes the sampler's log-probabilities as the old ones: leave it empty or %q", c.OldLogProbs, OldLogProbsRollout)
+	}
 	if ds := c.DynamicSampling; ds != nil {
 		switch ds.Metric {
 		case "", FilterByAcc, FilterByScore:
@@ -313,7 +323,9 @@ func (c TrainerConfig) epochs() int { return max(c.PPOEpochs, 1) }
 
 func (c TrainerConfig) syncEvery() int { return max(c.SyncEvery, 1) }
 
-func (c TrainerConfig) recompute() bool { return c.OldLogProbs != OldLogProbsRollout }
+func (c TrainerConfig) recompute() bool {
+	return c.OldLogProbs != OldLogProbsRollout && !c.Loss.RolloutCorrection.BypassMode
+}
 
 // overlong returns the overlong configuration with MaxLen resolved
 // against budget, the engine's response budget (0 when the engine has
@@ -344,7 +356,7 @@ func validateLoss(cfg loss.Config, reg *loss.Registry) error {
 	if cfg.KLCoef != 0 {
 		b.RefLogProbs = one(-1)
 	}
-	if cfg.TISCap != 0 {
+	if cfg.NeedsRolloutLogProbs() {
 		b.RolloutLogProbs = one(-1)
 	}
 	_, err := loss.NewComputer(reg).Compute(cfg, b)

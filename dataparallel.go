@@ -85,6 +85,9 @@ type job interface {
 	// gatherRecords concatenates every rank's validation records in
 	// rank order, once every rank has them (err: this rank's failure).
 	gatherRecords(ctx context.Context, recs []eval.Record, err error) ([]eval.Record, error)
+	// gatherMismatch concatenates every rank's mismatch rows in rank
+	// order.
+	gatherMismatch(ctx context.Context, rows mismatchRows) (mismatchRows, error)
 	// saveCheckpoint writes step's checkpoint under root with saveTo on
 	// the leader (keeping the newest keep); every rank returns its
 	// folder.
@@ -145,6 +148,10 @@ func (alone) stepMetrics(context.Context, *StepMetrics, []*sample) error { retur
 
 func (alone) gatherRecords(_ context.Context, recs []eval.Record, err error) ([]eval.Record, error) {
 	return recs, err
+}
+
+func (alone) gatherMismatch(_ context.Context, rows mismatchRows) (mismatchRows, error) {
+	return rows, nil
 }
 
 func (alone) saveCheckpoint(ctx context.Context, root checkpoint.Root, step, keep int, saveTo func(dir string) error) (string, error) {
@@ -291,8 +298,37 @@ func (j *ranks) gatherRecords(ctx context.Context, recs []eval.Record, err error
 		return nil, err
 	}
 	type records struct{ R []eval.Record }
+	parts, err := gatherGob(ctx, j, records{recs})
+	if err != nil {
+		return nil, fmt.Errorf("agentrl: validation records: %w", err)
+	}
+	var out []eval.Record
+	for _, p := range parts {
+		out = append(out, p.R...)
+	}
+	return out, nil
+}
+
+func (j *ranks) gatherMismatch(ctx context.Context, rows mismatchRows) (mismatchRows, error) {
+	parts, err := gatherGob(ctx, j, rows)
+	if err != nil {
+		return mismatchRows{}, fmt.Errorf("agentrl: mismatch rows: %w", err)
+	}
+	var out mismatchRows
+	for _, p := range parts {
+		out.Old = append(out.Old, p.Old...)
+		out.Rollout = append(out.Rollout, p.Rollout...)
+		out.Mask = append(out.Mask, p.Mask...)
+		out.Sources = append(out.Sources, p.Sources...)
+	}
+	return out, nil
+}
+
+// gatherGob returns every rank's v in rank order, sent gob-encoded
+// through one all-gather of equal-width byte blocks.
+func gatherGob[T any](ctx context.Context, j *ranks, v T) ([]T, error) {
 	var buf bytes.Buffer
-	if err := gob.NewEncoder(&buf).Encode(records{recs}); err != nil {
+	if err := gob.NewEncoder(&buf).Encode(v); err != nil {
 		return nil, err
 	}
 	lens := make([]float64, j.n)
@@ -307,13 +343,11 @@ func (j *ranks) gatherRecords(ctx context.Context, recs []eval.Record, err error
 	if err := j.comm.AllGather(ctx, mine, all); err != nil {
 		return nil, err
 	}
-	var out []eval.Record
+	out := make([]T, j.n)
 	for r := range j.n {
-		var part records
-		if err := gob.NewDecoder(bytes.NewReader(all[r*width : r*width+int(lens[r])])).Decode(&part); err != nil {
-			return nil, fmt.Errorf("agentrl: rank %d's validation records: %w", r, err)
+		if err := gob.NewDecoder(bytes.NewReader(all[r*width : r*width+int(lens[r])])).Decode(&out[r]); err != nil {
+			return nil, fmt.Errorf("rank %d's part: %w", r, err)
 		}
-		out = append(out, part.R...)
 	}
 	return out, nil
 }

@@ -225,6 +225,9 @@ func (t *Trainer) trainStep(ctx context.Context) (StepMetrics, error) {
 	if err := t.oldAndRefLogProbs(ctx, batch); err != nil {
 		return m, err
 	}
+	if err := t.measureMismatch(ctx, batch, &m); err != nil {
+		return m, err
+	}
 	if err := t.update(ctx, batch, &m); err != nil {
 		return m, err
 	}
@@ -500,10 +503,10 @@ func (t *Trainer) advantages(batch []*sample, m *StepMetrics) error {
 // compute_log_prob and compute_ref_log_prob do — recomputed by forward
 // passes of micro-batches, or the sampler's (OldLogProbsRollout).
 func (t *Trainer) oldAndRefLogProbs(ctx context.Context, batch []*sample) error {
-	needRollout := !t.cfg.recompute() || t.cfg.Loss.TISCap > 0
+	needRollout := !t.cfg.recompute() || t.cfg.Loss.NeedsRolloutLogProbs()
 	for i, s := range batch {
 		if needRollout && len(s.traj.LogProbs) != len(s.traj.Tokens) {
-			return fmt.Errorf("%w: step %d: trajectory %d (prompt %q) has no sampler log-probabilities, which OldLogProbs %q or TISCap need", ErrTrainer, t.stepsDone+1, i, s.prompt.ID, t.cfg.OldLogProbs)
+			return fmt.Errorf("%w: step %d: trajectory %d (prompt %q) has no sampler log-probabilities, which OldLogProbs %q, TISCap or RolloutCorrection need", ErrTrainer, t.stepsDone+1, i, s.prompt.ID, t.cfg.OldLogProbs)
 		}
 		if !t.cfg.recompute() {
 			s.old = s.traj.LogProbs[s.traj.PromptLen:]
@@ -746,7 +749,7 @@ func (t *Trainer) lossBatch(part []*sample, stats lm.TokenStats) (loss.Batch, er
 	if t.cfg.Loss.KLCoef > 0 {
 		b.RefLogProbs = pad(resp(func(s *sample) []float32 { return s.ref }), nil)
 	}
-	if t.cfg.Loss.TISCap > 0 {
+	if t.cfg.Loss.NeedsRolloutLogProbs() {
 		b.RolloutLogProbs = pad(resp(func(s *sample) []float32 { return s.traj.LogProbs }), starts)
 	}
 	return b, err

@@ -203,6 +203,11 @@ func TestDataParallelMatchesOneProcess(t *testing.T) {
 				assert.InDelta(t, w.Loss, g0.Loss, 1e-6)
 				assert.Equal(t, 2, g0.WorldSize)
 				assert.Positive(t, g0.AllReduceBytes)
+				require.NotEmpty(t, w.Mismatch)
+				assert.Len(t, g0.Mismatch, len(w.Mismatch), "step %d: the mismatch of the whole batch", s+1)
+				for k, v := range w.Mismatch {
+					assert.InDelta(t, v, g0.Mismatch[k], 1e-6, "step %d: %s over every rank's rows", s+1, k)
+				}
 			}
 			ps := ref
 			var n int64

@@ -57,6 +57,12 @@ type StepMetrics struct {
 	// without a KL term); LossMetrics holds every key so averaged.
 	Loss, Entropy, PGClipFrac, PGClipFracLower, PPOKL, KL float64
 	LossMetrics                                           map[string]float64
+	// Mismatch is the rollout-vs-trainer mismatch of the step's whole
+	// batch, loss.MismatchMetrics of the recomputed and the sampled
+	// log-probabilities, under verl's rollout_corr/ names (nil when the
+	// trainer does not recompute or the sampler recorded none). Map adds
+	// it, and LossMetrics' rollout_corr/ keys, to the step's row.
+	Mismatch map[string]float64
 	// GradNorm is the mean pre-clipping gradient norm over the updates, LR
 	// the learning rate of the last update, Updates the number of
 	// optimiser updates and SkippedUpdates those skipped for a non-finite
@@ -164,6 +170,12 @@ func (m StepMetrics) Map() map[string]float64 {
 		out["actor/pg_loss"] = v
 	}
 	for k, v := range m.RewardMetrics {
+		out[k] = v
+	}
+	for k, v := range rolloutCorrMetrics(m.LossMetrics) {
+		out[k] = v
+	}
+	for k, v := range m.Mismatch {
 		out[k] = v
 	}
 	if m.WorldSize > 1 {

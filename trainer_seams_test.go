@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"gorgonia.org/gorgonia"
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/advantage"
@@ -30,21 +29,8 @@ func importanceWeighted() loss.Variant {
 			r[i] = math.Exp(d.LogProbs[i] - d.OldLogProbs[i])
 		}
 		return map[string]float64{"iw_pg/ratio": d.MaskedMean(r)}
-	}, Build: func(in *loss.Inputs) (loss.Term, error) {
-		d, err := gorgonia.Sub(in.LogProbs, in.OldLogProbs)
-		if err != nil {
-			return loss.Term{}, err
-		}
-		r, err := gorgonia.Exp(d)
-		if err != nil {
-			return loss.Term{}, err
-		}
-		g, err := gorgonia.HadamardProd(r, in.Advantages)
-		if err != nil {
-			return loss.Term{}, err
-		}
-		pt, err := gorgonia.Neg(g)
-		return loss.Term{PerToken: pt}, err
+	}, Loss: func(v *loss.Vars) loss.Expr {
+		return v.Ratio().Mul(v.Advantages()).Neg()
 	}}
 }
 

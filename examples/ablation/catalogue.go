@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"gorgonia.org/gorgonia"
-
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/ablation"
 	"github.com/agentrl/agentrl/loss"
@@ -125,46 +123,9 @@ func selectVariants(names []string) ([]entry, error) {
 //	L_t = −(r·A − |A|/(2ε)·(r − 1)²),  r = exp(logπ − logπ_old),  ε = ClipHigh.
 func spoRegistry() (*loss.Registry, error) {
 	reg := loss.NewRegistry()
-	err := reg.Register(userSPO, loss.Variant{Build: func(in *loss.Inputs) (loss.Term, error) {
-		eps := in.Config.ClipHigh
-		delta, err := gorgonia.Sub(in.LogProbs, in.OldLogProbs)
-		if err != nil {
-			return loss.Term{}, err
-		}
-		ratio, err := gorgonia.Exp(delta)
-		if err != nil {
-			return loss.Term{}, err
-		}
-		gain, err := gorgonia.HadamardProd(ratio, in.Advantages)
-		if err != nil {
-			return loss.Term{}, err
-		}
-		dev, err := gorgonia.Sub(ratio, gorgonia.NewConstant(1.0))
-		if err != nil {
-			return loss.Term{}, err
-		}
-		sq, err := gorgonia.Square(dev)
-		if err != nil {
-			return loss.Term{}, err
-		}
-		absA, err := gorgonia.Abs(in.Advantages)
-		if err != nil {
-			return loss.Term{}, err
-		}
-		penalty, err := gorgonia.HadamardProd(absA, sq)
-		if err != nil {
-			return loss.Term{}, err
-		}
-		penalty, err = gorgonia.Mul(penalty, gorgonia.NewConstant(1/(2*eps)))
-		if err != nil {
-			return loss.Term{}, err
-		}
-		obj, err := gorgonia.Sub(gain, penalty)
-		if err != nil {
-			return loss.Term{}, err
-		}
-		perToken, err := gorgonia.Neg(obj)
-		return loss.Term{PerToken: perToken}, err
+	err := reg.Register(userSPO, loss.Variant{ReducesToREINFORCE: true, Loss: func(v *loss.Vars) loss.Expr {
+		r, a, eps := v.Ratio(), v.Advantages(), v.Config().ClipHigh
+		return r.Mul(a).Sub(a.Abs().Mul(r.Sub(1).Square()).Mul(1 / (2 * eps))).Neg()
 	}})
 	if err != nil {
 		return nil, fmt.Errorf("registering %s: %w", userSPO, err)

@@ -59,8 +59,10 @@ func lastJSON(t *testing.T, stdout string) jsonReport {
 
 // TestEvalRemoteWithTools evaluates the scripted agent of fakeVLLM, whose
 // answers are right exactly when the sandbox computed them, on four
-// prompts: three arithmetic questions (the third with a deliberately
-// wrong ground truth) and one coding task. Every sample of a prompt is
+// prompts: three arithmetic questions (the third asks for the number of
+// digits of 2**64 − 1, 20, which the scripted agent gets wrong: it
+// answers every "What is …?" with the number itself) and one coding
+// task. Every sample of a prompt is
 // the same, so the expected values follow by hand:
 //
 //	aime_toy (3 prompts, 2 right): avg@4 = pass@k = maj@4 = best@4 = 2/3;
