@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -79,6 +80,10 @@ func evaluate(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	prompts, noTruth := withoutGroundTruth(prompts)
+	if noTruth > 0 {
+		fmt.Fprintf(stdout, "skipped: %d prompts without a ground truth, which the rule reward needs; not rolled out or scored\n", noTruth)
+	}
 	if n := countRefused(refused); n > 0 {
 		fmt.Fprintf(stdout, "refused: %d prompts longer than the %d tokens that the model's context of %d leaves beside -max-response %d; not rolled out or scored\n",
 			n, ctxLen-o.maxResponse, ctxLen, o.maxResponse)
@@ -138,7 +143,15 @@ func evaluate(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return report(stdout, o, res, recs, refused)
+	return report(stdout, o, res, recs, refused, noTruth)
+}
+
+// withoutGroundTruth takes out the prompts without a ground truth, which
+// the rule reward would score as wrong whatever the response, and
+// returns how many it took out.
+func withoutGroundTruth(prompts []agentrl.Prompt) ([]agentrl.Prompt, int) {
+	kept := slices.DeleteFunc(prompts, func(p agentrl.Prompt) bool { return p.GroundTruth == "" })
+	return kept, len(prompts) - len(kept)
 }
 
 // contextLength is the model's context in tokens (max_position_embeddings):
@@ -308,8 +321,9 @@ func summarise(k int, res eval.Result, recs []eval.Record) []sourceRow {
 }
 
 // report prints the table and the JSON line, which counts the prompts
-// refused for the context per data source ("refused").
-func report(w io.Writer, o options, res eval.Result, recs []eval.Record, refused map[string]int) error {
+// refused for the context per data source ("refused") and those skipped
+// for want of a ground truth ("no_ground_truth").
+func report(w io.Writer, o options, res eval.Result, recs []eval.Record, refused map[string]int, noTruth int) error {
 	rows := summarise(o.k, res, recs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	header := "data_source\tprompts\t"
@@ -345,7 +359,8 @@ func report(w io.Writer, o options, res eval.Result, recs []eval.Record, refused
 		Sources     []jsonSource       `json:"sources"`
 		Verl        map[string]float64 `json:"verl"`
 		Refused     map[string]int     `json:"refused,omitempty"`
-	}{Model: o.model, Data: o.data, K: o.k, Temperature: o.temperature, TopP: o.topP, Verl: res.Map(), Refused: refused}
+		NoTruth     int                `json:"no_ground_truth,omitempty"`
+	}{Model: o.model, Data: o.data, K: o.k, Temperature: o.temperature, TopP: o.topP, Verl: res.Map(), Refused: refused, NoTruth: noTruth}
 	for _, r := range rows {
 		js := jsonSource{DataSource: r.source, Prompts: r.prompts, Metrics: map[string]float64{}}
 		for _, c := range r.cols {

@@ -37,7 +37,9 @@
 // is refused, not scored: its responses would be cut short and count as
 // wrong. The report counts the refused prompts per data source (on a
 // line of its own and in the JSON line's "refused"), and a -max-response
-// that fills the context is an error. Rewards are Open-AgentRL's
+// that fills the context is an error. Rows without a ground truth are
+// skipped and counted the same way ("no_ground_truth"): the rule reward
+// would score every response to them as wrong. Rewards are Open-AgentRL's
 // (recipe/demystify/reward.py, reward.OpenAgentRL), routed by data_source:
 // code sources run the last Python block against the ground truth's
 // tests (fraction passed, −1 without a block), the rest are math, +1 for a

@@ -46,6 +46,7 @@ type jsonReport struct {
 	} `json:"sources"`
 	Verl    map[string]float64 `json:"verl"`
 	Refused map[string]int     `json:"refused"`
+	NoTruth int                `json:"no_ground_truth"`
 }
 
 // lastJSON parses the last line of stdout.
@@ -294,7 +295,8 @@ func TestSamplerFailure(t *testing.T) {
 // in the model's context (4096 tokens) is refused, counted per data
 // source, and not scored; before, it was rolled out, cut by the context
 // and scored as a wrong answer. A budget that fills the context is an
-// error before any rollout.
+// error before any rollout. A row without a ground truth is skipped and
+// counted.
 func TestEvalRefusesOverlong(t *testing.T) {
 	setuptest.NeedPython(t)
 	model := tinyCheckpoint(t)
@@ -308,7 +310,8 @@ func TestEvalRefusesOverlong(t *testing.T) {
 	first := strings.SplitAfter(string(rows), "\n")[0]
 	long := `{"data_source": "long_toy", "prompt": [{"role": "user", "content": "` + strings.Repeat("Think carefully. ", 2000) + `What is 1+1?"}], "ability": "MATH", "reward_model": {"style": "rule", "ground_truth": "2"}}` + "\n"
 	data := filepath.Join(t.TempDir(), "data.jsonl")
-	require.NoError(t, os.WriteFile(data, []byte(first+long), 0o644))
+	noTruth := `{"data_source": "aime_toy", "prompt": [{"role": "user", "content": "What is 3**3?"}], "ability": "MATH"}` + "\n"
+	require.NoError(t, os.WriteFile(data, []byte(first+long+noTruth), 0o644))
 
 	code, stdout, stderr := runMain(t, "-model", model, "-data", data, "-k", "2", "-sampler", srv.URL,
 		"-max-response", "256", "-thinking=false", "-sandbox-workers", "1")
@@ -318,6 +321,10 @@ func TestEvalRefusesOverlong(t *testing.T) {
 	require.Len(t, r.Sources, 1, "the refused prompt's source has nothing scored")
 	assert.Equal(t, "aime_toy", r.Sources[0].DataSource)
 	assert.Equal(t, map[string]int{"long_toy": 1}, r.Refused)
+	// A row without a ground truth is skipped, not scored as wrong.
+	assert.Contains(t, stdout, "skipped: 1 prompts without a ground truth, which the rule reward needs; not rolled out or scored")
+	assert.Equal(t, 1, r.NoTruth)
+	assert.Equal(t, 1, r.Sources[0].Prompts)
 	calls, _ := fake.Counts()
 	assert.Equal(t, 4, calls, "the one prompt that fits: 2 samples × 2 turns")
 
