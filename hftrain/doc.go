@@ -22,7 +22,7 @@
 // (agentrl.LoadPrompts), leaving out prompts the model's context cannot
 // hold. Model.NewEngine builds the rollout engine over the model (or
 // another sampler: a fleet of inference servers) with the tool-call
-// parser and result format of Qwen's templates, and Model.NewTrainer the
+// parser and result format its chat template writes, and Model.NewTrainer the
 // Trainer over both: the loss, the advantage estimator, the reward (one
 // by one or by groups, as an LLM judge ranks them), the metrics log and
 // data parallelism are the agentrl.TrainerParts a program gives it;

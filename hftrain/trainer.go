@@ -70,15 +70,14 @@ type Rollout struct {
 	// keep theirs.
 	Sampler lm.Sampler
 	// Parser finds tool calls and Format renders tool results; nil means
-	// Hermes <tool_call> blocks and the ChatML turns of Qwen's chat
-	// templates (with Options.DisableThinking, opening each assistant
-	// turn with NoThinkGenerationPrompt).
+	// the model's own (Model.ToolFormat).
 	Parser rollout.Parser
 	Format rollout.ResultFormat
 }
 
 // NewEngine returns the rollout engine of r over the model: its
-// tokenizer, r's tools, parser and result format, and r's budgets; with
+// tokenizer, r's tools, parser and result format (by default the chat
+// template's, ToolFormat), and r's budgets; with
 // the model as its sampler, the whole sequence is also bounded by the
 // model's context.
 func (m *Model) NewEngine(r Rollout) (*rollout.Engine, error) {
@@ -93,21 +92,36 @@ func (m *Model) NewEngine(r Rollout) (*rollout.Engine, error) {
 	if cfg.Sampler == nil {
 		cfg.Sampler, cfg.MaxTotalTokens = m.Policy, m.ContextLength()
 	}
+	tf := m.ToolFormat()
 	if cfg.Parser == nil {
-		cfg.Parser = rollout.Hermes{}
+		cfg.Parser = tf.Parser
 	}
 	if cfg.Format == nil {
-		f := rollout.ChatML{}
-		if m.noThinking {
-			f.GenerationPrompt = NoThinkGenerationPrompt
-		}
-		cfg.Format = f
+		cfg.Format = tf.Format
 	}
 	e, err := rollout.NewEngine(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("hftrain: %w", err)
 	}
 	return e, nil
+}
+
+// ToolFormat is the tool-call format of the model's chat template
+// (rollout.ToolFormatFromTemplate: Hermes for Qwen2.5 and Qwen3,
+// Qwen3-Coder's XML, Llama 3's JSON, gpt-oss's harmony), and Hermes
+// <tool_call> blocks with ChatML turns for a template it does not know.
+// With Options.DisableThinking, ChatML turns open with
+// NoThinkGenerationPrompt.
+func (m *Model) ToolFormat() rollout.ToolFormat {
+	tf, err := rollout.ToolFormatFromTemplate(m.Tokenizer.ChatTemplate())
+	if err != nil {
+		tf = rollout.ToolFormat{Name: rollout.FormatHermes, Parser: rollout.Hermes{}, Format: rollout.ChatML{}}
+	}
+	if f, ok := tf.Format.(rollout.ChatML); ok && m.noThinking {
+		f.GenerationPrompt = NoThinkGenerationPrompt
+		tf.Format = f
+	}
+	return tf
 }
 
 // NewTrainer returns the trainer of cfg over the model: parts as given,

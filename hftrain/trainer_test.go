@@ -102,6 +102,9 @@ func TestModelNewTrainer(t *testing.T) {
 
 	_, err = m.NewEngine(hftrain.Rollout{})
 	assert.ErrorContains(t, err, "Rollout.MaxResponseTokens is 0, want > 0")
+	tf := m.ToolFormat()
+	assert.Equal(t, rollout.FormatHermes, tf.Name, "Qwen3's template writes <tool_call> blocks")
+	assert.Equal(t, rollout.ChatML{}, tf.Format)
 
 	user := func(s string) []rollout.Message { return []rollout.Message{{Role: "user", Content: s}} }
 	prompts := []agentrl.Prompt{
