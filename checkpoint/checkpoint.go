@@ -171,6 +171,21 @@ func (c Root) Latest() (step int, dir string, err error) {
 	return step, dir, nil
 }
 
+// ResumeStep is the step a run resumed from the root goes on from: that
+// of the newest committed checkpoint, or −1 when there is none (the run
+// starts over). It is what metrics.Options.ResumeStep wants. A malformed
+// latest pointer is an error (ErrBadLatest), as for Latest.
+func (c Root) ResumeStep() (int, error) {
+	step, _, err := c.Latest()
+	if errors.Is(err, ErrNotFound) {
+		return -1, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return step, nil
+}
+
 // latestName reads the pointer file.
 func (c Root) latestName() (string, error) {
 	b, err := os.ReadFile(filepath.Join(c.Dir, LatestFile))

@@ -207,3 +207,28 @@ func FuzzParseDirName(f *testing.F) {
 		}
 	})
 }
+
+// TestRootResumeStep: the newest committed step, −1 for a root without
+// a checkpoint (missing, or with only an uncommitted leftover), and the
+// error of a malformed pointer.
+func TestRootResumeStep(t *testing.T) {
+	ctx := context.Background()
+	root := Root{Dir: filepath.Join(t.TempDir(), "ckpt")}
+	step, err := root.ResumeStep()
+	require.NoError(t, err)
+	assert.Equal(t, -1, step)
+	require.NoError(t, os.MkdirAll(filepath.Join(root.Dir, "step-3"), 0o755)) // never committed
+	step, err = root.ResumeStep()
+	require.NoError(t, err)
+	assert.Equal(t, -1, step)
+	for _, s := range []int{4, 8} {
+		_, err := root.Save(ctx, s, fillFiles(strconv.Itoa(s)))
+		require.NoError(t, err)
+	}
+	step, err = root.ResumeStep()
+	require.NoError(t, err)
+	assert.Equal(t, 8, step)
+	require.NoError(t, os.WriteFile(filepath.Join(root.Dir, LatestFile), []byte("garbage\n"), 0o644))
+	_, err = root.ResumeStep()
+	require.ErrorIs(t, err, ErrBadLatest)
+}

@@ -35,7 +35,8 @@ var ErrCheck = errors.New("fleet: server check failed")
 //     servers report (GET /model_info, else /get_weight_version) agree,
 //     and, before the first Publish, name Config.Version where they are
 //     numbers (SGLang's "default", the weights it started with, is taken
-//     as Config.Version). Check then expects that name until the first
+//     as Config.Version; with Config.AdoptVersion any number is, and
+//     becomes Version). Check then expects that name until the first
 //     Publish, as Generate would.
 //
 // A route is missing when the server answers FastAPI's 404 {"detail":

@@ -42,13 +42,32 @@
 // A server that fails to
 // take an update makes Publish fail with an error that names it.
 //
+// # Versions
+//
+// A weight version counts optimizer steps: the trainer (agentrl's
+// TrainerParts.Sync) publishes the policy it starts from as version
+// "steps done" before its first rollout — 0 for a fresh run, the
+// checkpoint's step for a resumed one — so that the servers surely hold
+// the policy it trains, then version k after step k (every SyncEvery
+// steps). A fresh run of two steps thus publishes versions 0, 1 and 2,
+// and leaves an SGLang server reporting "2" (the version each update
+// names). vLLM's reload names no version and vLLM reports none; package
+// serve with its own defaults numbers such loads itself, the next
+// integer each, so driven as a vLLM server it reports "3" after the same
+// run: three loads after its "0".
+//
 // Before the first Publish the servers hold the weights they were started
 // with, Config.Version, under their own name for it: SGLang's is
 // "default" unless started with --weight-version (server_args.py). The
 // fleet reads that name from the servers (GET /model_info, or
 // /get_weight_version on older SGLang) before its first Generate, or in
 // Check, and expects it until the first Publish; servers that disagree,
-// or name a number other than Config.Version, fail with ErrVersion.
+// or name a number other than Config.Version, fail with ErrVersion. A
+// server keeps the last weights it loaded, so a second run against the
+// servers of a first finds them at the first run's last version: start
+// them again, set Config.Version to it, or let the fleet take the number
+// they report (Config.AdoptVersion) — and publish the run's own weights
+// before anything samples them.
 //
 // Check, called before training or evaluation, makes sure without
 // changing anything that every server answers, serves the expected model

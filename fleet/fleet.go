@@ -90,14 +90,29 @@ type Config struct {
 	Sampler openai.Config
 	// Version is the weight version the servers hold when New is called
 	// (the checkpoint they were started from); the trainer's policy
-	// version counts optimizer steps, so 0 for a fresh run. Servers
-	// report their own name for it: SGLang says "default" unless started
-	// with --weight-version, package serve "0" (or "default" playing
-	// SGLang), vLLM nothing. Until the first Publish the fleet expects the
-	// name the servers report, which it reads from them (GET /model_info,
-	// else /get_weight_version) in Check or before the first Generate;
-	// the servers must agree, and a number must be Version.
+	// version counts optimizer steps, so 0 for a fresh run (see the
+	// package documentation's "Versions"). Servers report their own name
+	// for it: SGLang says "default" unless started with --weight-version,
+	// package serve "0" (or "default" playing SGLang), vLLM nothing. Until
+	// the first Publish the fleet expects the name the servers report,
+	// which it reads from them (GET /model_info, else
+	// /get_weight_version) in Check or before the first Generate; the
+	// servers must agree, and a number must be Version (unless
+	// AdoptVersion).
 	Version int
+	// AdoptVersion makes the fleet take the number the servers report,
+	// whatever it is, as the version they hold, instead of requiring
+	// Version: servers that kept the weights of an earlier run (a server
+	// keeps the last weights it loaded) report that run's last version.
+	// Version then returns the number once Check or the first Generate
+	// has read it; a name that is not a number (SGLang's "default") or
+	// none (vLLM) leaves Version as configured. The servers must still
+	// agree with each other. The weights they hold are what the fleet
+	// samples until the first Publish, so a trainer whose policy is not
+	// those weights publishes before sampling (agentrl.Trainer does,
+	// before its first rollout; a validation before it samples the
+	// servers' weights).
+	AdoptVersion bool
 	// Adapter, when set, makes Publish publish the policy's LoRA adapter
 	// instead of full weights: the servers keep their base weights and
 	// load each version's adapter under the name AdapterName(version),

@@ -361,3 +361,72 @@ func TestFleetVLLMKindOnOwnVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetSecondRun: the servers of a finished run keep its last
+// weights. A two-step run publishes versions 0 (the policy it starts
+// from), 1 and 2: an SGLang server reports "2"; package serve in its own
+// mode, driven as a vLLM server, numbers the three loads itself and
+// reports "3". A second fleet expecting version 0 is refused, naming the
+// number and Config.AdoptVersion; with AdoptVersion it takes the number,
+// samples the weights the servers hold under it, and after its own
+// Publish counts from there.
+func TestFleetSecondRun(t *testing.T) {
+	ctx := context.Background()
+	quick := openai.Config{MaxRetries: 1, BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond}
+	for _, c := range []struct {
+		kind   fleet.Kind
+		engine serve.Engine
+		after  int // the number the server reports after the first run
+	}{
+		{fleet.SGLang, serve.EngineSGLang, 2},
+		{fleet.VLLM, "", 3},
+	} {
+		t.Run(string(c.kind), func(t *testing.T) {
+			hs := engineServers(t, 1, 1, c.engine, nil)
+			srv := []fleet.Server{{URL: hs[0].URL, Kind: c.kind}}
+			first, err := fleet.New(fleet.Config{Servers: srv, Dir: t.TempDir(), Sampler: quick})
+			require.NoError(t, err)
+			require.NoError(t, first.Check(ctx))
+			last := tinyModel(t, 3)
+			for v, m := range []*policy.Model{tinyModel(t, 1), tinyModel(t, 2), last} {
+				require.NoError(t, first.Publish(ctx, v, m))
+			}
+			reported := strconv.Itoa(c.after)
+
+			second, err := fleet.New(fleet.Config{Servers: srv, Dir: t.TempDir(), Sampler: quick})
+			require.NoError(t, err)
+			err = second.Check(ctx)
+			require.ErrorIs(t, err, fleet.ErrVersion)
+			assert.ErrorContains(t, err, fmt.Sprintf("%s %q, but Config.Version is 0: start the servers from that version's checkpoint, set Config.Version, or take theirs (Config.AdoptVersion)", hs[0].URL, reported))
+
+			adopt, err := fleet.New(fleet.Config{Servers: srv, Dir: t.TempDir(), Sampler: quick, AdoptVersion: true})
+			require.NoError(t, err)
+			require.NoError(t, adopt.Check(ctx))
+			assert.Equal(t, c.after, adopt.Version())
+			want, err := last.Generate(ctx, greedyReqs(3))
+			require.NoError(t, err)
+			got, err := adopt.Generate(ctx, greedyReqs(3))
+			require.NoError(t, err)
+			for i := range got {
+				assert.Equal(t, want[i].Tokens, got[i].Tokens, "the first run's last weights")
+				assert.Equal(t, reported, got[i].WeightVersion)
+			}
+			require.NoError(t, adopt.Publish(ctx, 0, tinyModel(t, 4)))
+			assert.Equal(t, 0, adopt.Version())
+			got, err = adopt.Generate(ctx, greedyReqs(1))
+			require.NoError(t, err)
+			assert.Equal(t, "0", got[0].WeightVersion)
+
+			// Without Check, the first Generate adopts as well.
+			lazy, err := fleet.New(fleet.Config{Servers: srv, Dir: t.TempDir(), Sampler: quick, AdoptVersion: true, Version: 7})
+			require.NoError(t, err)
+			_, err = lazy.Generate(ctx, greedyReqs(1))
+			require.NoError(t, err)
+			if c.kind == fleet.SGLang {
+				assert.Equal(t, 0, lazy.Version(), "the number the SGLang server now reports")
+			} else {
+				assert.Equal(t, c.after+1, lazy.Version(), "serve counted the adopting fleet's load")
+			}
+		})
+	}
+}

@@ -16,7 +16,8 @@ import (
 
 // ErrVersion is wrapped by the error for servers whose weight versions
 // cannot be the fleet's before its first Publish: they disagree, or one
-// reports a number other than Config.Version.
+// reports a number other than Config.Version (without
+// Config.AdoptVersion).
 var ErrVersion = errors.New("fleet: servers report unexpected weight versions")
 
 // serverVersion reads the weight version server s reports: SGLang's GET
@@ -129,8 +130,11 @@ func (f *Fleet) agree(labels []string, missed []bool) error {
 			return fmt.Errorf("%w: before any Publish every server must hold the weights it started with under one name, but %s: start them alike (SGLang: the same --weight-version, or none), or publish", ErrVersion, strings.Join(by, ", "))
 		}
 	}
-	if _, err := strconv.Atoi(label); err == nil && label != want {
-		return fmt.Errorf("%w: %s, but Config.Version is %s: start the servers from that version's checkpoint, or set Config.Version", ErrVersion, strings.Join(by, ", "), want)
+	if n, err := strconv.Atoi(label); err == nil && label != want {
+		if !f.cfg.AdoptVersion || n < 0 {
+			return fmt.Errorf("%w: %s, but Config.Version is %s: start the servers from that version's checkpoint, set Config.Version, or take theirs (Config.AdoptVersion)", ErrVersion, strings.Join(by, ", "), want)
+		}
+		f.version.Store(int64(n))
 	}
 	f.initial.Store(&label)
 	f.read.Store(true)

@@ -4,6 +4,12 @@
 // (agentrl.TrainerParts.Metrics, agentrl.SFTParts.Metrics) and read back
 // by Read and ReadFile, for plots (package metrics/plot) and analysis.
 // Keys follow verl's metric names.
+//
+// A log file is one run's: Open refuses a log that another Logger is
+// writing, or that holds the rows of an earlier run, unless the caller
+// resumes that run (Options.Resume), whose log then loses the rows
+// logged after the checkpoint it resumes from, so that every step has
+// one row.
 package metrics
 
 import (
@@ -18,6 +24,8 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+
+	"github.com/agentrl/agentrl/internal/filelock"
 )
 
 // Errors of the metrics log.
@@ -30,6 +38,11 @@ var (
 	ErrSyntax = errors.New("metrics: malformed log")
 	// ErrClosed reports a write to a closed Logger.
 	ErrClosed = errors.New("metrics: log closed")
+	// ErrOwned is wrapped by Open's error for a log that belongs to
+	// another run: one another Logger holds open, or, for a new run, one
+	// that holds rows. Resume that run (Options.Resume) to continue its
+	// log, or log to another file.
+	ErrOwned = errors.New("metrics: log belongs to another run")
 )
 
 // StepKey is the key of the step number, the first key of every line
@@ -39,13 +52,26 @@ const StepKey = "step"
 // maxLine bounds the length of one line a reader accepts.
 const maxLine = 16 << 20
 
-// Options configures Open. The zero value writes each line without an
-// fsync: it survives a crash of the process, not a power failure.
+// Options configures Open. The zero value opens the log of a new run
+// and writes each line without an fsync: it survives a crash of the
+// process, not a power failure.
 type Options struct {
 	// Sync makes every Log call fsync the file after writing its line, so
 	// that a line survives a power failure, not only a crash of the
 	// process. It costs a disk flush per step.
 	Sync bool
+	// Resume opens the log of a run being resumed from a checkpoint,
+	// which holds that run's rows, instead of the log of a new run, which
+	// must hold none. The rows of steps after ResumeStep — logged by the
+	// interrupted run after its checkpoint, and logged again by the
+	// resumed run — are cut away first, so that every step has one row,
+	// the resumed run's.
+	Resume bool
+	// ResumeStep is, with Resume, the step of the checkpoint the run
+	// resumes from (agentrl.RunConfig.OnResume's step;
+	// checkpoint.Root.Latest's), or −1 for a run that found no
+	// checkpoint and starts again from step 0, whose rows all go.
+	ResumeStep int
 }
 
 // Logger writes metrics as JSON Lines: one JSON object per training
@@ -65,6 +91,8 @@ type Logger struct {
 	buf    []byte
 	keys   []string
 	closed bool
+	// removed is the number of rows Open cut away.
+	removed int
 }
 
 // NewLogger returns a logger that writes lines to w. Close does not
@@ -73,56 +101,123 @@ func NewLogger(w io.Writer) *Logger {
 	return &Logger{w: w}
 }
 
-// Open opens (creating it when needed) the JSON Lines metrics log
-// at path for appending, as a resumed run continues its log. A line cut
-// short by a crash mid-write (a file not ending in a newline) is truncated
-// away first, so the next line starts clean.
+// Open opens the JSON Lines metrics log at path, creating it when
+// missing, for the run Options describes, and locks it until Close
+// (package internal/filelock: flock(2) on Unix, LockFileEx on Windows;
+// the kernel drops the lock of a process that ends), so that no other
+// Logger, of this process or another, writes it meanwhile.
+//
+// The rows of two runs never mix: a log that another Logger holds open
+// is refused with an error wrapping ErrOwned, and so, for a new run (no
+// Options.Resume), is a log that holds rows, which belong to another
+// run; a refused log is left as it is. A resumed run's log loses the rows
+// after Options.ResumeStep. In both cases a line cut short by a crash
+// mid-write (a file not ending in a newline) is truncated away first, so
+// that the next line starts clean. The file is then written in append
+// mode. Logger.Removed tells how many rows Open cut away.
+//
+// Where the file system takes no locks, Open goes on without one; the
+// rows then stay apart only as long as no two runs open the log at
+// once, which package runlock's lock on the run folder makes sure of.
 func Open(path string, opts Options) (*Logger, error) {
+	if opts.Resume && opts.ResumeStep < -1 {
+		return nil, fmt.Errorf("metrics: open log %s: Options.ResumeStep %d, want a step ≥ 0 or −1 (no checkpoint)", path, opts.ResumeStep)
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: open log: %w", err)
 	}
-	if err := truncateTornLine(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("metrics: open log %s: %w", path, err)
+	fail := func(err error) (*Logger, error) {
+		f.Close() // drops the lock too
+		return nil, err
 	}
-	return &Logger{w: f, file: f, sync: opts.Sync}, nil
-}
-
-// truncateTornLine cuts f after its last newline when it does not end in
-// one.
-func truncateTornLine(f *os.File) error {
+	switch err := filelock.TryLock(f); {
+	case errors.Is(err, filelock.ErrLocked):
+		return fail(fmt.Errorf("%w: %s is open in another Logger (of this process or another) that is writing it", ErrOwned, path))
+	case err != nil && !errors.Is(err, filelock.ErrUnsupported):
+		return fail(fmt.Errorf("metrics: open log %s: %w", path, err))
+	}
+	lines, clean, err := scanLog(f)
+	if err != nil {
+		return fail(fmt.Errorf("metrics: open log %s: %w", path, err))
+	}
+	cut := clean
+	removed := 0
+	if opts.Resume {
+		for i, ln := range lines {
+			if ln.step > opts.ResumeStep {
+				cut, removed = ln.start, len(lines)-i
+				break
+			}
+		}
+	} else if len(lines) > 0 {
+		return fail(fmt.Errorf("%w: %s already holds %s", ErrOwned, path, describeRows(len(lines), lines[0].step, lines[len(lines)-1].step)))
+	}
 	st, err := f.Stat()
 	if err != nil {
-		return err
+		return fail(fmt.Errorf("metrics: open log %s: %w", path, err))
 	}
-	size := st.Size()
-	if size == 0 {
-		return nil
-	}
-	var last [1]byte
-	if _, err := f.ReadAt(last[:], size-1); err != nil {
-		return err
-	}
-	if last[0] == '\n' {
-		return nil
-	}
-	// Scan backwards for the last newline, a chunk at a time.
-	chunk := make([]byte, 64<<10)
-	end := size
-	for end > 0 {
-		start := max(end-int64(len(chunk)), 0)
-		b := chunk[:end-start]
-		if _, err := f.ReadAt(b, start); err != nil {
-			return err
+	if cut < st.Size() {
+		if err := f.Truncate(cut); err != nil {
+			return fail(fmt.Errorf("metrics: open log %s: %w", path, err))
 		}
-		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-			return f.Truncate(start + int64(i) + 1)
+		if err := f.Sync(); err != nil {
+			return fail(fmt.Errorf("metrics: open log %s: %w", path, err))
 		}
-		end = start
 	}
-	return f.Truncate(0)
+	return &Logger{w: f, file: f, sync: opts.Sync, removed: removed}, nil
 }
+
+// logLine is a row of a log file: its step and where its line starts.
+type logLine struct {
+	step  int
+	start int64
+}
+
+// scanLog reads the rows of the log file f with their offsets, and the
+// length of its clean part: the file up to its last newline, without a
+// last line that a crash cut short. A malformed complete line is an
+// error wrapping ErrSyntax that names its line number.
+func scanLog(f *os.File) ([]logLine, int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	br := bufio.NewReader(io.NewSectionReader(f, 0, st.Size()))
+	var lines []logLine
+	var off int64
+	for lineNo := 1; ; lineNo++ {
+		line, err := readLine(br)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, 0, fmt.Errorf("line %d: %w", lineNo, err)
+		}
+		if errors.Is(err, io.EOF) {
+			// An unterminated last line is torn, whatever it holds.
+			return lines, off, nil
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			row, perr := parseLine(line)
+			if perr != nil {
+				return nil, 0, fmt.Errorf("line %d: %w", lineNo, perr)
+			}
+			lines = append(lines, logLine{step: row.Step, start: off})
+		}
+		off += int64(len(line)) + 1
+	}
+}
+
+// describeRows describes n rows of steps first to last: "1 row (step 4)",
+// "3 rows (steps 0…2)".
+func describeRows(n, first, last int) string {
+	if n == 1 {
+		return fmt.Sprintf("1 row (step %d)", first)
+	}
+	return fmt.Sprintf("%d rows (steps %d…%d)", n, first, last)
+}
+
+// Removed is the number of rows Open cut from a resumed run's log: those
+// after Options.ResumeStep.
+func (l *Logger) Removed() int { return l.removed }
 
 // Log writes the metrics of one step as one line. Keys must be non-empty
 // and must not be "step". It returns ErrInvalidRow for bad input, the

@@ -64,8 +64,9 @@ func TestRoundTrip(t *testing.T) {
 	require.NoError(t, l.Close())
 	require.NoError(t, l.Close()) // idempotent
 
-	// Reopen and append, as a resumed run does.
-	l, err = Open(path, Options{})
+	// Reopen and append, as a run resumed from the checkpoint of step 2
+	// does.
+	l, err = Open(path, Options{Resume: true, ResumeStep: 2})
 	require.NoError(t, err)
 	require.NoError(t, l.Log(3, map[string]float64{"a": 0.3}))
 	require.NoError(t, l.Close())
@@ -81,24 +82,112 @@ func TestRoundTrip(t *testing.T) {
 
 func TestOpenTruncatesTornLine(t *testing.T) {
 	dir := t.TempDir()
-	for name, tc := range map[string]struct{ content, want string }{
-		"torn tail":    {`{"step":1,"a":1}` + "\n" + `{"step":2,"a":`, `{"step":1,"a":1}` + "\n"},
-		"only torn":    {`{"step":1,"a`, ""},
-		"clean":        {`{"step":1,"a":1}` + "\n", `{"step":1,"a":1}` + "\n"},
-		"long torn":    {`{"step":1}` + "\n" + strings.Repeat("x", 200<<10), `{"step":1}` + "\n"},
-		"empty":        {"", ""},
-		"no newline 2": {strings.Repeat("y", 70<<10), ""},
+	// A log whose only line is torn holds no row, so a new run takes it;
+	// one with rows is opened as the log of a resumed run.
+	resume := Options{Resume: true, ResumeStep: 9}
+	for name, tc := range map[string]struct {
+		content, want string
+		opts          Options
+	}{
+		"torn tail":    {`{"step":1,"a":1}` + "\n" + `{"step":2,"a":`, `{"step":1,"a":1}` + "\n", resume},
+		"only torn":    {`{"step":1,"a`, "", Options{}},
+		"clean":        {`{"step":1,"a":1}` + "\n", `{"step":1,"a":1}` + "\n", resume},
+		"long torn":    {`{"step":1}` + "\n" + strings.Repeat("x", 200<<10), `{"step":1}` + "\n", resume},
+		"empty":        {"", "", Options{}},
+		"no newline 2": {strings.Repeat("y", 70<<10), "", Options{}},
+		"blank lines":  {"\n\n", "\n\n", Options{}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".jsonl")
 			require.NoError(t, os.WriteFile(path, []byte(tc.content), 0o644))
-			l, err := Open(path, Options{})
+			l, err := Open(path, tc.opts)
 			require.NoError(t, err)
+			assert.Zero(t, l.Removed())
 			require.NoError(t, l.Close())
 			got, err := os.ReadFile(path)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, string(got))
 		})
+	}
+}
+
+// TestOpenRefusesAnotherRunsLog: a new run's Open of a log that holds
+// rows fails naming the rows, and leaves the file as it was (torn tail
+// included): the second run of a folder never appends to the first
+// run's log.
+func TestOpenRefusesAnotherRunsLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "metrics.jsonl")
+	content := `{"step":0,"v":1}` + "\n" + `{"step":1,"v":2}` + "\n" + `{"step":2,"v":3}` + "\n" + `{"step":3,"v"`
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+	_, err := Open(path, Options{})
+	require.ErrorIs(t, err, ErrOwned)
+	assert.EqualError(t, err, "metrics: log belongs to another run: "+path+" already holds 3 rows (steps 0…2)")
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, content, string(got), "left as it was")
+
+	// A malformed complete line: the line, not a refusal by rows.
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"step":0}`+"\n"+`{"step":"x"}`+"\n"), 0o644))
+	for _, opts := range []Options{{}, {Resume: true, ResumeStep: 5}} {
+		_, err = Open(bad, opts)
+		require.ErrorIs(t, err, ErrSyntax)
+		assert.ErrorContains(t, err, "line 2")
+	}
+	_, err = Open(path, Options{Resume: true, ResumeStep: -2})
+	assert.ErrorContains(t, err, "Options.ResumeStep -2")
+}
+
+// TestOpenHeldLog: while one Logger holds a log, a second Open of it
+// through another open file — a second run, here in one process — fails,
+// whatever its options; once the first is closed, the log opens.
+func TestOpenHeldLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "metrics.jsonl")
+	first, err := Open(path, Options{})
+	require.NoError(t, err)
+	for _, opts := range []Options{{}, {Resume: true, ResumeStep: -1}} {
+		_, err = Open(path, opts)
+		require.ErrorIs(t, err, ErrOwned)
+		assert.EqualError(t, err, "metrics: log belongs to another run: "+path+" is open in another Logger (of this process or another) that is writing it")
+	}
+	require.NoError(t, first.Log(0, map[string]float64{"v": 1}))
+	require.NoError(t, first.Close())
+	again, err := Open(path, Options{Resume: true, ResumeStep: 0})
+	require.NoError(t, err)
+	require.NoError(t, again.Close())
+}
+
+// TestOpenResumeCutsLaterRows: a run resumed from the checkpoint of step
+// s keeps the rows up to s and loses the later ones, which it logs
+// again; −1 (no checkpoint) empties the log. The rows are the lines of
+// an interrupted run that logged steps 0–5 and crashed writing step 6.
+func TestOpenResumeCutsLaterRows(t *testing.T) {
+	var lines []string
+	for s := range 6 {
+		lines = append(lines, `{"step":`+strconv.Itoa(s)+`,"v":`+strconv.Itoa(10*s)+`}`+"\n")
+	}
+	full := strings.Join(lines, "")
+	for _, c := range []struct {
+		step    int
+		want    string
+		removed int
+	}{
+		{3, strings.Join(lines[:4], ""), 2},
+		{0, lines[0], 5},
+		{-1, "", 6},
+		{5, full, 0},
+		{99, full, 0},
+	} {
+		path := filepath.Join(t.TempDir(), "metrics.jsonl")
+		require.NoError(t, os.WriteFile(path, []byte(full+`{"step":6,"v"`), 0o644))
+		l, err := Open(path, Options{Resume: true, ResumeStep: c.step})
+		require.NoError(t, err)
+		assert.Equal(t, c.removed, l.Removed(), "resume at %d", c.step)
+		require.NoError(t, l.Log(c.step+1, map[string]float64{"v": -1}))
+		require.NoError(t, l.Close())
+		got, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, c.want+`{"step":`+strconv.Itoa(c.step+1)+`,"v":-1}`+"\n", string(got), "resume at %d", c.step)
 	}
 }
 

@@ -31,7 +31,10 @@
 // (training accuracy, reward, entropy, clip fraction, tool calls and
 // response length: the mean over seeds, each seed faintly, smoothed over
 // -smooth steps) and tool-calls.png (held-out avg@n against tool calls
-// per answer, one point per run).
+// per answer, one point per run). A grid holds the folder locked
+// (run.lock, package runlock) from its start: a second grid on it stops
+// at once, naming the process of the first; a folder whose runs' logs
+// hold rows is refused before any work.
 //
 //	go run ./examples/arith -out runs/main                 # once: the SFT checkpoint
 //	go run ./examples/ablation -init runs/main/sft-model  # the default grid, 3 seeds

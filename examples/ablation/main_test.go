@@ -24,6 +24,7 @@ import (
 	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/runlock"
 )
 
 // sftModel saves a fresh one-layer model over the task's byte tokenizer
@@ -393,4 +394,27 @@ func TestList(t *testing.T) {
 	}
 	assert.Contains(t, stdout, "* grpo-tcr")
 	assert.Contains(t, stdout, "  user-spo")
+}
+
+// TestRunFolderTaken: a grid's folder that another grid holds, or that
+// holds an earlier grid's run logs, is refused before any work, naming
+// the holder or the log.
+func TestRunFolderTaken(t *testing.T) {
+	ctx := context.Background()
+	init := sftModel(t)
+	out := t.TempDir()
+	held, err := runlock.Acquire(out)
+	require.NoError(t, err)
+	_, stderr, err := runArgs(ctx, tinyArgs(init, out, "-variants", "grpo-tcr", "-seeds", "1"))
+	require.ErrorIs(t, err, runlock.ErrLocked)
+	assert.ErrorContains(t, err, "run folder "+out+" is in use by "+held.Owner().String())
+	assert.NotContains(t, stderr, "device: ")
+	require.NoError(t, held.Release())
+
+	log := filepath.Join(out, "grpo-tcr", "seed-1", "metrics.jsonl")
+	require.NoError(t, os.MkdirAll(filepath.Dir(log), 0o755))
+	require.NoError(t, os.WriteFile(log, []byte(`{"step":0,"val-core/arith/acc/mean@4":0.25}`+"\n"), 0o644))
+	_, stderr, err = runArgs(ctx, tinyArgs(init, out, "-variants", "grpo-tcr,user-spo", "-seeds", "1"))
+	assert.EqualError(t, err, "-out "+out+" holds an earlier run: "+log+" has 1 row (step 0); choose another -out")
+	assert.NotContains(t, stderr, "device: ")
 }

@@ -244,8 +244,15 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if r.dir == "" {
 		r.dir = filepath.Join("runs", "ablation-"+time.Now().UTC().Format("20060102-150405"))
 	}
-	if err := os.MkdirAll(r.dir, 0o755); err != nil {
-		return fmt.Errorf("run folder: %w", err)
+	// A grid going on in the folder, or one done there, stops this one
+	// before any work: their runs' metrics logs are not appended to.
+	rd, err := setup.LockRunDir(r.dir)
+	if err != nil {
+		return err
+	}
+	defer rd.Release()
+	if err := rd.CheckNew(filepath.Join("*", "seed-*", "metrics.jsonl")); err != nil {
+		return err
 	}
 	mc, err := policy.ReadConfig(o.init)
 	if err != nil {

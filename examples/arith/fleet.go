@@ -230,13 +230,32 @@ func openFleet(ctx context.Context, o options, dc device.Config, modelDir, runDi
 		// step's adapter (vLLM and SGLang's load_lora_adapter).
 		fc.Adapter = "arith-lora"
 	}
+	o.fleetVersion.Configure(&fc, false)
 	f, err = fleet.New(fc)
 	if err == nil {
-		err = f.Check(ctx)
+		err = o.fleetVersion.Check(ctx, f)
 	}
 	if err != nil {
 		stop()
 		return nil, nil, fmt.Errorf("-fleet: %w", err)
 	}
+	if o.fleetServers != "" && o.loraRank == 0 {
+		fmt.Fprintf(stderr, "fleet: %s; RL publishes its starting weights as version 0 before its first rollout, then version k after step k\n", o.fleetVersion.Describe(f, 0, false))
+	}
 	return f, stop, nil
+}
+
+// checkFleetVersion checks -fleet-version: only with -fleet-servers (the
+// servers -fleet starts are fresh), and not with -lora-rank, whose
+// servers keep their base weights.
+func checkFleetVersion(o options) error {
+	switch {
+	case o.fleetVersion.Default():
+		return nil
+	case o.fleetServers == "":
+		return errors.New("-fleet-version: only with -fleet-servers (the servers -fleet starts hold the weights RL starts from)")
+	case o.loraRank > 0:
+		return fmt.Errorf("-fleet-version %s with -lora-rank: the servers keep the base weights they were started with, whose version is not checked, and load each step's adapter by name", o.fleetVersion.String())
+	}
+	return nil
 }

@@ -165,3 +165,36 @@ func TestRunFleetServersFailFast(t *testing.T) {
 		})
 	}
 }
+
+// TestRunFleetServersVersion: running servers that hold another version
+// than the weights RL starts from (a server keeps the last weights it
+// loaded: an earlier run's version 5) stop the program before any work,
+// saying what -fleet-version does; with -fleet-version adopt the program
+// takes their number and goes on.
+func TestRunFleetServersVersion(t *testing.T) {
+	earlier := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/models":
+			fmt.Fprint(w, `{"object":"list","data":[{"id":"arith","max_model_len":512}]}`)
+		case "/model_info":
+			fmt.Fprint(w, `{"model_path":"/m","weight_version":"5"}`)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"detail":"Not Found"}`)
+		}
+	}))
+	defer earlier.Close()
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	args := tinyArgs(dir, "-tool", "calculator", "-fleet-servers", earlier.URL, "-fleet-dir", t.TempDir())
+	err := run(context.Background(), args, &stdout, &stderr)
+	require.ErrorIs(t, err, fleet.ErrVersion)
+	assert.ErrorContains(t, err, earlier.URL+` "5", but Config.Version is 0`)
+	assert.ErrorContains(t, err, "(-fleet-version start; -fleet-version adopt takes the servers' number, reset publishes this run's starting weights to them first)")
+	assert.NoDirExists(t, filepath.Join(dir, "sft-model"), "no SFT ran")
+
+	stderr.Reset()
+	require.NoError(t, run(context.Background(), append(args, "-rl-steps", "0", "-out", t.TempDir(), "-fleet-version", "adopt"), &stdout, &stderr), stderr.String())
+	assert.Contains(t, stderr.String(), "fleet: they hold version 5, taken as it is (-fleet-version adopt): the run samples their weights until it publishes its own as version 0 before its first step; RL publishes its starting weights as version 0 before its first rollout, then version k after step k\n")
+}

@@ -26,6 +26,10 @@
 // resumable checkpoint), sft-model/ (the policy after SFT; -init starts
 // a later run's RL from such a folder, skipping SFT), and heldout.jsonl
 // and train.jsonl (the held-out and the RL problems as verl prompt sets).
+// A run holds the folder locked (run.lock, package runlock) from its
+// start: a second run on it stops at once, naming the process of the
+// first. A folder whose metrics logs hold an earlier run's rows is
+// refused before any work; this program does not resume.
 // The model folders carry the byte tokenizer as Hugging Face files
 // (tokenizer.json, and tokenizer_config.json with a chat template that
 // renders a problem as this program does) beside byte_tokenizer.json, so

@@ -20,6 +20,7 @@ import (
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/runlock"
 	"github.com/agentrl/agentrl/tool"
 )
 
@@ -192,6 +193,10 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"-device", "tpu"},
 		{"-precision", "fp64"},
 		{"-device", "cpu", "-precision", "bf16"},
+		{"-fleet-version", "adopt"},
+		{"-fleet", "1", "-fleet-version", "reset"},
+		{"-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-fleet-version", "-3"},
+		{"-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-fleet-version", "adopt", "-lora-rank", "4"},
 	} {
 		var stderr bytes.Buffer
 		err := run(context.Background(), args, &bytes.Buffer{}, &stderr)
@@ -371,4 +376,31 @@ func TestUsage(t *testing.T) {
 	assert.Equal(t, 0, program(context.Background(), []string{"-h"}, &stdout, &stderr))
 	assert.True(t, strings.HasPrefix(stderr.String(), "usage: "+synopsis+"\n"), stderr.String())
 	assert.Contains(t, stderr.String(), "-fleet-servers string")
+}
+
+// TestRunFolderTaken: a run folder that a run holds, or whose metrics
+// logs hold an earlier run's rows, is refused before any work, naming
+// the holder or the log.
+func TestRunFolderTaken(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	held, err := runlock.Acquire(dir)
+	require.NoError(t, err)
+	var stdout, stderr bytes.Buffer
+	err = run(ctx, tinyArgs(dir, "-tool", "calculator"), &stdout, &stderr)
+	require.ErrorIs(t, err, runlock.ErrLocked)
+	assert.EqualError(t, err, "-out: runlock: run folder "+dir+" is in use by "+held.Owner().String()+": wait for that run to end, stop it, or choose another folder")
+	require.NoError(t, held.Release())
+
+	for _, log := range []string{"metrics.jsonl", "sft_metrics.jsonl"} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, log)
+		require.NoError(t, os.WriteFile(path, []byte(`{"step":1,"loss":2}`+"\n"+`{"step":2,"loss":1}`+"\n"), 0o644))
+		stderr.Reset()
+		err = run(ctx, tinyArgs(dir, "-tool", "calculator"), &stdout, &stderr)
+		require.Error(t, err)
+		assert.EqualError(t, err, "-out "+dir+" holds an earlier run: "+path+" has 2 rows (steps 1…2); choose another -out")
+		assert.NotContains(t, stderr.String(), "device: ", "nothing done")
+		assert.NoFileExists(t, filepath.Join(dir, runlock.FileName))
+	}
 }

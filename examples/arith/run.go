@@ -70,6 +70,7 @@ type options struct {
 	fleetStaleness          int
 	fleetServers, fleetKind string
 	fleetDir                string
+	fleetVersion            setup.FleetVersion
 	serve                   string // run as a fleet server over this model folder
 	// serverCommand, when set, is the command of one fleet server over
 	// a model folder on a device (tests run their own binary); nil runs
@@ -119,6 +120,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.fleetServers, "fleet-servers", "", "comma-separated base URLs of running vLLM (VLLM_SERVER_DEV_MODE=1) or SGLang servers to train against instead of starting them; they must read -fleet-dir")
 	fs.StringVar(&o.fleetKind, "fleet-kind", "sglang", `weight-update API of the fleet's servers: "sglang", "vllm" or "vllm-model-config" (this program's servers speak all of them)`)
 	fs.StringVar(&o.fleetDir, "fleet-dir", "", "folder the weights are published to, readable by every server (default <run folder>/fleet; required with -fleet-servers)")
+	fs.Var(&o.fleetVersion, "fleet-version", setup.FleetVersionUsage+` (RL publishes its starting weights to the servers before its first rollout, and nothing samples them before: "adopt" and "reset" both go on whatever they hold)`)
 	fs.StringVar(&o.serve, "serve", "", "run as an inference server of a fleet over this model folder (used by -fleet)")
 	o.device.RegisterFlags(fs)
 	if err := setup.Parse(fs, args); err != nil {
@@ -167,6 +169,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-fleet starts servers and -fleet-servers names running ones: give one of them")
 	case o.fleetServers != "" && o.fleetDir == "":
 		return o, errors.New("-fleet-servers needs -fleet-dir, a folder the servers read the published weights from")
+	}
+	if err := checkFleetVersion(o); err != nil {
+		return o, err
 	}
 	if o.init != "" {
 		if err := setup.CheckDir(o.init, "config.json"); err != nil {
@@ -231,10 +236,11 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return runRemote(ctx, o, tl, spec, stdout, stderr)
 	}
 
-	dir, err := runFolder(o.out)
+	dir, rd, err := runFolder(o.out)
 	if err != nil {
 		return err
 	}
+	defer rd.Release()
 
 	var fl *fleet.Fleet // the inference fleet, if any
 	if o.fleetServers != "" {
@@ -346,16 +352,15 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	return writeOutputs(ctx, o, dir, model, tok, tr, tl.Name(), []string{heldOutFile, trainFile}, before, after, time.Since(start), stdout)
 }
 
-// runFolder makes the run folder: out, or runs/arith-TIME.
-func runFolder(out string) (string, error) {
+// runFolder is the run folder, out or runs/arith-TIME, made and locked
+// for this run (lockRunDir). Release it at the end.
+func runFolder(out string) (string, *setup.RunDir, error) {
 	dir := out
 	if dir == "" {
 		dir = filepath.Join("runs", "arith-"+time.Now().UTC().Format("20060102-150405"))
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("run folder: %w", err)
-	}
-	return dir, nil
+	rd, err := lockRunDir(dir)
+	return dir, rd, err
 }
 
 // sftStage trains the model on generated trajectories with the tool's

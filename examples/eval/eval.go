@@ -280,12 +280,24 @@ type sourceRow struct {
 }
 
 // col is one column of a row; ok is false when the metric does not
-// exist for the source (maj@k and best@k need k ≥ 2), printed as "-".
+// exist for the source, printed as "-" and explained under the table by
+// why.
 type col struct {
 	name  string
 	value float64
 	ok    bool
+	why   string
 }
+
+// Why a metric of the table has no value.
+const (
+	// whyFewSamples: best@k and maj@k draw k of a prompt's samples, and
+	// a single sample has nothing to choose between.
+	whyFewSamples = "needs -k 2 or more samples per prompt"
+	// whyNoAnswers: maj@k votes over the extracted answers
+	// (eval.Record.Pred), and there were none.
+	whyNoAnswers = "no response had an answer to vote on (the reward found none in any sample: no final answer, no code block), so there is no majority answer; see -samples for the responses"
+)
 
 // summarise picks, per data source, the columns of the report.
 func summarise(k int, res eval.Result, recs []eval.Record) []sourceRow {
@@ -298,20 +310,33 @@ func summarise(k int, res eval.Result, recs []eval.Record) []sourceRow {
 		}
 		prompts[r.DataSource][r.PromptID] = true
 	}
+	noAnswers := !slices.ContainsFunc(recs, func(r eval.Record) bool { return r.Pred != "" })
 	for i := range rows {
 		src := rows[i].source
 		rows[i].prompts = len(prompts[src])
 		get := func(name, variable, metric string) col {
 			v, ok := res.Value(src, variable, metric)
-			return col{name, v, ok}
+			return col{name: name, value: v, ok: ok}
+		}
+		// maj@k and best@k exist from k = 2 on; maj@k only where some
+		// record has a Pred (eval.Evaluate).
+		drawn := func(c col, noAnswers bool) col {
+			switch {
+			case c.ok:
+			case k < 2:
+				c.why = whyFewSamples
+			case noAnswers:
+				c.why = whyNoAnswers
+			}
+			return c
 		}
 		cs := []col{get(fmt.Sprintf("avg@%d", k), eval.VarAcc, fmt.Sprintf("mean@%d", k))}
 		for _, kk := range eval.Ks(k) {
 			cs = append(cs, get(fmt.Sprintf("pass@%d", kk), eval.VarAcc, fmt.Sprintf("pass@%d", kk)))
 		}
 		cs = append(cs,
-			get(fmt.Sprintf("maj@%d", k), eval.VarAcc, fmt.Sprintf("maj@%d/mean", k)),
-			get(fmt.Sprintf("best@%d", k), eval.VarAcc, fmt.Sprintf("best@%d/mean", k)),
+			drawn(get(fmt.Sprintf("maj@%d", k), eval.VarAcc, fmt.Sprintf("maj@%d/mean", k)), noAnswers),
+			drawn(get(fmt.Sprintf("best@%d", k), eval.VarAcc, fmt.Sprintf("best@%d/mean", k)), false),
 			get("reward", eval.VarReward, fmt.Sprintf("mean@%d", k)),
 			get("tool_calls", toolCallsVar, fmt.Sprintf("mean@%d", k)),
 		)
@@ -345,6 +370,9 @@ func report(w io.Writer, o options, res eval.Result, recs []eval.Record, refused
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := explainMissing(w, rows); err != nil {
+		return err
+	}
 	type jsonSource struct {
 		DataSource string             `json:"data_source"`
 		Prompts    int                `json:"prompts"`
@@ -376,4 +404,45 @@ func report(w io.Writer, o options, res eval.Result, recs []eval.Record, refused
 	}
 	_, err = fmt.Fprintf(w, "%s\n", line)
 	return err
+}
+
+// explainMissing writes, under the table, one line for each column that
+// reads "-" somewhere, saying why it has no value there: "maj@2 -: no
+// response gave an answer …". The JSON line leaves such metrics out.
+func explainMissing(w io.Writer, rows []sourceRow) error {
+	type missing struct {
+		why     string
+		sources []string
+	}
+	var names []string
+	byName := map[string]*missing{}
+	for _, r := range rows {
+		for _, c := range r.cols {
+			if c.ok {
+				continue
+			}
+			m := byName[c.name]
+			if m == nil {
+				why := c.why
+				if why == "" {
+					why = "not computed"
+				}
+				m = &missing{why: why}
+				byName[c.name] = m
+				names = append(names, c.name)
+			}
+			m.sources = append(m.sources, r.source)
+		}
+	}
+	for _, name := range names {
+		m := byName[name]
+		where := ""
+		if len(m.sources) < len(rows) {
+			where = " (" + strings.Join(m.sources, ", ") + ")"
+		}
+		if _, err := fmt.Fprintf(w, "%s -%s: %s\n", name, where, m.why); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -50,8 +50,12 @@
 // of the k samples (verl's mean@k), pass@k the unbiased estimator of Chen
 // et al. (2021) for every k of eval.Ks, maj@k and best@k bootstrap
 // estimates of the accuracy of the majority answer and of the best of k
-// samples, each averaged over the prompts of a data source. -samples FILE
-// writes every response with its score as JSON Lines.
+// samples, each averaged over the prompts of a data source. A metric that
+// does not exist reads "-" in the table, with a line under it saying why:
+// best@k and maj@k need -k 2 or more, and maj@k needs answers to vote on
+// (none when the reward found no answer in any response); the JSON line
+// leaves it out. -samples FILE writes every response with its score as
+// JSON Lines.
 //
 // Exit status: 0 on success, 2 for a usage error (bad flag, missing or
 // unreadable path), 1 for any other failure. SIGINT or SIGTERM cancels the

@@ -6,10 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/fleet"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/openai"
 )
 
@@ -25,7 +28,7 @@ func checkFleetFlags(fs *flag.FlagSet, o options) error {
 	if o.fleetServers == "" {
 		var stray []string
 		fs.Visit(func(f *flag.Flag) {
-			if f.Name == "fleet-kind" || f.Name == "fleet-dir" || f.Name == "fleet-staleness" {
+			if f.Name == "fleet-kind" || f.Name == "fleet-dir" || f.Name == "fleet-staleness" || f.Name == "fleet-version" {
 				stray = append(stray, "-"+f.Name)
 			}
 		})
@@ -42,6 +45,8 @@ func checkFleetFlags(fs *flag.FlagSet, o options) error {
 		return errors.New("-fleet-servers and -sampler URL both sample on servers: -fleet-servers trains on-policy (the servers get the weights after every step), -sampler off-policy (they keep theirs); give one")
 	case o.fleetDir == "":
 		return errors.New("-fleet-servers needs -fleet-dir, the folder the weights are published to, which every server reads under the same path")
+	case o.loraRank > 0 && !o.fleetVersion.Default():
+		return fmt.Errorf("-fleet-version %s with -lora-rank: the servers keep the base weights they were started with, whose version is not checked, and load each step's adapter by name", o.fleetVersion.String())
 	}
 	switch fleet.Kind(o.fleetKind) {
 	case fleet.SGLang, fleet.VLLM, fleet.VLLMModelConfig:
@@ -75,14 +80,52 @@ func openFleet(ctx context.Context, o options, stderr io.Writer) (*fleet.Fleet, 
 	if o.loraRank > 0 {
 		fc.Adapter, what = adapterName, "LoRA adapters ("+adapterName+"-vN)"
 	}
+	start, resumed, err := resumeStep(o)
+	if err != nil {
+		return nil, err
+	}
+	o.fleetVersion.Configure(&fc, resumed)
 	f, err := fleet.New(fc)
 	if err != nil {
 		return nil, fmt.Errorf("-fleet-servers: %w", err)
 	}
-	if err := f.Check(ctx); err != nil {
+	if err := o.fleetVersion.Check(ctx, f); err != nil {
 		return nil, fmt.Errorf("-fleet-servers: %w", err)
 	}
-	fmt.Fprintf(stderr, "grpotcr: fleet: %d %s servers (%s) checked; the rollouts are sampled there (η = %d: at most that many steps ahead of training), and the %s published to %s after every step\n",
-		len(servers), kind, strings.Join(setup.SplitList(o.fleetServers), ", "), o.fleetStaleness, what, o.fleetDir)
+	fmt.Fprintf(stderr, "grpotcr: fleet: %d %s servers (%s) checked; the rollouts are sampled there (η = %d: at most that many steps ahead of training), and the %s published to %s as version %d before the first step, then as version k after step k\n",
+		len(servers), kind, strings.Join(setup.SplitList(o.fleetServers), ", "), o.fleetStaleness, what, o.fleetDir, start)
+	if o.loraRank == 0 {
+		fmt.Fprintf(stderr, "grpotcr: fleet: %s\n", o.fleetVersion.Describe(f, start, resumed))
+	}
 	return f, nil
+}
+
+// resumeStep is the step the run starts from: with -resume that of the
+// newest checkpoint under -out, if there is one (resumed), else 0.
+func resumeStep(o options) (step int, resumed bool, err error) {
+	if !o.resume {
+		return 0, false, nil
+	}
+	step, err = checkpoint.Root{Dir: filepath.Join(o.out, checkpointsDir)}.ResumeStep()
+	switch {
+	case err != nil:
+		return 0, false, fmt.Errorf("-resume: %w", err)
+	case step < 0:
+		return 0, false, nil
+	}
+	return step, true, nil
+}
+
+// resetFleet publishes the weights a new run starts from to the
+// -fleet-servers as version 0 under -fleet-version reset, before anything
+// samples them (rank 0 publishes for the job); nothing otherwise.
+func resetFleet(ctx context.Context, o options, f *fleet.Fleet, w lm.Saver, leader bool) error {
+	if f == nil {
+		return nil
+	}
+	_, resumed, err := resumeStep(o)
+	if err != nil {
+		return err
+	}
+	return o.fleetVersion.Reset(ctx, f, w, resumed, leader)
 }

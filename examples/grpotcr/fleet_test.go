@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -39,14 +40,21 @@ func (s *engineServer) count(path string) int {
 
 func startEngine(t *testing.T, dir string, kind fleet.Kind) *engineServer {
 	t.Helper()
-	tok, err := tokenizer.Load(dir)
-	require.NoError(t, err)
-	m, err := policy.Load(dir, policy.WithDecoder(tok.Decode))
-	require.NoError(t, err)
 	engine := serve.EngineSGLang
 	if kind != fleet.SGLang {
 		engine = serve.EngineVLLM
 	}
+	return startServe(t, dir, engine)
+}
+
+// startServe is startEngine playing engine ("": package serve's own
+// defaults).
+func startServe(t *testing.T, dir string, engine serve.Engine) *engineServer {
+	t.Helper()
+	tok, err := tokenizer.Load(dir)
+	require.NoError(t, err)
+	m, err := policy.Load(dir, policy.WithDecoder(tok.Decode))
+	require.NoError(t, err)
 	srv, err := serve.New(serve.Config{Model: m, ModelPath: dir, Name: "tiny", Encode: tok.Encode, Decode: tok.Decode,
 		LogprobsMode: openai.ProcessedLogprobs, Engine: engine})
 	require.NoError(t, err)
@@ -163,4 +171,51 @@ func TestTrainFleetFailsFast(t *testing.T) {
 	assert.Contains(t, stderr, "does not answer")
 	assert.NotContains(t, stderr, "device: ", "nothing loaded")
 	assert.NoDirExists(t, out)
+}
+
+// TestTrainFleetSecondRun: package serve with its own defaults, driven
+// as a vLLM server, numbers its loads itself, so after a one-step run
+// (versions 0 and 1 published, here by a fleet of the test's) it reports
+// "2". A second run expecting the weights the server was started with is
+// refused before anything is loaded, saying what -fleet-version's values
+// do; "adopt" takes the server's number, "reset" publishes the run's
+// starting weights before anything samples them (one load more).
+func TestTrainFleetSecondRun(t *testing.T) {
+	setuptest.NeedPython(t)
+	model := tinyCheckpoint(t)
+	s := startServe(t, model, "")
+	shared := t.TempDir()
+	earlier, err := fleet.New(fleet.Config{Servers: []fleet.Server{{URL: s.URL, Kind: fleet.VLLM}}, Dir: t.TempDir()})
+	require.NoError(t, err)
+	m, err := policy.Load(model)
+	require.NoError(t, err)
+	defer m.Close()
+	for v := range 2 {
+		require.NoError(t, earlier.Publish(context.Background(), v, m))
+	}
+	args := func(out string, extra ...string) []string {
+		return append([]string{
+			"-model", model, "-train", "testdata/train.jsonl", "-steps", "1", "-batch", "2", "-n", "2",
+			"-max-response", "12", "-overlong-buffer", "4", "-sandbox-workers", "1", "-out", out,
+			"-fleet-servers", s.URL, "-fleet-kind", "vllm", "-fleet-dir", shared,
+		}, extra...)
+	}
+	code, stdout, stderr := runMain(t, args(filepath.Join(t.TempDir(), "second"))...)
+	assert.Equal(t, 1, code, stdout)
+	assert.Contains(t, stderr, s.URL+` "2", but Config.Version is 0`)
+	assert.Contains(t, stderr, "(-fleet-version start; -fleet-version adopt takes the servers' number, reset publishes this run's starting weights to them first)")
+	assert.NotContains(t, stderr, "device: ", "nothing loaded")
+
+	loads := s.count("/pause")
+	code, stdout, stderr = runMain(t, args(filepath.Join(t.TempDir(), "adopt"), "-fleet-version", "adopt")...)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	assert.Contains(t, stderr, "published to "+shared+" as version 0 before the first step, then as version k after step k")
+	assert.Contains(t, stderr, "grpotcr: fleet: they hold version 2, taken as it is (-fleet-version adopt): the run samples their weights until it publishes its own as version 0 before its first step\n")
+	assert.Equal(t, loads+2, s.count("/pause"), "versions 0 and 1")
+
+	loads = s.count("/pause")
+	code, stdout, stderr = runMain(t, args(filepath.Join(t.TempDir(), "reset"), "-fleet-version", "reset", "-val", "testdata/val.jsonl", "-val-n", "1")...)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	assert.Contains(t, stderr, "grpotcr: fleet: they get this run's starting weights as version 0 before anything samples them (-fleet-version reset)\n")
+	assert.Equal(t, loads+3, s.count("/pause"), "the reset, then versions 0 and 1")
 }

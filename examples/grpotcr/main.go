@@ -74,8 +74,12 @@
 // a Hugging Face checkpoint folder of the trained policy with the
 // tokenizer files. -resume continues from the newest checkpoint, bit for
 // bit as an uninterrupted run would (with a sampler that honours seeds, as
-// the local one does); the metrics log is appended to. Without
-// -resume, an -out that already holds checkpoints is an error.
+// the local one does); the metrics log goes on from the checkpoint's step,
+// without the rows the interrupted run logged after it, so that every step
+// has one row. Without -resume, an -out that already holds checkpoints, or
+// a metrics log with rows, is an error. A run holds -out locked
+// (run.lock, package runlock) from its start: a second run on the same
+// -out stops at once, naming the process of the first.
 //
 // Validation runs before training (-val-before-train) and every -val-every
 // steps: -val-n samples per prompt at -val-temperature and -val-top-p
@@ -115,6 +119,22 @@
 //	grpotcr -model Qwen3-4B-RA-SFT -train Open-AgentRL-30K.parquet \
 //	    -fleet-servers http://gpu0:8000,http://gpu1:8000 -fleet-kind vllm \
 //	    -fleet-dir /shared/grpotcr-weights -served-model Qwen3-4B-RA-SFT
+//
+// Weight versions count steps: the run publishes the policy it starts
+// from as version 0 (a resumed run: the checkpoint's step) before its
+// first rollout, so that the servers surely hold it, then version k after
+// step k; after two steps an SGLang server reports "2" (package serve in
+// its own mode numbers the loads of vLLM's reload itself, and reports
+// "3"). A server keeps the last weights it loaded, so a second run
+// against the same servers finds them at the first run's last version
+// and stops at the check, naming it, since a validation before training
+// would sample those weights. -fleet-version says what the servers hold:
+// start (the default: the weights they were started with, version 0;
+// a resumed run takes their number as it is, as it publishes its
+// checkpoint's weights before anything samples), adopt (take the number
+// they report), reset (publish this run's starting weights to them
+// first, whatever they hold; the trainer then publishes version 0 once
+// more before its first rollout) or a version number.
 //
 // -sampler URL[,URL...] instead sends generation to OpenAI-compatible
 // servers (package policy/openai) without publishing anything: they keep
@@ -169,6 +189,7 @@ type options struct {
 	// On-policy training against running inference servers.
 	fleetServers, fleetKind, fleetDir string
 	fleetStaleness                    int
+	fleetVersion                      setup.FleetVersion
 	loraRank                          int
 	loraAlpha                         float64
 
@@ -195,6 +216,7 @@ func registerFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.fleetKind, "fleet-kind", string(fleet.SGLang), `weight-update API of the -fleet-servers: "sglang", "vllm" or "vllm-model-config"`)
 	fs.StringVar(&o.fleetDir, "fleet-dir", "", "folder the weights are published to, which every -fleet-servers server reads under the same path (required with -fleet-servers)")
 	fs.IntVar(&o.fleetStaleness, "fleet-staleness", 1, "with -fleet-servers, η: how many steps the rollouts may run ahead of training (0: synchronous)")
+	fs.Var(&o.fleetVersion, "fleet-version", setup.FleetVersionUsage)
 	fs.IntVar(&o.loraRank, "lora-rank", 0, "train LoRA adapters of this rank on every projection (q/k/v/o/gate/up/down) instead of the full weights; with -fleet-servers the servers hot-load each step's adapter; 0 trains every weight")
 	fs.Float64Var(&o.loraAlpha, "lora-alpha", 0, "the LoRA adapters' lora_alpha (scale alpha/rank); 0 means the rank")
 	fs.StringVar(&o.sandbox, "sandbox", "local", `"local" (isolated Python pool) or a SandboxFusion base URL`)

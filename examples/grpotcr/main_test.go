@@ -81,13 +81,23 @@ func TestTrainLocal(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []int{1, 2}, steps)
 
+	// The run went on to log step 3 and stopped before its checkpoint:
+	// the resumed run cuts that row and logs step 3 once, its own.
+	f, err := os.OpenFile(filepath.Join(out, metricsFile), os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString(`{"step":3,"interrupted":1}` + "\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
 	code, stdout, stderr = runMain(t, append(args, "-steps", "3", "-resume")...)
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	assert.Contains(t, stdout, "resumed from step 2")
+	assert.Contains(t, stdout, "metrics: "+filepath.Join(out, metricsFile)+": cut 1 row logged after step 2, the checkpoint's; the resumed run logs those steps again")
 	rows, err = metrics.ReadFile(filepath.Join(out, metricsFile))
 	require.NoError(t, err)
 	require.Len(t, rows, 4)
-	assert.Equal(t, 3, rows[3].Step)
+	assert.Equal(t, []int{0, 1, 2, 3}, []int{rows[0].Step, rows[1].Step, rows[2].Step, rows[3].Step})
+	assert.NotContains(t, rows[3].Values, "interrupted")
+	assert.Equal(t, 4.0, rows[3].Values["train/trajectories"])
 
 	code, _, stderr = runMain(t, append(args, "-steps", "4")...)
 	assert.Equal(t, 1, code)
@@ -190,6 +200,9 @@ func TestUsage(t *testing.T) {
 		{"judge rubric", with("-judge-url", "http://judge:8000/v1", "-judge-model", "m", "-judge-rubric", "testdata/none.txt"), "-judge-rubric: open testdata/none.txt: no such file or directory"},
 		{"empty mcp", with("-mcp", " "), `invalid value " " for flag -mcp: empty server`},
 		{"mcp sessions alone", with("-mcp-per-trajectory"), "-mcp-per-trajectory: only with -mcp, the servers"},
+		{"fleet version alone", with("-fleet-version", "adopt"), "-fleet-version: only with -fleet-servers, the servers to train against"},
+		{"fleet version", with("-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-fleet-version", "latest"), `invalid value "latest" for flag -fleet-version: want start, adopt, reset or a version number ≥ 0`},
+		{"fleet version with lora", with("-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-fleet-version", "3", "-lora-rank", "4"), "-fleet-version 3 with -lora-rank: the servers keep the base weights they were started with, whose version is not checked, and load each step's adapter by name"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

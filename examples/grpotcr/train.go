@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	"github.com/agentrl/agentrl/fleet"
 	"github.com/agentrl/agentrl/hftrain"
 	"github.com/agentrl/agentrl/lm"
-	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/metrics/plot"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/progress"
@@ -35,6 +33,13 @@ const (
 // train loads the model, the tools, the reward and the prompts, trains,
 // then plots the metrics and exports the policy.
 func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	// A run that would write over another's checkpoints, or into the
+	// folder of a run going on, is refused before anything is loaded.
+	rd, err := setup.LockRunDir(o.out)
+	if err != nil {
+		return err
+	}
+	defer rd.Release()
 	root := checkpoint.Root{Dir: filepath.Join(o.out, checkpointsDir)}
 	if err := refuseOverwrite(root, o.resume); err != nil {
 		return err
@@ -43,6 +48,11 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	mlog, err := openLog(o, rd, root, filepath.Join(o.out, metricsFile), stdout)
+	if err != nil {
+		return err
+	}
+	defer mlog.Close()
 	m, err := hftrain.Load(ctx, o.model, hftrain.Options{Device: o.device, Seed: o.seed, DisableThinking: !o.thinking, Log: stderr})
 	if err != nil {
 		return fmt.Errorf("model: %w", err)
@@ -67,14 +77,6 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
-		return err
-	}
-	mlog, err := metrics.Open(filepath.Join(o.out, metricsFile), metrics.Options{})
-	if err != nil {
-		return err
-	}
-	defer mlog.Close()
 	parts := rw.parts
 	parts.Prompts, parts.Metrics, parts.DataParallel, parts.Notes = trainPrompts, mlog, job.DataParallel(), stderr
 	tr, err := newTrainer(ctx, o, m, fl, tools.list, parts, stderr)
@@ -82,6 +84,9 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer tr.Close()
+	if err := resetFleet(ctx, o, fl, m.Policy, rd.Leader()); err != nil {
+		return err
+	}
 	if err := runTraining(ctx, o, tr, root, valPrompts, stdout, stderr); err != nil {
 		return err
 	}

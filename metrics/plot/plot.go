@@ -6,6 +6,7 @@
 package plot
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"image"
@@ -13,7 +14,6 @@ import (
 	"math"
 	"path"
 	"slices"
-	"sort"
 
 	"github.com/agentrl/agentrl/internal/atomicfile"
 	"github.com/agentrl/agentrl/metrics"
@@ -27,6 +27,14 @@ import (
 
 // ErrNoData reports that no panel of a plot has a finite value to draw.
 var ErrNoData = errors.New("plot: no metrics to plot")
+
+// ErrDuplicateStep is wrapped by the error of Write and LogFile for rows
+// that hold one step twice. A log that package metrics wrote holds each
+// step once (a resumed run's log loses the rows after its checkpoint), so
+// a step twice means the rows of two runs mixed in one file — or those of
+// a run resumed by an older version, which kept both — and a curve
+// through them would join two runs. Nothing is drawn: keep one run's rows.
+var ErrDuplicateStep = errors.New("plot: a step logged twice")
 
 // Panel is one panel of a training-curve plot: one line per metric key
 // over the training step.
@@ -79,9 +87,13 @@ const dpi = 96
 const maxPixels = 64 << 20
 
 // Write draws training curves from metrics log rows as one PNG image
-// with a grid of panels and writes it to w. A step logged more than once (a
-// resumed run) keeps its last row; NaN values (null in the log) are left out
-// of the lines. It returns ErrNoData when no panel has a finite value.
+// with a grid of panels and writes it to w. NaN values (null in the log)
+// are left out of the lines. The step axis is marked at whole steps, and
+// the value axes with labels that tell every mark apart; a series whose
+// values are all equal is drawn flat in the middle of its panel. It
+// returns ErrNoData when no panel has a finite value, and an error
+// wrapping ErrDuplicateStep, naming the step and the rows, when rows hold
+// one step twice.
 func Write(w io.Writer, rows []metrics.Row, cfg Config) error {
 	img, err := renderMetrics(rows, cfg)
 	if err != nil {
@@ -133,7 +145,10 @@ func renderMetrics(rows []metrics.Row, cfg Config) (*vgimg.Canvas, error) {
 	if cols < 0 || cfg.Width < 0 || cfg.Height < 0 {
 		return nil, fmt.Errorf("plot: plot: negative Columns %d, Width %d or Height %d", cols, cfg.Width, cfg.Height)
 	}
-	rows = lastRowPerStep(rows)
+	rows, err := sortedRows(rows)
+	if err != nil {
+		return nil, err
+	}
 	var plots []*gplot.Plot
 	for i, panel := range panels {
 		series, err := panelSeries(rows, panel)
@@ -192,18 +207,19 @@ func renderMetrics(rows []metrics.Row, cfg Config) (*vgimg.Canvas, error) {
 	return img, nil
 }
 
-// lastRowPerStep sorts rows by step, keeping the last row of each step.
-func lastRowPerStep(rows []metrics.Row) []metrics.Row {
-	byStep := make(map[int]metrics.Row, len(rows))
-	for _, r := range rows {
-		byStep[r.Step] = r
+// sortedRows returns rows sorted by step; a step held twice is an error
+// wrapping ErrDuplicateStep.
+func sortedRows(rows []metrics.Row) ([]metrics.Row, error) {
+	first := make(map[int]int, len(rows))
+	for i, r := range rows {
+		if j, ok := first[r.Step]; ok {
+			return nil, fmt.Errorf("%w: step %d in rows %d and %d (counting from 1): the log mixes two runs' rows, or holds a resumed run's rows twice; keep one run's rows", ErrDuplicateStep, r.Step, j+1, i+1)
+		}
+		first[r.Step] = i
 	}
-	out := make([]metrics.Row, 0, len(byStep))
-	for _, r := range byStep {
-		out = append(out, r)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Step < out[j].Step })
-	return out
+	out := slices.Clone(rows)
+	slices.SortStableFunc(out, func(a, b metrics.Row) int { return cmp.Compare(a.Step, b.Step) })
+	return out, nil
 }
 
 // panelSeries collects the finite values of the panel's keys, in the order
@@ -247,6 +263,7 @@ func panelPlot(title string, series []plotSeries) (*gplot.Plot, error) {
 	p := gplot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "step"
+	p.X.Tick.Marker, p.Y.Tick.Marker = stepTicks{}, valueTicks{}
 	p.Add(plotter.NewGrid())
 	p.Legend.Top = true
 	p.Legend.Left = true
@@ -272,15 +289,12 @@ func panelPlot(title string, series []plotSeries) (*gplot.Plot, error) {
 			p.Legend.Add(s.key, line)
 		}
 	}
+	padFlat(&p.Y)
 	if len(series) == 1 {
 		p.Y.Label.Text = series[0].key
 	} else {
 		// Headroom above the data for the legend, which sits top left.
-		span := p.Y.Max - p.Y.Min
-		if span == 0 {
-			span = math.Max(math.Abs(p.Y.Max), 1)
-		}
-		p.Y.Max += 0.08 * span * float64(len(series))
+		p.Y.Max += 0.08 * (p.Y.Max - p.Y.Min) * float64(len(series))
 	}
 	return p, nil
 }

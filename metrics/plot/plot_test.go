@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/agentrl/agentrl/metrics"
@@ -17,11 +18,11 @@ import (
 
 // sampleRun returns the metrics of a 60-step run shaped like a GRPO run:
 // rising reward and accuracy, falling entropy, noisy clip fraction, KL and
-// gradient norm, validation accuracy every 10 steps, a NaN KL at step 30
-// and steps 41–45 logged twice (a resume from the step-40 checkpoint).
+// gradient norm, validation accuracy every 10 steps and a NaN KL at step
+// 30.
 func sampleRun() []metrics.Row {
 	var rows []metrics.Row
-	add := func(step int, rerun bool) {
+	add := func(step int) {
 		s := float64(step)
 		v := map[string]float64{
 			"critic/rewards/mean":     1 - math.Exp(-s/20) + 0.05*math.Sin(s),
@@ -35,9 +36,6 @@ func sampleRun() []metrics.Row {
 			"actor/grad_norm":         0.5 + 0.3*math.Abs(math.Sin(s/5)),
 			"tool_call_counts/mean":   1 + s/60,
 		}
-		if rerun {
-			v["critic/rewards/mean"] += 0.2 // the resumed run's values win
-		}
 		if step == 30 {
 			v["actor/ppo_kl"] = math.NaN()
 		}
@@ -47,11 +45,8 @@ func sampleRun() []metrics.Row {
 		}
 		rows = append(rows, metrics.Row{Step: step, Values: v})
 	}
-	for s := 1; s <= 45; s++ {
-		add(s, false)
-	}
-	for s := 41; s <= 60; s++ {
-		add(s, true)
+	for s := 1; s <= 60; s++ {
+		add(s)
 	}
 	return rows
 }
@@ -124,13 +119,16 @@ func TestWriteCustomPanels(t *testing.T) {
 }
 
 func TestSeriesSelection(t *testing.T) {
-	rows := lastRowPerStep(sampleRun())
+	run := sampleRun()
+	slices.Reverse(run)
+	rows, err := sortedRows(run)
+	require.NoError(t, err)
 	require.Len(t, rows, 60)
 	for i, r := range rows {
 		require.Equal(t, i+1, r.Step)
 	}
-	// Step 41 comes from the resumed run: 1 − e^(−41/20) + 0.05 sin 41 + 0.2.
-	assert.InDelta(t, 1-math.Exp(-41.0/20)+0.05*math.Sin(41)+0.2, rows[40].Values["critic/rewards/mean"], 1e-12)
+	// Step 41: 1 − e^(−41/20) + 0.05 sin 41.
+	assert.InDelta(t, 1-math.Exp(-41.0/20)+0.05*math.Sin(41), rows[40].Values["critic/rewards/mean"], 1e-12)
 
 	series, err := panelSeries(rows, Panel{Keys: []string{"actor/ppo_kl", "val-core/*/acc/mean@*"}})
 	require.NoError(t, err)
@@ -143,6 +141,26 @@ func TestSeriesSelection(t *testing.T) {
 
 	_, err = panelSeries(rows, Panel{Keys: []string{"["}})
 	require.Error(t, err)
+}
+
+// TestDuplicateSteps: rows that hold a step twice — two runs appended to
+// one log, the second from step 0; or a resumed run's rows kept twice —
+// are refused, naming the step and the rows, rather than drawn as one
+// curve.
+func TestDuplicateSteps(t *testing.T) {
+	rows := sampleRun()[:5]
+	rows = append(rows, sampleRun()[:3]...)
+	var buf bytes.Buffer
+	err := Write(&buf, rows, Config{})
+	require.ErrorIs(t, err, ErrDuplicateStep)
+	assert.EqualError(t, err, "plot: a step logged twice: step 1 in rows 1 and 6 (counting from 1): the log mixes two runs' rows, or holds a resumed run's rows twice; keep one run's rows")
+	assert.Zero(t, buf.Len(), "nothing drawn")
+
+	path := filepath.Join(t.TempDir(), "metrics.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(`{"step":1,"actor/entropy":1}`+"\n"+`{"step":2,"actor/entropy":1}`+"\n"+`{"step":2,"actor/entropy":2}`+"\n"), 0o644))
+	png := filepath.Join(t.TempDir(), "curves.png")
+	require.ErrorIs(t, LogFile(path, png, Config{}), ErrDuplicateStep)
+	assert.NoFileExists(t, png)
 }
 
 func TestWriteErrors(t *testing.T) {
