@@ -1,6 +1,7 @@
 package agentrl
 
 import (
+	"context"
 	"io"
 
 	"github.com/agentrl/agentrl/advantage"
@@ -17,16 +18,24 @@ type TrainerParts struct {
 	// Reference, when set, is a frozen model whose log-probabilities feed
 	// the KL loss (forward only); required when Loss.KLCoef > 0.
 	Reference lm.Trainable
-	// Engine rolls out prompts; required. Build it over a Sampler that
-	// shares the Policy's weights (the local model itself, or a server
-	// that is synchronised with them), so that rollouts come from the
-	// current policy.
+	// Engine rolls out prompts; required unless Source is set. Build it
+	// over a Sampler that shares the Policy's weights (the local model
+	// itself, or a server that is synchronised with them), so that
+	// rollouts come from the current policy.
 	Engine *rollout.Engine
+	// Source, set instead of Engine, rolls out prompts some other way:
+	// a *record.Source runs an agent program of its own against an
+	// OpenAI-compatible endpoint and returns the token-faithful
+	// trajectories of what it sampled, with the rewards the episodes
+	// posted. Validation (Trainer.Validate) needs an Engine.
+	Source RolloutSource
 	// Reward scores trajectories one by one; GroupReward scores the
 	// trajectories of one rollout group (the SamplesPerPrompt samples of
 	// one prompt) together, as a judge ranking them does
 	// (reward/judge.Judge.Ranking), through reward.BatchGroups. Set
-	// exactly one of them. With TrainerConfig.Overlong the trainer adds
+	// exactly one of them, or, with a Source, none: then every episode
+	// must post its reward (posted rewards are used as posted, and one
+	// of these scores the trajectories whose episodes posted none). With TrainerConfig.Overlong the trainer adds
 	// the overlong penalty to each trajectory's score (reward.WithOverlong,
 	// for a group reward through reward.ShapeGroup). Validation scores
 	// with the same reward, without the penalty.
@@ -49,7 +58,8 @@ type TrainerParts struct {
 	// tool's own reward. Without it NewTrainer (and Validate) refuse
 	// prompts whose GroundTruth is empty: a reward that needs one (the
 	// math and code rewards of package reward) scores every response to
-	// such a prompt alike, as wrong, which teaches nothing.
+	// such a prompt alike, as wrong, which teaches nothing. With a
+	// Source, whose episodes post their rewards, it is implied.
 	GroundTruthOptional bool
 	// Prompts is the training set; the trainer draws PromptsPerStep of
 	// them per generation batch, shuffled epoch by epoch with Seed
@@ -117,4 +127,14 @@ type TrainerParts struct {
 	// ShuffleMiniBatches or DynamicSampling, each rank shuffles or
 	// filters its own groups, which one process would mix).
 	DataParallel DataParallel
+}
+
+// RolloutSource rolls out a trainer's requests some other way than a
+// rollout.Engine (TrainerParts.Source): record.Source is one.
+type RolloutSource interface {
+	// Rollout returns N trajectories of every request (rollout.Request.N),
+	// request-major as rollout.Engine.Run orders them, with their
+	// Request and Sample set, and for each either the reward its episode
+	// posted or nil (then TrainerParts.Reward scores it).
+	Rollout(ctx context.Context, reqs []rollout.Request) ([]rollout.Trajectory, []*reward.Output, error)
 }

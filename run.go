@@ -357,7 +357,7 @@ func (t *Trainer) Validate(ctx context.Context, vc ValidationConfig) (eval.Resul
 	if err := checkPrompts(vc.Prompts, "ValidationConfig.Prompts", t.parts.GroundTruthOptional); err != nil {
 		return eval.Result{}, err
 	}
-	if fit, err := fitPrompts(vc.Prompts, contextLength(t.parts), t.parts.Engine.MaxResponseTokens()); err != nil {
+	if fit, err := fitPrompts(vc.Prompts, contextLength(t.parts), responseBudget(t.parts)); err != nil {
 		return eval.Result{}, err
 	} else if fit.leftOut > 0 {
 		return eval.Result{}, fmt.Errorf("%w: %d of %d ValidationConfig.Prompts are %s", ErrTrainer, fit.leftOut, len(vc.Prompts), fit.reason)
@@ -389,6 +389,9 @@ func (t *Trainer) Validate(ctx context.Context, vc ValidationConfig) (eval.Resul
 func (t *Trainer) validationRecords(ctx context.Context, vc ValidationConfig, reqs []rollout.Request, lo int) ([]eval.Record, error) {
 	if len(reqs) == 0 {
 		return nil, nil
+	}
+	if t.parts.Engine == nil {
+		return nil, fmt.Errorf("%w: validation needs TrainerParts.Engine (a Source's episodes are not validated)", ErrTrainer)
 	}
 	trajs, err := t.parts.Engine.Run(ctx, reqs)
 	if err != nil {

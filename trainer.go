@@ -73,12 +73,14 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	switch {
 	case parts.Policy == nil:
 		return nil, fmt.Errorf("%w: TrainerParts.Policy is nil", ErrTrainer)
-	case parts.Engine == nil:
+	case parts.Engine == nil && parts.Source == nil:
 		return nil, fmt.Errorf("%w: TrainerParts.Engine is nil", ErrTrainer)
-	case parts.Reward == nil && parts.GroupReward == nil:
-		return nil, fmt.Errorf("%w: TrainerParts.Reward and GroupReward are nil: set one", ErrTrainer)
+	case parts.Engine != nil && parts.Source != nil:
+		return nil, fmt.Errorf("%w: TrainerParts.Engine and TrainerParts.Source are both set; set one", ErrTrainer)
 	case parts.Reward != nil && parts.GroupReward != nil:
 		return nil, fmt.Errorf("%w: TrainerParts.Reward and GroupReward are both set: set one", ErrTrainer)
+	case parts.Reward == nil && parts.GroupReward == nil && parts.Source == nil:
+		return nil, fmt.Errorf("%w: TrainerParts.Reward and GroupReward are nil: set one", ErrTrainer)
 	case len(parts.Prompts) == 0:
 		return nil, fmt.Errorf("%w: TrainerParts.Prompts is empty", ErrTrainer)
 	case cfg.Loss.KLCoef > 0 && parts.Reference == nil:
@@ -89,10 +91,10 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	if _, ok := parts.Policy.(lm.Saver); parts.Sync != nil && !ok {
 		return nil, fmt.Errorf("%w: TrainerParts.Sync is set but the Policy (%T) cannot Save its weights (lm.Saver)", ErrTrainer, parts.Policy)
 	}
-	if err := checkPrompts(parts.Prompts, "TrainerParts.Prompts", parts.GroundTruthOptional); err != nil {
+	if err := checkPrompts(parts.Prompts, "TrainerParts.Prompts", parts.GroundTruthOptional || parts.Source != nil); err != nil {
 		return nil, err
 	}
-	fit, err := fitPrompts(parts.Prompts, contextLength(parts), parts.Engine.MaxResponseTokens())
+	fit, err := fitPrompts(parts.Prompts, contextLength(parts), responseBudget(parts))
 	if err != nil {
 		return nil, err
 	}
@@ -149,14 +151,17 @@ func shapedRewards(cfg TrainerConfig, parts TrainerParts) (reward.Func, reward.G
 	if cfg.Overlong == nil {
 		return rf, gf, nil
 	}
-	oc, err := cfg.overlong(parts.Engine.MaxResponseTokens())
+	oc, err := cfg.overlong(responseBudget(parts))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: TrainerConfig.Overlong: %w", ErrTrainerConfig, err)
 	}
-	if gf != nil {
+	switch {
+	case gf != nil:
 		gf, err = reward.ShapeGroup(gf, func(f reward.Func) (reward.Func, error) { return reward.WithOverlong(f, oc) })
-	} else {
+	case rf != nil:
 		rf, err = reward.WithOverlong(rf, oc)
+	default:
+		return nil, nil, fmt.Errorf("%w: TrainerConfig.Overlong needs TrainerParts.Reward or GroupReward (posted rewards are used as posted)", ErrTrainer)
 	}
 	return rf, gf, err
 }
@@ -257,6 +262,7 @@ type sample struct {
 	traj   rollout.Trajectory
 	prompt *Prompt
 	out    reward.Output
+	posted *reward.Output // the reward its episode posted (TrainerParts.Source), or nil
 	group  string
 	// Per-token arrays aligned with traj.Tokens[traj.PromptLen:].
 	adv, old, ref []float32
@@ -398,44 +404,82 @@ func (t *Trainer) rolloutGroups(ctx context.Context, stepsDone, genBatch int) ([
 		groups[i] = fmt.Sprintf("s%d/g%d/p%d", stepsDone, genBatch, j)
 		reqs[i] = p.request(groups[i], params, t.cfg.SamplesPerPrompt)
 	}
-	trajs, err := t.parts.Engine.Run(ctx, reqs)
+	trajs, posted, err := t.runRollout(ctx, reqs)
 	if err != nil {
 		return nil, fmt.Errorf("agentrl: step %d: %w", stepsDone+1, rolloutError(err))
 	}
-	if len(trajs) != len(idx)*t.cfg.SamplesPerPrompt {
+	if len(trajs) != len(idx)*t.cfg.SamplesPerPrompt || posted != nil && len(posted) != len(trajs) {
 		return nil, fmt.Errorf("%w: step %d: rollout returned %d trajectories for %d requests of %d samples", ErrTrainer, stepsDone+1, len(trajs), len(idx), t.cfg.SamplesPerPrompt)
 	}
+	// Each trajectory goes to its canonical place, request by request
+	// (prompts in the generation batch's order) and sample by sample,
+	// whatever order the engine gave them in: advantages, mini-batches
+	// and so the update do not depend on which rollout finished first.
+	n := t.cfg.SamplesPerPrompt
 	samples := make([]*sample, len(trajs))
 	for i := range trajs {
 		tr := &trajs[i]
-		if tr.Request < 0 || tr.Request >= len(idx) || len(tr.Mask) != len(tr.Tokens) || tr.PromptLen > len(tr.Tokens) {
-			return nil, fmt.Errorf("%w: step %d: trajectory %d is malformed (request %d, %d tokens, %d mask, prompt %d)", ErrTrainer, stepsDone+1, i, tr.Request, len(tr.Tokens), len(tr.Mask), tr.PromptLen)
+		if tr.Request < 0 || tr.Request >= len(idx) || tr.Sample < 0 || tr.Sample >= n || len(tr.Mask) != len(tr.Tokens) || tr.PromptLen > len(tr.Tokens) {
+			return nil, fmt.Errorf("%w: step %d: trajectory %d is malformed (request %d, sample %d, %d tokens, %d mask, prompt %d)", ErrTrainer, stepsDone+1, i, tr.Request, tr.Sample, len(tr.Tokens), len(tr.Mask), tr.PromptLen)
 		}
-		samples[i] = &sample{traj: *tr, prompt: &t.parts.Prompts[idx[tr.Request]], group: groups[tr.Request]}
+		at := tr.Request*n + tr.Sample
+		if samples[at] != nil {
+			return nil, fmt.Errorf("%w: step %d: rollout returned sample %d of request %d twice", ErrTrainer, stepsDone+1, tr.Sample, tr.Request)
+		}
+		samples[at] = &sample{traj: *tr, prompt: &t.parts.Prompts[idx[tr.Request]], group: groups[tr.Request]}
+		if posted != nil {
+			samples[at].posted = posted[i]
+		}
 	}
 	return samples, nil
 }
 
-// score sets each sample's reward (TrainerParts.Reward, or GroupReward
-// group by group, with the overlong shaping of TrainerConfig.Overlong),
-// in parallel within TrainerConfig.Reward's bounds; a score that is not
-// finite is an error.
+// runRollout rolls reqs out with the Engine, or the Source with the
+// rewards its episodes posted.
+func (t *Trainer) runRollout(ctx context.Context, reqs []rollout.Request) ([]rollout.Trajectory, []*reward.Output, error) {
+	if t.parts.Source != nil {
+		return t.parts.Source.Rollout(ctx, reqs)
+	}
+	trajs, err := t.parts.Engine.Run(ctx, reqs)
+	return trajs, nil, err
+}
+
+// score sets each sample's reward: the one its episode posted
+// (TrainerParts.Source), else TrainerParts.Reward's (or GroupReward's,
+// group by group), with the overlong
+// shaping of TrainerConfig.Overlong, in parallel within
+// TrainerConfig.Reward's bounds; a score that is not finite is an error.
 func (t *Trainer) score(ctx context.Context, stepsDone int, samples []*sample) error {
-	inputs := make([]reward.Input, len(samples))
-	groups := make([]string, len(samples))
+	var inputs []reward.Input
+	var groups []string
+	var at []int // the samples scored by the reward function
 	for i, s := range samples {
-		inputs[i] = s.prompt.RewardInput(&s.traj)
-		groups[i] = s.group
-	}
-	outs, err := scoreBatch(ctx, t.reward, t.groupReward, inputs, groups, t.cfg.Reward)
-	if err != nil {
-		return fmt.Errorf("agentrl: step %d: reward: %w", stepsDone+1, err)
-	}
-	for i, o := range outs {
-		if math.IsNaN(o.Score) || math.IsInf(o.Score, 0) {
-			return fmt.Errorf("%w: step %d: reward of trajectory %d (prompt %q) is %v", ErrTrainer, stepsDone+1, i, samples[i].prompt.ID, o.Score)
+		if s.posted == nil {
+			inputs = append(inputs, s.prompt.RewardInput(&s.traj))
+			groups = append(groups, s.group)
+			at = append(at, i)
 		}
-		samples[i].out = o
+	}
+	if len(at) > 0 && t.reward == nil && t.groupReward == nil {
+		return fmt.Errorf("%w: step %d: trajectory %d (prompt %q) has no posted reward and TrainerParts.Reward is nil", ErrTrainer, stepsDone+1, at[0], samples[at[0]].prompt.ID)
+	}
+	var outs []reward.Output
+	if len(at) > 0 {
+		var err error
+		if outs, err = scoreBatch(ctx, t.reward, t.groupReward, inputs, groups, t.cfg.Reward); err != nil {
+			return fmt.Errorf("agentrl: step %d: reward: %w", stepsDone+1, err)
+		}
+	}
+	for k, o := range outs {
+		samples[at[k]].out = o
+	}
+	for i, s := range samples {
+		if s.posted != nil {
+			s.out = *s.posted
+		}
+		if math.IsNaN(s.out.Score) || math.IsInf(s.out.Score, 0) {
+			return fmt.Errorf("%w: step %d: reward of trajectory %d (prompt %q) is %v", ErrTrainer, stepsDone+1, i, s.prompt.ID, s.out.Score)
+		}
 	}
 	return nil
 }

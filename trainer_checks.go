@@ -58,6 +58,15 @@ func contextLength(parts TrainerParts) int {
 	return 0
 }
 
+// responseBudget is the engine's response budget in tokens; 0 without
+// an engine (TrainerParts.Source).
+func responseBudget(parts TrainerParts) int {
+	if parts.Engine == nil {
+		return 0
+	}
+	return parts.Engine.MaxResponseTokens()
+}
+
 // fitted is the outcome of fitPrompts.
 type fitted struct {
 	kept    []Prompt
