@@ -123,7 +123,7 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	if err := attachLoRA(parts.Policy, cfg.LoRA, cfg.Seed, "TrainerConfig.LoRA"); err != nil {
 		return nil, err
 	}
-	opt, err := newOptimizer(parts.Policy, cfg.Optimizer)
+	opt, err := j.newOptimizer(parts.Policy, cfg.Optimizer)
 	if err != nil {
 		return nil, err
 	}
@@ -269,6 +269,20 @@ type sample struct {
 }
 
 func (s *sample) respMask() []float32 { return s.traj.Mask[s.traj.PromptLen:] }
+
+// turns are the trajectory's turns as the advantage estimators take
+// them: spans of the response, the environment's reward for each, and the
+// state each was taken in (rollout.Trajectory.TurnState).
+func (s *sample) turns() []advantage.Turn {
+	out := make([]advantage.Turn, len(s.traj.Turns))
+	for k, tu := range s.traj.Turns {
+		out[k] = advantage.Turn{Start: tu.Start - s.traj.PromptLen, End: tu.End - s.traj.PromptLen, State: s.traj.TurnState(k)}
+		if tu.Reward != nil {
+			out[k].Reward = *tu.Reward
+		}
+	}
+	return out
+}
 
 // rollout is stage 1: the step's batch of trajectories, scored, with
 // the prompt sampler's position after it. The batch is made now
@@ -519,17 +533,23 @@ func rolloutError(err error) error {
 
 // advantages is stage 2: it fills s.adv from the estimator
 // (TrainerConfig.Advantage); groups are the rollout groups (one per
-// prompt and generation batch). It records the advantages' statistics.
+// prompt and generation batch). The reward function's score is the
+// trajectory's outcome; the environment's per-turn rewards and the turns'
+// spans and states go in as advantage.Input.Turns, which every estimator
+// counts and the turn-level ones (turn_grpo, gigpo) assign turn by turn.
+// It records the advantages' statistics.
 func (t *Trainer) advantages(batch []*sample, m *StepMetrics) error {
 	in := advantage.Input{
 		Scores: make([]float64, len(batch)),
 		Groups: make([]string, len(batch)),
 		Mask:   make([][]float32, len(batch)),
+		Turns:  make([][]advantage.Turn, len(batch)),
 	}
 	for i, s := range batch {
 		in.Scores[i] = s.out.Score
 		in.Groups[i] = s.group
 		in.Mask[i] = s.respMask()
+		in.Turns[i] = s.turns()
 	}
 	out, err := t.estimators.Compute(t.cfg.Advantage, in)
 	if err != nil {
@@ -809,14 +829,14 @@ func optimizerStep(ctx context.Context, j job, opt policy.Optimizer, maxNorm flo
 	if err := j.sumGradients(ctx, opt); err != nil {
 		return 0, 0, false, fmt.Errorf("gradient all-reduce: %w", err)
 	}
-	norm, err = clipOrMeasure(opt, maxNorm)
+	norm, err = clipOrMeasure(ctx, opt, maxNorm)
 	switch {
 	case errors.Is(err, policy.ErrNonFinite):
 		return norm, 0, false, nil
 	case err != nil:
 		return norm, 0, false, fmt.Errorf("clip: %w", err)
 	}
-	if lr, err = opt.Step(); err != nil {
+	if lr, err = stepOptimizer(ctx, opt); err != nil {
 		return norm, 0, false, fmt.Errorf("optimizer: %w", err)
 	}
 	return norm, lr, true, nil

@@ -122,6 +122,10 @@ func (j *ranks) stepMetrics(ctx context.Context, m *StepMetrics, batch []*sample
 	for _, k := range keys {
 		sums = append(sums, m.LossMetrics[k])
 	}
+	var err error
+	if m.Memory, m.ZeRO, err = j.sharding(ctx); err != nil {
+		return err
+	}
 	wait, allreduce, bytes := j.takeCounters()
 	// A rank without advantage tokens has no maximum or minimum.
 	amax, amin := m.AdvantageMax, m.AdvantageMin

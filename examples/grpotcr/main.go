@@ -198,6 +198,7 @@ type options struct {
 	judgeMode, judgeRubric            string
 	mcp                               []string
 	mcpPerTrajectory                  bool
+	zero                              int // -zero: the sharding of a data-parallel job's training state
 }
 
 // synopsis is the first line of -h.
@@ -259,6 +260,7 @@ func registerFlags(fs *flag.FlagSet, o *options) {
 	})
 	fs.BoolVar(&o.mcpPerTrajectory, "mcp-per-trajectory", false, "give each trajectory a session (a server process) of its own, for MCP servers that keep state")
 	o.device.RegisterFlags(fs)
+	setup.ZeROFlag(fs, &o.zero)
 }
 
 // parseFlags parses and checks the flags; a usage error says what is
