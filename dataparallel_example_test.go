@@ -27,7 +27,7 @@ func ExampleDataParallel() {
 		log.Fatal(err)
 	}
 	rf := func(_ context.Context, in reward.Input) (reward.Output, error) {
-		if in.Response == "c" {
+		if in.Response == in.GroundTruth {
 			return reward.Output{Score: 1, Acc: true}, nil
 		}
 		return reward.Output{}, nil
@@ -53,7 +53,7 @@ func ExampleDataParallel() {
 			}
 			tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{
 				Policy: models[r], Engine: engine, Reward: rf,
-				Prompts:      []agentrl.Prompt{{ID: "q1", Text: "a"}, {ID: "q2", Text: "a"}},
+				Prompts:      []agentrl.Prompt{{ID: "q1", Text: "a", GroundTruth: "c"}, {ID: "q2", Text: "a", GroundTruth: "c"}},
 				DataParallel: agentrl.DataParallel{Comm: comm},
 			})
 			if err != nil {

@@ -2,6 +2,7 @@ package agentrl
 
 import (
 	"context"
+	"io"
 
 	"github.com/agentrl/agentrl/advantage"
 	"github.com/agentrl/agentrl/lm"
@@ -28,17 +29,66 @@ type TrainerParts struct {
 	// trajectories of what it sampled, with the rewards the episodes
 	// posted. Validation (Trainer.Validate) needs an Engine.
 	Source RolloutSource
-	// Reward scores trajectories; required unless Source is set, and
-	// then used for the trajectories whose episodes posted no reward
-	// (with none, such a trajectory is an error). With
-	// TrainerConfig.Overlong the trainer adds the overlong penalty to
-	// its score; posted rewards are used as posted.
-	Reward reward.Func
+	// Reward scores trajectories one by one; GroupReward scores the
+	// trajectories of one rollout group (the SamplesPerPrompt samples of
+	// one prompt) together, as a judge ranking them does
+	// (reward/judge.Judge.Ranking), through reward.BatchGroups. Set
+	// exactly one of them, or, with a Source, none: then every episode
+	// must post its reward (posted rewards are used as posted, and one
+	// of these scores the trajectories whose episodes posted none). With TrainerConfig.Overlong the trainer adds
+	// the overlong penalty to each trajectory's score (reward.WithOverlong,
+	// for a group reward through reward.ShapeGroup). Validation scores
+	// with the same reward, without the penalty.
+	Reward      reward.Func
+	GroupReward reward.GroupFunc
+	// RewardMetrics, when set, is called once per step, after the step's
+	// rewards, and the metrics it returns join the step's row as they
+	// are; Validator calls it after each validation's rewards and adds
+	// them to the validation's row under "val-aux/". A judge's statistics
+	// join the rows with
+	//
+	//	RewardMetrics: func() map[string]float64 { return j.TakeStats().Metrics("judge/") },
+	//
+	// With MaxStaleness ≥ 1 the rollouts of later steps are scored while
+	// a step trains, so a step's row may count some of their calls. In a
+	// data-parallel job each rank calls its own, and rank 0's are logged.
+	RewardMetrics func() map[string]float64
+	// GroundTruthOptional declares that the reward scores responses
+	// without a reference: a judge's ranking, a rule on the format, a
+	// tool's own reward. Without it NewTrainer (and Validate) refuse
+	// prompts whose GroundTruth is empty: a reward that needs one (the
+	// math and code rewards of package reward) scores every response to
+	// such a prompt alike, as wrong, which teaches nothing. With a
+	// Source, whose episodes post their rewards, it is implied.
+	GroundTruthOptional bool
 	// Prompts is the training set; the trainer draws PromptsPerStep of
 	// them per generation batch, shuffled epoch by epoch with Seed
 	// (dataset.Sampler, dropping an epoch's short last batch as verl
-	// does).
+	// does). Prompts given as Tokens are checked against the context
+	// (ContextLength) before any work; prompts given as Text or Messages
+	// are encoded by the engine and cannot be (RenderPrompts makes
+	// Tokens of them).
 	Prompts []Prompt
+	// ContextLength is the model's context in tokens, prompt and response
+	// together: config.json's max_position_embeddings, a server's
+	// max_model_len. 0 takes the Policy's when it is a *policy.Model,
+	// and otherwise means unknown (nothing is checked). NewTrainer
+	// refuses an engine whose response budget
+	// (rollout.Config.MaxResponseTokens) fills the context, and leaves
+	// out the prompts (given as Tokens) that would leave less than the
+	// budget for their responses, as verl's filter_overlong_prompts does:
+	// a response cut by the context instead of its budget would end
+	// early, and the overlong penalty, measured against the budget, would
+	// never fire. It says how many it left out on Notes, and every step's
+	// metrics count them (data/prompts_left_out).
+	ContextLength int
+	// Notes, when set, receives the trainer's notes on a run that cannot
+	// learn as configured, each at most once per Trainer: greedy
+	// sampling with group-relative advantages, a step whose advantages
+	// are all 0 (every group's rewards equal), prompts left out for the
+	// context. A program passes its standard error; nil discards them.
+	// In a data-parallel job rank 0 alone writes them.
+	Notes io.Writer
 	// Metrics, when set, receives every step's StepMetrics.Map() (a
 	// *metrics.Logger writes them to a JSON Lines file).
 	Metrics MetricsSink

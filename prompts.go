@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 
 	"golang.org/x/sync/errgroup"
 
@@ -28,6 +29,12 @@ type Prompt struct {
 	Tokens   []int
 	Text     string
 	Messages []rollout.Message
+	// Task is the task as text, for rewards that read it
+	// (reward.Input.Prompt, which a judge shows the judging model):
+	// RenderPrompts keeps here the text or the messages' contents it
+	// replaces by token ids. Empty means Text, or the Messages' contents;
+	// a prompt given as Tokens alone has none.
+	Task string
 	// Tools the model may call; nil means the engine's.
 	Tools []tool.Tool
 	// GroundTruth, DataSource and Extra are passed to the reward function,
@@ -39,17 +46,39 @@ type Prompt struct {
 }
 
 // RewardInput is what a reward function sees of trajectory tr, sampled
-// for p: the response text with the tool results as the model saw them,
-// p's ground truth, data source and extra info, the turn and tool-call
-// counts, the tools' own rewards, and the generated and tool-result token
-// counts that overlong shaping measures. The trainer, evaluation and the
-// example programs all score trajectories through it.
+// for p: the task (TaskText), the response text with the tool results as
+// the model saw them, p's ground truth, data source and extra info, the
+// turn and tool-call counts, the tools' own rewards, and the generated
+// and tool-result token counts that overlong shaping measures. The
+// trainer, evaluation and the example programs all score trajectories
+// through it.
 func (p *Prompt) RewardInput(tr *rollout.Trajectory) reward.Input {
 	return reward.Input{
-		Response: tr.Response, GroundTruth: p.GroundTruth, DataSource: p.DataSource, Extra: p.Extra,
+		Prompt: p.TaskText(), Response: tr.Response, GroundTruth: p.GroundTruth, DataSource: p.DataSource, Extra: p.Extra,
 		Turns: len(tr.Turns), ToolCalls: len(tr.ToolCalls), ToolRewards: tr.ToolRewards(),
 		ResponseTokens: tr.SampledTokens(), ToolTokens: tr.ResultTokens(),
 	}
+}
+
+// TaskText is the task as text, reward.Input.Prompt: Task when set, else
+// Text, else the contents of the Messages, one after another separated by
+// blank lines; "" for a prompt given as Tokens alone (RenderPrompts keeps
+// the text in Task, so that a judge still sees the task; the trainer has
+// no tokenizer to decode ids with).
+func (p *Prompt) TaskText() string {
+	switch {
+	case p.Task != "":
+		return p.Task
+	case p.Text != "":
+		return p.Text
+	}
+	parts := make([]string, 0, len(p.Messages))
+	for _, m := range p.Messages {
+		if m.Content != "" {
+			parts = append(parts, m.Content)
+		}
+	}
+	return strings.Join(parts, "\n\n")
 }
 
 // request is the rollout request of n samples of p with params.
@@ -111,6 +140,13 @@ type PromptOptions struct {
 	// data.filter_overlong_prompts does with data.max_prompt_length; 0
 	// keeps them all.
 	MaxTokens int
+	// ContextTokens, when > 0, is the model's context (config.json's
+	// max_position_embeddings, a server's max_model_len), and
+	// ResponseTokens the response budget (rollout.Config.MaxResponseTokens):
+	// prompts longer than ContextTokens − ResponseTokens are left out
+	// too, so that each response can have its whole budget. A
+	// ResponseTokens that leaves no room for a prompt is an error.
+	ContextTokens, ResponseTokens int
 
 	// The fields below are read by LoadPrompts only.
 
@@ -127,10 +163,28 @@ type PromptOptions struct {
 }
 
 func (o PromptOptions) check() error {
-	if o.MaxTokens < 0 || o.Limit < 0 {
-		return fmt.Errorf("agentrl: PromptOptions: MaxTokens %d and Limit %d must not be negative", o.MaxTokens, o.Limit)
+	switch {
+	case o.MaxTokens < 0 || o.Limit < 0 || o.ContextTokens < 0 || o.ResponseTokens < 0:
+		return fmt.Errorf("agentrl: PromptOptions: MaxTokens %d, Limit %d, ContextTokens %d and ResponseTokens %d must not be negative",
+			o.MaxTokens, o.Limit, o.ContextTokens, o.ResponseTokens)
+	case o.ContextTokens > 0 && o.ResponseTokens >= o.ContextTokens:
+		return fmt.Errorf("agentrl: PromptOptions: the response budget of %d tokens leaves no room for a prompt in the model's context of %d tokens", o.ResponseTokens, o.ContextTokens)
 	}
 	return nil
+}
+
+// MaxPromptTokens is the longest prompt kept, in tokens: MaxTokens, or
+// ContextTokens − ResponseTokens where that is less; 0 when neither
+// bounds it.
+func (o PromptOptions) MaxPromptTokens() int {
+	limit := o.MaxTokens
+	if o.ContextTokens > 0 {
+		fit := o.ContextTokens - o.ResponseTokens
+		if limit == 0 || fit < limit {
+			limit = fit
+		}
+	}
+	return limit
 }
 
 // RenderPrompts turns prompts into token ids once, so that the trainer and
@@ -138,9 +192,10 @@ func (o PromptOptions) check() error {
 // rendered with tok's chat template, the schemas of its tools (Prompt.Tools,
 // or tools when that is nil) and the generation prompt, then encoded; one
 // given as Text (a template already applied) is encoded; Tokens are kept
-// as they are. Prompts over opts.MaxTokens tokens are left out; the
-// rendered prompts come back in order, with Messages and Text cleared,
-// together with the number left out. prompts itself is not modified.
+// as they are. Prompts over opts.MaxPromptTokens() tokens are left out;
+// the rendered prompts come back in order, with Messages and Text
+// cleared (their text kept in Task), together with the number left out.
+// prompts itself is not modified.
 func RenderPrompts(ctx context.Context, prompts []Prompt, tok ChatTokenizer, tools []tool.Tool, opts PromptOptions) ([]Prompt, int, error) {
 	if tok == nil {
 		return nil, 0, errors.New("agentrl: RenderPrompts: nil tokenizer")
@@ -172,8 +227,9 @@ func RenderPrompts(ctx context.Context, prompts []Prompt, tok ChatTokenizer, too
 		return nil, 0, err
 	}
 	kept := out[:0]
+	limit := opts.MaxPromptTokens()
 	for _, p := range out {
-		if opts.MaxTokens == 0 || len(p.Tokens) <= opts.MaxTokens {
+		if limit == 0 || len(p.Tokens) <= limit {
 			kept = append(kept, p)
 		}
 	}
@@ -190,6 +246,9 @@ func renderPrompt(p *Prompt, tok ChatTokenizer, defaults []json.RawMessage, chat
 	}
 	if forms != 1 {
 		return fmt.Errorf("set exactly one of Tokens, Text and Messages (%d set)", forms)
+	}
+	if len(p.Tokens) == 0 && p.Task == "" {
+		p.Task = p.TaskText()
 	}
 	switch {
 	case p.Text != "":
@@ -234,7 +293,7 @@ func toolSchemas(tools []tool.Tool) ([]json.RawMessage, error) {
 // order, see dataset.Load) into Prompts (PromptsFromExamples) and renders
 // them with RenderPrompts: the ids of each chat under tok's template with
 // the tools' schemas and the generation prompt. It returns the prompts
-// kept and the number left out for being over opts.MaxTokens.
+// kept and the number left out for being over opts.MaxPromptTokens().
 func LoadPrompts(ctx context.Context, files []string, tok ChatTokenizer, tools []tool.Tool, opts PromptOptions) ([]Prompt, int, error) {
 	if len(files) == 0 {
 		return nil, 0, errors.New("agentrl: LoadPrompts: no data files")

@@ -136,6 +136,33 @@ func TestRenderPromptsForms(t *testing.T) {
 	assert.Equal(t, []int{1, 2, 3}, got[2].Tokens)
 	assert.Equal(t, tok.Encode(basic.Expected), got[3].Tokens)
 	assert.Equal(t, basicTools, got[3].Tools, "the prompt keeps its tools for the engine")
+	// The task's text stays for rewards that read it (a judge).
+	assert.Equal(t, single.Messages[0].Content, got[0].Task)
+	assert.Equal(t, single.Expected, got[1].Task, "a text prompt's task is the text")
+	assert.Empty(t, got[2].Task, "token ids carry no text")
+	assert.Equal(t, got[0].Task, got[0].RewardInput(&rollout.Trajectory{}).Prompt)
+}
+
+// TestTaskText: reward.Input.Prompt is the prompt's Task, else its Text,
+// else its messages' contents separated by blank lines; ids alone give
+// none.
+func TestTaskText(t *testing.T) {
+	msgs := []rollout.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: ""}, {Role: "user", Content: "What is 2+2?"}}
+	for _, tc := range []struct {
+		name string
+		p    agentrl.Prompt
+		want string
+	}{
+		{"task first", agentrl.Prompt{Task: "the task", Text: "t", Messages: msgs}, "the task"},
+		{"text", agentrl.Prompt{Text: "1+1="}, "1+1="},
+		{"messages", agentrl.Prompt{Messages: msgs}, "Be brief.\n\nWhat is 2+2?"},
+		{"tokens alone", agentrl.Prompt{Tokens: []int{1, 2}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, tc.p.TaskText())
+			assert.Equal(t, tc.want, tc.p.RewardInput(&rollout.Trajectory{}).Prompt)
+		})
+	}
 }
 
 // TestRenderPromptsMaxTokens: prompts over MaxTokens are left out and
@@ -150,18 +177,23 @@ func TestRenderPromptsMaxTokens(t *testing.T) {
 		{ID: "b", Tokens: make([]int, n)},
 	}
 	cases := []struct {
-		name    string
-		max     int
-		ids     []string
-		dropped int
+		name                    string
+		max, context, responses int
+		ids                     []string
+		dropped                 int
 	}{
-		{"no bound", 0, []string{"a", "long", "b"}, 0},
-		{"at the length", n, []string{"a", "b"}, 1}, // n tokens fit in n
-		{"one below", n - 1, nil, 3},
+		{"no bound", 0, 0, 0, []string{"a", "long", "b"}, 0},
+		{"at the length", n, 0, 0, []string{"a", "b"}, 1}, // n tokens fit in n
+		{"one below", n - 1, 0, 0, nil, 3},
+		// A context of n+10 with 10 tokens of response budget holds n.
+		{"context minus the budget", 0, n + 10, 10, []string{"a", "b"}, 1},
+		{"context without a budget", 0, n + 1, 0, []string{"a", "long", "b"}, 0},
+		{"the smaller of the two", n + 5, n + 10, 11, nil, 3},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, dropped, err := agentrl.RenderPrompts(context.Background(), prompts, tok, nil, agentrl.PromptOptions{MaxTokens: tc.max})
+			opts := agentrl.PromptOptions{MaxTokens: tc.max, ContextTokens: tc.context, ResponseTokens: tc.responses}
+			got, dropped, err := agentrl.RenderPrompts(context.Background(), prompts, tok, nil, opts)
 			require.NoError(t, err)
 			var ids []string
 			for _, p := range got {
@@ -194,6 +226,9 @@ func TestRenderPromptsErrors(t *testing.T) {
 			"prompt 1 (y): set exactly one of Tokens, Text and Messages (0 set)"},
 		{"nil tool", context.Background(), []agentrl.Prompt{{Messages: msgs}}, tok, []tool.Tool{nil}, agentrl.PromptOptions{}, "tool 0 is nil"},
 		{"negative MaxTokens", context.Background(), []agentrl.Prompt{{Messages: msgs}}, tok, nil, agentrl.PromptOptions{MaxTokens: -1}, "must not be negative"},
+		{"negative ContextTokens", context.Background(), []agentrl.Prompt{{Messages: msgs}}, tok, nil, agentrl.PromptOptions{ContextTokens: -1}, "must not be negative"},
+		{"budget fills the context", context.Background(), []agentrl.Prompt{{Messages: msgs}}, tok, nil, agentrl.PromptOptions{ContextTokens: 256, ResponseTokens: 256},
+			"the response budget of 256 tokens leaves no room for a prompt in the model's context of 256 tokens"},
 		{"cancelled", cancelled, []agentrl.Prompt{{Messages: msgs}}, tok, nil, agentrl.PromptOptions{}, "context canceled"},
 	}
 	for _, c := range cases {

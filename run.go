@@ -329,19 +329,38 @@ type ValidationConfig struct {
 	Seed     uint64
 	// Eval configures the metrics (eval.Config's zero value is verl's).
 	Eval eval.Config
+	// OnResult, when set, is called by Validator with the step and the
+	// result of each validation, before its row is returned: a program
+	// prints it.
+	OnResult func(step int, res eval.Result)
 }
 
 // Validate rolls out N samples of every validation prompt with the
 // trainer's engine, scores them with its reward (without the overlong
-// shaping, as verl's validation does) and returns verl's validation
-// metrics (eval.Evaluate: mean@n, pass@k, maj@k, best@k per data
-// source) with the tool calls per answer as an extra variable.
+// shaping, as verl's validation does; a group reward scores the N
+// samples of a prompt together) and returns verl's validation metrics
+// (eval.Evaluate: mean@n, pass@k, maj@k, best@k per data source) with
+// the tool calls per answer as an extra variable. Prompts are checked
+// before any rollout as the training prompts are: without
+// TrainerParts.GroundTruthOptional each needs a GroundTruth, and a
+// prompt (given as Tokens) that leaves less than the response budget in
+// the model's context is an error: its responses would be cut short and
+// scored as wrong (PromptOptions.ContextTokens leaves them out when the
+// prompts are loaded).
 func (t *Trainer) Validate(ctx context.Context, vc ValidationConfig) (eval.Result, error) {
 	if len(vc.Prompts) == 0 {
 		return eval.Result{}, fmt.Errorf("%w: ValidationConfig.Prompts is empty", ErrTrainerConfig)
 	}
 	if vc.N < 0 {
 		return eval.Result{}, fmt.Errorf("%w: ValidationConfig.N = %d, want ≥ 0", ErrTrainerConfig, vc.N)
+	}
+	if err := checkPrompts(vc.Prompts, "ValidationConfig.Prompts", t.parts.GroundTruthOptional); err != nil {
+		return eval.Result{}, err
+	}
+	if fit, err := fitPrompts(vc.Prompts, contextLength(t.parts), responseBudget(t.parts)); err != nil {
+		return eval.Result{}, err
+	} else if fit.leftOut > 0 {
+		return eval.Result{}, fmt.Errorf("%w: %d of %d ValidationConfig.Prompts are %s", ErrTrainer, fit.leftOut, len(vc.Prompts), fit.reason)
 	}
 	// A validation before the first step validates rank 0's weights too.
 	if err := t.job.join(ctx, t.opt, t.fingerprint()); err != nil {
@@ -379,10 +398,12 @@ func (t *Trainer) validationRecords(ctx context.Context, vc ValidationConfig, re
 		return nil, err
 	}
 	inputs := make([]reward.Input, len(trajs))
+	groups := make([]string, len(trajs))
 	for i := range trajs {
 		inputs[i] = vc.Prompts[lo+trajs[i].Request].RewardInput(&trajs[i])
+		groups[i] = strconv.Itoa(trajs[i].Request)
 	}
-	outs, err := reward.Batch(ctx, t.parts.Reward, inputs, t.cfg.Reward)
+	outs, err := scoreBatch(ctx, t.parts.Reward, t.parts.GroupReward, inputs, groups, t.cfg.Reward)
 	if err != nil {
 		return nil, err
 	}
@@ -398,14 +419,25 @@ func (t *Trainer) validationRecords(ctx context.Context, vc ValidationConfig, re
 }
 
 // Validator returns a ValidateFunc running Validate with vc, for
-// RunConfig.Validate.
+// RunConfig.Validate: its row is the result's metrics (eval.Result.Map)
+// and those of TrainerParts.RewardMetrics, under "val-aux/". It calls
+// vc.OnResult with each result.
 func (t *Trainer) Validator(vc ValidationConfig) ValidateFunc {
-	return func(ctx context.Context, _ int) (map[string]float64, error) {
+	return func(ctx context.Context, step int) (map[string]float64, error) {
 		res, err := t.Validate(ctx, vc)
 		if err != nil {
 			return nil, err
 		}
-		return res.Map(), nil
+		if vc.OnResult != nil {
+			vc.OnResult(step, res)
+		}
+		row := res.Map()
+		if t.parts.RewardMetrics != nil {
+			for k, v := range t.parts.RewardMetrics() {
+				row["val-aux/"+k] = v
+			}
+		}
+		return row, nil
 	}
 }
 

@@ -286,7 +286,7 @@ func TestValidate(t *testing.T) {
 	tr, err := agentrl.NewTrainer(banditConfig(), agentrl.TrainerParts{Policy: newTabular(banditAlphabet), Engine: eng, Reward: banditReward, Prompts: banditPrompts(4)})
 	require.NoError(t, err)
 	vc := agentrl.ValidationConfig{Prompts: []agentrl.Prompt{
-		{ID: "x", Tokens: []int{tokA}, DataSource: "s"}, {ID: "y", Tokens: []int{tokA}, DataSource: "s"},
+		{ID: "x", Tokens: []int{tokA}, DataSource: "s", GroundTruth: "c"}, {ID: "y", Tokens: []int{tokA}, DataSource: "s", GroundTruth: "c"},
 	}, N: 3, Seed: 1}
 	res, err := tr.Validate(ctx, vc)
 	require.NoError(t, err)

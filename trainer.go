@@ -31,9 +31,15 @@ var ErrTrainer = errors.New("agentrl: trainer")
 // (trainStep lists the stages of one step). A Trainer is not safe for
 // concurrent use.
 type Trainer struct {
-	cfg        TrainerConfig
-	parts      TrainerParts
-	reward     reward.Func
+	cfg   TrainerConfig
+	parts TrainerParts // Prompts: those kept (fitPrompts)
+	// reward or groupReward scores the rollouts, with the overlong
+	// shaping of TrainerConfig.Overlong.
+	reward      reward.Func
+	groupReward reward.GroupFunc
+	// leftOut counts the prompts left out for the context.
+	leftOut    int
+	notes      notes
 	sampler    *dataset.Sampler
 	opt        policy.Optimizer
 	computer   *loss.Computer
@@ -71,35 +77,31 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 		return nil, fmt.Errorf("%w: TrainerParts.Engine is nil", ErrTrainer)
 	case parts.Engine != nil && parts.Source != nil:
 		return nil, fmt.Errorf("%w: TrainerParts.Engine and TrainerParts.Source are both set; set one", ErrTrainer)
-	case parts.Reward == nil && parts.Source == nil:
-		return nil, fmt.Errorf("%w: TrainerParts.Reward is nil", ErrTrainer)
+	case parts.Reward != nil && parts.GroupReward != nil:
+		return nil, fmt.Errorf("%w: TrainerParts.Reward and GroupReward are both set: set one", ErrTrainer)
+	case parts.Reward == nil && parts.GroupReward == nil && parts.Source == nil:
+		return nil, fmt.Errorf("%w: TrainerParts.Reward and GroupReward are nil: set one", ErrTrainer)
 	case len(parts.Prompts) == 0:
 		return nil, fmt.Errorf("%w: TrainerParts.Prompts is empty", ErrTrainer)
 	case cfg.Loss.KLCoef > 0 && parts.Reference == nil:
 		return nil, fmt.Errorf("%w: TrainerConfig.Loss.KLCoef is %v but TrainerParts.Reference is nil", ErrTrainer, cfg.Loss.KLCoef)
-	case len(parts.Prompts) < cfg.PromptsPerStep:
-		return nil, fmt.Errorf("%w: %d prompts, fewer than TrainerConfig.PromptsPerStep %d", ErrTrainer, len(parts.Prompts), cfg.PromptsPerStep)
 	case cfg.MaxStaleness > 0 && parts.Sync == nil:
 		return nil, fmt.Errorf("%w: TrainerConfig.MaxStaleness is %d but TrainerParts.Sync is nil: rollouts ahead of training need samplers with weights of their own (an inference fleet)", ErrTrainer, cfg.MaxStaleness)
 	}
 	if _, ok := parts.Policy.(lm.Saver); parts.Sync != nil && !ok {
 		return nil, fmt.Errorf("%w: TrainerParts.Sync is set but the Policy (%T) cannot Save its weights (lm.Saver)", ErrTrainer, parts.Policy)
 	}
-	for i, p := range parts.Prompts {
-		forms := 0
-		if p.Tokens != nil {
-			forms++
-		}
-		if p.Text != "" {
-			forms++
-		}
-		if p.Messages != nil {
-			forms++
-		}
-		if forms != 1 {
-			return nil, fmt.Errorf("%w: TrainerParts.Prompts[%d] (%q) has %d prompt forms; want exactly one of Tokens, Text, Messages", ErrTrainer, i, p.ID, forms)
-		}
+	if err := checkPrompts(parts.Prompts, "TrainerParts.Prompts", parts.GroundTruthOptional || parts.Source != nil); err != nil {
+		return nil, err
 	}
+	fit, err := fitPrompts(parts.Prompts, contextLength(parts), responseBudget(parts))
+	if err != nil {
+		return nil, err
+	}
+	if len(fit.kept) < cfg.PromptsPerStep {
+		return nil, fmt.Errorf("%w: %d prompts%s, fewer than TrainerConfig.PromptsPerStep %d", ErrTrainer, len(fit.kept), fit.leftOutNote(), cfg.PromptsPerStep)
+	}
+	parts.Prompts = fit.kept
 	j, err := newJob(parts.DataParallel, "TrainerParts.DataParallel")
 	if err != nil {
 		return nil, err
@@ -107,22 +109,9 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	if err := cfg.checkDataParallel(j.size()); err != nil {
 		return nil, err
 	}
-	rf := parts.Reward
-	if cfg.Overlong != nil {
-		budget := 0
-		if parts.Engine != nil {
-			budget = parts.Engine.MaxResponseTokens()
-		}
-		oc, err := cfg.overlong(budget)
-		if err != nil {
-			return nil, fmt.Errorf("%w: TrainerConfig.Overlong: %w", ErrTrainerConfig, err)
-		}
-		if rf == nil {
-			return nil, fmt.Errorf("%w: TrainerConfig.Overlong needs TrainerParts.Reward (posted rewards are used as posted)", ErrTrainer)
-		}
-		if rf, err = reward.WithOverlong(rf, oc); err != nil {
-			return nil, err
-		}
+	rf, gf, err := shapedRewards(cfg, parts)
+	if err != nil {
+		return nil, err
 	}
 	sampler, err := dataset.NewSampler(len(parts.Prompts), dataset.SamplerConfig{
 		BatchSize: cfg.PromptsPerStep, Seed: cfg.Seed, Shuffle: true, DropLast: true,
@@ -138,11 +127,43 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Trainer{
-		cfg: cfg, parts: parts, reward: rf, sampler: sampler, opt: opt,
+	t := &Trainer{
+		cfg: cfg, parts: parts, reward: rf, groupReward: gf, leftOut: fit.leftOut, sampler: sampler, opt: opt,
 		computer: loss.NewComputer(parts.Losses), estimators: parts.Estimators,
 		samplerState: sampler.State(), published: -1, job: j,
-	}, nil
+	}
+	t.notes = notes{w: parts.Notes, said: map[string]bool{}, leader: j.leader()}
+	if fit.leftOut > 0 {
+		t.notes.say("context", "agentrl: %d of %d prompts left out: %s", fit.leftOut, fit.leftOut+len(fit.kept), fit.reason)
+	}
+	if est, ok := cfg.greedyGroups(); ok {
+		t.notes.say("greedy", "agentrl: TrainerConfig.Sampling.Temperature is %v, greedy: the %d samples of a prompt are one response repeated, so the group-relative advantages of %q are all 0 and nothing is learned; sample at a temperature (verl's rollout default is 1.0)",
+			cfg.Sampling.Temperature, cfg.SamplesPerPrompt, est)
+	}
+	return t, nil
+}
+
+// shapedRewards returns the trainer's reward: parts.Reward or
+// parts.GroupReward, with TrainerConfig.Overlong's penalty measured
+// against the engine's response budget.
+func shapedRewards(cfg TrainerConfig, parts TrainerParts) (reward.Func, reward.GroupFunc, error) {
+	rf, gf := parts.Reward, parts.GroupReward
+	if cfg.Overlong == nil {
+		return rf, gf, nil
+	}
+	oc, err := cfg.overlong(responseBudget(parts))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: TrainerConfig.Overlong: %w", ErrTrainerConfig, err)
+	}
+	switch {
+	case gf != nil:
+		gf, err = reward.ShapeGroup(gf, func(f reward.Func) (reward.Func, error) { return reward.WithOverlong(f, oc) })
+	case rf != nil:
+		rf, err = reward.WithOverlong(rf, oc)
+	default:
+		return nil, nil, fmt.Errorf("%w: TrainerConfig.Overlong needs TrainerParts.Reward or GroupReward (posted rewards are used as posted)", ErrTrainer)
+	}
+	return rf, gf, err
 }
 
 // Config returns the trainer's configuration.
@@ -194,7 +215,7 @@ func (t *Trainer) Step(ctx context.Context) (StepMetrics, error) {
 // they agree and take rank 0's weights. On error, see Step.
 func (t *Trainer) trainStep(ctx context.Context) (StepMetrics, error) {
 	start := time.Now()
-	m := StepMetrics{Step: t.stepsDone + 1, PolicyVersion: t.stepsDone, WorldSize: t.job.size()}
+	m := StepMetrics{Step: t.stepsDone + 1, PolicyVersion: t.stepsDone, WorldSize: t.job.size(), PromptsLeftOut: t.leftOut}
 	if err := t.job.join(ctx, t.opt, t.fingerprint()); err != nil {
 		return m, fmt.Errorf("agentrl: step %d: data parallel: %w", m.Step, err)
 	}
@@ -203,7 +224,7 @@ func (t *Trainer) trainStep(ctx context.Context) (StepMetrics, error) {
 		return m, err
 	}
 	trainStart := time.Now()
-	if err := t.advantages(batch); err != nil {
+	if err := t.advantages(batch, &m); err != nil {
 		return m, err
 	}
 	if err := t.oldAndRefLogProbs(ctx, batch); err != nil {
@@ -223,7 +244,17 @@ func (t *Trainer) trainStep(ctx context.Context) (StepMetrics, error) {
 	if err := t.job.stepMetrics(ctx, &m, batch); err != nil {
 		return m, fmt.Errorf("agentrl: step %d: reducing the metrics: %w", m.Step, err)
 	}
+	t.noteIfNothingLearned(m)
 	return m, nil
+}
+
+// noteIfNothingLearned says on TrainerParts.Notes, once per Trainer,
+// that a step's advantages were all 0: its policy gradient was 0.
+func (t *Trainer) noteIfNothingLearned(m StepMetrics) {
+	if m.advTokens > 0 && m.AdvantageMax == 0 && m.AdvantageMin == 0 {
+		t.notes.say("zero advantages", "agentrl: step %d: every advantage is 0 (the rewards of every group were equal: mean %.4g, std %.4g), so the policy gradient is 0 and the step learned nothing; check that the reward can tell the responses apart (does it need Prompt.GroundTruth?) and that the samples differ (Sampling.Temperature)",
+			m.Step, m.RewardMean, m.RewardStd)
+	}
 }
 
 // sample is one trajectory of a step with what the trainer learns about it.
@@ -257,8 +288,8 @@ func (s *sample) turns() []advantage.Turn {
 // the prompt sampler's position after it. The batch is made now
 // (collect), or with MaxStaleness ≥ 1 taken from the rollouts running
 // ahead of training (nextBatch); its metrics are recorded (generation
-// batches, times, rewards, lengths, tool calls) and its staleness
-// checked. A run's first step, and the first after a resume, first make
+// batches, times, rewards, lengths, tool calls, and the reward's own,
+// TrainerParts.RewardMetrics) and its staleness checked. A run's first step, and the first after a resume, first make
 // sure the samplers hold the policy being trained.
 func (t *Trainer) rollout(ctx context.Context, m *StepMetrics) ([]*sample, dataset.SamplerState, error) {
 	if t.parts.Sync != nil && t.published != t.stepsDone {
@@ -276,6 +307,9 @@ func (t *Trainer) rollout(ctx context.Context, m *StepMetrics) ([]*sample, datas
 	m.RolloutSeconds = p.end.Sub(p.start).Seconds()
 	m.OverlapSeconds = t.overlap(p.start, p.end)
 	m.observeBatch(p.batch, t.cfg)
+	if t.parts.RewardMetrics != nil {
+		m.RewardMetrics = t.parts.RewardMetrics() // a judge's requests, tokens, latency
+	}
 	if m.RolloutSeconds > 0 {
 		m.RolloutTokensPerSec = float64(m.generatedTokens) / m.RolloutSeconds
 	}
@@ -425,25 +459,28 @@ func (t *Trainer) runRollout(ctx context.Context, reqs []rollout.Request) ([]rol
 }
 
 // score sets each sample's reward: the one its episode posted
-// (TrainerParts.Source), else TrainerParts.Reward's, with the overlong
+// (TrainerParts.Source), else TrainerParts.Reward's (or GroupReward's,
+// group by group), with the overlong
 // shaping of TrainerConfig.Overlong, in parallel within
 // TrainerConfig.Reward's bounds; a score that is not finite is an error.
 func (t *Trainer) score(ctx context.Context, stepsDone int, samples []*sample) error {
 	var inputs []reward.Input
+	var groups []string
 	var at []int // the samples scored by the reward function
 	for i, s := range samples {
 		if s.posted == nil {
 			inputs = append(inputs, s.prompt.RewardInput(&s.traj))
+			groups = append(groups, s.group)
 			at = append(at, i)
 		}
 	}
-	if len(at) > 0 && t.reward == nil {
+	if len(at) > 0 && t.reward == nil && t.groupReward == nil {
 		return fmt.Errorf("%w: step %d: trajectory %d (prompt %q) has no posted reward and TrainerParts.Reward is nil", ErrTrainer, stepsDone+1, at[0], samples[at[0]].prompt.ID)
 	}
 	var outs []reward.Output
 	if len(at) > 0 {
 		var err error
-		if outs, err = reward.Batch(ctx, t.reward, inputs, t.cfg.Reward); err != nil {
+		if outs, err = scoreBatch(ctx, t.reward, t.groupReward, inputs, groups, t.cfg.Reward); err != nil {
 			return fmt.Errorf("agentrl: step %d: reward: %w", stepsDone+1, err)
 		}
 	}
@@ -459,6 +496,15 @@ func (t *Trainer) score(ctx context.Context, stepsDone int, samples []*sample) e
 		}
 	}
 	return nil
+}
+
+// scoreBatch scores inputs with rf, or with gf group by group (groups[i]
+// is the group of inputs[i]).
+func scoreBatch(ctx context.Context, rf reward.Func, gf reward.GroupFunc, inputs []reward.Input, groups []string, opts reward.BatchOptions) ([]reward.Output, error) {
+	if gf != nil {
+		return reward.BatchGroups(ctx, gf, inputs, groups, opts)
+	}
+	return reward.Batch(ctx, rf, inputs, opts)
 }
 
 // requestSeed derives the seed of one request from the run's seed, the
@@ -491,7 +537,8 @@ func rolloutError(err error) error {
 // trajectory's outcome; the environment's per-turn rewards and the turns'
 // spans and states go in as advantage.Input.Turns, which every estimator
 // counts and the turn-level ones (turn_grpo, gigpo) assign turn by turn.
-func (t *Trainer) advantages(batch []*sample) error {
+// It records the advantages' statistics.
+func (t *Trainer) advantages(batch []*sample, m *StepMetrics) error {
 	in := advantage.Input{
 		Scores: make([]float64, len(batch)),
 		Groups: make([]string, len(batch)),
@@ -511,6 +558,7 @@ func (t *Trainer) advantages(batch []*sample) error {
 	for i, s := range batch {
 		s.adv = out.Advantages[i]
 	}
+	m.observeAdvantages(batch)
 	return nil
 }
 

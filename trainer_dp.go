@@ -127,8 +127,18 @@ func (j *ranks) stepMetrics(ctx context.Context, m *StepMetrics, batch []*sample
 		return err
 	}
 	wait, allreduce, bytes := j.takeCounters()
+	// A rank without advantage tokens has no maximum or minimum.
+	amax, amin := m.AdvantageMax, m.AdvantageMin
+	if m.advTokens == 0 {
+		amax, amin = -math.MaxFloat64, math.MaxFloat64
+	}
+	adv := []float64{m.AdvantageMean * float64(m.advTokens), float64(m.advTokens)}
 	maxes := []float64{m.ResponseLenMax, float64(m.GenBatches), m.RolloutSeconds, m.TrainSeconds, m.StepSeconds, m.WallSeconds,
-		m.SyncSeconds, m.OverlapSeconds, float64(m.StalenessMax), allreduce, float64(len(keys)), -float64(len(keys)), wait}
+		m.SyncSeconds, m.OverlapSeconds, float64(m.StalenessMax), allreduce, float64(len(keys)), -float64(len(keys)), wait,
+		amax, -amin}
+	if err := j.reduce(ctx, adv, dist.Sum); err != nil {
+		return err
+	}
 	if err := j.reduce(ctx, sums, dist.Sum); err != nil {
 		return err
 	}
@@ -170,6 +180,10 @@ func (j *ranks) stepMetrics(ctx context.Context, m *StepMetrics, batch []*sample
 	m.RolloutSeconds, m.TrainSeconds, m.StepSeconds, m.WallSeconds = maxes[2], maxes[3], maxes[4], maxes[5]
 	m.SyncSeconds, m.OverlapSeconds, m.StalenessMax = maxes[6], maxes[7], int(maxes[8])
 	m.AllReduceSeconds, m.AllReduceBytes, m.AllReduceWaitSeconds = maxes[9], bytes, maxes[12]
+	m.advTokens, m.AdvantageMean, m.AdvantageMax, m.AdvantageMin = int(adv[1]), 0, 0, 0
+	if m.advTokens > 0 {
+		m.AdvantageMean, m.AdvantageMax, m.AdvantageMin = adv[0]/adv[1], maxes[13], -maxes[14]
+	}
 	m.RolloutTokensPerSec, m.TrainTokensPerSec = 0, 0
 	if m.RolloutSeconds > 0 {
 		m.RolloutTokensPerSec = float64(m.generatedTokens) / m.RolloutSeconds

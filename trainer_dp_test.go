@@ -201,6 +201,9 @@ func TestDataParallelMatchesOneProcess(t *testing.T) {
 				assert.InDelta(t, w.RewardStd, g0.RewardStd, 1e-12)
 				assert.InDelta(t, w.Acc, g0.Acc, 1e-12)
 				assert.InDelta(t, w.ResponseLenMean, g0.ResponseLenMean, 1e-12)
+				assert.InDelta(t, w.AdvantageMean, g0.AdvantageMean, 1e-9, "step %d: the job's advantages are one process's", s+1)
+				assert.Equal(t, w.AdvantageMax, g0.AdvantageMax)
+				assert.Equal(t, w.AdvantageMin, g0.AdvantageMin)
 				assert.InDelta(t, w.GradNorm, g0.GradNorm, 1e-5*w.GradNorm)
 				assert.InDelta(t, w.Loss, g0.Loss, 1e-6)
 				assert.Equal(t, 2, g0.WorldSize)
@@ -468,7 +471,7 @@ func TestDataParallelValidate(t *testing.T) {
 	ctx := context.Background()
 	vc := agentrl.ValidationConfig{N: 3, Seed: 1}
 	for range 5 {
-		vc.Prompts = append(vc.Prompts, agentrl.Prompt{ID: "v", Tokens: []int{tokA}, DataSource: "s"})
+		vc.Prompts = append(vc.Prompts, agentrl.Prompt{ID: "v", Tokens: []int{tokA}, DataSource: "s", GroundTruth: "c"})
 	}
 	cfg := dpConfig(0, 0)
 	cfg.PromptsPerStep = 6 // a multiple of 3 ranks

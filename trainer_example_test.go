@@ -42,7 +42,7 @@ func ExampleTrainer() {
 		}
 		return reward.Output{Score: score, Acc: ok, Pred: in.Response}, nil
 	}
-	prompts := []agentrl.Prompt{{ID: "q1", Text: "a"}, {ID: "q2", Text: "a"}}
+	prompts := []agentrl.Prompt{{ID: "q1", Text: "a", GroundTruth: "c"}, {ID: "q2", Text: "a", GroundTruth: "c"}}
 
 	cfg := agentrl.GRPOTCR()
 	cfg.PromptsPerStep, cfg.SamplesPerPrompt = 2, 8
@@ -63,7 +63,7 @@ func ExampleTrainer() {
 	defer os.RemoveAll(root)
 	// Validation on held-out prompts: 16 samples each, avg@16 = mean@16
 	// of the accuracy, before training and after the last step.
-	val := agentrl.ValidationConfig{Prompts: []agentrl.Prompt{{ID: "v", Text: "a", DataSource: "bandit"}}, N: 16,
+	val := agentrl.ValidationConfig{Prompts: []agentrl.Prompt{{ID: "v", Text: "a", DataSource: "bandit", GroundTruth: "c"}}, N: 16,
 		Sampling: lm.SampleParams{Temperature: 1, MaxNewTokens: 1}}
 	var acc []float64
 	err = tr.Run(ctx, agentrl.RunConfig{
@@ -157,7 +157,7 @@ func ExampleTrainerParts_losses() {
 
 	tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{
 		Policy: model, Engine: engine, Reward: rf,
-		Prompts: []agentrl.Prompt{{ID: "q1", Text: "a"}, {ID: "q2", Text: "a"}},
+		Prompts: []agentrl.Prompt{{ID: "q1", Text: "a", GroundTruth: "c"}, {ID: "q2", Text: "a", GroundTruth: "c"}},
 		Losses:  losses,
 	})
 	if err != nil {

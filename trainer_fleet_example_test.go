@@ -55,7 +55,7 @@ func ExampleTrainer_fleet() {
 	cfg.Overlong = nil
 	cfg.MaxStaleness, cfg.SyncEvery = 1, 1 // sample one step ahead; publish after every step
 	tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{
-		Policy: model, Engine: engine, Reward: containsA, Sync: f,
+		Policy: model, Engine: engine, Reward: containsA, Sync: f, GroundTruthOptional: true,
 		Prompts: []agentrl.Prompt{{ID: "q1", Text: "say a"}, {ID: "q2", Text: "say a"}},
 	})
 	if err != nil {

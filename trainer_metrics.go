@@ -45,6 +45,18 @@ type StepMetrics struct {
 	// than 1 only with dynamic sampling) and KeptGroups the groups trained
 	// on.
 	GenBatches, KeptGroups int
+	// AdvantageMean, AdvantageMax and AdvantageMin summarise the
+	// advantages of the trained (mask-1) response tokens, as verl's
+	// critic/advantages/* do: all three 0 means that the step learned
+	// nothing from its rewards.
+	AdvantageMean, AdvantageMax, AdvantageMin float64
+	// PromptsLeftOut is the number of training prompts the trainer left
+	// out because the model's context could not hold them with a whole
+	// response budget (TrainerParts.ContextLength).
+	PromptsLeftOut int
+	// RewardMetrics are those of TrainerParts.RewardMetrics (a judge's
+	// requests, tokens, latency), taken after the step's rewards.
+	RewardMetrics map[string]float64
 
 	// Loss, Entropy, PGClipFrac, PGClipFracLower, PPOKL and KL are the
 	// means over micro-batches of loss.Result.Metrics' "loss", "entropy",
@@ -115,6 +127,7 @@ type StepMetrics struct {
 
 	generatedTokens int
 	trainedTokens   int
+	advTokens       int // mask-1 response tokens, over which the advantages are summarised
 }
 
 // Map returns the metrics under verl's names, for a MetricsSink.
@@ -133,6 +146,10 @@ func (m StepMetrics) Map() map[string]float64 {
 		"train/num_gen_batches":      float64(m.GenBatches),
 		"train/kept_groups":          float64(m.KeptGroups),
 		"train/trajectories":         float64(m.Trajectories),
+		"critic/advantages/mean":     m.AdvantageMean,
+		"critic/advantages/max":      m.AdvantageMax,
+		"critic/advantages/min":      m.AdvantageMin,
+		"data/prompts_left_out":      float64(m.PromptsLeftOut),
 		"actor/entropy":              m.Entropy,
 		"actor/pg_clipfrac":          m.PGClipFrac,
 		"actor/pg_clipfrac_lower":    m.PGClipFracLower,
@@ -166,6 +183,9 @@ func (m StepMetrics) Map() map[string]float64 {
 	}
 	if v, ok := m.LossMetrics["pg_loss"]; ok {
 		out["actor/pg_loss"] = v
+	}
+	for k, v := range m.RewardMetrics {
+		out[k] = v
 	}
 	for k, v := range rolloutCorrMetrics(m.LossMetrics) {
 		out[k] = v
@@ -233,6 +253,35 @@ func (m *StepMetrics) observeBatch(batch []*sample, cfg TrainerConfig) {
 	m.ToolCallsMean = stat.Mean(calls, nil)
 	m.TurnRewardMean = stat.Mean(turnRewards, nil)
 	m.OverlongFrac = float64(overlong) / n
+}
+
+// observeAdvantages records the mean, maximum and minimum advantage over
+// the batch's mask-1 response tokens (0 for none).
+func (m *StepMetrics) observeAdvantages(batch []*sample) {
+	var sum float64
+	first := true
+	m.advTokens = 0
+	for _, s := range batch {
+		for i, w := range s.respMask() {
+			if w == 0 {
+				continue
+			}
+			a := float64(s.adv[i])
+			sum += a
+			m.advTokens++
+			if first || a > m.AdvantageMax {
+				m.AdvantageMax = a
+			}
+			if first || a < m.AdvantageMin {
+				m.AdvantageMin = a
+			}
+			first = false
+		}
+	}
+	m.AdvantageMean = 0
+	if m.advTokens > 0 {
+		m.AdvantageMean = sum / float64(m.advTokens)
+	}
 }
 
 // metricMean averages metric maps key by key (verl appends each

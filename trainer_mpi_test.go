@@ -176,7 +176,7 @@ func TestDataParallelMPIOverhead(t *testing.T) {
 		for i := range prompts {
 			prompts[i] = agentrl.Prompt{ID: "p", Tokens: []int{'0' + i%10, '+', '1', '='}}
 		}
-		tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{Policy: m, Engine: eng, Reward: banditReward, Prompts: prompts, DataParallel: d})
+		tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{Policy: m, Engine: eng, Reward: banditReward, Prompts: prompts, DataParallel: d, GroundTruthOptional: true})
 		require.NoError(t, err)
 		return tr
 	}

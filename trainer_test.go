@@ -54,10 +54,12 @@ func banditConfig() agentrl.TrainerConfig {
 	return c
 }
 
+// banditPrompts are n prompts "a", whose ground truth is the answer the
+// bandit's reward pays for.
 func banditPrompts(n int) []agentrl.Prompt {
 	ps := make([]agentrl.Prompt, n)
 	for i := range ps {
-		ps[i] = agentrl.Prompt{ID: fmt.Sprint("p", i), Tokens: []int{tokA}}
+		ps[i] = agentrl.Prompt{ID: fmt.Sprint("p", i), Tokens: []int{tokA}, GroundTruth: "c"}
 	}
 	return ps
 }

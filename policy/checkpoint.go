@@ -25,7 +25,10 @@ const GenerationConfigFileName = "generation_config.json"
 // it; a tied checkpoint may carry a redundant lm_head.weight, which is
 // ignored). eos_token_id of generation_config.json, when the file exists,
 // is added to the config's end-of-sequence tokens. Tokenizer files are
-// policy/tokenizer's business.
+// policy/tokenizer's business; a model that samples for a rollout engine
+// or a server needs the tokenizer's decoder, WithDecoder(tok.Decode), or
+// requests with stop strings fail (package hftrain loads the model and
+// its tokenizer together, with the decoder).
 func Load(dir string, opts ...ModelOption) (*Model, error) {
 	cfg, err := ReadConfig(dir)
 	if err != nil {

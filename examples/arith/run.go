@@ -237,11 +237,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return runRemote(ctx, o, tl, spec, stdout, stderr)
 	}
 
-	dir := o.out
-	if dir == "" {
-		dir = filepath.Join("runs", "arith-"+time.Now().UTC().Format("20060102-150405"))
-	}
-	rd, err := lockRunDir(dir)
+	dir, rd, err := runFolder(o.out)
 	if err != nil {
 		return err
 	}
@@ -290,16 +286,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		cfg.NumHiddenLayers, cfg.HiddenSize, cfg.NumParams(), tl.Name(), dir)
 
 	if o.init == "" {
-		// SFT data: generated trajectories with the tool's real output.
-		train := generateProblems(o.seed, o.sftSamples, "sft")
-		sft, err := arith.BuildSFT(ctx, train, tok, spec.ToolSpec, o.noToolFrac, o.seed)
-		if err != nil {
-			return err
-		}
-		if err := runSFT(ctx, o, model, sft, dir, job.DataParallel(), stderr); err != nil {
-			return err
-		}
-		if err := saveModel(model, filepath.Join(dir, "sft-model"), tok); err != nil {
+		if err := sftStage(ctx, o, model, tok, spec, dir, job.DataParallel(), stderr); err != nil {
 			return err
 		}
 	}
@@ -337,39 +324,17 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	// GRPO-TCR with the tool in the loop.
 	rlProblems := generateProblems(o.seed+1, o.prompts*max(o.rlSteps, 1), "rl")
 	prompts := arith.Prompts(rlProblems, spec.ToolSpec)
-	// The same problems as verl prompt sets, for examples/eval and
-	// examples/grpotcr (with model/ or sft-model/ as their -model).
-	heldOutFile, trainFile := filepath.Join(dir, "heldout.jsonl"), filepath.Join(dir, "train.jsonl")
-	if err := dataset.WriteJSONLFile(heldOutFile, arith.VerlExamples(heldOut, "test")); err != nil {
+	heldOutFile, trainFile, err := writeProblemSets(dir, heldOut, rlProblems)
+	if err != nil {
 		return err
 	}
-	if err := dataset.WriteJSONLFile(trainFile, arith.VerlExamples(rlProblems, "train")); err != nil {
-		return err
-	}
-	tcfg := rlConfig(o)
 	log, err := metrics.Open(filepath.Join(dir, "metrics.jsonl"), metrics.Options{})
 	if err != nil {
 		return err
 	}
 	defer log.Close()
-	if tcfg.LoRA != nil {
-		// The adapter's base: the checkpoint RL starts from.
-		tcfg.LoRA.BaseModel = o.init
-		if o.init == "" {
-			tcfg.LoRA.BaseModel = filepath.Join(dir, "sft-model")
-		}
-	}
 	parts := agentrl.TrainerParts{Policy: model, Engine: engine, Reward: rf, Prompts: prompts, Metrics: log, DataParallel: job.DataParallel()}
-	if fl != nil {
-		// The trainer publishes its weights to the servers after every
-		// step and samples up to -fleet-staleness steps ahead.
-		if parts.Engine, err = newEngine(fl, tok, tl, o); err != nil {
-			return err
-		}
-		parts.Sync = fl
-		tcfg.MaxStaleness, tcfg.SyncEvery = o.fleetStaleness, 1
-	}
-	tr, err := agentrl.NewTrainer(tcfg, parts)
+	tr, err := newRLTrainer(o, parts, fl, tok, tl, dir)
 	if err != nil {
 		return err
 	}
@@ -386,7 +351,75 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		}
 	}
 
-	// Outputs: plot, HF model, trainer checkpoint.
+	return writeOutputs(ctx, o, dir, model, tok, tr, tl.Name(), []string{heldOutFile, trainFile}, before, after, time.Since(start), stdout)
+}
+
+// runFolder is the run folder, out or runs/arith-TIME, made and locked
+// for this run (lockRunDir). Release it at the end.
+func runFolder(out string) (string, *setup.RunDir, error) {
+	dir := out
+	if dir == "" {
+		dir = filepath.Join("runs", "arith-"+time.Now().UTC().Format("20060102-150405"))
+	}
+	rd, err := lockRunDir(dir)
+	return dir, rd, err
+}
+
+// sftStage trains the model on generated trajectories with the tool's
+// real output and saves it as dir/sft-model.
+func sftStage(ctx context.Context, o options, model *policy.Model, tok *tokenizer.Bytes, spec toolSpec, dir string, dp agentrl.DataParallel, stderr io.Writer) error {
+	train := generateProblems(o.seed, o.sftSamples, "sft")
+	sft, err := arith.BuildSFT(ctx, train, tok, spec.ToolSpec, o.noToolFrac, o.seed)
+	if err != nil {
+		return err
+	}
+	if err := runSFT(ctx, o, model, sft, dir, dp, stderr); err != nil {
+		return err
+	}
+	return saveModel(model, filepath.Join(dir, "sft-model"), tok)
+}
+
+// writeProblemSets writes the held-out and RL problems as verl prompt
+// sets, for examples/eval and examples/grpotcr (with model/ or
+// sft-model/ as their -model), and returns their paths.
+func writeProblemSets(dir string, heldOut, rlProblems []problem) (heldOutFile, trainFile string, err error) {
+	heldOutFile, trainFile = filepath.Join(dir, "heldout.jsonl"), filepath.Join(dir, "train.jsonl")
+	if err := dataset.WriteJSONLFile(heldOutFile, arith.VerlExamples(heldOut, "test")); err != nil {
+		return "", "", err
+	}
+	if err := dataset.WriteJSONLFile(trainFile, arith.VerlExamples(rlProblems, "train")); err != nil {
+		return "", "", err
+	}
+	return heldOutFile, trainFile, nil
+}
+
+// newRLTrainer builds the GRPO-TCR trainer of parts: with LoRA, the
+// adapters' base is the checkpoint RL starts from; with a fleet, the
+// rollouts are sampled on its servers, which get the weights after every
+// step, up to -fleet-staleness steps ahead.
+func newRLTrainer(o options, parts agentrl.TrainerParts, fl *fleet.Fleet, tok *tokenizer.Bytes, tl tool.Tool, dir string) (*agentrl.Trainer, error) {
+	tcfg := rlConfig(o)
+	if tcfg.LoRA != nil {
+		tcfg.LoRA.BaseModel = o.init
+		if o.init == "" {
+			tcfg.LoRA.BaseModel = filepath.Join(dir, "sft-model")
+		}
+	}
+	if fl != nil {
+		var err error
+		if parts.Engine, err = newEngine(fl, tok, tl, o); err != nil {
+			return nil, err
+		}
+		parts.Sync = fl
+		tcfg.MaxStaleness, tcfg.SyncEvery = o.fleetStaleness, 1
+	}
+	return agentrl.NewTrainer(tcfg, parts)
+}
+
+// writeOutputs writes the plot, the HF model and the trainer checkpoint
+// into dir, then prints the table, the paths (problemSets: the held-out
+// and RL problem files) and the JSON line.
+func writeOutputs(ctx context.Context, o options, dir string, model *policy.Model, tok *tokenizer.Bytes, tr *agentrl.Trainer, toolName string, problemSets []string, before, after arith.Eval, took time.Duration, stdout io.Writer) error {
 	plotPath := filepath.Join(dir, "curves.png")
 	panels := append(plot.DefaultPanels(), plot.Panel{Title: "held-out avg@k / pass@k", Keys: []string{"val-core/arith/acc/*", "val-aux/arith/acc/pass@*"}})
 	if err := plot.LogFile(filepath.Join(dir, "metrics.jsonl"), plotPath, plot.Config{Panels: panels}); err != nil {
@@ -403,8 +436,8 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 
 	printTable(stdout, o.n, []namedEval{{Name: "SFT", Eval: before}, {Name: "SFT+GRPO-TCR", Eval: after}})
 	fmt.Fprintf(stdout, "tool: %s\nplot: %s\nmetrics: %s\nmodel (HF format, with tokenizer.json): %s\nheld-out and RL problems (verl JSONL): %s, %s\ntrainer checkpoint: %s\n",
-		tl.Name(), plotPath, filepath.Join(dir, "metrics.jsonl"), modelDir, heldOutFile, trainFile, ckpt)
-	return writeJSONLine(stdout, o.n, []namedEval{{Name: "sft", Eval: before}, {Name: "rl", Eval: after}}, time.Since(start))
+		toolName, plotPath, filepath.Join(dir, "metrics.jsonl"), modelDir, problemSets[0], problemSets[1], ckpt)
+	return writeJSONLine(stdout, o.n, []namedEval{{Name: "sft", Eval: before}, {Name: "rl", Eval: after}}, took)
 }
 
 // modelConfigFor is the configuration of the model openModel opens: the

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strconv"
@@ -70,6 +72,22 @@ func evaluate(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if dropped > 0 {
 		fmt.Fprintf(stderr, "eval: %d prompts over -max-prompt %d tokens left out\n", dropped, o.maxPrompt)
 	}
+	ctxLen, err := contextLength(o.model, model)
+	if err != nil {
+		return fmt.Errorf("-model: %w", err)
+	}
+	prompts, refused, err := refuseOverlong(prompts, ctxLen, o.maxResponse)
+	if err != nil {
+		return err
+	}
+	prompts, noTruth := withoutGroundTruth(prompts)
+	if noTruth > 0 {
+		fmt.Fprintf(stdout, "skipped: %d prompts without a ground truth, which the rule reward needs; not rolled out or scored\n", noTruth)
+	}
+	if n := countRefused(refused); n > 0 {
+		fmt.Fprintf(stdout, "refused: %d prompts longer than the %d tokens that the model's context of %d leaves beside -max-response %d; not rolled out or scored\n",
+			n, ctxLen-o.maxResponse, ctxLen, o.maxResponse)
+	}
 	if len(prompts) == 0 {
 		return fmt.Errorf("-data: no prompts to evaluate")
 	}
@@ -125,7 +143,65 @@ func evaluate(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return report(stdout, o, res, recs)
+	return report(stdout, o, res, recs, refused, noTruth)
+}
+
+// withoutGroundTruth takes out the prompts without a ground truth, which
+// the rule reward would score as wrong whatever the response, and
+// returns how many it took out.
+func withoutGroundTruth(prompts []agentrl.Prompt) ([]agentrl.Prompt, int) {
+	kept := slices.DeleteFunc(prompts, func(p agentrl.Prompt) bool { return p.GroundTruth == "" })
+	return kept, len(prompts) - len(kept)
+}
+
+// contextLength is the model's context in tokens (max_position_embeddings):
+// the local model's, or that of the -model folder's config.json; 0 when
+// a remote sampler's folder has none.
+func contextLength(dir string, model *policy.Model) (int, error) {
+	if model != nil {
+		return model.Config().MaxPositionEmbeddings, nil
+	}
+	mc, err := policy.ReadConfig(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return mc.MaxPositionEmbeddings, nil
+}
+
+// refuseOverlong takes out the prompts that leave less than the response
+// budget in the model's context (ctxLen; 0: unknown, none taken out) and
+// counts them per data source: their responses would be cut by the
+// context and scored as wrong, so they are refused, not scored. A budget
+// that fills the context is an error.
+func refuseOverlong(prompts []agentrl.Prompt, ctxLen, budget int) ([]agentrl.Prompt, map[string]int, error) {
+	if ctxLen == 0 {
+		return prompts, nil, nil
+	}
+	if budget >= ctxLen {
+		return nil, nil, fmt.Errorf("-max-response %d: the model's context is %d tokens (max_position_embeddings), prompt and response together: want less", budget, ctxLen)
+	}
+	refused := map[string]int{}
+	kept := prompts[:0:0]
+	for _, p := range prompts {
+		if len(p.Tokens) > ctxLen-budget {
+			refused[p.DataSource]++
+			continue
+		}
+		kept = append(kept, p)
+	}
+	return kept, refused, nil
+}
+
+// countRefused is the number of refused prompts over every data source.
+func countRefused(refused map[string]int) int {
+	n := 0
+	for _, c := range refused {
+		n += c
+	}
+	return n
 }
 
 // rollOut samples k responses for prompts[lo:hi] and scores them. Sample
@@ -269,8 +345,10 @@ func summarise(k int, res eval.Result, recs []eval.Record) []sourceRow {
 	return rows
 }
 
-// report prints the table and the JSON line.
-func report(w io.Writer, o options, res eval.Result, recs []eval.Record) error {
+// report prints the table and the JSON line, which counts the prompts
+// refused for the context per data source ("refused") and those skipped
+// for want of a ground truth ("no_ground_truth").
+func report(w io.Writer, o options, res eval.Result, recs []eval.Record, refused map[string]int, noTruth int) error {
 	rows := summarise(o.k, res, recs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	header := "data_source\tprompts\t"
@@ -308,7 +386,9 @@ func report(w io.Writer, o options, res eval.Result, recs []eval.Record) error {
 		TopP        float64            `json:"top_p"`
 		Sources     []jsonSource       `json:"sources"`
 		Verl        map[string]float64 `json:"verl"`
-	}{Model: o.model, Data: o.data, K: o.k, Temperature: o.temperature, TopP: o.topP, Verl: res.Map()}
+		Refused     map[string]int     `json:"refused,omitempty"`
+		NoTruth     int                `json:"no_ground_truth,omitempty"`
+	}{Model: o.model, Data: o.data, K: o.k, Temperature: o.temperature, TopP: o.topP, Verl: res.Map(), Refused: refused, NoTruth: noTruth}
 	for _, r := range rows {
 		js := jsonSource{DataSource: r.source, Prompts: r.prompts, Metrics: map[string]float64{}}
 		for _, c := range r.cols {

@@ -32,7 +32,14 @@
 // rollout engine parses Hermes <tool_call> blocks and runs the code in the
 // sandbox (-sandbox local: the isolated Python pool of package tool; a
 // URL: a SandboxFusion server) for at most -max-turns turns and
-// -max-response tokens. Rewards are Open-AgentRL's
+// -max-response tokens. A prompt that leaves less than -max-response
+// tokens of the model's context (config.json's max_position_embeddings)
+// is refused, not scored: its responses would be cut short and count as
+// wrong. The report counts the refused prompts per data source (on a
+// line of its own and in the JSON line's "refused"), and a -max-response
+// that fills the context is an error. Rows without a ground truth are
+// skipped and counted the same way ("no_ground_truth"): the rule reward
+// would score every response to them as wrong. Rewards are Open-AgentRL's
 // (recipe/demystify/reward.py, reward.OpenAgentRL), routed by data_source:
 // code sources run the last Python block against the ground truth's
 // tests (fraction passed, −1 without a block), the rest are math, +1 for a

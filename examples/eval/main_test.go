@@ -44,7 +44,9 @@ type jsonReport struct {
 		Prompts    int                `json:"prompts"`
 		Metrics    map[string]float64 `json:"metrics"`
 	} `json:"sources"`
-	Verl map[string]float64 `json:"verl"`
+	Verl    map[string]float64 `json:"verl"`
+	Refused map[string]int     `json:"refused"`
+	NoTruth int                `json:"no_ground_truth"`
 }
 
 // lastJSON parses the last line of stdout.
@@ -131,7 +133,7 @@ func TestEvalParquetCode(t *testing.T) {
 	srv := httptest.NewServer(&setuptest.FakeVLLM{Tok: tok})
 	defer srv.Close()
 	code, stdout, stderr := runMain(t, "-model", model, "-data", "../../dataset/testdata/openagentrl_lcb_hyparquet.parquet",
-		"-prompt-key", "problem", "-k", "2", "-sampler", srv.URL, "-sandbox-workers", "2")
+		"-prompt-key", "problem", "-k", "2", "-sampler", srv.URL, "-max-response", "256", "-sandbox-workers", "2")
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	r := lastJSON(t, stdout)
 	require.Len(t, r.Sources, 1)
@@ -264,7 +266,7 @@ func TestInterruptedMidRollout(t *testing.T) {
 	}()
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	code := run(ctx, []string{"-model", model, "-data", "testdata/eval.jsonl", "-sampler", srv.URL, "-sandbox-workers", "1"}, &stdout, &stderr)
+	code := run(ctx, []string{"-model", model, "-data", "testdata/eval.jsonl", "-sampler", srv.URL, "-max-response", "256", "-sandbox-workers", "1"}, &stdout, &stderr)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr.String(), "interrupted")
 	assert.Less(t, time.Since(start), 20*time.Second)
@@ -280,11 +282,53 @@ func TestSamplerFailure(t *testing.T) {
 		http.Error(w, `{"error": {"message": "model not loaded"}}`, http.StatusBadRequest)
 	}))
 	defer srv.Close()
-	code, _, stderr := runMain(t, "-model", model, "-data", "testdata/eval.jsonl", "-sampler", srv.URL, "-sandbox-workers", "1", "-concurrency", "1")
+	code, _, stderr := runMain(t, "-model", model, "-data", "testdata/eval.jsonl", "-sampler", srv.URL, "-max-response", "256", "-sandbox-workers", "1", "-concurrency", "1")
 	assert.Equal(t, 1, code)
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
 	last := lines[len(lines)-1]
 	assert.True(t, strings.HasPrefix(last, `eval: rollout: request 0 ("0") sample 0: turn 0: generate: `), last)
 	assert.Equal(t, 1, strings.Count(last, "rollout:"), last)
 	assert.Contains(t, last, "model not loaded")
+}
+
+// TestEvalRefusesOverlong: a prompt that leaves less than -max-response
+// in the model's context (4096 tokens) is refused, counted per data
+// source, and not scored; before, it was rolled out, cut by the context
+// and scored as a wrong answer. A budget that fills the context is an
+// error before any rollout. A row without a ground truth is skipped and
+// counted.
+func TestEvalRefusesOverlong(t *testing.T) {
+	setuptest.NeedPython(t)
+	model := tinyCheckpoint(t)
+	tok, err := tokenizer.Load(model)
+	require.NoError(t, err)
+	fake := &setuptest.FakeVLLM{Tok: tok}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	rows, err := os.ReadFile("testdata/eval.jsonl")
+	require.NoError(t, err)
+	first := strings.SplitAfter(string(rows), "\n")[0]
+	long := `{"data_source": "long_toy", "prompt": [{"role": "user", "content": "` + strings.Repeat("Think carefully. ", 2000) + `What is 1+1?"}], "ability": "MATH", "reward_model": {"style": "rule", "ground_truth": "2"}}` + "\n"
+	data := filepath.Join(t.TempDir(), "data.jsonl")
+	noTruth := `{"data_source": "aime_toy", "prompt": [{"role": "user", "content": "What is 3**3?"}], "ability": "MATH"}` + "\n"
+	require.NoError(t, os.WriteFile(data, []byte(first+long+noTruth), 0o644))
+
+	code, stdout, stderr := runMain(t, "-model", model, "-data", data, "-k", "2", "-sampler", srv.URL,
+		"-max-response", "256", "-thinking=false", "-sandbox-workers", "1")
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	assert.Contains(t, stdout, "refused: 1 prompts longer than the 3840 tokens that the model's context of 4096 leaves beside -max-response 256; not rolled out or scored")
+	r := lastJSON(t, stdout)
+	require.Len(t, r.Sources, 1, "the refused prompt's source has nothing scored")
+	assert.Equal(t, "aime_toy", r.Sources[0].DataSource)
+	assert.Equal(t, map[string]int{"long_toy": 1}, r.Refused)
+	// A row without a ground truth is skipped, not scored as wrong.
+	assert.Contains(t, stdout, "skipped: 1 prompts without a ground truth, which the rule reward needs; not rolled out or scored")
+	assert.Equal(t, 1, r.NoTruth)
+	assert.Equal(t, 1, r.Sources[0].Prompts)
+	calls, _ := fake.Counts()
+	assert.Equal(t, 4, calls, "the one prompt that fits: 2 samples × 2 turns")
+
+	code, _, stderr = runMain(t, "-model", model, "-data", data, "-sampler", srv.URL, "-sandbox-workers", "1")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "eval: -max-response 20480: the model's context is 4096 tokens (max_position_embeddings), prompt and response together: want less")
 }

@@ -45,7 +45,7 @@ func TestReportExplainsDashes(t *testing.T) {
 			res, err := eval.Evaluate(context.Background(), recs, eval.Config{})
 			require.NoError(t, err)
 			var out bytes.Buffer
-			require.NoError(t, report(&out, options{k: c.k}, res, recs))
+			require.NoError(t, report(&out, options{k: c.k}, res, recs, nil, 0))
 			lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 			require.Len(t, lines, 2+len(c.notes)+1, "header, one source, notes, JSON:\n%s", out.String())
 			dashes := 0

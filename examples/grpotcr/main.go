@@ -26,8 +26,14 @@
 // The folder given to -model holds config.json, the safetensors weights,
 // tokenizer.json and tokenizer_config.json (its chat template). Each prompt
 // is rendered once with that template, the code_interpreter tool's schema
-// and the generation prompt; prompts over -max-prompt tokens are left out,
-// as verl's filter_overlong_prompts does (agentrl.LoadPrompts). The
+// and the generation prompt (package hftrain loads the folder and renders
+// the prompts); prompts that the model's context (max_position_embeddings)
+// cannot hold beside -max-response tokens, or over -max-prompt tokens when
+// it is set, are left out and counted, as verl's filter_overlong_prompts
+// does, and a -max-response that fills the context is refused before
+// anything is read. Rows without a ground truth are left out and counted
+// too when the reward needs one (the rule reward does; a judge does not).
+// The
 // rollout engine parses Hermes <tool_call> blocks, runs the code in the
 // sandbox (-sandbox local: the pure-Go-managed, namespace-isolated Python
 // pool of package tool; a URL: a SandboxFusion server) and appends the
@@ -44,6 +50,22 @@
 // overlong penalty (-overlong-buffer tokens before -max-response) and
 // trains with agentrl.GRPOTCR: GRPO advantages, token-mean loss,
 // clip-higher (0.2, 0.28), dual-clip 10.
+//
+// -judge-url scores with an LLM judge behind an OpenAI-compatible
+// endpoint instead (package reward/judge, -judge-model the served model,
+// -judge-key-env the variable holding its API key): -judge-mode ranking
+// (the default) has it score the -n responses of a prompt together,
+// relative to each other, as ART's RULER does; pointwise grades each
+// from 0 to 10. -judge-rubric names a file with the rubric. The judge is
+// asked once before anything trains; its requests, tokens and latency
+// join every step's metrics under judge/.
+//
+// -mcp adds the tools of a Model Context Protocol server (package
+// tool/mcp) beside the code interpreter: a stdio server's command line,
+// split at spaces (-mcp "npx -y @modelcontextprotocol/server-everything"),
+// or a streamable-HTTP URL; repeat it for several servers.
+// -mcp-per-trajectory gives each trajectory a session of its own, for
+// servers that keep state.
 //
 // Everything is written under -out: metrics.jsonl (one line per step under
 // verl's metric names, validation metrics merged into the step's line),
@@ -128,9 +150,11 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
-	"math"
+	"strings"
 	"time"
 
 	"github.com/agentrl/agentrl/device"
@@ -168,15 +192,20 @@ type options struct {
 	fleetVersion                      setup.FleetVersion
 	loraRank                          int
 	loraAlpha                         float64
+
+	// An LLM judge instead of the rule reward, and MCP servers' tools.
+	judgeURL, judgeModel, judgeKeyEnv string
+	judgeMode, judgeRubric            string
+	mcp                               []string
+	mcpPerTrajectory                  bool
 	zero                              int // -zero: the sharding of a data-parallel job's training state
 }
 
 // synopsis is the first line of -h.
 const synopsis = "grpotcr -model DIR -train FILE[,FILE...] [-val FILE[,FILE...]] [flags]"
 
-func parseFlags(args []string, stderr io.Writer) (options, error) {
-	var o options
-	fs := setup.NewFlagSet("grpotcr", synopsis, stderr)
+// registerFlags registers the flags into o.
+func registerFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.model, "model", "", "Hugging Face checkpoint folder: config.json, *.safetensors, tokenizer.json, tokenizer_config.json (required)")
 	fs.StringVar(&o.train, "train", "", "training prompts: verl-format .parquet or .jsonl files, comma-separated (required)")
 	fs.StringVar(&o.val, "val", "", "validation prompts, as -train; empty: no validation")
@@ -198,7 +227,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.miniBatch, "mini-batch", 0, "trajectories per optimiser update; 0: the whole batch, one update per step")
 	fs.IntVar(&o.microBatch, "micro-batch", 8, "trajectories per forward/backward pass, at most the mini-batch; 0: the mini-batch")
 	fs.IntVar(&o.maxResponse, "max-response", 20480, "response budget in tokens, tool results included (verl data.max_response_length)")
-	fs.IntVar(&o.maxPrompt, "max-prompt", 2560, "prompts over this many tokens are left out; 0: keep all")
+	fs.IntVar(&o.maxPrompt, "max-prompt", 0, "prompts over this many tokens are left out; 0: those the model's context cannot hold beside -max-response")
 	fs.IntVar(&o.maxTurns, "max-turns", 16, "assistant turns per trajectory")
 	fs.IntVar(&o.overlongBuffer, "overlong-buffer", 4096, "DAPO overlong buffer: the penalty grows over the last this many tokens of -max-response; 0: no overlong shaping")
 	fs.Float64Var(&o.lr, "lr", 4e-6, "learning rate")
@@ -217,106 +246,39 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of prompt order, rollouts and mini-batches")
 	fs.IntVar(&o.sandboxWorkers, "sandbox-workers", 0, "code executions at once; 0: the number of CPUs (local) or 16 (SandboxFusion)")
 	fs.DurationVar(&o.toolTimeout, "tool-timeout", 10*time.Second, "wall-clock limit of one code execution")
+	fs.StringVar(&o.judgeURL, "judge-url", "", "score with an LLM judge instead of the rule reward: the base URL of an OpenAI-compatible endpoint (vLLM, SGLang, examples/serve, a hosted API), e.g. http://judge:8000/v1")
+	fs.StringVar(&o.judgeModel, "judge-model", "", "the judge's served model name (required with -judge-url)")
+	fs.StringVar(&o.judgeKeyEnv, "judge-key-env", "", "environment variable holding the judge's API key; empty: no key")
+	fs.StringVar(&o.judgeMode, "judge-mode", judgeRanking, `"ranking": the judge scores the -n responses of a prompt together, relative to each other (ART's RULER); "pointwise": each on its own, 0 to 10`)
+	fs.StringVar(&o.judgeRubric, "judge-rubric", "", "file holding the judge's rubric; empty: the mode's default")
+	fs.Func("mcp", "tools of a Model Context Protocol server: the command line of a stdio server (e.g. \"npx -y @modelcontextprotocol/server-everything\"), or a streamable-HTTP URL; repeat for several servers", func(v string) error {
+		if strings.TrimSpace(v) == "" {
+			return errors.New("empty server")
+		}
+		o.mcp = append(o.mcp, v)
+		return nil
+	})
+	fs.BoolVar(&o.mcpPerTrajectory, "mcp-per-trajectory", false, "give each trajectory a session (a server process) of its own, for MCP servers that keep state")
 	o.device.RegisterFlags(fs)
 	setup.ZeROFlag(fs, &o.zero)
+}
+
+// parseFlags parses and checks the flags; a usage error says what is
+// wrong with which flag.
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := setup.NewFlagSet("grpotcr", synopsis, stderr)
+	registerFlags(fs, &o)
 	if err := setup.Parse(fs, args); err != nil {
 		return o, err
 	}
-	bad := func(format string, a ...any) (options, error) {
-		return o, fmt.Errorf(format, a...)
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"lr", o.lr}, {"temperature", o.temperature}, {"top-p", o.topP}, {"val-temperature", o.valTemperature}, {"val-top-p", o.valTopP}, {"lora-alpha", o.loraAlpha}} {
-		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
-			return bad("-%s %v: want a finite, non-negative number", f.name, f.v)
+	for _, check := range []func() error{o.checkValues, func() error { return checkFleetFlags(fs, o) }, o.checkBatches, func() error { return o.checkJudge(fs) }, o.checkPaths} {
+		if err := check(); err != nil {
+			return o, err
 		}
-	}
-	switch {
-	case fs.NArg() > 0:
-		return bad("unexpected arguments %q", fs.Args())
-	case o.model == "":
-		return bad("-model is required")
-	case o.train == "":
-		return bad("-train is required")
-	case o.out == "":
-		return bad("-out is empty")
-	case o.topP > 1:
-		return bad("-top-p %v: want a number in [0, 1]", o.topP)
-	case o.valTopP > 1:
-		return bad("-val-top-p %v: want a number in [0, 1]", o.valTopP)
-	case o.steps < 1:
-		return bad("-steps %d: want at least 1", o.steps)
-	case o.batch < 1:
-		return bad("-batch %d: want at least 1", o.batch)
-	case o.n < 2:
-		return bad("-n %d: group-relative advantages need at least 2 samples per prompt", o.n)
-	case o.miniBatch < 0:
-		return bad("-mini-batch %d: want 0 (the whole batch) or more", o.miniBatch)
-	case o.microBatch < 0:
-		return bad("-micro-batch %d: want 0 (the mini-batch) or more", o.microBatch)
-	case o.maxResponse < 1:
-		return bad("-max-response %d: want at least 1", o.maxResponse)
-	case o.maxPrompt < 0:
-		return bad("-max-prompt %d: want 0 (keep all) or more", o.maxPrompt)
-	case o.maxTurns < 1:
-		return bad("-max-turns %d: want at least 1", o.maxTurns)
-	case o.overlongBuffer < 0 || o.overlongBuffer >= o.maxResponse:
-		return bad("-overlong-buffer %d: want 0 ≤ buffer < -max-response %d", o.overlongBuffer, o.maxResponse)
-	case o.valEvery < 0:
-		return bad("-val-every %d: want 0 (only at the end) or more", o.valEvery)
-	case o.valN < 1:
-		return bad("-val-n %d: want at least 1", o.valN)
-	case o.saveEvery < 0:
-		return bad("-save-every %d: want 0 (only at the end) or more", o.saveEvery)
-	case o.keep < 0:
-		return bad("-keep %d: want 0 (all) or more", o.keep)
-	case o.sandboxWorkers < 0:
-		return bad("-sandbox-workers %d: want 0 (the default) or more", o.sandboxWorkers)
-	case o.toolTimeout <= 0:
-		return bad("-tool-timeout %v: want a positive duration", o.toolTimeout)
-	case o.loraRank < 0:
-		return bad("-lora-rank %d: want 0 (full weights) or more", o.loraRank)
-	case o.fleetStaleness < 0:
-		return bad("-fleet-staleness %d: want 0 (synchronous) or more", o.fleetStaleness)
-	}
-	if err := checkFleetFlags(fs, o); err != nil {
-		return bad("%w", err)
-	}
-	mini := o.miniBatch
-	if mini == 0 {
-		mini = o.batch * o.n
-	}
-	switch {
-	case (o.batch*o.n)%mini != 0:
-		return bad("-mini-batch %d does not divide the batch of %d trajectories (-batch × -n)", mini, o.batch*o.n)
-	case o.microBatch > mini:
-		o.microBatch = mini // a micro-batch is at most the mini-batch
-	case o.microBatch > 0 && mini%o.microBatch != 0:
-		return bad("-micro-batch %d does not divide the mini-batch of %d trajectories", o.microBatch, mini)
-	}
-	if err := setup.CheckDir(o.model, "config.json", "tokenizer.json"); err != nil {
-		return bad("-model: %w", err)
-	}
-	for _, f := range setup.SplitList(o.train) {
-		if err := setup.CheckFile(f); err != nil {
-			return bad("-train: %w", err)
-		}
-	}
-	for _, f := range setup.SplitList(o.val) {
-		if err := setup.CheckFile(f); err != nil {
-			return bad("-val: %w", err)
-		}
-	}
-	if o.val != "" && len(setup.SplitList(o.val)) == 0 || len(setup.SplitList(o.train)) == 0 {
-		return bad("-train and -val must name files")
-	}
-	if err := setup.CheckEndpoints(o.sampler, o.sandbox); err != nil {
-		return bad("%w", err)
-	}
-	if err := o.device.Validate(); err != nil {
-		return bad("%w", err)
 	}
 	return o, nil
 }

@@ -50,7 +50,9 @@ func TestTrainLocal(t *testing.T) {
 	}
 	code, stdout, stderr := runMain(t, append(args, "-steps", "2")...)
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
-	assert.Contains(t, stdout, "train: 4 prompts (0 over 2560 tokens left out)")
+	assert.Contains(t, stdout, "train: 4 prompts\n")
+	// -max-prompt 0: what the context of 4096 leaves beside the 12-token budget.
+	assert.Contains(t, stdout, "val: 2 prompts (0 over 4084 tokens left out)")
 	assert.Contains(t, stdout, "step 2: checkpoint")
 
 	rows, err := metrics.ReadFile(filepath.Join(out, metricsFile))
@@ -190,6 +192,14 @@ func TestUsage(t *testing.T) {
 		{"fleet url", with("-fleet-servers", "gpu0:8000", "-fleet-dir", "shared"), `-fleet-servers: "gpu0:8000" is not an http(s) URL (want scheme://host:port)`},
 		{"fleet url twice", with("-fleet-servers", "http://gpu0:8000,http://gpu0:8000", "-fleet-dir", "shared"), "-fleet-servers: http://gpu0:8000 named twice"},
 		{"fleet kind", with("-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-fleet-kind", "tgi"), `-fleet-kind "tgi": want sglang, vllm or vllm-model-config`},
+		{"judge flags alone", with("-judge-model", "m", "-judge-mode", "pointwise"), "-judge-mode, -judge-model: only with -judge-url, the judge's endpoint"},
+		{"judge without a model", with("-judge-url", "http://judge:8000/v1"), "-judge-url needs -judge-model, the judge's served model name"},
+		{"judge url", with("-judge-url", "judge:8000", "-judge-model", "m"), `-judge-url: "judge:8000" is not an http(s) URL (want scheme://host:port)`},
+		{"two judges", with("-judge-url", "http://a:1/v1,http://b:1/v1", "-judge-model", "m"), `-judge-url: want one endpoint, got "http://a:1/v1,http://b:1/v1"`},
+		{"judge mode", with("-judge-url", "http://judge:8000/v1", "-judge-model", "m", "-judge-mode", "listwise"), `-judge-mode "listwise": want ranking or pointwise`},
+		{"judge rubric", with("-judge-url", "http://judge:8000/v1", "-judge-model", "m", "-judge-rubric", "testdata/none.txt"), "-judge-rubric: open testdata/none.txt: no such file or directory"},
+		{"empty mcp", with("-mcp", " "), `invalid value " " for flag -mcp: empty server`},
+		{"mcp sessions alone", with("-mcp-per-trajectory"), "-mcp-per-trajectory: only with -mcp, the servers"},
 		{"fleet version alone", with("-fleet-version", "adopt"), "-fleet-version: only with -fleet-servers, the servers to train against"},
 		{"fleet version", with("-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-fleet-version", "latest"), `invalid value "latest" for flag -fleet-version: want start, adopt, reset or a version number ≥ 0`},
 		{"fleet version with lora", with("-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-fleet-version", "3", "-lora-rank", "4"), "-fleet-version 3 with -lora-rank: the servers keep the base weights they were started with, whose version is not checked, and load each step's adapter by name"},
@@ -216,7 +226,9 @@ func TestRuntimeErrors(t *testing.T) {
 	bad := filepath.Join(dir, "bad.jsonl")
 	require.NoError(t, os.WriteFile(bad, []byte("{\"prompt\": [{\"role\": \"user\", \"content\": \"hi\"}]}\nnot json\n"), 0o644))
 
-	code, _, stderr := runMain(t, "-model", model, "-train", bad, "-sandbox-workers", "1", "-out", filepath.Join(dir, "a"))
+	// A budget that fits the tiny model's context of 4096 tokens.
+	small := []string{"-max-response", "64", "-overlong-buffer", "16"}
+	code, _, stderr := runMain(t, append([]string{"-model", model, "-train", bad, "-sandbox-workers", "1", "-out", filepath.Join(dir, "a")}, small...)...)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "bad.jsonl:2")
 
@@ -227,24 +239,32 @@ func TestRuntimeErrors(t *testing.T) {
 		require.NoError(t, os.Symlink(filepath.Join(model, f), filepath.Join(badTok, f)))
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(badTok, "tokenizer.json"), []byte(`{"model": {}}`), 0o644))
-	code, _, stderr = runMain(t, "-model", badTok, "-train", "testdata/train.jsonl", "-sandbox-workers", "1", "-out", filepath.Join(dir, "t"))
+	code, _, stderr = runMain(t, append([]string{"-model", badTok, "-train", "testdata/train.jsonl", "-sandbox-workers", "1", "-out", filepath.Join(dir, "t")}, small...)...)
 	assert.Equal(t, 1, code)
-	assert.Equal(t, "grpotcr: -model: "+filepath.Join(badTok, "tokenizer.json")+": tokenizer: unsupported pre_tokenizer: no final ByteLevel step; only byte-level BPE is supported\n", stderr)
+	assert.Equal(t, "grpotcr: model: "+filepath.Join(badTok, "tokenizer.json")+": tokenizer: unsupported pre_tokenizer: no final ByteLevel step; only byte-level BPE is supported\n", stderr)
 
 	// A -prompt-key the rows lack: the field, and what the rows hold.
-	code, _, stderr = runMain(t, "-model", model, "-train", "testdata/train.jsonl", "-prompt-key", "question", "-sandbox-workers", "1", "-out", filepath.Join(dir, "k"))
+	code, _, stderr = runMain(t, append([]string{"-model", model, "-train", "testdata/train.jsonl", "-prompt-key", "question", "-sandbox-workers", "1", "-out", filepath.Join(dir, "k")}, small...)...)
 	assert.Equal(t, 1, code)
 	assert.True(t, strings.HasSuffix(stderr, "grpotcr: -train: testdata/train.jsonl:1: dataset: malformed row: field question: missing (the row has ability, data_source, extra_info, prompt, reward_model)\n"), stderr)
 
-	code, _, stderr = runMain(t, "-model", model, "-train", "testdata/train.jsonl", "-batch", "5", "-sandbox-workers", "1", "-out", filepath.Join(dir, "b"))
+	code, _, stderr = runMain(t, append([]string{"-model", model, "-train", "testdata/train.jsonl", "-batch", "5", "-sandbox-workers", "1", "-out", filepath.Join(dir, "b")}, small...)...)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "4 prompts, fewer than -batch 5")
+
+	// The default budget of 20480 tokens does not fit the tiny model's
+	// context: refused before any prompt is read or rolled out (before,
+	// the responses were cut by the context and the penalty never fired).
+	code, stdout0, stderr := runMain(t, "-model", model, "-train", "testdata/train.jsonl", "-sandbox-workers", "1", "-out", filepath.Join(dir, "m"))
+	assert.Equal(t, 1, code)
+	assert.Empty(t, stdout0)
+	assert.Contains(t, stderr, "grpotcr: -max-response 20480: the model's context is 4096 tokens (max_position_embeddings), prompt and response together: want less")
 
 	// SIGINT cancels the context run gets; here it is cancelled up front.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var stdout, errb bytes.Buffer
-	code = run(ctx, []string{"-model", model, "-train", "testdata/train.jsonl", "-sandbox-workers", "1", "-out", filepath.Join(dir, "c")}, &stdout, &errb)
+	code = run(ctx, append([]string{"-model", model, "-train", "testdata/train.jsonl", "-sandbox-workers", "1", "-out", filepath.Join(dir, "c")}, small...), &stdout, &errb)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errb.String(), "interrupted")
 	assert.Contains(t, errb.String(), "context canceled")
@@ -252,7 +272,7 @@ func TestRuntimeErrors(t *testing.T) {
 	// -device cuda where this binary or machine has no GPU: status 1 and
 	// the reason, before anything trains.
 	if gerr := setuptest.CUDAError(t); gerr != nil {
-		code, _, stderr = runMain(t, "-model", model, "-train", "testdata/train.jsonl", "-device", "cuda:1", "-out", filepath.Join(dir, "d"))
+		code, _, stderr = runMain(t, append([]string{"-model", model, "-train", "testdata/train.jsonl", "-device", "cuda:1", "-out", filepath.Join(dir, "d")}, small...)...)
 		assert.Equal(t, 1, code)
 		assert.Contains(t, stderr, "grpotcr: model: device cuda:1: ")
 		assert.Contains(t, stderr, gerr.Error())

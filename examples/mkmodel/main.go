@@ -3,7 +3,9 @@
 // random weights with a tiny body, and Qwen3's real tokenizer
 // (tokenizer.json and tokenizer_config.json with its chat template,
 // embedded in this program from package policy/tokenizer/qwen3;
-// Apache-2.0, as the Qwen3 models).
+// Apache-2.0, as the Qwen3 models). Package policy/toymodel writes the
+// same from a program (toymodel.WriteQwen3; its Tiny shape is this
+// program's default).
 //
 // Usage:
 //
@@ -45,9 +47,7 @@ import (
 	"os"
 
 	"github.com/agentrl/agentrl/examples/internal/setup"
-	"github.com/agentrl/agentrl/lm"
-	"github.com/agentrl/agentrl/policy"
-	"github.com/agentrl/agentrl/policy/tokenizer/qwen3"
+	"github.com/agentrl/agentrl/policy/toymodel"
 )
 
 func main() { setup.Main(run) }
@@ -55,7 +55,7 @@ func main() { setup.Main(run) }
 // options are the parsed flags.
 type options struct {
 	out   string
-	shape setup.Shape
+	shape toymodel.Shape
 	seed  uint64
 }
 
@@ -63,16 +63,16 @@ type options struct {
 const synopsis = "mkmodel -out DIR [-hidden 64] [-layers 2] [-seed 1] [flags]"
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
-	var o options
+	o := options{shape: toymodel.Tiny()}
 	fs := setup.NewFlagSet("mkmodel", synopsis, stderr)
 	fs.StringVar(&o.out, "out", "", "folder to write the checkpoint into: new, or empty (required)")
-	fs.IntVar(&o.shape.Hidden, "hidden", 64, "hidden size")
-	fs.IntVar(&o.shape.Layers, "layers", 2, "transformer layers")
-	fs.IntVar(&o.shape.Heads, "heads", 4, "attention heads")
-	fs.IntVar(&o.shape.KVHeads, "kv-heads", 2, "key/value heads; must divide -heads")
-	fs.IntVar(&o.shape.HeadDim, "head-dim", 16, "size of an attention head (even, for RoPE)")
-	fs.IntVar(&o.shape.FFN, "ffn", 192, "MLP intermediate size")
-	fs.IntVar(&o.shape.MaxPosition, "max-position", 4096, "context length (max_position_embeddings): prompt and response together")
+	fs.IntVar(&o.shape.Hidden, "hidden", o.shape.Hidden, "hidden size")
+	fs.IntVar(&o.shape.Layers, "layers", o.shape.Layers, "transformer layers")
+	fs.IntVar(&o.shape.Heads, "heads", o.shape.Heads, "attention heads")
+	fs.IntVar(&o.shape.KVHeads, "kv-heads", o.shape.KVHeads, "key/value heads; must divide -heads")
+	fs.IntVar(&o.shape.HeadDim, "head-dim", o.shape.HeadDim, "size of an attention head (even, for RoPE)")
+	fs.IntVar(&o.shape.FFN, "ffn", o.shape.FFN, "MLP intermediate size")
+	fs.IntVar(&o.shape.MaxPosition, "max-position", o.shape.MaxPosition, "context length (max_position_embeddings): prompt and response together")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the random weights")
 	if err := setup.Parse(fs, args); err != nil {
 		return o, err
@@ -98,7 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	case o.shape.HeadDim%2 != 0:
 		return o, fmt.Errorf("-head-dim %d: want an even size (rotary embeddings rotate pairs)", o.shape.HeadDim)
 	}
-	if err := setup.Qwen3Config(o.shape).Validate(); err != nil {
+	if err := o.shape.Config().Validate(); err != nil {
 		return o, err
 	}
 	if err := checkEmpty(o.out); err != nil {
@@ -134,21 +134,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return setup.Run(ctx, "mkmodel", args, stdout, stderr, parseFlags, write)
 }
 
-// write makes the model and writes the folder.
+// write makes the model and writes the folder (toymodel.WriteQwen3).
 func write(_ context.Context, o options, stdout, _ io.Writer) error {
-	cfg := setup.Qwen3Config(o.shape)
-	m, err := policy.New(cfg, o.seed)
+	cfg, err := toymodel.WriteQwen3(o.out, o.shape, o.seed)
 	if err != nil {
-		return err
-	}
-	defer m.Close()
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
-		return err
-	}
-	if err := m.Save(o.out, lm.SaveOptions{}); err != nil {
-		return err
-	}
-	if err := qwen3.WriteFiles(o.out); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s: a Qwen3 of random weights (seed %d; layers %d, hidden %d, %d parameters, float32) with Qwen3's tokenizer and chat template\n",

@@ -18,6 +18,7 @@ import (
 	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
+	"github.com/agentrl/agentrl/policy/toymodel"
 	"github.com/agentrl/agentrl/progress"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/tool/search"
@@ -217,8 +218,8 @@ func shuffled(qs []question, seed uint64) []question {
 // modelConfig is a small Qwen3 over the byte tokenizer: the flags' body,
 // head size hidden/heads, half as many key/value heads, 1024 positions.
 func modelConfig(o options, tok *tokenizer.Bytes) policy.Config {
-	c := setup.Qwen3Config(setup.Shape{Hidden: o.hidden, Layers: o.layers, Heads: o.heads, KVHeads: o.heads / 2,
-		HeadDim: o.hidden / o.heads, FFN: o.ffn, MaxPosition: 1024})
+	c := toymodel.Shape{Hidden: o.hidden, Layers: o.layers, Heads: o.heads, KVHeads: o.heads / 2,
+		HeadDim: o.hidden / o.heads, FFN: o.ffn, MaxPosition: 1024}.Config()
 	eos, _ := tok.TokenID(arith.ImEnd)
 	c.VocabSize, c.EOSTokenIDs, c.RopeTheta = tok.VocabSize(), []int{eos}, 10000
 	return c

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/dist"
-	"github.com/agentrl/agentrl/policy"
 )
 
 // Job is a program's place in a data-parallel job (package dist): its
@@ -98,45 +96,4 @@ func (j *Job) Close() error {
 		err = errors.Join(err, os.RemoveAll(j.scratch))
 	}
 	return err
-}
-
-// deviceForRank is the device a rank of a job opens: under a launcher
-// that runs several ranks on a machine, "-device cuda" (cuda:0) and
-// "-device auto" mean cuda:LOCAL_RANK, modulo the devices that
-// CUDA_VISIBLE_DEVICES lists when it is set (a launcher that gives each
-// rank its own GPU lists one). It returns dc unchanged for a rank 0, an
-// explicit cuda:N with N > 0, cpu, or a program run alone.
-func deviceForRank(dc device.Config, env dist.Env) device.Config {
-	if !env.Distributed() || env.LocalRank == 0 || dc.Device.Kind == device.CPU || dc.Device.Ordinal != 0 {
-		return dc
-	}
-	ord := env.LocalRank
-	if v := strings.TrimSpace(os.Getenv("CUDA_VISIBLE_DEVICES")); v != "" {
-		ord %= len(strings.Split(v, ","))
-	}
-	dc.Device = device.Spec{Kind: device.CUDA, Ordinal: ord}
-	return dc
-}
-
-// openForRank is device.Open for this rank of the job (deviceForRank);
-// "-device auto" that cannot open the rank's GPU opens the CPU, saying
-// why.
-func openForRank(ctx context.Context, dc device.Config, mc policy.Config, stderr io.Writer) (*device.Device, error) {
-	env, err := dist.FromEnviron()
-	if err != nil {
-		return nil, err
-	}
-	rc := deviceForRank(dc, env)
-	if rc == dc {
-		return device.Open(ctx, dc, mc)
-	}
-	d, err := device.Open(ctx, rc, mc)
-	if err == nil || dc.Device.Kind != device.Auto {
-		return d, err
-	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	fmt.Fprintf(stderr, "device: auto: rank %d's %v: %v\n", env.Rank, rc.Device, err)
-	return device.Open(ctx, device.Config{Device: device.Spec{Kind: device.CPU}, Precision: device.FP32}, mc)
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/device"
+	"github.com/agentrl/agentrl/hftrain"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
@@ -31,23 +32,16 @@ import (
 	"github.com/agentrl/agentrl/tool"
 )
 
-// NoThinkPrompt opens an assistant turn of Qwen3 with thinking disabled:
-// its chat template writes an empty think block after the header.
-const NoThinkPrompt = "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+// NoThinkPrompt opens an assistant turn of Qwen3 with thinking disabled
+// (hftrain.NoThinkGenerationPrompt).
+const NoThinkPrompt = hftrain.NoThinkGenerationPrompt
 
-// OpenDevice opens the device the -device and -precision flags chose
-// (device.Open) for a model of configuration mc, and says on stderr what
-// it chose and, after a fallback to the CPU, why. Under a launcher that
-// runs several ranks on a machine, -device cuda and auto mean the rank's
-// own GPU, cuda:LOCAL_RANK (see JoinJob). Close it after the models on
-// it.
+// OpenDevice opens the device the -device and -precision flags chose for
+// a model of configuration mc, this rank's own under a launcher, and
+// says on stderr what it chose and, after a fallback to the CPU, why
+// (hftrain.OpenDevice). Close it after the models on it.
 func OpenDevice(ctx context.Context, dc device.Config, mc policy.Config, stderr io.Writer) (*device.Device, error) {
-	d, err := openForRank(ctx, dc, mc, stderr)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(stderr, "device: %s\n", d)
-	return d, nil
+	return hftrain.OpenDevice(ctx, dc, mc, stderr)
 }
 
 // LoadOnDevice reads the configuration of the checkpoint in dir, opens

@@ -19,11 +19,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/gpu"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
+	"github.com/agentrl/agentrl/policy/toymodel"
 )
 
 // maxPosition is the context of TinyCheckpoint's model.
@@ -37,9 +37,9 @@ const maxPosition = 4096
 func TinyCheckpoint(t testing.TB, tokenizerDir string) string {
 	t.Helper()
 	dir := t.TempDir()
-	m, err := policy.New(setup.Qwen3Config(setup.Shape{
+	m, err := policy.New(toymodel.Shape{
 		Hidden: 8, FFN: 16, Layers: 1, Heads: 2, KVHeads: 1, HeadDim: 4, MaxPosition: maxPosition,
-	}), 7)
+	}.Config(), 7)
 	require.NoError(t, err)
 	require.NoError(t, m.Save(dir, lm.SaveOptions{}))
 	require.NoError(t, m.Close())
