@@ -24,6 +24,8 @@ import (
 // before every update, so that the optimizer steps identically
 // everywhere. Rank 0 writes the metrics log, the checkpoints and the
 // weight publications; every rank resumes from the same checkpoint.
+// With ZeRO the optimizer state, and at stage 2 the gradients, are
+// sharded over the ranks instead (policy.ShardedAdamW).
 //
 // The zero value — and a Comm of one rank — trains alone, exactly as
 // without it.
@@ -36,13 +38,35 @@ type DataParallel struct {
 	// collective. 0 means 25 MiB, PyTorch DDP's bucket_cap_mb.
 	BucketBytes int
 	// AllowWorldSizeChange lets a trainer resume a checkpoint written by
-	// a job of another number of ranks. Every rank's state is complete
-	// (parameters and moments are not sharded), so the resumed run is
-	// sound, but it is not the run an uninterrupted job would have made:
-	// the batches' shards and the order of the gradient sums change. By
-	// default such a checkpoint is refused.
+	// a job of another number of ranks. The state is complete — every
+	// rank's, or the ranks' shards together, which a sharded optimizer
+	// reads under its own partition and any other optimizer whole — so
+	// the resumed run is sound, but it is not the run an uninterrupted
+	// job would have made: the batches' shards and the order of the
+	// gradient sums change. By default such a checkpoint is refused.
 	AllowWorldSizeChange bool
+	// ZeRO shards the training state over the ranks (DeepSpeed's ZeRO
+	// stages, policy.ShardedAdamW): 1 (ShardOptimizer) the AdamW
+	// moments, each rank updating its shard of the parameters and the
+	// ranks all-gathering the weights; 2 (ShardGradients) the gradients
+	// too, reduce-scattered layer by layer as the backward produces them
+	// (in buckets of BucketBytes), so that no rank holds the whole
+	// gradient. 0 shards nothing. It needs a policy that keeps its
+	// training state on its backend (*policy.Model); with one rank there
+	// is nothing to shard and it is ignored. Every rank writes its shard
+	// of a checkpoint, in parallel, into the folder rank 0 makes (which
+	// every rank must see, as it must to resume); the weights stay whole
+	// on every rank, so publications and saved models are the full model.
+	ZeRO int
 }
+
+// The stages of DataParallel.ZeRO.
+const (
+	// ShardOptimizer shards the optimizer state (ZeRO-1).
+	ShardOptimizer = policy.ShardOptimizer
+	// ShardGradients shards the gradients too (ZeRO-2).
+	ShardGradients = policy.ShardGradients
+)
 
 // DefaultBucketBytes is DataParallel.BucketBytes' default.
 const DefaultBucketBytes = 25 << 20
@@ -79,6 +103,13 @@ type job interface {
 	// slowest rank before the gradient sums, seconds summing and bytes
 	// summed.
 	takeCounters() (wait, seconds float64, bytes int64)
+	// newOptimizer makes the optimizer of the trainer's policy — sharded
+	// with ZeRO — and keeps it for memory.
+	newOptimizer(p lm.Trainable, cfg policy.AdamWConfig) (policy.Optimizer, error)
+	// sharding returns what a step of the job held and moved beyond the
+	// all-reduces: the memory of the rank that holds the most, by kind,
+	// and the collectives of sharded training (reset).
+	sharding(ctx context.Context) (RankMemory, ZeROMetrics, error)
 	// stepMetrics makes m, this rank's metrics of its share of a step's
 	// batch, the job's.
 	stepMetrics(ctx context.Context, m *StepMetrics, batch []*sample) error
@@ -89,8 +120,9 @@ type job interface {
 	// order.
 	gatherMismatch(ctx context.Context, rows mismatchRows) (mismatchRows, error)
 	// saveCheckpoint writes step's checkpoint under root with saveTo on
-	// the leader (keeping the newest keep); every rank returns its
-	// folder.
+	// the leader (keeping the newest keep) — with a sharded optimizer on
+	// every rank, in parallel, each its shard — and every rank returns
+	// its folder.
 	saveCheckpoint(ctx context.Context, root checkpoint.Root, step, keep int, saveTo func(dir string) error) (string, error)
 	// close frees what the job holds on the backend.
 	close() error
@@ -102,14 +134,17 @@ func newJob(d DataParallel, field string) (job, error) {
 	if d.BucketBytes < 0 {
 		return nil, fmt.Errorf("%w: %s.BucketBytes %d, want ≥ 0", ErrTrainerConfig, field, d.BucketBytes)
 	}
+	if d.ZeRO < 0 || d.ZeRO > ShardGradients {
+		return nil, fmt.Errorf("%w: %s.ZeRO %d, want 0 (no sharding), %d (the optimizer state) or %d (and the gradients)", ErrTrainerConfig, field, d.ZeRO, ShardOptimizer, ShardGradients)
+	}
 	if d.Comm == nil || d.Comm.Size() <= 1 {
-		return alone{}, nil
+		return &alone{}, nil
 	}
 	b := d.BucketBytes
 	if b == 0 {
 		b = DefaultBucketBytes
 	}
-	return &ranks{comm: d.Comm, me: d.Comm.Rank(), n: d.Comm.Size(), bucket: max(b/4, 1)}, nil
+	return &ranks{comm: d.Comm, me: d.Comm.Rank(), n: d.Comm.Size(), bucket: max(b/4, 1), zero: d.ZeRO, field: field}, nil
 }
 
 // recordedSize is the world size a checkpoint records: 0 (omitted)
@@ -123,39 +158,56 @@ func recordedSize(j job) int {
 
 // alone is the job of a trainer by itself: nothing to check with
 // others, nothing to sum, every item its own.
-type alone struct{}
+type alone struct {
+	opt policy.Optimizer // the trainer's, for its memory
+}
 
-func (alone) size() int                               { return 1 }
-func (alone) rank() int                               { return 0 }
-func (alone) leader() bool                            { return true }
-func (alone) share(n int) (int, int)                  { return 0, n }
-func (alone) takeCounters() (float64, float64, int64) { return 0, 0, 0 }
-func (alone) close() error                            { return nil }
+func (*alone) size() int                               { return 1 }
+func (*alone) rank() int                               { return 0 }
+func (*alone) leader() bool                            { return true }
+func (*alone) share(n int) (int, int)                  { return 0, n }
+func (*alone) takeCounters() (float64, float64, int64) { return 0, 0, 0 }
+func (*alone) close() error                            { return nil }
 
-func (alone) join(context.Context, policy.Optimizer, []namedValue) error { return nil }
+func (*alone) join(context.Context, policy.Optimizer, []namedValue) error { return nil }
 
-func (alone) sumGradients(context.Context, policy.Optimizer) error { return nil }
+func (*alone) sumGradients(context.Context, policy.Optimizer) error { return nil }
 
-func (alone) reduce(context.Context, []float64, dist.Op) error { return nil }
+func (*alone) reduce(context.Context, []float64, dist.Op) error { return nil }
 
-func (alone) agree(_ context.Context, err error, _ string) error { return err }
+func (*alone) agree(_ context.Context, err error, _ string) error { return err }
 
-func (alone) agreeReady(_ context.Context, err error, ready bool, _ string) (bool, error) {
+func (*alone) agreeReady(_ context.Context, err error, ready bool, _ string) (bool, error) {
 	return ready, err
 }
 
-func (alone) stepMetrics(context.Context, *StepMetrics, []*sample) error { return nil }
+func (j *alone) stepMetrics(ctx context.Context, m *StepMetrics, _ []*sample) error {
+	var err error
+	m.Memory, m.ZeRO, err = j.sharding(ctx)
+	return err
+}
 
-func (alone) gatherRecords(_ context.Context, recs []eval.Record, err error) ([]eval.Record, error) {
+func (*alone) gatherRecords(_ context.Context, recs []eval.Record, err error) ([]eval.Record, error) {
 	return recs, err
 }
 
-func (alone) gatherMismatch(_ context.Context, rows mismatchRows) (mismatchRows, error) {
+func (*alone) gatherMismatch(_ context.Context, rows mismatchRows) (mismatchRows, error) {
 	return rows, nil
 }
 
-func (alone) saveCheckpoint(ctx context.Context, root checkpoint.Root, step, keep int, saveTo func(dir string) error) (string, error) {
+func (*alone) saveCheckpoint(ctx context.Context, root checkpoint.Root, step, keep int, saveTo func(dir string) error) (string, error) {
 	return saveCheckpoint(ctx, root, step, keep, saveTo)
+}
+
+func (j *alone) newOptimizer(p lm.Trainable, cfg policy.AdamWConfig) (policy.Optimizer, error) {
+	opt, err := newOptimizer(p, cfg)
+	j.opt = opt
+	return opt, err
+}
+
+func (j *alone) sharding(context.Context) (RankMemory, ZeROMetrics, error) {
+	mem, err := memoryOf(j.opt)
+	return mem, ZeROMetrics{}, err
 }
 
 // ranks is this rank's part of a job of several over a communicator.
@@ -164,6 +216,12 @@ type ranks struct {
 	me, n  int  // this rank, the number of ranks
 	bucket int  // float32 elements per bucket
 	joined bool // the ranks' configurations checked and weights broadcast
+	zero   int  // DataParallel.ZeRO
+	field  string
+
+	opt   policy.Optimizer // the trainer's
+	shard *policy.ShardedAdamW
+	coll  *dist.BufferComm // the sharded optimizer's collectives
 
 	host []float32      // host bucket
 	dev  backend.Buffer // device bucket (NCCL)
@@ -195,7 +253,8 @@ func (j *ranks) join(ctx context.Context, opt policy.Optimizer, fingerprint []na
 	for _, p := range params {
 		n += float64(len(p.Data))
 	}
-	fingerprint = append(fingerprint, namedValue{"the number of trained parameters", n}, namedValue{"the number of parameter tensors", float64(len(params))})
+	fingerprint = append(fingerprint, namedValue{"the number of trained parameters", n}, namedValue{"the number of parameter tensors", float64(len(params))},
+		namedValue{"DataParallel.ZeRO", float64(j.zero)})
 	if err := j.same(ctx, fingerprint); err != nil {
 		return err
 	}
@@ -285,6 +344,9 @@ func (j *ranks) takeCounters() (wait, seconds float64, bytes int64) {
 }
 
 func (j *ranks) saveCheckpoint(ctx context.Context, root checkpoint.Root, step, keep int, saveTo func(dir string) error) (string, error) {
+	if j.shard != nil {
+		return j.saveSharded(ctx, root, step, keep, saveTo)
+	}
 	dir := filepath.Join(root.Dir, checkpoint.DirName(step))
 	var err error
 	if j.leader() {
@@ -376,12 +438,18 @@ type gradReducer interface {
 // or its backward took longer) from the all-reduce itself, so that the
 // metrics tell load imbalance from communication.
 func (j *ranks) sumGradients(ctx context.Context, opt policy.Optimizer) error {
+	if s, ok := opt.(*policy.ShardedAdamW); ok && s.Stage() == ShardGradients {
+		return nil // reduce-scattered by the backward already
+	}
 	arrived := time.Now()
 	if err := j.comm.Barrier(ctx); err != nil {
 		return err
 	}
 	start := time.Now()
 	j.wait += start.Sub(arrived).Seconds()
+	if s, ok := opt.(*policy.ShardedAdamW); ok {
+		return s.ReduceGradients(ctx) // counted by the collectives
+	}
 	defer func() { j.seconds += time.Since(start).Seconds() }()
 	if r, ok := opt.(gradReducer); ok {
 		return r.ReduceGrads(func(be backend.Backend, grads []backend.Buffer) error {

@@ -1,6 +1,7 @@
 package agentrl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -41,11 +42,21 @@ func newOptimizer(p lm.Trainable, cfg policy.AdamWConfig) (policy.Optimizer, err
 // clipOrMeasure clips the gradients to maxNorm (when > 0) or measures
 // their norm; a non-finite norm is policy.ErrNonFinite either way, which
 // the trainers answer by skipping the update, as verl's dp_actor does.
-func clipOrMeasure(opt policy.Optimizer, maxNorm float64) (float64, error) {
-	if maxNorm > 0 {
+// A sharded optimizer's norm is a collective, under ctx.
+func clipOrMeasure(ctx context.Context, opt policy.Optimizer, maxNorm float64) (float64, error) {
+	c, collective := opt.(collectiveOptimizer)
+	var norm float64
+	var err error
+	switch {
+	case maxNorm > 0 && collective:
+		return c.ClipGradNormContext(ctx, maxNorm)
+	case maxNorm > 0:
 		return opt.ClipGradNorm(maxNorm)
+	case collective:
+		norm, err = c.GradNormContext(ctx)
+	default:
+		norm, err = opt.GradNorm()
 	}
-	norm, err := opt.GradNorm()
 	if err == nil && (math.IsNaN(norm) || math.IsInf(norm, 0)) {
 		err = fmt.Errorf("%w: gradient norm %g", policy.ErrNonFinite, norm)
 	}

@@ -1,6 +1,8 @@
 package agentrl
 
 import (
+	"context"
+
 	"github.com/agentrl/agentrl/advantage"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/loss"
@@ -15,13 +17,22 @@ type TrainerParts struct {
 	// Reference, when set, is a frozen model whose log-probabilities feed
 	// the KL loss (forward only); required when Loss.KLCoef > 0.
 	Reference lm.Trainable
-	// Engine rolls out prompts; required. Build it over a Sampler that
-	// shares the Policy's weights (the local model itself, or a server
-	// that is synchronised with them), so that rollouts come from the
-	// current policy.
+	// Engine rolls out prompts; required unless Source is set. Build it
+	// over a Sampler that shares the Policy's weights (the local model
+	// itself, or a server that is synchronised with them), so that
+	// rollouts come from the current policy.
 	Engine *rollout.Engine
-	// Reward scores trajectories; required. With TrainerConfig.Overlong
-	// the trainer adds the overlong penalty to its score.
+	// Source, set instead of Engine, rolls out prompts some other way:
+	// a *record.Source runs an agent program of its own against an
+	// OpenAI-compatible endpoint and returns the token-faithful
+	// trajectories of what it sampled, with the rewards the episodes
+	// posted. Validation (Trainer.Validate) needs an Engine.
+	Source RolloutSource
+	// Reward scores trajectories; required unless Source is set, and
+	// then used for the trajectories whose episodes posted no reward
+	// (with none, such a trajectory is an error). With
+	// TrainerConfig.Overlong the trainer adds the overlong penalty to
+	// its score; posted rewards are used as posted.
 	Reward reward.Func
 	// Prompts is the training set; the trainer draws PromptsPerStep of
 	// them per generation batch, shuffled epoch by epoch with Seed
@@ -66,4 +77,14 @@ type TrainerParts struct {
 	// ShuffleMiniBatches or DynamicSampling, each rank shuffles or
 	// filters its own groups, which one process would mix).
 	DataParallel DataParallel
+}
+
+// RolloutSource rolls out a trainer's requests some other way than a
+// rollout.Engine (TrainerParts.Source): record.Source is one.
+type RolloutSource interface {
+	// Rollout returns N trajectories of every request (rollout.Request.N),
+	// request-major as rollout.Engine.Run orders them, with their
+	// Request and Sample set, and for each either the reward its episode
+	// posted or nil (then TrainerParts.Reward scores it).
+	Rollout(ctx context.Context, reqs []rollout.Request) ([]rollout.Trajectory, []*reward.Output, error)
 }

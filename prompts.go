@@ -30,7 +30,9 @@ type Prompt struct {
 	Messages []rollout.Message
 	// Tools the model may call; nil means the engine's.
 	Tools []tool.Tool
-	// GroundTruth, DataSource and Extra are passed to the reward function.
+	// GroundTruth, DataSource and Extra are passed to the reward function,
+	// and to the engine's environment factory (rollout.Config.Env) as the
+	// request's rollout.Task.
 	GroundTruth string
 	DataSource  string
 	Extra       map[string]any
@@ -52,7 +54,10 @@ func (p *Prompt) RewardInput(tr *rollout.Trajectory) reward.Input {
 
 // request is the rollout request of n samples of p with params.
 func (p *Prompt) request(id string, params lm.SampleParams, n int) rollout.Request {
-	return rollout.Request{ID: id, Prompt: p.Tokens, PromptText: p.Text, Messages: p.Messages, Tools: p.Tools, Params: params, N: n}
+	return rollout.Request{
+		ID: id, Prompt: p.Tokens, PromptText: p.Text, Messages: p.Messages, Tools: p.Tools, Params: params, N: n,
+		Task: rollout.Task{GroundTruth: p.GroundTruth, DataSource: p.DataSource, Extra: p.Extra},
+	}
 }
 
 // PromptsFromExamples turns verl-format examples into Prompts: the chat

@@ -371,6 +371,9 @@ func (t *Trainer) validationRecords(ctx context.Context, vc ValidationConfig, re
 	if len(reqs) == 0 {
 		return nil, nil
 	}
+	if t.parts.Engine == nil {
+		return nil, fmt.Errorf("%w: validation needs TrainerParts.Engine (a Source's episodes are not validated)", ErrTrainer)
+	}
 	trajs, err := t.parts.Engine.Run(ctx, reqs)
 	if err != nil {
 		return nil, err

@@ -58,8 +58,8 @@ func ExampleRecorder() {
 
 	// Output:
 	// steps 1 to 3
-	// step 1: loss 1.386 (9 metrics logged)
-	// step 2: loss 1.240 (9 metrics logged)
-	// step 3: loss 1.102 (9 metrics logged)
+	// step 1: loss 1.386 (14 metrics logged)
+	// step 2: loss 1.240 (14 metrics logged)
+	// step 3: loss 1.102 (14 metrics logged)
 	// 3 rows logged; train/loss of step 3: 1.102
 }

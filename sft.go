@@ -171,6 +171,11 @@ type SFTMetrics struct {
 	AllReduceWaitSeconds float64
 	AllReduceSeconds     float64
 	AllReduceBytes       int64
+	// Memory is what a rank holds for training (the most of any rank),
+	// and ZeRO the collectives of sharded training
+	// (DataParallel.ZeRO), as StepMetrics'.
+	Memory RankMemory
+	ZeRO   ZeROMetrics
 }
 
 // Map returns the metrics under verl's SFT names (train/loss, train/lr).
@@ -196,6 +201,8 @@ func (m SFTMetrics) Map() map[string]float64 {
 		out["timing_s/grad_allreduce"] = m.AllReduceSeconds
 		out["timing_s/grad_wait"] = m.AllReduceWaitSeconds
 	}
+	m.Memory.addTo(out)
+	m.ZeRO.addTo(out)
 	return out
 }
 
@@ -263,7 +270,7 @@ func NewSFTTrainer(cfg SFTConfig, parts SFTParts) (*SFTTrainer, error) {
 	if err := attachLoRA(model, cfg.LoRA, cfg.Seed, "SFTConfig.LoRA"); err != nil {
 		return nil, err
 	}
-	opt, err := newOptimizer(model, cfg.Optimizer)
+	opt, err := j.newOptimizer(model, cfg.Optimizer)
 	if err != nil {
 		return nil, err
 	}
@@ -355,6 +362,9 @@ func (s *SFTTrainer) trainStep(ctx context.Context) (SFTMetrics, error) {
 		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
 	}
 	m.Seconds, m.AllReduceSeconds, m.AllReduceWaitSeconds, m.AllReduceBytes = slowest[0], slowest[1], slowest[2], bytes
+	if m.Memory, m.ZeRO, err = s.job.sharding(ctx); err != nil {
+		return m, fmt.Errorf("agentrl: SFT step %d: %w", m.Step, err)
+	}
 	if m.Seconds > 0 {
 		m.TokensPerSec = float64(m.SeqTokens) / m.Seconds
 	}

@@ -40,7 +40,7 @@ func (s *SFTTrainer) SaveTo(dir string) error {
 	return saveTraining(dir, s.opt, s.model, SFTState{
 		Format: SFTStateFormat, Step: s.stepsDone, Seed: s.cfg.Seed, Samples: len(s.data),
 		Sampler: s.sampler.State(), OptimizerSteps: s.opt.Steps(), WorldSize: recordedSize(s.job),
-	})
+	}, shardOnly(s.job, s.opt))
 }
 
 // SaveCheckpoint writes the checkpoint of the completed updates as

@@ -67,9 +67,11 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	switch {
 	case parts.Policy == nil:
 		return nil, fmt.Errorf("%w: TrainerParts.Policy is nil", ErrTrainer)
-	case parts.Engine == nil:
+	case parts.Engine == nil && parts.Source == nil:
 		return nil, fmt.Errorf("%w: TrainerParts.Engine is nil", ErrTrainer)
-	case parts.Reward == nil:
+	case parts.Engine != nil && parts.Source != nil:
+		return nil, fmt.Errorf("%w: TrainerParts.Engine and TrainerParts.Source are both set; set one", ErrTrainer)
+	case parts.Reward == nil && parts.Source == nil:
 		return nil, fmt.Errorf("%w: TrainerParts.Reward is nil", ErrTrainer)
 	case len(parts.Prompts) == 0:
 		return nil, fmt.Errorf("%w: TrainerParts.Prompts is empty", ErrTrainer)
@@ -107,9 +109,16 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	}
 	rf := parts.Reward
 	if cfg.Overlong != nil {
-		oc, err := cfg.overlong(parts.Engine.MaxResponseTokens())
+		budget := 0
+		if parts.Engine != nil {
+			budget = parts.Engine.MaxResponseTokens()
+		}
+		oc, err := cfg.overlong(budget)
 		if err != nil {
 			return nil, fmt.Errorf("%w: TrainerConfig.Overlong: %w", ErrTrainerConfig, err)
+		}
+		if rf == nil {
+			return nil, fmt.Errorf("%w: TrainerConfig.Overlong needs TrainerParts.Reward (posted rewards are used as posted)", ErrTrainer)
 		}
 		if rf, err = reward.WithOverlong(rf, oc); err != nil {
 			return nil, err
@@ -125,7 +134,7 @@ func NewTrainer(cfg TrainerConfig, parts TrainerParts) (*Trainer, error) {
 	if err := attachLoRA(parts.Policy, cfg.LoRA, cfg.Seed, "TrainerConfig.LoRA"); err != nil {
 		return nil, err
 	}
-	opt, err := newOptimizer(parts.Policy, cfg.Optimizer)
+	opt, err := j.newOptimizer(parts.Policy, cfg.Optimizer)
 	if err != nil {
 		return nil, err
 	}
@@ -222,12 +231,27 @@ type sample struct {
 	traj   rollout.Trajectory
 	prompt *Prompt
 	out    reward.Output
+	posted *reward.Output // the reward its episode posted (TrainerParts.Source), or nil
 	group  string
 	// Per-token arrays aligned with traj.Tokens[traj.PromptLen:].
 	adv, old, ref []float32
 }
 
 func (s *sample) respMask() []float32 { return s.traj.Mask[s.traj.PromptLen:] }
+
+// turns are the trajectory's turns as the advantage estimators take
+// them: spans of the response, the environment's reward for each, and the
+// state each was taken in (rollout.Trajectory.TurnState).
+func (s *sample) turns() []advantage.Turn {
+	out := make([]advantage.Turn, len(s.traj.Turns))
+	for k, tu := range s.traj.Turns {
+		out[k] = advantage.Turn{Start: tu.Start - s.traj.PromptLen, End: tu.End - s.traj.PromptLen, State: s.traj.TurnState(k)}
+		if tu.Reward != nil {
+			out[k].Reward = *tu.Reward
+		}
+	}
+	return out
+}
 
 // rollout is stage 1: the step's batch of trajectories, scored, with
 // the prompt sampler's position after it. The batch is made now
@@ -360,41 +384,79 @@ func (t *Trainer) rolloutGroups(ctx context.Context, stepsDone, genBatch int) ([
 		groups[i] = fmt.Sprintf("s%d/g%d/p%d", stepsDone, genBatch, j)
 		reqs[i] = p.request(groups[i], params, t.cfg.SamplesPerPrompt)
 	}
-	trajs, err := t.parts.Engine.Run(ctx, reqs)
+	trajs, posted, err := t.runRollout(ctx, reqs)
 	if err != nil {
 		return nil, fmt.Errorf("agentrl: step %d: %w", stepsDone+1, rolloutError(err))
 	}
-	if len(trajs) != len(idx)*t.cfg.SamplesPerPrompt {
+	if len(trajs) != len(idx)*t.cfg.SamplesPerPrompt || posted != nil && len(posted) != len(trajs) {
 		return nil, fmt.Errorf("%w: step %d: rollout returned %d trajectories for %d requests of %d samples", ErrTrainer, stepsDone+1, len(trajs), len(idx), t.cfg.SamplesPerPrompt)
 	}
+	// Each trajectory goes to its canonical place, request by request
+	// (prompts in the generation batch's order) and sample by sample,
+	// whatever order the engine gave them in: advantages, mini-batches
+	// and so the update do not depend on which rollout finished first.
+	n := t.cfg.SamplesPerPrompt
 	samples := make([]*sample, len(trajs))
 	for i := range trajs {
 		tr := &trajs[i]
-		if tr.Request < 0 || tr.Request >= len(idx) || len(tr.Mask) != len(tr.Tokens) || tr.PromptLen > len(tr.Tokens) {
-			return nil, fmt.Errorf("%w: step %d: trajectory %d is malformed (request %d, %d tokens, %d mask, prompt %d)", ErrTrainer, stepsDone+1, i, tr.Request, len(tr.Tokens), len(tr.Mask), tr.PromptLen)
+		if tr.Request < 0 || tr.Request >= len(idx) || tr.Sample < 0 || tr.Sample >= n || len(tr.Mask) != len(tr.Tokens) || tr.PromptLen > len(tr.Tokens) {
+			return nil, fmt.Errorf("%w: step %d: trajectory %d is malformed (request %d, sample %d, %d tokens, %d mask, prompt %d)", ErrTrainer, stepsDone+1, i, tr.Request, tr.Sample, len(tr.Tokens), len(tr.Mask), tr.PromptLen)
 		}
-		samples[i] = &sample{traj: *tr, prompt: &t.parts.Prompts[idx[tr.Request]], group: groups[tr.Request]}
+		at := tr.Request*n + tr.Sample
+		if samples[at] != nil {
+			return nil, fmt.Errorf("%w: step %d: rollout returned sample %d of request %d twice", ErrTrainer, stepsDone+1, tr.Sample, tr.Request)
+		}
+		samples[at] = &sample{traj: *tr, prompt: &t.parts.Prompts[idx[tr.Request]], group: groups[tr.Request]}
+		if posted != nil {
+			samples[at].posted = posted[i]
+		}
 	}
 	return samples, nil
 }
 
-// score sets each sample's reward (TrainerParts.Reward, with the
-// overlong shaping of TrainerConfig.Overlong), in parallel within
+// runRollout rolls reqs out with the Engine, or the Source with the
+// rewards its episodes posted.
+func (t *Trainer) runRollout(ctx context.Context, reqs []rollout.Request) ([]rollout.Trajectory, []*reward.Output, error) {
+	if t.parts.Source != nil {
+		return t.parts.Source.Rollout(ctx, reqs)
+	}
+	trajs, err := t.parts.Engine.Run(ctx, reqs)
+	return trajs, nil, err
+}
+
+// score sets each sample's reward: the one its episode posted
+// (TrainerParts.Source), else TrainerParts.Reward's, with the overlong
+// shaping of TrainerConfig.Overlong, in parallel within
 // TrainerConfig.Reward's bounds; a score that is not finite is an error.
 func (t *Trainer) score(ctx context.Context, stepsDone int, samples []*sample) error {
-	inputs := make([]reward.Input, len(samples))
+	var inputs []reward.Input
+	var at []int // the samples scored by the reward function
 	for i, s := range samples {
-		inputs[i] = s.prompt.RewardInput(&s.traj)
-	}
-	outs, err := reward.Batch(ctx, t.reward, inputs, t.cfg.Reward)
-	if err != nil {
-		return fmt.Errorf("agentrl: step %d: reward: %w", stepsDone+1, err)
-	}
-	for i, o := range outs {
-		if math.IsNaN(o.Score) || math.IsInf(o.Score, 0) {
-			return fmt.Errorf("%w: step %d: reward of trajectory %d (prompt %q) is %v", ErrTrainer, stepsDone+1, i, samples[i].prompt.ID, o.Score)
+		if s.posted == nil {
+			inputs = append(inputs, s.prompt.RewardInput(&s.traj))
+			at = append(at, i)
 		}
-		samples[i].out = o
+	}
+	if len(at) > 0 && t.reward == nil {
+		return fmt.Errorf("%w: step %d: trajectory %d (prompt %q) has no posted reward and TrainerParts.Reward is nil", ErrTrainer, stepsDone+1, at[0], samples[at[0]].prompt.ID)
+	}
+	var outs []reward.Output
+	if len(at) > 0 {
+		var err error
+		if outs, err = reward.Batch(ctx, t.reward, inputs, t.cfg.Reward); err != nil {
+			return fmt.Errorf("agentrl: step %d: reward: %w", stepsDone+1, err)
+		}
+	}
+	for k, o := range outs {
+		samples[at[k]].out = o
+	}
+	for i, s := range samples {
+		if s.posted != nil {
+			s.out = *s.posted
+		}
+		if math.IsNaN(s.out.Score) || math.IsInf(s.out.Score, 0) {
+			return fmt.Errorf("%w: step %d: reward of trajectory %d (prompt %q) is %v", ErrTrainer, stepsDone+1, i, s.prompt.ID, s.out.Score)
+		}
 	}
 	return nil
 }
@@ -425,17 +487,22 @@ func rolloutError(err error) error {
 
 // advantages is stage 2: it fills s.adv from the estimator
 // (TrainerConfig.Advantage); groups are the rollout groups (one per
-// prompt and generation batch).
+// prompt and generation batch). The reward function's score is the
+// trajectory's outcome; the environment's per-turn rewards and the turns'
+// spans and states go in as advantage.Input.Turns, which every estimator
+// counts and the turn-level ones (turn_grpo, gigpo) assign turn by turn.
 func (t *Trainer) advantages(batch []*sample) error {
 	in := advantage.Input{
 		Scores: make([]float64, len(batch)),
 		Groups: make([]string, len(batch)),
 		Mask:   make([][]float32, len(batch)),
+		Turns:  make([][]advantage.Turn, len(batch)),
 	}
 	for i, s := range batch {
 		in.Scores[i] = s.out.Score
 		in.Groups[i] = s.group
 		in.Mask[i] = s.respMask()
+		in.Turns[i] = s.turns()
 	}
 	out, err := t.estimators.Compute(t.cfg.Advantage, in)
 	if err != nil {
@@ -714,14 +781,14 @@ func optimizerStep(ctx context.Context, j job, opt policy.Optimizer, maxNorm flo
 	if err := j.sumGradients(ctx, opt); err != nil {
 		return 0, 0, false, fmt.Errorf("gradient all-reduce: %w", err)
 	}
-	norm, err = clipOrMeasure(opt, maxNorm)
+	norm, err = clipOrMeasure(ctx, opt, maxNorm)
 	switch {
 	case errors.Is(err, policy.ErrNonFinite):
 		return norm, 0, false, nil
 	case err != nil:
 		return norm, 0, false, fmt.Errorf("clip: %w", err)
 	}
-	if lr, err = opt.Step(); err != nil {
+	if lr, err = stepOptimizer(ctx, opt); err != nil {
 		return norm, 0, false, fmt.Errorf("optimizer: %w", err)
 	}
 	return norm, lr, true, nil

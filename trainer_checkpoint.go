@@ -75,16 +75,23 @@ func (t *Trainer) SaveTo(dir string) error {
 	return saveTraining(dir, t.opt, t.parts.Policy, TrainerState{
 		Format: TrainerStateFormat, Step: t.stepsDone, Seed: t.cfg.Seed, Prompts: len(t.parts.Prompts),
 		Sampler: t.samplerState, OptimizerSteps: t.opt.Steps(), WorldSize: recordedSize(t.job),
-	})
+	}, shardOnly(t.job, t.opt))
 }
 
 // saveTraining writes what both trainers' checkpoints hold into dir
 // (created when missing): the parameters, the optimizer's state, a LoRA
 // policy's PEFT folder, and state as JSON in CheckpointStateFile, each
-// written atomically.
-func saveTraining(dir string, opt policy.Optimizer, pol lm.Trainable, state any) error {
+// written atomically. With shardOnly (a rank other than 0 of a job
+// with a sharded optimizer) it writes the optimizer's shard only.
+func saveTraining(dir string, opt policy.Optimizer, pol lm.Trainable, state any, shardOnly bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("agentrl: checkpoint: %w", err)
+	}
+	if shardOnly {
+		if err := opt.SaveStateFile(dir); err != nil {
+			return fmt.Errorf("agentrl: checkpoint: %w", err)
+		}
+		return nil
 	}
 	params, err := opt.Params()
 	if err != nil {

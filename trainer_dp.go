@@ -122,6 +122,10 @@ func (j *ranks) stepMetrics(ctx context.Context, m *StepMetrics, batch []*sample
 	for _, k := range keys {
 		sums = append(sums, m.LossMetrics[k])
 	}
+	var err error
+	if m.Memory, m.ZeRO, err = j.sharding(ctx); err != nil {
+		return err
+	}
 	wait, allreduce, bytes := j.takeCounters()
 	maxes := []float64{m.ResponseLenMax, float64(m.GenBatches), m.RolloutSeconds, m.TrainSeconds, m.StepSeconds, m.WallSeconds,
 		m.SyncSeconds, m.OverlapSeconds, float64(m.StalenessMax), allreduce, float64(len(keys)), -float64(len(keys)), wait}

@@ -60,17 +60,22 @@ type dpModel interface {
 
 // newDPTrainer wires the bandit to model kind ("transformer": the tiny
 // Qwen3 of trainer_model_test.go, whose training state lives on its
-// backend, policy.DeviceAdamW; "tabular": AdamW over host Params), with
-// the data-parallel settings d.
+// backend, policy.DeviceAdamW; "deep": the same with 6 layers, whose
+// layers hold most of the parameters; "tabular": AdamW over host
+// Params), with the data-parallel settings d.
 func newDPTrainer(t *testing.T, kind string, cfg agentrl.TrainerConfig, d agentrl.DataParallel, mlog agentrl.MetricsSink, opts ...policy.ModelOption) (*agentrl.Trainer, func() []lm.Param) {
 	t.Helper()
 	var m dpModel
 	var params func() []lm.Param
 	switch kind {
-	case "transformer":
+	case "transformer", "deep":
+		layers := 1
+		if kind == "deep" {
+			layers = 6
+		}
 		pm, err := policy.New(policy.Config{
 			ModelType: policy.ModelQwen3, VocabSize: 4, HiddenSize: 16, IntermediateSize: 32,
-			NumHiddenLayers: 1, NumAttentionHeads: 2, NumKeyValueHeads: 1, HeadDim: 8,
+			NumHiddenLayers: layers, NumAttentionHeads: 2, NumKeyValueHeads: 1, HeadDim: 8,
 			MaxPositionEmbeddings: 32, RMSNormEps: 1e-6, RopeTheta: 10000, TieWordEmbeddings: true,
 		}, 3, append([]policy.ModelOption{policy.WithDecoder(alphaTokenizer{banditAlphabet}.Decode)}, opts...)...)
 		require.NoError(t, err)

@@ -34,6 +34,13 @@ type StepMetrics struct {
 	// reported failure).
 	ToolCallsMean float64
 	ToolErrors    int
+	// EnvErrors is the number of trajectories whose environment failed
+	// (rollout.Trajectory.EnvErr: an error, a panic, a call past
+	// rollout.Config.EnvTimeout, an answer the engine could not use, or a
+	// failed Close); TurnRewardMean is the mean over trajectories of the
+	// sum of the environment's per-turn rewards.
+	EnvErrors      int
+	TurnRewardMean float64
 	// GenBatches is the number of generation batches the step used (more
 	// than 1 only with dynamic sampling) and KeptGroups the groups trained
 	// on.
@@ -99,6 +106,12 @@ type StepMetrics struct {
 	AllReduceWaitSeconds float64
 	AllReduceSeconds     float64
 	AllReduceBytes       int64
+	// Memory is what a rank holds for training, by kind (the most of any
+	// rank), measured at the end of the step: under memory/… in Map.
+	// ZeRO are the step's collectives of sharded training
+	// (DataParallel.ZeRO), under dist/… and timing_s/… in Map.
+	Memory RankMemory
+	ZeRO   ZeROMetrics
 
 	generatedTokens int
 	trainedTokens   int
@@ -115,6 +128,8 @@ func (m StepMetrics) Map() map[string]float64 {
 		"response_length/clip_ratio": m.OverlongFrac,
 		"tool_call_counts/mean":      m.ToolCallsMean,
 		"tool_errors/total":          float64(m.ToolErrors),
+		"env_errors/total":           float64(m.EnvErrors),
+		"env/turn_reward/mean":       m.TurnRewardMean,
 		"train/num_gen_batches":      float64(m.GenBatches),
 		"train/kept_groups":          float64(m.KeptGroups),
 		"train/trajectories":         float64(m.Trajectories),
@@ -164,6 +179,8 @@ func (m StepMetrics) Map() map[string]float64 {
 		out["timing_s/grad_allreduce"] = m.AllReduceSeconds
 		out["timing_s/grad_wait"] = m.AllReduceWaitSeconds
 	}
+	m.Memory.addTo(out)
+	m.ZeRO.addTo(out)
 	return out
 }
 
@@ -182,6 +199,7 @@ func (m *StepMetrics) observeBatch(batch []*sample, cfg TrainerConfig) {
 	scores := make([]float64, len(batch))
 	lens := make([]float64, len(batch))
 	calls := make([]float64, len(batch))
+	turnRewards := make([]float64, len(batch))
 	var acc, overlong int
 	for i, s := range batch {
 		scores[i] = s.out.Score
@@ -196,6 +214,12 @@ func (m *StepMetrics) observeBatch(batch []*sample, cfg TrainerConfig) {
 				m.ToolErrors++
 			}
 		}
+		if s.traj.EnvErr != nil {
+			m.EnvErrors++
+		}
+		for _, r := range s.traj.TurnRewards() {
+			turnRewards[i] += r
+		}
 		switch s.traj.Stop {
 		case rollout.StopTurnBudget, rollout.StopResponseBudget, rollout.StopTotalBudget:
 			overlong++
@@ -207,6 +231,7 @@ func (m *StepMetrics) observeBatch(batch []*sample, cfg TrainerConfig) {
 	m.Acc = float64(acc) / n
 	m.ResponseLenMean = stat.Mean(lens, nil)
 	m.ToolCallsMean = stat.Mean(calls, nil)
+	m.TurnRewardMean = stat.Mean(turnRewards, nil)
 	m.OverlongFrac = float64(overlong) / n
 }
 

@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	if os.Getenv(zeroScenarioVar) != "" && env.Size > 1 {
+		os.Exit(playZeROScenario(env))
+	}
 	if env.Size > 1 {
 		if mpiComm, err = dist.Open(context.Background(), dist.Options{Env: &env, Timeout: 2 * time.Minute}); err != nil {
 			fmt.Fprintln(os.Stderr, "agentrl.test: opening MPI:", err)

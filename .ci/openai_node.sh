@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# openai_node.sh runs package serve against OpenAI's official Node client
-# (serve's TestOpenAINodeClient, which skips without it): it installs the
+# openai_node.sh runs packages serve and record against OpenAI's official
+# Node client (their TestOpenAINodeClient, which skip without it; record's
+# runs the client's own tool-calling agent loop): it installs the
 # npm package openai, at a pinned version, into a temporary folder and
 # points the test at it. Needs node and npm; without them it says so and
 # skips, as the fake-driver tests do without g++.
@@ -16,5 +17,5 @@ mods=$(mktemp -d)
 trap 'rm -rf "$mods"' EXIT
 # openai 6.x runs on Node 20 and later; 7.x needs Node 22.
 (cd "$mods" && npm install --silent --no-audit --no-fund openai@6.49.0 >/dev/null)
-AGENTRL_OPENAI_NODE_MODULES="$mods/node_modules" go test -count=1 -run TestOpenAINodeClient -v ./serve |
+AGENTRL_OPENAI_NODE_MODULES="$mods/node_modules" go test -count=1 -run TestOpenAINodeClient -v ./serve ./record |
 	grep -E '^(---|PASS|FAIL|ok)'

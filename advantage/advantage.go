@@ -51,6 +51,20 @@ const (
 	// Input.Values, skipping tool-output tokens, whitened over the batch;
 	// Returns are Â + V (compute_gae_advantage_return).
 	GAE Estimator = "gae"
+
+	// The turn-level estimators give each turn of a multi-turn trajectory
+	// (Input.Turns) an advantage of its own, from the discounted return
+	// of its turn rewards G_{i,k} = Σ_{j≥k} γ^{j−k} r_{i,j}, the score
+	// counted on the last turn.
+
+	// TurnGRPO: (G_{i,k} − mean)/(std + ε) over the turns at the same
+	// index k in the trajectories of i's group.
+	TurnGRPO Estimator = "turn_grpo"
+	// GiGPO: GRPO's episode advantage plus Config.StepWeight times a
+	// step advantage, (G_{i,k} − mean)/(std + ε) over the group's turns
+	// taken in the same state (Turn.State) (Feng et al., 2025,
+	// arXiv:2505.10978).
+	GiGPO Estimator = "gigpo"
 )
 
 // Input is one batch of trajectories. Mask fixes the shape: len(Mask) is the
@@ -61,7 +75,8 @@ const (
 //
 // The reward of trajectory i is what verl calls token_level_rewards:
 // Scores[i] placed on the last token of row i whose mask is 1, plus
-// TokenRewards[i][t] on every token (e.g. a KL penalty or process rewards).
+// TokenRewards[i][t] on every token (e.g. a KL penalty or process rewards),
+// plus each turn's Turns[i][k].Reward on the turn's last mask-1 token.
 // Outcome estimators use its sum over the row, as verl sums
 // token_level_rewards over the response; they count Scores[i] even when row i
 // has no mask-1 token (the trajectory was sampled and scored, so it shapes
@@ -89,6 +104,14 @@ type Input struct {
 	Mask [][]float32
 	// TokenRewards, optional, adds a reward on each token.
 	TokenRewards [][]float32
+	// Turns, optional, divides each row into the turns of a multi-turn
+	// trajectory (see Turn): Turns[i] lists trajectory i's turns in
+	// order, each with the environment's reward for it and the state it
+	// was taken in. The turn-level estimators (turn_grpo, gigpo) need
+	// them for multi-turn trajectories; the others count the turns'
+	// rewards (Turn.Reward). A row with no turns has no mask-1 token for
+	// the turn-level estimators.
+	Turns [][]Turn
 	// Values holds the critic's value of each token; needed by gae.
 	Values [][]float32
 	// BaselineScores holds the score of the greedy response to the same
@@ -132,6 +155,10 @@ type Config struct {
 	// Epsilon is added to the group std before dividing by it. 0 means
 	// 1e-6, verl's default; negative values are an error.
 	Epsilon float64
+	// StepWeight is GiGPO's ω, the weight of the step-level advantage
+	// (verl-agent's algorithm.gigpo.step_advantage_w), finite and ≥ 0.
+	// nil means 1.
+	StepWeight *float64
 }
 
 // Default hyper-parameters, verl's.
@@ -159,6 +186,14 @@ func (c Config) lambda() float64 {
 		return 1
 	}
 	return *c.Lambda
+}
+
+// stepWeight returns ω.
+func (c Config) stepWeight() float64 {
+	if c.StepWeight == nil {
+		return 1
+	}
+	return *c.StepWeight
 }
 
 // epsilon returns ε.
@@ -205,6 +240,14 @@ func (c Config) validate() error {
 	if c.Epsilon < 0 {
 		return fieldErr("Config.Epsilon", -1, -1, ErrInvalidValue, "%v is negative", c.Epsilon)
 	}
+	if w := c.StepWeight; w != nil {
+		if math.IsNaN(*w) || math.IsInf(*w, 0) {
+			return fieldErr("Config.StepWeight", -1, -1, ErrNonFinite, "%v", *w)
+		}
+		if *w < 0 {
+			return fieldErr("Config.StepWeight", -1, -1, ErrInvalidValue, "%v is negative", *w)
+		}
+	}
 	return nil
 }
 
@@ -245,6 +288,10 @@ func builtinEstimator(name Estimator) (EstimatorFunc, bool) {
 		return grpoPassK, true
 	case GAE:
 		return gae, true
+	case TurnGRPO:
+		return turnGRPO, true
+	case GiGPO:
+		return gigpo, true
 	}
 	return nil, false
 }
@@ -253,8 +300,8 @@ func builtinEstimator(name Estimator) (EstimatorFunc, bool) {
 // fresh slice.
 func builtinNames() []Estimator {
 	return []Estimator{
-		DrGRPO, GAE, GPG, GRPO, GRPOPassK, OPO, ReinforcePlusPlus,
-		ReinforcePlusPlusBaseline, ReMax, RLOO,
+		DrGRPO, GAE, GiGPO, GPG, GRPO, GRPOPassK, OPO, ReinforcePlusPlus,
+		ReinforcePlusPlusBaseline, ReMax, RLOO, TurnGRPO,
 	}
 }
 

@@ -99,5 +99,5 @@ func ExampleRegistry_Register() {
 	fmt.Println(len(reg.Names()), "estimators")
 	// Output:
 	// [[1 0 1] [-1]]
-	// 11 estimators
+	// 13 estimators
 }

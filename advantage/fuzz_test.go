@@ -96,6 +96,25 @@ func fuzzInput(data []byte) (Input, Config) {
 	if flags&16 != 0 {
 		in.BaselineScores = perTraj()
 	}
+	if flags&128 != 0 {
+		// Turns: spans that are often valid (ordered, within the row)
+		// and sometimes not, hostile rewards, a few states, an empty
+		// one now and then.
+		in.Turns = make([][]Turn, b)
+		for i := range in.Turns {
+			at := 0
+			for range int(r.next() % 4) {
+				start := at + int(r.next()%3) - 1
+				end := start + int(r.next()%4)
+				state := string(rune('a' + r.next()%3))
+				if state == "c" {
+					state = ""
+				}
+				in.Turns[i] = append(in.Turns[i], Turn{Start: start, End: end, Reward: r.value(), State: state})
+				at = end
+			}
+		}
+	}
 	cfg := Config{Estimator: name}
 	if flags&32 != 0 {
 		cfg.NormByStd = new(false)
@@ -119,6 +138,8 @@ func FuzzCompute(f *testing.F) {
 	f.Add([]byte{3, 0xff, 4, 3, 1, 1, 1, 2, 1, 1, 0, 1, 2, 3, 4})
 	f.Add([]byte{9, 0x1b, 2, 5, 0, 0, 200, 0, 0, 3, 0, 0, 0, 130, 120, 250})
 	f.Add([]byte{7, 0x0b, 3, 0, 1, 0, 2, 0, 99, 252, 128, 1, 2})
+	f.Add([]byte{2, 0x83, 2, 4, 1, 1, 1, 0, 3, 1, 1, 1, 130, 140, 2, 1, 1, 0, 0, 1, 2, 3, 1, 1, 1, 0, 200, 1, 1})
+	f.Add([]byte{4, 0x83, 3, 3, 1, 0, 1, 2, 0, 1, 3, 1, 2, 1, 1, 150, 2, 1, 1, 1, 1, 250, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in, cfg := fuzzInput(data)
 		name := cfg.Estimator

@@ -47,7 +47,8 @@ func requireGroups(in Input) (grouping, error) {
 }
 
 // totalRewards returns each trajectory's total reward, verl's
-// token_level_rewards.sum(dim=-1): Scores[i] plus the sum of TokenRewards[i].
+// token_level_rewards.sum(dim=-1): Scores[i] plus the sum of TokenRewards[i],
+// plus the rewards of its Turns.
 func totalRewards(in Input) []float64 {
 	s := make([]float64, len(in.Mask))
 	copy(s, in.Scores)
@@ -57,6 +58,11 @@ func totalRewards(in Input) []float64 {
 			sum += float64(r)
 		}
 		s[i] += sum
+	}
+	for i, row := range in.Turns {
+		for _, tu := range row {
+			s[i] += tu.Reward
+		}
 	}
 	return s
 }

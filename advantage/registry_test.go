@@ -55,8 +55,8 @@ func TestRegistryRegisterAndCompute(t *testing.T) {
 // run while others compute.
 
 var builtinEstimators = []Estimator{
-	"drgrpo", "gae", "gpg", "grpo", "grpo_passk", "opo",
-	"reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax", "rloo",
+	"drgrpo", "gae", "gigpo", "gpg", "grpo", "grpo_passk", "opo",
+	"reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax", "rloo", "turn_grpo",
 }
 
 func TestRegistryZeroValueHoldsBuiltins(t *testing.T) {
@@ -135,8 +135,8 @@ func TestRegistryNamesSorted(t *testing.T) {
 	got := r.Names()
 	assert.True(t, slices.IsSorted(got), "%v", got)
 	assert.Equal(t, []Estimator{
-		"Alpha", "drgrpo", "gae", "gpg", "grpo", "grpo_passk", "mid-0", "mid_1", "opo",
-		"reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax", "rloo", "zeta",
+		"Alpha", "drgrpo", "gae", "gigpo", "gpg", "grpo", "grpo_passk", "mid-0", "mid_1", "opo",
+		"reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax", "rloo", "turn_grpo", "zeta",
 	}, got)
 }
 
@@ -145,11 +145,11 @@ func TestRegistryUnknownNameListsKnown(t *testing.T) {
 	require.NoError(t, r.Register("mine", constEstimator(1)))
 	_, err := r.Compute(Config{Estimator: "nope"}, fullBatch())
 	assert.ErrorIs(t, err, ErrUnknownName)
-	assert.EqualError(t, err, `advantage: Config.Estimator "nope" (registered: drgrpo, gae, gpg, grpo, grpo_passk, mine, opo, `+
-		`reinforce_plus_plus, reinforce_plus_plus_baseline, remax, rloo): unknown name`)
+	assert.EqualError(t, err, `advantage: Config.Estimator "nope" (registered: drgrpo, gae, gigpo, gpg, grpo, grpo_passk, mine, opo, `+
+		`reinforce_plus_plus, reinforce_plus_plus_baseline, remax, rloo, turn_grpo): unknown name`)
 	_, err = Compute(Config{Estimator: "nope"}, fullBatch())
-	assert.EqualError(t, err, `advantage: Config.Estimator "nope" (registered: drgrpo, gae, gpg, grpo, grpo_passk, opo, `+
-		`reinforce_plus_plus, reinforce_plus_plus_baseline, remax, rloo): unknown name`)
+	assert.EqualError(t, err, `advantage: Config.Estimator "nope" (registered: drgrpo, gae, gigpo, gpg, grpo, grpo_passk, opo, `+
+		`reinforce_plus_plus, reinforce_plus_plus_baseline, remax, rloo, turn_grpo): unknown name`)
 }
 
 // Register runs while other goroutines look names up and compute with

@@ -17,11 +17,13 @@ import (
 // TD-error on observation tokens").
 
 // rewardRow gives the reward of trajectory i at token t: TokenRewards[i][t],
-// plus Scores[i] on the last mask-1 token.
+// plus Scores[i] on the last mask-1 token, plus each turn's reward on the
+// turn's last mask-1 token.
 type rewardRow struct {
 	tokens []float32 // TokenRewards[i], or nil
 	score  float64   // Scores[i], or 0
 	last   int       // index of the last mask-1 token, or -1
+	turns  []float64 // the turns' rewards by token, or nil when none is non-zero
 }
 
 func newRewardRow(in Input, i int) rewardRow {
@@ -39,6 +41,22 @@ func newRewardRow(in Input, i int) rewardRow {
 			break
 		}
 	}
+	if in.Turns != nil {
+		for _, tu := range in.Turns[i] {
+			if tu.Reward == 0 {
+				continue
+			}
+			for t := tu.End - 1; t >= 0; t-- {
+				if mask[t] != 0 {
+					if r.turns == nil {
+						r.turns = make([]float64, len(mask))
+					}
+					r.turns[t] += tu.Reward
+					break
+				}
+			}
+		}
+	}
 	return r
 }
 
@@ -50,6 +68,9 @@ func (r rewardRow) at(t int) float64 {
 	}
 	if t == r.last {
 		x += r.score
+	}
+	if r.turns != nil {
+		x += r.turns[t]
 	}
 	return x
 }

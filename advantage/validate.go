@@ -7,7 +7,8 @@ import (
 
 // Validate checks the shape and the values of every field that is set: Mask
 // non-empty with entries 0 or 1; per-trajectory fields of length len(Mask);
-// per-token rows of the length of the matching Mask row; all values finite;
+// per-token rows of the length of the matching Mask row; turns that are
+// ordered spans of their rows; all values finite;
 // group ids non-empty; Scores or TokenRewards present. It does not check
 // that the fields a particular estimator needs are set: the estimator does.
 // Compute and Registry.Compute call it before every estimator.
@@ -51,7 +52,35 @@ func (in Input) validate() error {
 	if err := checkPerToken("TokenRewards", in.TokenRewards, in.Mask); err != nil {
 		return err
 	}
+	if err := checkTurns(in.Turns, in.Mask); err != nil {
+		return err
+	}
 	return checkPerToken("Values", in.Values, in.Mask)
+}
+
+// checkTurns checks Turns, if set: one list per row, each turn a span of
+// its row at or after the previous turn's end, with a finite reward.
+// Errors name the row and the turn (as the Col of the *FieldError).
+func checkTurns(turns [][]Turn, mask [][]float32) error {
+	if turns == nil {
+		return nil
+	}
+	if len(turns) != len(mask) {
+		return fieldErr("Turns", -1, -1, ErrLengthMismatch, "%d rows, Mask has %d", len(turns), len(mask))
+	}
+	for i, row := range turns {
+		prev := 0
+		for k, tu := range row {
+			switch {
+			case tu.Start < prev || tu.End < tu.Start || tu.End > len(mask[i]):
+				return fieldErr("Turns", i, k, ErrInvalidValue, "span [%d, %d) is not within [%d, %d] after the previous turn", tu.Start, tu.End, prev, len(mask[i]))
+			case math.IsNaN(tu.Reward) || math.IsInf(tu.Reward, 0):
+				return fieldErr("Turns", i, k, ErrNonFinite, "reward %v", tu.Reward)
+			}
+			prev = tu.End
+		}
+	}
+	return nil
 }
 
 // checkPerTrajectory checks a per-trajectory field, if set.

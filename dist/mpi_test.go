@@ -57,12 +57,12 @@ func TestMain(m *testing.M) {
 }
 
 // playScenario is one rank's part in a failure scenario: rank 1 hangs
-// or dies, rank 0 reports what its all-reduce says. It returns the exit
-// status.
+// or dies, rank 0 reports what its all-reduce (its reduce-scatter, in
+// "die-rs") says. It returns the exit status.
 func playScenario(s string, env Env) int {
 	ctx := context.Background()
 	timeout := 2 * time.Second
-	if s == "die" {
+	if s == "die" || s == "die-rs" {
 		timeout = time.Minute // the failure must come at once, not at the timeout
 	}
 	c, err := Open(ctx, Options{Env: &env, Timeout: timeout})
@@ -74,13 +74,17 @@ func playScenario(s string, env Env) int {
 		switch s {
 		case "hang":
 			time.Sleep(time.Minute)
-		case "die":
+		case "die", "die-rs":
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		}
 		return 0
 	}
 	start := time.Now()
-	err = c.AllReduce(ctx, Float32s{1, 2, 3}, Sum)
+	if s == "die-rs" {
+		err = c.ReduceScatter(ctx, Float32s{1, 2, 3, 4}, make(Float32s, 2), Sum)
+	} else {
+		err = c.AllReduce(ctx, Float32s{1, 2, 3}, Sum)
+	}
 	fmt.Fprintf(os.Stderr, "rank %d after %.1fs: %v\n", env.Rank, time.Since(start).Seconds(), err)
 	if err == nil {
 		_ = c.Close()
@@ -103,6 +107,26 @@ func needMPI(t *testing.T) Comm {
 func TestMPICollectives(t *testing.T) {
 	c := needMPI(t)
 	require.NoError(t, checkCollectives(context.Background(), t, c))
+}
+
+// A reduce-scatter of a sharded optimizer's size (a 25 MiB unit of
+// float32s), with terms exact in float32: send[i] = i mod 1000 + rank on
+// every rank, so block r of the sum is n·(i mod 1000) + n(n−1)/2 at
+// element i = r·m + j.
+func TestMPIReduceScatterLarge(t *testing.T) {
+	c := needMPI(t)
+	n := c.Size()
+	m := 25 << 20 / 4 / n
+	send := make(Float32s, m*n)
+	for i := range send {
+		send[i] = float32(i%1000) + float32(c.Rank())
+	}
+	recv := make(Float32s, m)
+	require.NoError(t, c.ReduceScatter(context.Background(), send, recv, Sum))
+	for j := 0; j < m; j += 7919 {
+		i := c.Rank()*m + j
+		require.Equal(t, float32(n*(i%1000)+n*(n-1)/2), recv[j], "element %d of rank %d's block", j, c.Rank())
+	}
 }
 
 // A collective larger than one MPI message, with a sum whose terms are
@@ -168,5 +192,22 @@ func TestMPIScenarioDie(t *testing.T) {
 	require.NoError(t, ctx.Err(), "and does not hang")
 	o := string(out)
 	assert.True(t, strings.Contains(o, "rank 1 is gone") || strings.Contains(o, "process rank 1"), "names rank 1")
+	assert.Less(t, elapsed, 30*time.Second)
+}
+
+// Rank 1 dies (SIGKILL) before a reduce-scatter that rank 0 waits in:
+// rank 0's reduce-scatter fails at once naming it (or mpirun's report
+// does, whichever comes first), as an all-reduce's does.
+func TestMPIScenarioDieReduceScatter(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	start := time.Now()
+	out, err := mpirunCommand(ctx, t, "die-rs").CombinedOutput()
+	elapsed := time.Since(start)
+	t.Logf("mpirun after %.1fs: %v\n%s", elapsed.Seconds(), err, out)
+	require.Error(t, err, "the job fails")
+	require.NoError(t, ctx.Err(), "and does not hang")
+	o := string(out)
+	assert.True(t, strings.Contains(o, "dist: reduce-scatter #1 on rank 0: rank 1 is gone") || strings.Contains(o, "process rank 1"), "names rank 1")
 	assert.Less(t, elapsed, 30*time.Second)
 }

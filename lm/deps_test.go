@@ -22,7 +22,7 @@ func TestLightDependencies(t *testing.T) {
 		"github.com/agentrl/agentrl/internal/gemm",
 		"gorgonia.org/",
 	}
-	for _, pkg := range []string{"../lm", "../rollout", "../fleet", "../policy/openai", "../policy/policytest"} {
+	for _, pkg := range []string{"../lm", "../rollout", "../fleet", "../policy/openai", "../policy/policytest", "../record"} {
 		t.Run(pkg, func(t *testing.T) {
 			out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
 			require.NoError(t, err, "%s", out)

@@ -22,12 +22,18 @@ var (
 // generations of other calls; requests that arrive meanwhile are admitted
 // between two steps, their prompts prefilled in the same forward pass as
 // the other sequences' next tokens, in chunks of at most 2048 prompt
-// tokens per step (a longer prompt is prefilled over several steps). Results do not depend on what else is in the batch, up to
-// float32 rounding: the batched matrix products sum in an order that
-// depends on the batch's shape, so a log-probability can differ in its
-// last bits from the same request's in another batch (and, rarely, a
-// sampled token whose draw falls on such a boundary). Runs that must be
-// bit-reproducible should not rely on the batch's composition.
+// tokens per step (a longer prompt is prefilled over several steps).
+// On the CPU backend results do not depend on what else is in the
+// batch, bit for bit: its kernels compute every row in an order fixed by
+// the row (package internal/cpu), so a request's tokens and
+// log-probabilities are the same whatever the requests beside it, the
+// chunks of its prefill, the KV cache's layout and the number of
+// threads, and with Logprobs and sampling that truncates nothing (no
+// top-k, top-p or min-p) its LogProbs are, bit for bit, what Forward
+// computes at the same temperature for the same sequence (RawLogProbs
+// likewise at temperature 1) — the PPO ratio of a policy with itself is
+// exactly 1. Other backends (the GPU's) guarantee this only up to float32
+// rounding.
 //
 // Sampling follows SampleParams with backend.SampleRow's rule: vLLM's
 // temperature, min-p, top-k and top-p, then one uniform number per token,

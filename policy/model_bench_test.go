@@ -216,3 +216,84 @@ func TestBenchConfigIsTenMillion(t *testing.T) {
 	// 2·384) + 384 = 3,145,728 + 4·1,721,216 + 384 = 10,030,976.
 	require.Equal(t, int64(10_030_976), benchConfig(t).NumParams())
 }
+
+// arithConfig is the model of examples/arith's main job at its default
+// flags: Qwen3-style, hidden 128, 2 layers, 4 heads of 32, 2 KV heads,
+// MLP 384, tied embeddings, over the byte tokenizer's vocabulary (256
+// bytes and its specials, 266 here).
+func arithConfig(tb testing.TB) Config {
+	cfg, err := ParseConfig([]byte(`{"model_type": "qwen3", "vocab_size": 266, "hidden_size": 128,
+		"intermediate_size": 384, "num_hidden_layers": 2, "num_attention_heads": 4,
+		"num_key_value_heads": 2, "head_dim": 32, "max_position_embeddings": 512,
+		"rope_theta": 10000, "tie_word_embeddings": true, "eos_token_id": 265}`))
+	require.NoError(tb, err)
+	return cfg
+}
+
+// arithSFTBatch is 16 sequences of 150 to 300 tokens, as an SFT update
+// of the main job.
+func arithSFTBatch(vocab int) lm.TokenBatch {
+	seqs := make([][]int, 16)
+	x := uint32(7)
+	for b := range seqs {
+		seqs[b] = make([]int, 150+b*10)
+		for i := range seqs[b] {
+			x = x*1664525 + 1013904223
+			seqs[b][i] = int(x>>8) % (vocab - 1)
+		}
+	}
+	return lm.TokenBatch{Tokens: seqs}
+}
+
+// BenchmarkArithSFTStep is one SFT update of the main job's shapes:
+// forward with gradients, backward, AdamW.
+func BenchmarkArithSFTStep(b *testing.B) {
+	m, err := New(arithConfig(b), 1)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = m.Close() })
+	opt, err := NewAdamW(m.Params(), DefaultAdamWConfig())
+	require.NoError(b, err)
+	batch := arithSFTBatch(m.Config().VocabSize)
+	grad := meanLossGrad(batch)
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		if err := trainStep(ctx, m, opt, batch, grad); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(tokens(batch)*b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
+
+// BenchmarkArithGenerate is one generation of the main job's shapes: 16
+// requests of 64-token prompts sampled at temperature 1 with their
+// log-probabilities, 128 new tokens each (the end-of-sequence token is
+// outside the prompts' and the samples' reach only by chance, so each
+// request has its seed and the work is the same every time).
+func BenchmarkArithGenerate(b *testing.B) {
+	m, err := New(arithConfig(b), 1)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = m.Close() })
+	reqs := make([]lm.GenerateRequest, 16)
+	for i := range reqs {
+		prompt := make([]int, 64)
+		for j := range prompt {
+			prompt[j] = (i*31 + j*7) % 256
+		}
+		reqs[i] = lm.GenerateRequest{Prompt: prompt, Params: lm.SampleParams{
+			Temperature: 1, MaxNewTokens: 128, Logprobs: true, Seed: u64(uint64(i + 1))}}
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	n := 0
+	for range b.N {
+		gens, err := m.Generate(ctx, reqs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, g := range gens {
+			n += len(g.Tokens)
+		}
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tokens/s")
+}

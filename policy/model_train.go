@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"sync"
 
 	"gorgonia.org/tensor"
@@ -146,7 +148,9 @@ func (m *Model) Forward(ctx context.Context, batch lm.TokenBatch, withGrad bool)
 		if !withGrad {
 			return stats, nil, nil
 		}
-		return stats, func(context.Context, [][]float32, [][]float32) error { return nil }, nil
+		// No token, no gradient; a rank of a sharded job still takes its
+		// part in the reductions of the backward (zeros).
+		return stats, func(ctx context.Context, _, _ [][]float32) error { return m.emptyBackward(ctx) }, nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -173,6 +177,9 @@ func (m *Model) Forward(ctx context.Context, batch lm.TokenBatch, withGrad bool)
 	logp, ent := m.net.head.logProbs(tp, hf, pb.targets, pb.invTemp, &st.head)
 	if !tp.ok() {
 		return lm.TokenStats{}, nil, tp.err
+	}
+	if withGrad {
+		m.noteActivations(tp.maxElems)
 	}
 	lp, en := make([]float32, t), make([]float32, t)
 	if err := m.be.Download(lp, logp, 0); err != nil {
@@ -270,6 +277,18 @@ func (m *Model) backward(ctx context.Context, st *trainState, gradLogProbs, grad
 	tp := m.newPass(false)
 	tp.ctx = ctx
 	defer tp.free()
+	if sink := m.gradSink(); sink != nil {
+		// Stage 2 of a sharded optimizer: each layer's gradients leave
+		// the model as soon as they are final (gradFlow).
+		flow, err := newGradFlow(ctx, m.be, sink, m.devOpt.shard.groups)
+		if flow == nil {
+			return err
+		}
+		tp.grads = flow
+		if err != nil {
+			return flow.finish(err)
+		}
+	}
 	t, h := pb.t, m.cfg.HiddenSize
 	dlogp, dentB := tp.alloc(t), tp.allocIf(dent != nil, t)
 	tp.do("upload", func() error {
@@ -284,8 +303,104 @@ func (m *Model) backward(ctx context.Context, st *trainState, gradLogProbs, grad
 	dh := tp.zeros(t * h)
 	m.net.head.logProbsBackward(tp, &st.head, dh, dlogp, dentB, pb.targets, pb.invTemp)
 	m.net.hiddenBackward(tp, &st.hidden, dh, pb.ids, st.r)
+	m.noteActivations(st.tp.elems + tp.maxElems)
+	if tp.grads != nil {
+		if err := tp.grads.finish(tp.err); err != nil {
+			return err
+		}
+	}
 	if !tp.ok() {
 		return tp.err
 	}
 	return m.w.finishGrads()
+}
+
+// emptyBackward is the backward of a forward over no token: nothing to
+// do, except in a sharded job at stage 2, whose ranks all take part in
+// every reduction of a backward: zero gradients are handed over.
+func (m *Model) emptyBackward(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sink := m.gradSink()
+	if sink == nil {
+		return nil
+	}
+	g := m.devOpt.shard.groups
+	flow, err := newGradFlow(ctx, m.be, sink, g)
+	if flow == nil {
+		return err
+	}
+	if err == nil {
+		err = flow.done(g.head)
+	}
+	for i := len(g.layers) - 1; i >= 0 && err == nil; i-- {
+		if err = flow.alloc(g.layers[i]); err == nil {
+			err = flow.done(g.layers[i])
+		}
+	}
+	return flow.finish(err)
+}
+
+// gradSink is the sink of the backward's gradients when they are
+// streamed (a ShardedAdamW at stage 2), nil otherwise. The caller holds
+// m.mu.
+func (m *Model) gradSink() gradSink {
+	if m.devOpt == nil || m.devOpt.shard == nil || m.devOpt.shard.stage < 2 {
+		return nil
+	}
+	return m.devOpt.shard.stream
+}
+
+// noteActivations records that a training pass held n floats of
+// activations at once (the most, for the optimizer's Memory). The
+// caller holds m.mu.
+func (m *Model) noteActivations(n int64) {
+	if m.devOpt != nil {
+		m.devOpt.actPeak = max(m.devOpt.actPeak, 4*n)
+	}
+}
+
+// gradGroups sorts the trainable tensors by the point of the backward at
+// which their gradients are final (see pass.headGradsDone): decoder
+// layer i's are those named "…layers.i.…" (Hugging Face's and PEFT's
+// names), the final norm and an untied LM head the head's, the rest (the
+// embedding table) the end's. The caller holds m.mu.
+func (m *Model) gradGroups() *gradGroups {
+	g := &gradGroups{layers: make([][]*param, len(m.net.layers))}
+	for _, p := range m.w.trainable() {
+		switch i, ok := layerOf(p.spec.Name); {
+		case ok && i < len(g.layers):
+			g.layers[i] = append(g.layers[i], p)
+		case p == m.net.norm.w || (p == m.net.head.w && p != m.net.embed.w):
+			g.head = append(g.head, p)
+		default:
+			g.rest = append(g.rest, p)
+		}
+	}
+	return g
+}
+
+// layerOf parses the layer index of a tensor name "…layers.<i>.…".
+func layerOf(name string) (int, bool) {
+	const key = "layers."
+	for at := 0; ; {
+		k := strings.Index(name[at:], key)
+		if k < 0 {
+			return 0, false
+		}
+		start := at + k
+		at = start + len(key)
+		if start > 0 && name[start-1] != '.' {
+			continue
+		}
+		end := at
+		for end < len(name) && name[end] >= '0' && name[end] <= '9' {
+			end++
+		}
+		if end == at || end == len(name) || name[end] != '.' {
+			continue
+		}
+		i, err := strconv.Atoi(name[at:end])
+		return i, err == nil
+	}
 }

@@ -430,11 +430,13 @@ func (t *transformer) hidden(tp *pass, ids []int32, r *rows, s *hiddenSaved) bac
 func (t *transformer) hiddenBackward(tp *pass, s *hiddenSaved, dh backend.Buffer, ids []int32, r *rows) {
 	dx := tp.zeros(dh.Len())
 	t.norm.backward(tp, &s.norm, dx, dh, r.n)
+	tp.headGradsDone()
 	for i := len(t.layers) - 1; i >= 0; i-- {
 		l := &t.layers[i]
 		tp.checkCtx()
 		mark := tp.mark()
 		tp.where = l.where
+		tp.layerGradsStart(i)
 		ls := &layerSaved{}
 		if s.inputs != nil {
 			// Activation checkpointing: the layer's forward again, from
@@ -447,6 +449,7 @@ func (t *transformer) hiddenBackward(tp *pass, s *hiddenSaved, dh backend.Buffer
 			ls = &s.layers[i]
 		}
 		l.backward(tp, ls, dx, r)
+		tp.layerGradsDone(i)
 		tp.recycle(mark)
 	}
 	tp.where = ""

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -63,6 +64,19 @@ func (o *AdamW) LoadParams(load func([]lm.Param) error) error {
 	return load(append([]lm.Param(nil), o.params...))
 }
 
+// Memory counts the host slices AdamW holds: the parameters' values and
+// gradients and the moments. AdamW sees no activations (0).
+func (o *AdamW) Memory() (Memory, error) {
+	var mem Memory
+	for i, p := range o.params {
+		mem.Weights += 4 * int64(len(p.Data))
+		mem.Gradients += 4 * int64(len(p.Grad))
+		mem.Optimizer += 4 * int64(len(o.m[i])+len(o.v[i]))
+	}
+	mem.GradientsPeak = mem.Gradients
+	return mem, nil
+}
+
 // ZeroGrad sets the optimizer's gradients to zero (ZeroGrad of its params).
 func (o *AdamW) ZeroGrad() error {
 	ZeroGrad(o.params)
@@ -97,6 +111,13 @@ type DeviceAdamW struct {
 	params   []*param // the model's trainable parameters, in Params order
 	mom, vel []backend.Buffer
 	step     int64
+	// shard is the sharded optimizer this one is the core of (its
+	// model, parameters, step count and lock; no moments of its own):
+	// nil for a DeviceAdamW.
+	shard *ShardedAdamW
+	// actPeak is the most bytes of activations a training pass of the
+	// model has held at once since this optimizer was made.
+	actPeak int64
 }
 
 // NewDeviceAdamW moves the model's training state to its backend, which
@@ -150,13 +171,21 @@ func (m *Model) NewDeviceAdamW(cfg AdamWConfig) (*DeviceAdamW, error) {
 	return o, nil
 }
 
-// free releases the moments.
+// free releases the moments (a sharded optimizer's shards), after
+// which the optimizer's methods fail.
 func (o *DeviceAdamW) free() {
 	for _, b := range append(o.mom, o.vel...) {
 		_ = o.model.be.Free(b)
 	}
 	o.mom, o.vel = nil, nil
+	if o.shard != nil {
+		o.shard.free()
+		o.shard = nil
+	}
 }
+
+// ended reports whether free was called.
+func (o *DeviceAdamW) ended() bool { return o.mom == nil && o.shard == nil }
 
 // Config returns the hyperparameters, zero fields resolved.
 func (o *DeviceAdamW) Config() AdamWConfig { return o.cfg }
@@ -174,18 +203,86 @@ func (o *DeviceAdamW) locked(f func() error) error {
 	m := o.model
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if o.mom == nil {
+	if o.ended() {
 		return fmt.Errorf("%w: the device optimizer has ended: its model was closed, took an adapter or a newer optimizer, or gave its training to the host (Model.Params does; DeviceAdamW.Params is the view that does not)", ErrInput)
 	}
 	if err := m.w.sync(); err != nil {
 		return err
 	}
 	for _, p := range o.params {
+		if m.w.streamGrads {
+			break // the model holds no gradient between backward passes
+		}
 		if err := m.w.gradBuffer(p); err != nil {
 			return err
 		}
 	}
 	return f()
+}
+
+// Memory is what a model's training holds in memory, by kind, in bytes,
+// counted from the buffers (or host slices) allocated when it is
+// called — not computed from the model's shape.
+type Memory struct {
+	// Weights are the model's weight buffers, trainable and frozen (the
+	// float32 values the forward reads; a GPU's bf16 copies of them, its
+	// weight cache, are the backend's and not counted).
+	Weights int64
+	// Gradients are the gradient buffers held now, between updates: the
+	// whole gradient, or this rank's shard of it (ShardedAdamW at stage
+	// 2, whose model holds none outside a backward).
+	Gradients int64
+	// GradientsPeak is the most gradient bytes held at once so far: with
+	// streamed gradients the shard plus the layers' buffers of a
+	// backward and the reductions' staging; otherwise Gradients.
+	GradientsPeak int64
+	// Optimizer is the optimizer's state: AdamW's two moments, or this
+	// rank's shard of them.
+	Optimizer int64
+	// Activations is the most a training pass of the model has held at
+	// once so far (its forward's activations kept for the backward, with
+	// the backward's own buffers); 0 before the first, and for a model
+	// this package does not run.
+	Activations int64
+}
+
+// weightBytes sums the model's weight buffers; the caller holds the lock.
+func (o *DeviceAdamW) weightBytes() int64 {
+	var n int64
+	for _, p := range o.model.w.all() {
+		if p.w != nil {
+			n += 4 * int64(p.w.Len())
+		}
+	}
+	return n
+}
+
+// bufferBytes sums the lengths of bufs, 4 bytes a float.
+func bufferBytes(bufs ...backend.Buffer) int64 {
+	var n int64
+	for _, b := range bufs {
+		if b != nil {
+			n += 4 * int64(b.Len())
+		}
+	}
+	return n
+}
+
+// Memory counts the backend buffers of the training state: the model's
+// weights and gradients, the moments, and the activations' peak.
+func (o *DeviceAdamW) Memory() (Memory, error) {
+	var mem Memory
+	err := o.locked(func() error {
+		mem.Weights = o.weightBytes()
+		for _, p := range o.params {
+			mem.Gradients += bufferBytes(p.dw)
+		}
+		mem.GradientsPeak = mem.Gradients
+		mem.Optimizer = bufferBytes(o.mom...) + bufferBytes(o.vel...)
+		mem.Activations = o.actPeak
+		return nil
+	})
+	return mem, err
 }
 
 // Step applies one AdamW update on the backend and returns the learning
@@ -388,16 +485,29 @@ func (o *DeviceAdamW) SaveStateFile(dir string) error { return saveStateFile(dir
 // LoadStateFile reads dir/optimizer.safetensors.
 func (o *DeviceAdamW) LoadStateFile(dir string) error { return loadStateFile(dir, o.LoadState) }
 
-// saveStateFile writes dir/StateFileName atomically and durably, mode 0600.
+// saveStateFile writes dir/StateFileName atomically and durably, mode
+// 0600, and removes a sharded state's index left in dir.
 func saveStateFile(dir string, write func(io.Writer) error) error {
 	if err := atomicfile.Write(filepath.Join(dir, StateFileName), 0o600, write); err != nil {
 		return fmt.Errorf("policy: optimizer state: %w", err)
 	}
+	if err := os.Remove(filepath.Join(dir, ShardStateIndex)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("policy: removing a stale %s: %w", ShardStateIndex, err)
+	}
 	return nil
 }
 
-// loadStateFile reads dir/StateFileName with load.
+// loadStateFile reads dir/StateFileName with load, or the sharded state
+// in dir (ShardStateIndex), consolidated, whatever the number of ranks
+// that wrote it.
 func loadStateFile(dir string, load func(io.ReaderAt, int64) error) error {
+	r, err := consolidated(dir)
+	if err != nil {
+		return err
+	}
+	if r != nil {
+		return load(r, r.Size())
+	}
 	file, err := os.Open(filepath.Join(dir, StateFileName))
 	if err != nil {
 		return err

@@ -2,7 +2,9 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/agentrl/agentrl/policy/backend"
 )
@@ -35,6 +37,15 @@ type pass struct {
 	zeroed map[backend.Buffer]bool
 	// layouts are the backend Rows of the pass, freed with its buffers.
 	layouts []backend.Rows
+	// elems counts the floats of the buffers the tape holds (its own and
+	// its spares), maxElems the most it held at once: the activations of
+	// a training pass, measured (Memory.Activations).
+	elems, maxElems int64
+	// grads, in a backward whose gradients are streamed to a sharded
+	// optimizer (stage 2), gives each layer's trainable tensors their
+	// gradient buffers when the layer's backward starts and hands them
+	// over when it is done; nil otherwise.
+	grads *gradFlow
 }
 
 // newPass returns a tape over be.
@@ -91,6 +102,8 @@ func (tp *pass) alloc(n int) backend.Buffer {
 		tp.err = fmt.Errorf("policy: allocating %d floats: %w", n, err)
 		return nil
 	}
+	tp.elems += int64(n)
+	tp.maxElems = max(tp.maxElems, tp.elems)
 	tp.bufs = append(tp.bufs, b)
 	if tp.zeroed == nil {
 		tp.zeroed = make(map[backend.Buffer]bool)
@@ -165,6 +178,7 @@ outer:
 func (tp *pass) releaseSpare() {
 	for _, list := range tp.spare {
 		for _, b := range list {
+			tp.elems -= int64(b.Len())
 			_ = tp.be.Free(b)
 		}
 	}
@@ -185,4 +199,176 @@ func (tp *pass) free() {
 		_ = tp.be.FreeRows(r)
 	}
 	tp.bufs, tp.spare, tp.zeroed, tp.layouts = nil, nil, nil, nil
+	tp.elems = 0
+}
+
+// The gradient-ready points of a backward. The backward finishes the
+// trainable tensors in the reverse of their order in Params: an untied
+// LM head and the final norm first (headGradsDone), then each decoder
+// layer from the last (layerGradsStart before its backward,
+// layerGradsDone after it), then the embedding table, which a tied LM
+// head also writes (at the end of Model.backward). At each point the
+// tensors named are final for this backward. Without a gradFlow the
+// calls do nothing.
+
+// headGradsDone: the final norm's and an untied LM head's gradients are
+// final.
+func (tp *pass) headGradsDone() {
+	if tp.grads != nil {
+		tp.do("gradients of the head", func() error { return tp.grads.done(tp.grads.groups.head) })
+	}
+}
+
+// layerGradsStart gives layer i's trainable tensors zeroed gradient
+// buffers for its backward.
+func (tp *pass) layerGradsStart(i int) {
+	if tp.grads != nil && i < len(tp.grads.groups.layers) {
+		tp.do("gradient buffers", func() error { return tp.grads.alloc(tp.grads.groups.layers[i]) })
+	}
+}
+
+// layerGradsDone: layer i's gradients are final.
+func (tp *pass) layerGradsDone(i int) {
+	if tp.grads != nil && i < len(tp.grads.groups.layers) {
+		tp.do("gradients", func() error { return tp.grads.done(tp.grads.groups.layers[i]) })
+	}
+}
+
+// gradGroups are a model's trainable tensors by the point of the
+// backward at which their gradients are final.
+type gradGroups struct {
+	head   []*param   // the final norm, an untied LM head
+	layers [][]*param // decoder layer i's
+	rest   []*param   // the embedding table, and any other: final at the end
+}
+
+// gradSink receives the gradients of a backward as they become final
+// (ShardedAdamW at stage 2).
+type gradSink interface {
+	// begin starts a backward.
+	begin(ctx context.Context) error
+	// accept takes the final gradients of ps from their buffers p.dw;
+	// it returns when it no longer reads those buffers.
+	accept(ctx context.Context, ps []*param) error
+	// end waits for the work begin started and returns its first error.
+	end(ctx context.Context) error
+	// meter counts the gradient floats held, the flow's buffers with the
+	// sink's own.
+	meter() *gradMeter
+}
+
+// gradMeter counts the floats of gradient buffers held (live) and the
+// most held at once (peak). It is safe for concurrent use.
+type gradMeter struct {
+	mu         sync.Mutex
+	live, peak int64
+}
+
+func (g *gradMeter) add(n int64) {
+	g.mu.Lock()
+	g.live += n
+	g.peak = max(g.peak, g.live)
+	g.mu.Unlock()
+}
+
+func (g *gradMeter) max() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.peak
+}
+
+// gradFlow is a backward's gradients streamed to a sink: the buffers of
+// a group of tensors exist from the start of the group's backward until
+// the sink has taken them, and serve the next group after (same shapes,
+// layer after layer), so that no more than the head's, the embedding's
+// and one layer's gradients are held at once.
+type gradFlow struct {
+	ctx    context.Context
+	be     backend.Backend
+	sink   gradSink
+	groups *gradGroups
+	spare  map[int][]backend.Buffer // released buffers by length
+}
+
+// newGradFlow starts a backward's flow: the head's and the rest's
+// tensors get their gradient buffers at once (the LM head's backward
+// writes them first).
+func newGradFlow(ctx context.Context, be backend.Backend, sink gradSink, groups *gradGroups) (*gradFlow, error) {
+	f := &gradFlow{ctx: ctx, be: be, sink: sink, groups: groups, spare: map[int][]backend.Buffer{}}
+	if err := sink.begin(ctx); err != nil {
+		return nil, err
+	}
+	if err := f.alloc(groups.head); err != nil {
+		return f, err
+	}
+	return f, f.alloc(groups.rest)
+}
+
+// alloc gives each tensor of ps a zeroed gradient buffer.
+func (f *gradFlow) alloc(ps []*param) error {
+	for _, p := range ps {
+		if p.dw != nil {
+			continue
+		}
+		n := len(p.data)
+		if list := f.spare[n]; len(list) > 0 {
+			p.dw, f.spare[n] = list[len(list)-1], list[:len(list)-1]
+			if err := f.be.Fill(p.dw, 0); err != nil {
+				return err
+			}
+			continue
+		}
+		b, err := f.be.Alloc(n)
+		if err != nil {
+			return fmt.Errorf("policy: allocating the gradient of %s: %w", p.spec.Name, err)
+		}
+		p.dw = b
+		f.sink.meter().add(int64(n))
+	}
+	return nil
+}
+
+// done hands the final gradients of ps to the sink and keeps their
+// buffers for the next group.
+func (f *gradFlow) done(ps []*param) error {
+	if err := f.sink.accept(f.ctx, ps); err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if p.dw != nil {
+			f.spare[p.dw.Len()] = append(f.spare[p.dw.Len()], p.dw)
+			p.dw = nil
+		}
+	}
+	return nil
+}
+
+// finish hands over the rest (the embedding table), waits for the sink
+// and frees every gradient buffer: between backward passes the model
+// holds none. err is the backward's own failure, if any: the buffers are
+// freed and the sink waited for all the same.
+func (f *gradFlow) finish(err error) error {
+	if err == nil {
+		err = f.done(f.groups.rest)
+	}
+	err = errors.Join(err, f.sink.end(f.ctx))
+	free := func(b backend.Buffer) {
+		f.sink.meter().add(-int64(b.Len()))
+		_ = f.be.Free(b)
+	}
+	for _, list := range f.spare {
+		for _, b := range list {
+			free(b)
+		}
+	}
+	f.spare = nil
+	for _, g := range append([][]*param{f.groups.head, f.groups.rest}, f.groups.layers...) {
+		for _, p := range g {
+			if p.dw != nil {
+				free(p.dw)
+				p.dw = nil
+			}
+		}
+	}
+	return err
 }

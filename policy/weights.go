@@ -66,6 +66,12 @@ type weights struct {
 	// no holder has had them, so they are all zero (a move to the backend
 	// need not upload them).
 	hostGradsZero bool
+	// streamGrads (home on the backend): the model holds no gradient
+	// between backward passes. A backward gives each trainable tensor a
+	// gradient buffer when its layer starts and hands it to the sharded
+	// optimizer when the layer is done (gradFlow), so the trainable
+	// tensors' dw are nil outside a backward.
+	streamGrads bool
 }
 
 // newWeights allocates the declared tensors params (zero) on the host
@@ -175,7 +181,7 @@ func (ws *weights) sync() error {
 		return fmt.Errorf("%w: the model is closed", ErrInput)
 	}
 	upW := ws.trainW == hostNewer || (!ws.onBackend && ws.shared)
-	upG := ws.onBackend && ws.trainG == hostNewer
+	upG := ws.onBackend && ws.trainG == hostNewer && !ws.streamGrads
 	for _, p := range ws.all() {
 		switch {
 		case p.frozen && ws.frozenW != hostNewer:
@@ -238,11 +244,15 @@ func (ws *weights) pull(grads bool) error {
 }
 
 // push uploads the trainable host weights and gradients (a restore of a
-// state whose home is the backend).
+// state whose home is the backend; streamed gradients are not the
+// model's to upload).
 func (ws *weights) push() error {
 	for _, p := range ws.trainable() {
 		if err := ws.be.Upload(p.w, 0, p.data); err != nil {
 			return fmt.Errorf("policy: uploading %s: %w", p.spec.Name, err)
+		}
+		if ws.streamGrads {
+			continue
 		}
 		if err := ws.uploadGrad(p); err != nil {
 			return err
@@ -282,7 +292,7 @@ func (ws *weights) moveToBackend() {
 // moveToHost makes the host the home again; the host copies must be
 // current (pull(true) first).
 func (ws *weights) moveToHost() {
-	ws.onBackend = false
+	ws.onBackend, ws.streamGrads = false, false
 	ws.trainW, ws.trainG = inSync, inSync
 	ws.hostGradsZero = false
 }
@@ -352,10 +362,11 @@ func (ws *weights) uploadGrad(p *param) error {
 // prepareGrads readies the backend gradients for a backward: each
 // trainable tensor gets a buffer; with the home on the host, a buffer
 // left from an earlier pass is zeroed (the host accumulates, the
-// backend's gradient is this pass's).
+// backend's gradient is this pass's). Streamed gradients get theirs from
+// the backward's gradFlow, layer by layer.
 func (ws *weights) prepareGrads() error {
 	for _, p := range ws.all() {
-		if p.frozen {
+		if p.frozen || ws.streamGrads {
 			continue // dw stays nil: the kernels skip a nil gradient
 		}
 		fresh := p.dw == nil
@@ -396,4 +407,20 @@ func (ws *weights) finishGrads() error {
 	}
 	ws.hostGradsZero = false
 	return nil
+}
+
+// streamGradients makes the trainable gradients streamed (home on the
+// backend): their buffers are freed, and from now on each backward
+// allocates and hands them over layer by layer (gradFlow). The host
+// gradients are zeroed: the model holds none.
+func (ws *weights) streamGradients() {
+	ws.streamGrads = true
+	for _, p := range ws.trainable() {
+		if p.dw != nil {
+			_ = ws.be.Free(p.dw)
+			p.dw = nil
+		}
+		clear(p.grad)
+	}
+	ws.trainG = inSync
 }

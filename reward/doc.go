@@ -25,6 +25,11 @@
 // the verdict read from ExecResult.Stdout, its Status saying how a process
 // without one died) and the output caps it needs are documented in code.go.
 //
+// Question answering: QAFunc is Search-R1's exact-match reward
+// (qa_em.py): the last <answer>…</answer>, normalized as SQuAD and
+// Search-R1 normalize (NormalizeAnswer), against the targets of a
+// {"target": [...]} ground truth (QATargets, ExactMatch).
+//
 // Shaping and composition: WithOverlong (DAPO), WithToolBonus
 // (Open-AgentRL), WithToolRewards, FormatFunc, Router (verl's routing by
 // data_source), Combine (weighted parts), Gate (a rule before a costly

@@ -136,3 +136,23 @@ func ExampleWithToolBonus() {
 	// 3 turns: -0.8
 	// 9 turns: -0.6
 }
+
+// QAFunc scores a search agent's answer by Search-R1's exact match: the
+// last <answer> tag, normalized, against the ground truth's targets.
+func ExampleQAFunc() {
+	rf, err := reward.QAFunc(reward.SearchR1QA())
+	if err != nil {
+		panic(err)
+	}
+	for _, resp := range []string{"<answer> The Truji. </answer>", "<answer>Grebrist</answer>", "Truji"} {
+		out, err := rf(context.Background(), reward.Input{Response: resp, GroundTruth: `{"target": ["Truji"]}`})
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("%g %q\n", out.Score, out.Pred)
+	}
+	// Output:
+	// 1 "truji"
+	// 0 "grebrist"
+	// 0 ""
+}

@@ -9,12 +9,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/tool"
@@ -48,6 +47,20 @@ type Config struct {
 	// Tokenizer encodes prompts and tool results and decodes turns;
 	// required.
 	Tokenizer Tokenizer
+	// Env makes the environment of each trajectory (see Env): a game, a
+	// user simulator, a session of a database, tools over state of the
+	// episode's own. nil means the tool loop: a ToolEnv over the
+	// request's tools with the limits below. With Env set, Tools,
+	// MaxToolCalls, MaxCallsPerTurn, ToolTimeout and MaxConcurrentTools
+	// must be zero (they configure that ToolEnv; an EnvFactory sets its
+	// own), and requests name no Tools.
+	Env EnvFactory
+	// EnvTimeout bounds each call to an environment of Env (the factory,
+	// Open, Step and Close); one that runs past it ends its trajectory
+	// (StopEnvError, ErrEnvTimeout). 0 means DefaultEnvTimeout. The tool
+	// loop of Env nil is bounded call by call by ToolTimeout instead.
+	EnvTimeout time.Duration
+
 	// Tools are the tools of requests that name none. The engine
 	// dispatches calls through a tool.Registry of them, so each must have
 	// a unique name and an OpenAI function schema naming it (NewEngine
@@ -59,7 +72,9 @@ type Config struct {
 	Tools []tool.Tool
 	// Parser finds tool calls; nil means Hermes{}.
 	Parser Parser
-	// Format renders tool results; nil means ChatML{} (Qwen).
+	// Format renders tool results, and an environment's observations;
+	// nil means ChatML{} (Qwen). Observations with messages other than
+	// tool results need a Format that is a MessageFormat.
 	Format ResultFormat
 	// Render renders Request.Messages; required only for such requests.
 	Render RenderFunc
@@ -92,15 +107,16 @@ type Config struct {
 	Batch *BatchConfig
 }
 
-// Engine rolls out requests: it interleaves generation and tool calls turn
-// by turn and records token-faithful trajectories. Each trajectory runs in
-// its own goroutine, so one waiting on a tool never holds up the others'
+// Engine rolls out requests: it interleaves generation and the answers of
+// an environment (tool calls by default) turn by turn and records
+// token-faithful trajectories. Each trajectory runs in its own goroutine,
+// so one waiting on a tool or an environment never holds up the others'
 // decoding. An Engine is safe for concurrent use.
 type Engine struct {
 	cfg    Config
-	reg    *tool.Registry // Config.Tools
-	tools  chan struct{}  // tool-call slots
-	prefix string         // session id prefix, unique per engine
+	reg    *tool.Registry      // Config.Tools
+	slots  *semaphore.Weighted // tool-call slots of the tool loop
+	prefix string              // session id prefix, unique per engine
 	runs   atomic.Uint64
 }
 
@@ -117,6 +133,10 @@ func NewEngine(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("%w: negative limit", ErrConfig)
 	case cfg.MaxTurns == 0 && cfg.MaxResponseTokens == 0 && cfg.MaxTotalTokens == 0:
 		return nil, fmt.Errorf("%w: one of MaxTurns, MaxResponseTokens and MaxTotalTokens must bound a trajectory", ErrConfig)
+	case cfg.EnvTimeout < 0:
+		return nil, fmt.Errorf("%w: negative EnvTimeout", ErrConfig)
+	case cfg.Env != nil && (cfg.Tools != nil || cfg.MaxToolCalls != 0 || cfg.MaxCallsPerTurn != 0 || cfg.ToolTimeout != 0 || cfg.MaxConcurrentTools != 0):
+		return nil, fmt.Errorf("%w: Env is set, so Tools, MaxToolCalls, MaxCallsPerTurn, ToolTimeout and MaxConcurrentTools must be zero (they configure the tool loop of Env nil; the environment offers its own tools)", ErrConfig)
 	}
 	reg, err := newRegistry(cfg.Tools)
 	if err != nil {
@@ -134,6 +154,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if cfg.MaxConcurrent == 0 {
 		cfg.MaxConcurrent = 256
 	}
+	if cfg.EnvTimeout == 0 {
+		cfg.EnvTimeout = DefaultEnvTimeout
+	}
 	var id [6]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, fmt.Errorf("rollout: session id: %w", err)
@@ -141,7 +164,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	return &Engine{
 		cfg:    cfg,
 		reg:    reg,
-		tools:  make(chan struct{}, cfg.MaxConcurrentTools),
+		slots:  semaphore.NewWeighted(int64(cfg.MaxConcurrentTools)),
 		prefix: "rollout-" + hex.EncodeToString(id[:]),
 	}, nil
 }
@@ -172,11 +195,15 @@ func (e *Engine) MaxResponseTokens() int { return e.cfg.MaxResponseTokens }
 
 // job is one trajectory to roll out.
 type job struct {
-	req     *Request
-	index   int
-	sample  int
+	req    *Request
+	index  int
+	sample int
+	// prompt is the request's prompt as ids; nil when it is rendered
+	// once the environment has opened (Config.Env with Messages or no
+	// prompt).
 	prompt  []int
-	tools   *tool.Registry
+	env     EnvFactory
+	timeout time.Duration // bound of each call to env; 0: none
 	params  lm.SampleParams
 	session string
 }
@@ -184,9 +211,10 @@ type job struct {
 // Run rolls out every request N times and returns the trajectories in
 // request order, the N samples of a request together. It fails on an
 // invalid request before generating anything, and on the first sampler
-// error; tool failures never fail it (they become error results). When
-// ctx ends, every generation and tool call in flight is abandoned and Run
-// returns ctx's error.
+// error; tool failures never fail it (they become error results), nor do
+// environment failures (they end their own trajectory, StopEnvError).
+// When ctx ends, every generation, tool and environment call in flight is
+// abandoned and Run returns ctx's error.
 func (e *Engine) Run(ctx context.Context, reqs []Request) ([]Trajectory, error) {
 	var jobs []job
 	run := e.runs.Add(1)
@@ -217,11 +245,6 @@ func (e *Engine) Run(ctx context.Context, reqs []Request) ([]Trajectory, error) 
 			if closer != nil {
 				defer closer.CloseSession(j.session)
 			}
-			// Stateful tools get a session of their own for this
-			// trajectory, closed when it ends, whatever happened.
-			var closeTools func() error
-			j.tools, closeTools = j.tools.OpenSessions(gctx)
-			defer closeTools()
 			t, err := e.rollout(gctx, sampler, &j)
 			if err != nil {
 				return fmt.Errorf("rollout: request %d (%q) sample %d: %w", j.index, j.req.ID, j.sample, err)
@@ -252,11 +275,15 @@ func (e *Engine) prepare(r *Request, index int, run uint64) ([]job, error) {
 			forms++
 		}
 	}
-	if forms != 1 {
+	switch {
+	case forms > 1 || forms == 0 && e.cfg.Env == nil:
 		return nil, bad("set exactly one of Prompt, PromptText and Messages (%d set)", forms)
-	}
-	if r.N < 0 {
+	case r.N < 0:
 		return nil, bad("N is %d", r.N)
+	case len(r.Messages) > 0 && e.cfg.Render == nil:
+		return nil, bad("Messages given but Config.Render is nil")
+	case r.Tools != nil && e.cfg.Env != nil:
+		return nil, bad("Tools given but Config.Env is set: the environment offers the tools")
 	}
 	if err := lm.CheckSampleParams(r.Params); err != nil {
 		return nil, bad("Params: %v", err)
@@ -273,18 +300,26 @@ func (e *Engine) prepare(r *Request, index int, run uint64) ([]job, error) {
 	switch {
 	case r.PromptText != "":
 		prompt = e.cfg.Tokenizer.Encode(r.PromptText)
-	case len(r.Messages) > 0:
-		if e.cfg.Render == nil {
-			return nil, bad("Messages given but Config.Render is nil")
-		}
+	case len(r.Messages) > 0 && e.cfg.Env == nil:
 		text, err := e.cfg.Render(r.Messages, reg.Schemas())
 		if err != nil {
 			return nil, bad("render: %v", err)
 		}
 		prompt = e.cfg.Tokenizer.Encode(text)
 	}
-	if len(prompt) == 0 {
+	if len(prompt) == 0 && (e.cfg.Env == nil || forms == 1 && len(r.Messages) == 0) {
 		return nil, bad("empty prompt")
+	}
+	env, timeout := e.cfg.Env, e.cfg.EnvTimeout
+	if env == nil {
+		// The tool loop: a ToolEnv over the request's tools per
+		// trajectory, bounded call by call by ToolTimeout.
+		env, timeout = func(context.Context, Task) (Env, error) {
+			return &ToolEnv{
+				Tools: reg, MaxToolCalls: e.cfg.MaxToolCalls, MaxCallsPerTurn: e.cfg.MaxCallsPerTurn,
+				Timeout: e.cfg.ToolTimeout, Slots: e.slots,
+			}, nil
+		}, 0
 	}
 
 	params := r.Params
@@ -307,8 +342,11 @@ func (e *Engine) prepare(r *Request, index int, run uint64) ([]job, error) {
 			seed := *p.Seed + uint64(s)
 			p.Seed = &seed
 		}
+		if len(prompt) == 0 {
+			prompt = nil // rendered once the environment has opened
+		}
 		jobs[s] = job{
-			req: r, index: index, sample: s, prompt: prompt, tools: reg, params: p,
+			req: r, index: index, sample: s, prompt: prompt, env: env, timeout: timeout, params: p,
 			session: fmt.Sprintf("%s-%d-%d-%d", e.prefix, run, index, s),
 		}
 	}
@@ -347,24 +385,150 @@ func (e *Engine) fits(t *Trajectory, n int) (StopReason, bool) {
 	return "", true
 }
 
+// rollout runs one trajectory: its environment is made and opened, then
+// turns are generated and answered until the episode ends or a limit
+// does, and the environment is closed, however the trajectory ended. It
+// fails on a sampler error and when ctx ends; an environment's failure
+// ends the trajectory (StopEnvError).
 func (e *Engine) rollout(ctx context.Context, sampler lm.Sampler, j *job) (Trajectory, error) {
 	start := time.Now()
 	t := Trajectory{
 		ID: j.req.ID, Request: j.index, Sample: j.sample,
-		Tokens:    slices.Clone(j.prompt),
-		PromptLen: len(j.prompt),
-		Mask:      make([]float32, len(j.prompt)),
+		Tokens: slices.Clone(j.prompt), PromptLen: len(j.prompt),
 	}
-	logp := make([]float32, len(j.prompt))
-	raw := make([]float32, len(j.prompt))
+	task := j.req.Task
+	task.ID, task.Request, task.Sample = j.req.ID, j.index, j.sample
+	env, err := guarded(ctx, j.timeout, func(ctx context.Context) (Env, error) {
+		env, err := j.env(ctx, task)
+		if err == nil && env == nil {
+			err = fmt.Errorf("%w: the factory returned no environment", ErrEnvOutput)
+		}
+		return env, err
+	})
+	if err == nil {
+		err = e.episode(ctx, sampler, j, env, &t)
+		e.closeEnv(ctx, j, env, &t)
+	} else {
+		err = e.envFailed(ctx, &t, "making the environment", err)
+	}
+	if err != nil {
+		return Trajectory{}, err
+	}
+	t.Response = e.cfg.Tokenizer.Decode(t.Tokens[t.PromptLen:])
+	t.Duration = time.Since(start)
+	return t, nil
+}
+
+// closeEnv closes the trajectory's environment; an error of Close is
+// recorded in t.EnvErr unless an earlier failure is.
+func (e *Engine) closeEnv(ctx context.Context, j *job, env Env, t *Trajectory) {
+	_, err := guarded(context.WithoutCancel(ctx), j.timeout, func(context.Context) (struct{}, error) {
+		return struct{}{}, env.Close()
+	})
+	if err != nil && t.EnvErr == nil {
+		t.EnvErr = envFailure("Close", err)
+	}
+}
+
+// envFailed ends t for a failed environment call: ctx's error when the
+// run is ending, else nil with t stopped as StopEnvError.
+func (e *Engine) envFailed(ctx context.Context, t *Trajectory, what string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	t.Stop, t.EnvErr = StopEnvError, envFailure(what, err)
+	if len(t.Mask) != len(t.Tokens) { // before the episode began: the prompt alone
+		t.Mask = make([]float32, len(t.Tokens))
+		t.LogProbs = make([]float32, len(t.Tokens))
+		t.RawLogProbs = make([]float32, len(t.Tokens))
+	}
+	return nil
+}
+
+// promptFor is the trajectory's prompt: the request's, or rendered from
+// the request's messages and the opening's.
+func (e *Engine) promptFor(j *job, o Opening) ([]int, error) {
+	if j.prompt != nil {
+		if len(o.Messages) > 0 {
+			return nil, fmt.Errorf("%w: the environment opens with messages, but the request's prompt is given as tokens or text", ErrEnvOutput)
+		}
+		return j.prompt, nil
+	}
+	msgs := append(slices.Clone(j.req.Messages), o.Messages...)
+	switch {
+	case len(msgs) == 0:
+		return nil, fmt.Errorf("%w: neither the request nor the environment's opening gives a prompt", ErrEnvOutput)
+	case e.cfg.Render == nil:
+		return nil, fmt.Errorf("%w: the environment opens with messages, but Config.Render is nil", ErrEnvOutput)
+	}
+	text, err := e.cfg.Render(msgs, o.Tools)
+	if err != nil {
+		return nil, fmt.Errorf("render: %w", err)
+	}
+	prompt := e.cfg.Tokenizer.Encode(text)
+	if len(prompt) == 0 {
+		return nil, fmt.Errorf("%w: the prompt encodes to no tokens", ErrEnvOutput)
+	}
+	return prompt, nil
+}
+
+// renderObservation is the text appended after a turn whose decoded text
+// is turnText for an environment's observation: Config.Format's Render of
+// the contents when every message is a tool result, else its
+// RenderMessages.
+func (e *Engine) renderObservation(turnText string, obs []Message) (string, error) {
+	contents := make([]string, 0, len(obs))
+	for _, m := range obs {
+		if m.Role != "tool" {
+			mf, ok := e.cfg.Format.(MessageFormat)
+			if !ok {
+				return "", fmt.Errorf("%w: the observation has a %q message, but Config.Format (%T) renders only tool results", ErrEnvOutput, m.Role, e.cfg.Format)
+			}
+			text, err := mf.RenderMessages(turnText, obs)
+			if err != nil {
+				return "", fmt.Errorf("%w: %w", ErrEnvOutput, err)
+			}
+			return text, nil
+		}
+		contents = append(contents, m.Content)
+	}
+	return e.cfg.Format.Render(turnText, contents), nil
+}
+
+// episode opens env and runs the trajectory's turns into t.
+func (e *Engine) episode(ctx context.Context, sampler lm.Sampler, j *job, env Env, t *Trajectory) error {
+	opening, err := guarded(ctx, j.timeout, env.Open)
+	if err == nil {
+		err = checkOpening(opening)
+	}
+	if err != nil {
+		return e.envFailed(ctx, t, "Open", err)
+	}
+	t.Metadata = opening.Metadata
+	prompt, err := e.promptFor(j, opening)
+	if err != nil {
+		return e.envFailed(ctx, t, "prompt", err)
+	}
+	t.Tokens, t.PromptLen = slices.Clone(prompt), len(prompt)
+	t.Mask = make([]float32, len(prompt))
+	logp := make([]float32, len(prompt))
+	raw := make([]float32, len(prompt))
 	haveLogp, haveRaw := true, true
-	callsMade := 0
+	state := opening.State
+	defer func() {
+		if haveLogp {
+			t.LogProbs = logp
+		}
+		if haveRaw {
+			t.RawLogProbs = raw
+		}
+	}()
 
 	for turn := 0; ; turn++ {
-		limit, capReason, exhausted := e.budget(&t, j.params.MaxNewTokens)
+		limit, capReason, exhausted := e.budget(t, j.params.MaxNewTokens)
 		if exhausted {
 			t.Stop = capReason
-			break
+			return nil
 		}
 		params := j.params
 		params.MaxNewTokens = limit
@@ -375,19 +539,20 @@ func (e *Engine) rollout(ctx context.Context, sampler lm.Sampler, j *job) (Traje
 			Session: j.session,
 		}})
 		if err != nil {
-			return Trajectory{}, fmt.Errorf("turn %d: generate: %w", turn, err)
+			return fmt.Errorf("turn %d: generate: %w", turn, err)
 		}
 		if len(gens) != 1 {
-			return Trajectory{}, fmt.Errorf("turn %d: sampler returned %d generations for 1 request", turn, len(gens))
+			return fmt.Errorf("turn %d: sampler returned %d generations for 1 request", turn, len(gens))
 		}
 		g := gens[0]
 		if err := checkGeneration(g, limit); err != nil {
-			return Trajectory{}, fmt.Errorf("turn %d: %w", turn, err)
+			return fmt.Errorf("turn %d: %w", turn, err)
 		}
 		tr := Turn{
 			Start: len(t.Tokens), End: len(t.Tokens) + len(g.Tokens),
 			Finish: g.FinishReason, StopToken: g.StopToken, StopString: g.StopString,
 			CachedTokens: g.CachedTokens, WeightVersion: g.WeightVersion, Latency: time.Since(t0),
+			State: state,
 		}
 		tr.ResultEnd = tr.End
 		t.Tokens = append(t.Tokens, g.Tokens...)
@@ -407,40 +572,48 @@ func (e *Engine) rollout(ctx context.Context, sampler lm.Sampler, j *job) (Traje
 			if limit == 0 || len(g.Tokens) < limit {
 				t.Stop = StopTotalBudget // the model's context is full
 			}
-			break
+			return nil
 		}
-		parsed := parseTurn(e.cfg.Parser, tr.Text, j.tools)
-		if len(parsed) == 0 {
-			t.Stop = StopNoToolCall
-			break
+		final := e.cfg.MaxTurns > 0 && turn+1 >= e.cfg.MaxTurns
+		a := Action{
+			Turn: turn, Text: tr.Text, Tokens: g.Tokens[:len(g.Tokens):len(g.Tokens)],
+			Calls: parseTurn(e.cfg.Parser, tr.Text, opening.Tools), Final: final,
 		}
-		if e.cfg.MaxTurns > 0 && turn+1 >= e.cfg.MaxTurns {
-			t.Stop = StopMaxTurns
-			break
+		fb, err := guarded(ctx, j.timeout, func(ctx context.Context) (Feedback, error) { return env.Step(ctx, a) })
+		if err == nil {
+			err = checkFeedback(fb)
 		}
-		quota := -1
-		if e.cfg.MaxToolCalls > 0 {
-			quota = e.cfg.MaxToolCalls - callsMade
-			if quota <= 0 {
-				t.Stop = StopMaxToolCalls
-				break
-			}
-		}
-		calls, counted, err := e.execute(ctx, j, turn, parsed, quota)
 		if err != nil {
-			return Trajectory{}, fmt.Errorf("turn %d: %w", turn, err)
+			return e.envFailed(ctx, t, fmt.Sprintf("Step of turn %d", turn), err)
 		}
-		callsMade += counted
-		contents := make([]string, len(calls))
-		for i := range calls {
-			contents[i] = calls[i].Result.Content
+		if fb.Reward != nil {
+			cur.Reward = new(*fb.Reward)
+		}
+		cur.Metadata = fb.Metadata
+		for _, c := range fb.Calls {
+			c.Turn = turn
 			cur.Calls = append(cur.Calls, len(t.ToolCalls))
-			t.ToolCalls = append(t.ToolCalls, calls[i])
+			t.ToolCalls = append(t.ToolCalls, c)
 		}
-		glue := e.cfg.Tokenizer.Encode(e.cfg.Format.Render(tr.Text, contents))
-		if reason, ok := e.fits(&t, len(glue)); !ok {
+		switch {
+		case fb.Done:
+			t.Stop = fb.Stop
+			if t.Stop == "" {
+				t.Stop = StopEnvDone
+			}
+			return nil
+		case final:
+			t.Stop = StopMaxTurns
+			return nil
+		}
+		text, err := e.renderObservation(tr.Text, fb.Observation)
+		if err != nil {
+			return e.envFailed(ctx, t, fmt.Sprintf("observation of turn %d", turn), err)
+		}
+		glue := e.cfg.Tokenizer.Encode(text)
+		if reason, ok := e.fits(t, len(glue)); !ok {
 			t.Stop = reason
-			break
+			return nil
 		}
 		t.Tokens = append(t.Tokens, glue...)
 		for range glue {
@@ -449,16 +622,8 @@ func (e *Engine) rollout(ctx context.Context, sampler lm.Sampler, j *job) (Traje
 			raw = append(raw, 0)
 		}
 		cur.ResultEnd = len(t.Tokens)
+		state = fb.State
 	}
-	if haveLogp {
-		t.LogProbs = logp
-	}
-	if haveRaw {
-		t.RawLogProbs = raw
-	}
-	t.Response = e.cfg.Tokenizer.Decode(t.Tokens[t.PromptLen:])
-	t.Duration = time.Since(start)
-	return t, nil
 }
 
 func at(v []float32, i int) float32 {
@@ -484,121 +649,4 @@ func checkGeneration(g lm.Generation, limit int) error {
 		}
 	}
 	return nil
-}
-
-// execute runs a turn's calls concurrently and returns them with their
-// results in call order, and how many count against MaxToolCalls. It
-// fails only when ctx ends.
-func (e *Engine) execute(ctx context.Context, j *job, turn int, parsed []ParsedCall, quota int) ([]ToolCall, int, error) {
-	calls := make([]ToolCall, len(parsed))
-	counted := 0
-	var wg sync.WaitGroup
-	for i, pc := range parsed {
-		c := &calls[i]
-		*c = ToolCall{Turn: turn, Name: pc.Name, Arguments: pc.Arguments, Raw: pc.Raw}
-		switch {
-		case pc.Err != nil:
-			counted++
-			c.Err = pc.Err
-			c.Result = errorResult(modelText(pc.Err))
-		case e.cfg.MaxCallsPerTurn > 0 && i >= e.cfg.MaxCallsPerTurn:
-			c.Err = fmt.Errorf("%w: call %d of a turn, at most %d are executed", ErrTooManyCalls, i+1, e.cfg.MaxCallsPerTurn)
-			c.Result = errorResult(fmt.Sprintf("not executed: at most %d tool calls per turn", e.cfg.MaxCallsPerTurn))
-		case quota >= 0 && counted >= quota:
-			c.Err = fmt.Errorf("%w: the trajectory's %d calls are spent", ErrTooManyCalls, e.cfg.MaxToolCalls)
-			c.Result = errorResult(fmt.Sprintf("not executed: at most %d tool calls in all", e.cfg.MaxToolCalls))
-		default:
-			counted++
-			// The registry checks the call before it takes a tool slot;
-			// its error, without the package prefix, is what the model
-			// reads, as tool.Registry.Call would show it.
-			if _, err := j.tools.Validate(pc.Name, pc.Arguments); err != nil {
-				c.Err = err
-				if errors.Is(err, tool.ErrUnknownTool) {
-					c.Err = fmt.Errorf("%w %q", ErrUnknownTool, pc.Name)
-				}
-				c.Result = errorResult(strings.TrimPrefix(err.Error(), "tool: "))
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				e.call(ctx, j.tools, c)
-			}()
-		}
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, 0, err
-	}
-	return calls, counted, nil
-}
-
-func errorResult(msg string) tool.Result {
-	return tool.Result{Content: "Error: " + msg, Failed: true}
-}
-
-// modelText is err's text without the package prefix, for the model.
-func modelText(err error) string {
-	return strings.TrimPrefix(err.Error(), "rollout: ")
-}
-
-type callResult struct {
-	res tool.Result
-	err error
-}
-
-// call runs one tool call into c through reg. It waits for a tool slot,
-// bounds the call by ToolTimeout and returns as soon as the call's context
-// ends, even when the tool ignores it, and turns a panicking tool into an
-// error result.
-func (e *Engine) call(ctx context.Context, reg *tool.Registry, c *ToolCall) {
-	select {
-	case e.tools <- struct{}{}:
-	case <-ctx.Done():
-		return
-	}
-	defer func() { <-e.tools }()
-	cctx, cancel := ctx, context.CancelFunc(func() {})
-	if e.cfg.ToolTimeout > 0 {
-		cctx, cancel = context.WithTimeout(ctx, e.cfg.ToolTimeout)
-	}
-	defer cancel()
-	start := time.Now()
-	done := make(chan callResult, 1)
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				done <- callResult{err: fmt.Errorf("tool panicked: %v", p)}
-			}
-		}()
-		r, err := reg.Call(cctx, c.Name, c.Arguments)
-		done <- callResult{r, err}
-	}()
-	var r callResult
-	returned := false
-	select {
-	case r = <-done:
-		returned = true
-	case <-cctx.Done():
-		r.err = cctx.Err()
-	}
-	c.Latency = time.Since(start)
-	switch {
-	case ctx.Err() != nil:
-		// Run is ending; execute reports ctx's error.
-	case errors.Is(cctx.Err(), context.DeadlineExceeded) && (!returned || r.err != nil):
-		c.Err = fmt.Errorf("%w after %v", ErrToolTimeout, e.cfg.ToolTimeout)
-		c.Result = errorResult(fmt.Sprintf("tool %q timed out after %v", c.Name, e.cfg.ToolTimeout))
-		c.Result.Duration = c.Latency
-	case r.err != nil:
-		c.Err = fmt.Errorf("%w: %q: %w", ErrToolFailed, c.Name, r.err)
-		c.Result = errorResult(fmt.Sprintf("tool %q failed: %v", c.Name, r.err))
-		c.Result.Duration = c.Latency
-	default:
-		c.Result = r.res
-		if c.Result.Duration == 0 {
-			c.Result.Duration = c.Latency
-		}
-	}
 }

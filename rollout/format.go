@@ -1,6 +1,9 @@
 package rollout
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // ResultFormat renders the text appended to a trajectory after an
 // assistant turn that made tool calls: whatever closes the assistant turn,
@@ -11,6 +14,47 @@ type ResultFormat interface {
 	// Render returns the text that follows the turn whose decoded text is
 	// turnText, given the content of each tool result in call order.
 	Render(turnText string, results []string) string
+}
+
+// MessageFormat is a ResultFormat that also renders an environment's
+// other messages after an assistant turn — a simulated user's reply, a
+// game's move, a system notice — as the model's chat template renders
+// them. The engine appends what RenderMessages returns with loss mask 0
+// when an observation holds a message that is not a tool result.
+type MessageFormat interface {
+	ResultFormat
+	// RenderMessages returns the text that follows the turn whose decoded
+	// text is turnText, given the messages (roles "user", "system" and
+	// "tool") in order: whatever closes the turn, the messages, and the
+	// opening of the next assistant turn. For tool messages alone it
+	// returns what Render does for their contents.
+	RenderMessages(turnText string, msgs []Message) (string, error)
+}
+
+// chatMLMessages renders msgs as Qwen's templates do after an assistant
+// turn closed by eot: a run of tool messages as one turn of toolRole
+// opened by open, each content between before and after, closed by close;
+// a user or system message as a turn of its own.
+func chatMLMessages(b *strings.Builder, msgs []Message, eot, toolRole, before, after string) error {
+	for i, m := range msgs {
+		switch m.Role {
+		case "tool":
+			if i == 0 || msgs[i-1].Role != "tool" {
+				b.WriteString("<|im_start|>" + toolRole)
+			}
+			b.WriteString(before)
+			b.WriteString(m.Content)
+			b.WriteString(after)
+			if i == len(msgs)-1 || msgs[i+1].Role != "tool" {
+				b.WriteString(eot + "\n")
+			}
+		case "user", "system":
+			b.WriteString("<|im_start|>" + m.Role + "\n" + m.Content + eot + "\n")
+		default:
+			return fmt.Errorf("message %d: role %q is not rendered after an assistant turn (want user, system or tool)", i, m.Role)
+		}
+	}
+	return nil
 }
 
 // ChatML renders tool results as Qwen2.5/Qwen3's chat templates render a
@@ -65,6 +109,38 @@ func (f ChatML) Render(turnText string, results []string) string {
 	b.WriteString("\n")
 	b.WriteString(gen)
 	return b.String()
+}
+
+// RenderMessages implements MessageFormat as Qwen3's template renders
+// messages after an assistant turn: the turn closed as Render closes it,
+// each user or system message as "<|im_start|>ROLE\nCONTENT<|im_end|>\n",
+// a run of tool messages as Render groups them, then the generation
+// prompt. For Qwen3 a reply after a plain turn is
+//
+//	<|im_end|>\n<|im_start|>user\nhigher<|im_end|>\n<|im_start|>assistant\n
+func (f ChatML) RenderMessages(turnText string, msgs []Message) (string, error) {
+	eot := f.EndOfTurn
+	if eot == "" {
+		eot = "<|im_end|>"
+	}
+	role := f.Role
+	if role == "" {
+		role = "user"
+	}
+	gen := f.GenerationPrompt
+	if gen == "" {
+		gen = "<|im_start|>assistant\n"
+	}
+	var b strings.Builder
+	if !strings.HasSuffix(turnText, eot) {
+		b.WriteString(eot)
+	}
+	b.WriteString("\n")
+	if err := chatMLMessages(&b, msgs, eot, role, "\n<tool_response>\n", "\n</tool_response>"); err != nil {
+		return "", err
+	}
+	b.WriteString(gen)
+	return b.String(), nil
 }
 
 // Tagged renders each result between Open and Close and continues the same

@@ -32,3 +32,22 @@ func (Qwen3CoderResults) Render(turnText string, results []string) string {
 	b.WriteString(eot + "\n<|im_start|>assistant\n")
 	return b.String()
 }
+
+// RenderMessages implements MessageFormat as Qwen3-Coder's template
+// renders messages after an assistant turn: the turn closed as Render
+// closes it, each user or system message as
+// "<|im_start|>ROLE\nCONTENT<|im_end|>\n", a run of tool messages as
+// Render groups them, then "<|im_start|>assistant\n".
+func (Qwen3CoderResults) RenderMessages(turnText string, msgs []Message) (string, error) {
+	const eot = "<|im_end|>"
+	var b strings.Builder
+	if !strings.HasSuffix(turnText, eot) {
+		b.WriteString(eot)
+	}
+	b.WriteString("\n")
+	if err := chatMLMessages(&b, msgs, eot, "user\n", "<tool_response>\n", "\n</tool_response>\n"); err != nil {
+		return "", err
+	}
+	b.WriteString("<|im_start|>assistant\n")
+	return b.String(), nil
+}

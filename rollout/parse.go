@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/agentrl/agentrl/tool"
 )
 
 // ErrBadToolCall is wrapped by the error of a tool call the parser found
@@ -50,10 +48,10 @@ type SchemaParser interface {
 }
 
 // parseTurn finds the calls in text with p, giving a SchemaParser the
-// schemas of tools.
-func parseTurn(p Parser, text string, tools *tool.Registry) []ParsedCall {
+// tools' schemas.
+func parseTurn(p Parser, text string, schemas []json.RawMessage) []ParsedCall {
 	if sp, ok := p.(SchemaParser); ok {
-		return sp.ParseWithSchemas(text, tools.Schemas())
+		return sp.ParseWithSchemas(text, schemas)
 	}
 	return p.Parse(text)
 }

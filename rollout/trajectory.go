@@ -1,6 +1,9 @@
 package rollout
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -39,6 +42,9 @@ type Request struct {
 	Params lm.SampleParams
 	// N is the number of trajectories to sample; 0 means 1.
 	N int
+	// Task is handed to Config.Env, which makes each trajectory's
+	// environment from it: the dataset row behind the prompt.
+	Task Task
 }
 
 // StopReason says why a trajectory ended.
@@ -101,7 +107,8 @@ type Trajectory struct {
 	// lm.Generation.RawLogProbs.
 	LogProbs    []float32
 	RawLogProbs []float32
-	// Turns are the generation turns, in order.
+	// Turns are the generation turns, in order: their token spans, and
+	// the environment's reward and state for each.
 	Turns []Turn
 	// ToolCalls are every call of every turn, in order.
 	ToolCalls []ToolCall
@@ -110,6 +117,14 @@ type Trajectory struct {
 	Response string
 	// Stop says why the trajectory ended.
 	Stop StopReason
+	// EnvErr, when not nil, wraps ErrEnv: with Stop StopEnvError, the
+	// failure of the environment that ended the trajectory (after the
+	// turns it holds); otherwise the error of the environment's Close,
+	// after the episode had ended.
+	EnvErr error
+	// Metadata is the environment's about the episode
+	// (Opening.Metadata).
+	Metadata map[string]any
 	// Duration is the wall-clock time from the first request to the end.
 	Duration time.Duration
 }
@@ -161,8 +176,46 @@ func (t *Trajectory) ToolRewards() []float64 {
 	return r
 }
 
+// TurnRewards returns each turn's reward (Turn.Reward), 0 for a turn
+// without one, in turn order; nil when no turn has one.
+func (t *Trajectory) TurnRewards() []float64 {
+	var r []float64
+	for i, tr := range t.Turns {
+		if tr.Reward == nil {
+			continue
+		}
+		if r == nil {
+			r = make([]float64, len(t.Turns))
+		}
+		r[i] = *tr.Reward
+	}
+	return r
+}
+
+// TurnState names the state turn k was taken in: the environment's name
+// for it (Turn.State) when it gave one, else a name derived from the
+// tokens before the turn — a hash of Tokens[:Turns[k].Start], so that two
+// trajectories of a group name a state the same exactly when the model
+// saw the same context there. Equal names across a group's trajectories
+// are the anchor states of GiGPO's step-level groups (see package
+// advantage). It panics if k is out of range, as indexing Turns does.
+func (t *Trajectory) TurnState(k int) string {
+	tr := t.Turns[k]
+	if tr.State != "" {
+		return tr.State
+	}
+	h := sha256.New()
+	var b [8]byte
+	for _, id := range t.Tokens[:tr.Start] {
+		binary.LittleEndian.PutUint64(b[:], uint64(id))
+		h.Write(b[:])
+	}
+	return "tokens:" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
 // Turn is one Generate call — an assistant turn, or with a Tagged result
-// format a segment of one — and the tool results that followed it.
+// format a segment of one — and the environment's answer that followed
+// it (the tool results of the tool loop).
 type Turn struct {
 	// Tokens[Start:End] were generated in this turn; Tokens[End:ResultEnd]
 	// are the tool results and glue appended after it (ResultEnd == End
@@ -181,6 +234,15 @@ type Turn struct {
 	WeightVersion string
 	// Calls indexes this turn's calls in Trajectory.ToolCalls.
 	Calls []int
+	// Reward is the environment's reward for the turn (Feedback.Reward);
+	// nil when it gave none.
+	Reward *float64
+	// State names the state the turn was taken in, as the environment
+	// named it: Opening.State for the first turn, the previous turn's
+	// Feedback.State after it; "" when it named none (see TurnState).
+	State string
+	// Metadata is the environment's about the turn (Feedback.Metadata).
+	Metadata map[string]any
 	// Latency is the wall-clock time of the Generate call, queueing
 	// included.
 	Latency time.Duration

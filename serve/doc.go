@@ -40,6 +40,15 @@
 // as vLLM refuses it), computed by the model's sampler
 // (lm.SampleParams.TopLogprobs) at no cost to requests that do not ask.
 //
+// OpenAI's chat completions, with tools, streaming and per-session
+// recording of every call's prompt and sampled tokens (package record;
+// Config.Chat enables them, with the model's chat template):
+//
+//	POST /v1/chat/completions
+//	POST /sessions/{id}/v1/chat/completions
+//	POST /v1/sessions/{id}/reward
+//	GET  /v1/sessions/{id}
+//
 // Information:
 //
 //	GET  /health                  200, empty body (503 once closed)
@@ -168,5 +177,5 @@
 // development endpoints and SGLang's do: serve on localhost or a private
 // network.
 //
-// serve may import policy and policy/openai only.
+// serve may import policy, policy/openai and record only.
 package serve

@@ -14,6 +14,7 @@ import (
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
+	"github.com/agentrl/agentrl/record"
 )
 
 // DefaultName is the served model name when Config.Name is empty.
@@ -121,6 +122,19 @@ type Config struct {
 	// tokens were reused). 0 turns this off. Results never depend on it,
 	// only the cost does.
 	MaxSessions int
+	// Chat, when set, serves OpenAI's chat completions
+	// (/v1/chat/completions, streaming and not, with tools) and records
+	// every call's prompt and sampled tokens per session, with the
+	// routes of package record: its Template and Tokenizer render and
+	// encode the conversation (policy/tokenizer's ApplyChatTemplate, the
+	// model's own template), its ToolFormat parses tool calls. Its
+	// Sampler must be nil: calls generate on the served base weights,
+	// admitted as completions are (pauses hold them back, reloads wait
+	// for them), and each recorded call names its weight version. An
+	// empty Name means the served name, a zero MaxContext the model's
+	// context, an empty LogprobsMode this server's. Server.Recorder
+	// returns the recorder.
+	Chat *record.Config
 }
 
 // engine is one set of weights being served: the model, where it came
@@ -175,7 +189,8 @@ type Server struct {
 	tokenizerPath string
 	created       int64
 	routes        map[string]map[string]http.HandlerFunc
-	reloading     chan struct{} // holds a token while a reload runs
+	chat          *record.Recorder // nil without Config.Chat
+	reloading     chan struct{}    // holds a token while a reload runs
 	gen           generateFunc
 
 	mu       sync.Mutex
@@ -254,6 +269,13 @@ func New(cfg Config) (*Server, error) {
 	if v, err := strconv.Atoi(cfg.WeightVersion); err == nil {
 		s.lastInt = v
 	}
+	if cfg.Chat != nil {
+		rec, err := s.newChat(*cfg.Chat)
+		if err != nil {
+			return nil, err
+		}
+		s.chat = rec
+	}
 	s.eng = s.newEngine(cfg.Model, cfg.ModelPath, cfg.WeightVersion)
 	s.routes = s.buildRoutes()
 	return s, nil
@@ -311,6 +333,9 @@ func (s *Server) buildRoutes() map[string]map[string]http.HandlerFunc {
 // /v1/completions; allowed: POST)". (vLLM and SGLang answer FastAPI's
 // {"detail": "Not Found"}, which those clients show as "(no body)".)
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.serveChat(w, r) {
+		return
+	}
 	methods, ok := s.routes[r.URL.Path]
 	if !ok && strings.HasPrefix(r.URL.Path, modelsPrefix) && len(r.URL.Path) > len(modelsPrefix) {
 		methods, ok = map[string]http.HandlerFunc{http.MethodGet: s.handleModel}, true

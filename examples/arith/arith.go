@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/agentrl/agentrl"
@@ -51,10 +50,9 @@ func buildSFT(ctx context.Context, probs []problem, tok *tokenizer.Bytes, s tool
 	return arith.BuildSFT(ctx, probs, tok, s.ToolSpec, noToolFrac, seed)
 }
 
-type namedEval struct {
-	name string
-	e    arith.Eval
-}
+// namedEval is an evaluation under the name the table and JSON line
+// give it.
+type namedEval = arith.Named
 
 // evaluate samples k responses per problem and computes avg@k, pass@k and
 // maj@k of the accuracy with the tool-use statistics (arith.Evaluate).
@@ -63,13 +61,5 @@ func evaluate(ctx context.Context, engine *rollout.Engine, rf reward.Func, probs
 	return arith.Evaluate(ctx, engine, rf, probs, s.ToolSpec, params, k)
 }
 
-// printTable writes the before/after table.
-func printTable(w io.Writer, k int, rows []namedEval) {
-	fmt.Fprintf(w, "\n%-14s %8s %8s %8s %14s %18s\n", "policy", fmt.Sprintf("avg@%d", k), fmt.Sprintf("pass@%d", k),
-		fmt.Sprintf("maj@%d", k), "tool calls/ans", "answers w/o tool")
-	for _, r := range rows {
-		fmt.Fprintf(w, "%-14s %7.1f%% %7.1f%% %7.1f%% %14.2f %17.1f%%\n", r.name, 100*r.e.Avg, 100*r.e.Pass, 100*r.e.Maj,
-			r.e.ToolCalls, 100*r.e.NoTool)
-	}
-	fmt.Fprintln(w)
-}
+// printTable writes the before/after table (arith.PrintTable).
+func printTable(w io.Writer, k int, rows []namedEval) { arith.PrintTable(w, k, rows) }

@@ -318,8 +318,8 @@ func TestBuildSFTLayout(t *testing.T) {
 
 func TestWriteJSONLine(t *testing.T) {
 	var b bytes.Buffer
-	require.NoError(t, writeJSONLine(&b, 8, []namedEval{{"sft", arith.Eval{Avg: 0.123456, Pass: 0.5, Maj: 0.25}},
-		{"rl", arith.Eval{Avg: 1, Pass: 1, Maj: 1}}}, 1234567*time.Millisecond))
+	require.NoError(t, writeJSONLine(&b, 8, []namedEval{{Name: "sft", Eval: arith.Eval{Avg: 0.123456, Pass: 0.5, Maj: 0.25}},
+		{Name: "rl", Eval: arith.Eval{Avg: 1, Pass: 1, Maj: 1}}}, 1234567*time.Millisecond))
 	assert.Equal(t, `{"sft": {"avg@8": 0.1235, "pass@8": 0.5, "maj@8": 0.25}, "rl": {"avg@8": 1, "pass@8": 1, "maj@8": 1}, "seconds": 1234.6}`+"\n", b.String())
 }
 

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -78,6 +77,7 @@ type options struct {
 	serverCommand func(modelDir string, dc device.Config) *exec.Cmd
 
 	device device.Config // where the model trains (and a fleet's servers run)
+	zero   int           // -zero: the sharding of a data-parallel job's training state
 }
 
 // synopsis is the first line of -h.
@@ -123,6 +123,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Var(&o.fleetVersion, "fleet-version", setup.FleetVersionUsage+` (RL publishes its starting weights to the servers before its first rollout, and nothing samples them before: "adopt" and "reset" both go on whatever they hold)`)
 	fs.StringVar(&o.serve, "serve", "", "run as an inference server of a fleet over this model folder (used by -fleet)")
 	o.device.RegisterFlags(fs)
+	setup.ZeROFlag(fs, &o.zero)
 	if err := setup.Parse(fs, args); err != nil {
 		return o, err
 	}
@@ -271,6 +272,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer job.Close()
+	job.ZeRO = o.zero
 	if o.fleet > 0 && job.Env.Distributed() {
 		return errors.New("-fleet starts servers from one process: in a job of several ranks give running servers (-fleet-servers)")
 	}
@@ -399,10 +401,10 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return fmt.Errorf("trainer checkpoint: %w", err)
 	}
 
-	printTable(stdout, o.n, []namedEval{{"SFT", before}, {"SFT+GRPO-TCR", after}})
+	printTable(stdout, o.n, []namedEval{{Name: "SFT", Eval: before}, {Name: "SFT+GRPO-TCR", Eval: after}})
 	fmt.Fprintf(stdout, "tool: %s\nplot: %s\nmetrics: %s\nmodel (HF format, with tokenizer.json): %s\nheld-out and RL problems (verl JSONL): %s, %s\ntrainer checkpoint: %s\n",
 		tl.Name(), plotPath, filepath.Join(dir, "metrics.jsonl"), modelDir, heldOutFile, trainFile, ckpt)
-	return writeJSONLine(stdout, o.n, []namedEval{{"sft", before}, {"rl", after}}, time.Since(start))
+	return writeJSONLine(stdout, o.n, []namedEval{{Name: "sft", Eval: before}, {Name: "rl", Eval: after}}, time.Since(start))
 }
 
 // modelConfigFor is the configuration of the model openModel opens: the
@@ -476,41 +478,9 @@ func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.
 	if o.sftSteps == 0 {
 		return nil
 	}
-	per := len(data) / o.sftBatch
-	epochs := (o.sftSteps + per - 1) / per
-	opt := policy.DefaultAdamWConfig()
-	opt.LR = o.sftLR
-	opt.WeightDecay = 0.01
-	// Copying digits from the prompt (an induction-head circuit) appears
-	// only after a plateau of loss ≈ 1.1 whose length varies from run to
-	// run (≈ 400 updates in the measured default run, > 1300 with 1400
-	// steps); the rate must stay high while the model is on it.
-	opt.Schedule = policy.CosineSchedule{WarmupSteps: int64(max(o.sftSteps/20, 1)), TotalSteps: int64(o.sftSteps), MinLRRatio: 0.1}
-	log, err := metrics.Open(filepath.Join(dir, "sft_metrics.jsonl"), metrics.Options{})
-	if err != nil {
-		return err
-	}
-	defer log.Close()
-	tr, err := agentrl.NewSFTTrainer(agentrl.SFTConfig{
-		BatchSize: o.sftBatch, Epochs: epochs, Optimizer: opt, MaxGradNorm: 1, Seed: o.seed,
-	}, agentrl.SFTParts{Policy: model, Data: data, Metrics: log, DataParallel: dp})
-	if err != nil {
-		return err
-	}
 	fmt.Fprintf(stderr, "sft: %d trajectories (%.0f%% answer without the tool), %d updates of %d\n",
 		len(data), 100*o.noToolFrac, o.sftSteps, o.sftBatch)
-	if err := tr.Run(ctx, agentrl.RunConfig{
-		Steps:    o.sftSteps,
-		Recorder: progress.New(progress.Config{Out: stderr, Description: "sft", Interval: 10 * time.Second}),
-	}); err != nil {
-		return fmt.Errorf("sft: %w", err)
-	}
-	loss, err := tr.Loss(ctx, data[:min(len(data), 256)])
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "sft: %d updates, loss per trained token %.4f\n", o.sftSteps, loss)
-	return nil
+	return arith.RunSFT(ctx, model, data, arith.SFTOptions{Steps: o.sftSteps, Batch: o.sftBatch, LR: o.sftLR, Seed: o.seed}, dir, dp, stderr)
 }
 
 // rlConfig is the task's GRPO-TCR (arith.RLConfig) with the flags'
@@ -589,34 +559,11 @@ func runRemote(ctx context.Context, o options, tl tool.Tool, spec toolSpec, stdo
 	if err != nil {
 		return err
 	}
-	printTable(stdout, o.n, []namedEval{{"remote", res}})
-	return writeJSONLine(stdout, o.n, []namedEval{{"remote", res}}, time.Since(start))
+	printTable(stdout, o.n, []namedEval{{Name: "remote", Eval: res}})
+	return writeJSONLine(stdout, o.n, []namedEval{{Name: "remote", Eval: res}}, time.Since(start))
 }
 
-// writeJSONLine prints the summary line, {"sft": {...}, "rl": {...},
-// "seconds": s}, with the evaluations in the order given.
+// writeJSONLine prints the summary line (arith.WriteJSONLine).
 func writeJSONLine(w io.Writer, k int, evals []namedEval, d time.Duration) error {
-	var b strings.Builder
-	b.WriteByte('{')
-	for _, e := range evals {
-		name, err := json.Marshal(e.name)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(&b, `%s: {"avg@%d": %s, "pass@%d": %s, "maj@%d": %s}, `, name,
-			k, jsonNumber(e.e.Avg, 4), k, jsonNumber(e.e.Pass, 4), k, jsonNumber(e.e.Maj, 4))
-	}
-	fmt.Fprintf(&b, `"seconds": %s}`, jsonNumber(d.Seconds(), 1))
-	_, err := fmt.Fprintln(w, b.String())
-	return err
-}
-
-// jsonNumber formats v with at most prec decimals, trailing zeros dropped.
-func jsonNumber(v float64, prec int) string {
-	return strconv.FormatFloat(roundTo(v, prec), 'f', -1, 64)
-}
-
-func roundTo(v float64, digits int) float64 {
-	p := math.Pow(10, float64(digits))
-	return math.Round(v*p) / p
+	return arith.WriteJSONLine(w, k, evals, d)
 }

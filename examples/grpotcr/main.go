@@ -168,6 +168,7 @@ type options struct {
 	fleetVersion                      setup.FleetVersion
 	loraRank                          int
 	loraAlpha                         float64
+	zero                              int // -zero: the sharding of a data-parallel job's training state
 }
 
 // synopsis is the first line of -h.
@@ -217,6 +218,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.sandboxWorkers, "sandbox-workers", 0, "code executions at once; 0: the number of CPUs (local) or 16 (SandboxFusion)")
 	fs.DurationVar(&o.toolTimeout, "tool-timeout", 10*time.Second, "wall-clock limit of one code execution")
 	o.device.RegisterFlags(fs)
+	setup.ZeROFlag(fs, &o.zero)
 	if err := setup.Parse(fs, args); err != nil {
 		return o, err
 	}

@@ -72,6 +72,7 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer job.Close()
+	job.ZeRO = o.zero
 	stdout, stderr = job.Output(stdout, stderr) // rank 0 prints
 	if err := setup.CheckVocab(tok, model); err != nil {
 		return fmt.Errorf("model %s: %w", o.model, err)

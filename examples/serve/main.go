@@ -67,6 +67,18 @@
 // fleet publishes a trainer's adapters through these endpoints
 // (fleet.Config.Adapter).
 //
+// When the checkpoint's tokenizer has a chat template, OpenAI's chat
+// completions are served too (POST /v1/chat/completions, with tools,
+// streaming and not; package record, through serve.Config.Chat): the
+// messages are rendered with that template and the tool calls parsed in
+// the format -tool-call-parser names (vLLM's names: hermes, qwen3_coder,
+// llama3_json, openai), by default the one the template writes, else
+// hermes. Every call made under a session (a base URL of
+// /sessions/ID/v1, the X-Session-Id header, or "user") is recorded,
+// prompt and sampled tokens and log-probabilities:
+// GET /v1/sessions/ID returns them, POST /v1/sessions/ID/reward ends the
+// session with its reward.
+//
 // The server runs until SIGINT or SIGTERM, then stops taking connections
 // and waits up to -shutdown-timeout for the requests in flight, after
 // which it ends those left (they answer 503).
@@ -93,8 +105,24 @@ import (
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
 	"github.com/agentrl/agentrl/policy/tokenizer"
+	"github.com/agentrl/agentrl/record"
+	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/serve"
 )
+
+// toolFormat is the chat completions' tool-call format: the one name
+// gives, else the chat template's, else Hermes (which it says).
+func toolFormat(name, template string, stderr io.Writer) (rollout.ToolFormat, error) {
+	if name != "" {
+		return rollout.ToolFormatByName(name)
+	}
+	tf, err := rollout.ToolFormatFromTemplate(template)
+	if errors.Is(err, rollout.ErrUnknownToolFormat) {
+		fmt.Fprintln(stderr, "serve: the chat template writes no tool-call format this server knows; chat completions parse Hermes <tool_call> JSON (-tool-call-parser names another)")
+		return rollout.ToolFormatByName(rollout.FormatHermes)
+	}
+	return tf, err
+}
 
 func main() { setup.Main(run) }
 
@@ -108,6 +136,7 @@ type options struct {
 	shutdownTimeout   time.Duration
 	loraModules       []loraModule
 	device            device.Config
+	toolCallParser    string
 }
 
 // loraModule is one -lora-modules NAME=DIR.
@@ -145,6 +174,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.loraModules = append(o.loraModules, m)
 		return nil
 	})
+	fs.StringVar(&o.toolCallParser, "tool-call-parser", "", "tool-call format of the chat completions, as vLLM's: hermes, qwen3_coder, llama3_json or openai; empty: the chat template's, else hermes")
 	o.device.RegisterFlags(fs)
 	if err := setup.Parse(fs, args); err != nil {
 		return o, err
@@ -168,6 +198,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return bad("-max-sessions %d: want 0 (none) or more", o.maxSessions)
 	case o.shutdownTimeout <= 0:
 		return bad("-shutdown-timeout %v: want a positive duration", o.shutdownTimeout)
+	}
+	if o.toolCallParser != "" {
+		if _, err := rollout.ToolFormatByName(o.toolCallParser); err != nil {
+			return bad("-tool-call-parser: %w", err)
+		}
 	}
 	if _, _, err := net.SplitHostPort(o.addr); err != nil {
 		return bad("-addr: %w", err)
@@ -243,6 +278,14 @@ func serveModel(ctx context.Context, o options, stdout, stderr io.Writer) error 
 			return err
 		}
 		cfg.Encode, cfg.Decode = tok.Encode, tok.Decode
+		if tok.ChatTemplate() != "" {
+			tf, err := toolFormat(o.toolCallParser, tok.ChatTemplate(), stderr)
+			if err != nil {
+				_ = m.Close()
+				return err
+			}
+			cfg.Chat = &record.Config{Template: record.TemplateFunc(tok.ApplyChatTemplate), Tokenizer: tok, ToolFormat: tf}
+		}
 	}
 	srv, err := serve.New(cfg)
 	if err != nil {
@@ -266,7 +309,10 @@ func serveModel(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	text := "token ids only (no tokenizer.json)"
-	if tok != nil {
+	switch {
+	case cfg.Chat != nil:
+		text = "token ids and text, chat completions with " + cfg.Chat.ToolFormat.Name + " tool calls"
+	case tok != nil:
 		text = "token ids and text"
 	}
 	fmt.Fprintf(stdout, "serving %s, weights %s, %s, on http://%s\n", o.name, o.weightVersion, text, ln.Addr())

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	oa "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -156,6 +158,42 @@ func TestServe(t *testing.T) {
 
 	assert.Equal(t, 0, p.wait(t), "stderr: %s", p.stderr)
 	assert.Contains(t, p.stderr.String(), "serve: shutting down")
+}
+
+// TestServeChat: with the Qwen3 tokenizer's chat template the program
+// serves chat completions to OpenAI's Go client, in the template's
+// Hermes format, and records a session's call: its prompt is the
+// template's rendering of the messages, tokenised, and its sampled
+// tokens are what the client was told.
+func TestServeChat(t *testing.T) {
+	dir := setuptest.TinyCheckpoint(t, qwen3Testdata)
+	p := start(t, "-model", dir, "-name", "tiny")
+	assert.Contains(t, p.stdout.String(), "chat completions with hermes tool calls")
+	client := oa.NewClient(option.WithBaseURL(p.url+"/sessions/s1/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	resp, err := client.Chat.Completions.New(context.Background(), oa.ChatCompletionNewParams{Model: "tiny",
+		Messages: []oa.ChatCompletionMessageParamUnion{oa.UserMessage("Hello.")}, MaxCompletionTokens: oa.Int(4), Seed: oa.Int(1)})
+	require.NoError(t, err)
+	require.Len(t, resp.Choices, 1)
+	assert.Equal(t, "assistant", string(resp.Choices[0].Message.Role))
+
+	resp2, err := http.Get(p.url + "/v1/sessions/s1")
+	require.NoError(t, err)
+	defer resp2.Body.Close()
+	var s struct {
+		Calls []struct {
+			PromptTokenIDs []int  `json:"prompt_token_ids"`
+			TokenIDs       []int  `json:"token_ids"`
+			Content        string `json:"content"`
+		} `json:"calls"`
+	}
+	require.NoError(t, json.NewDecoder(resp2.Body).Decode(&s))
+	require.Len(t, s.Calls, 1)
+	tok, err := tokenizer.Load(dir)
+	require.NoError(t, err)
+	assert.Equal(t, tok.Encode("<|im_start|>user\nHello.<|im_end|>\n<|im_start|>assistant\n"), s.Calls[0].PromptTokenIDs)
+	assert.Len(t, s.Calls[0].TokenIDs, int(resp.Usage.CompletionTokens))
+	assert.Equal(t, resp.Choices[0].Message.Content, s.Calls[0].Content)
+	assert.Equal(t, 0, p.wait(t), "stderr: %s", p.stderr)
 }
 
 // TestServeTokenIDsOnly: without tokenizer.json the server takes token
@@ -311,6 +349,7 @@ func TestFlags(t *testing.T) {
 		{"lora module folder missing", []string{"-model", ckpt, "-lora-modules", "a=" + dir + "/nope"}, "-lora-modules a: stat " + dir + "/nope: no such file or directory"},
 		{"lora module not an adapter", []string{"-model", ckpt, "-lora-modules", "a=" + dir}, "-lora-modules a: no adapter_config.json in " + dir},
 		{"lora module twice", []string{"-model", ckpt, "-lora-modules", "a=" + adapter, "-lora-modules", "a=" + adapter}, `-lora-modules: "a" given twice`},
+		{"unknown tool-call parser", []string{"-model", ckpt, "-tool-call-parser", "xml"}, `-tool-call-parser: rollout: unknown tool-call format "xml" (known: hermes, qwen3_coder, llama3_json, openai)`},
 		{"lora module the served name", []string{"-model", ckpt, "-name", "a", "-lora-modules", "a=" + adapter}, `-lora-modules a=` + adapter + `: "a" is the served model's name`},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -319,7 +319,12 @@ func (be *Backend) PagedAttention(l backend.PagedLayout, layer int, a backend.At
 }
 
 // SampleRows runs backend.HostSampler on each row of the logits buffer in
-// place, rows in parallel.
+// place, rows in parallel. The log-probabilities it records are then
+// computed again by LogProbEntropy's own arithmetic (rowLogProb):
+// RawLogProb at temperature 1, and LogProb at the row's temperature when
+// nothing is truncated (no top-k, top-p or min-p), so that they equal,
+// bit for bit, what LogProbEntropy computes for the same hidden state —
+// the sampler's log-probabilities are the trainer's.
 func (be *Backend) SampleRows(logits backend.Buffer, vocab int, rows []backend.SampleRow, out []backend.SampleResult) error {
 	ld, err := be.view("sample logits", logits)
 	if err != nil {
@@ -329,11 +334,23 @@ func (be *Backend) SampleRows(logits backend.Buffer, vocab int, rows []backend.S
 		return err
 	}
 	samplers := make([]*backend.HostSampler, be.workers)
+	scratch := make([][]float32, be.workers)
+	nc := min(vocab, lmVocab)
 	be.parallelTasks(len(rows), func(w, i int) {
 		if samplers[w] == nil {
 			samplers[w] = be.hostSampler()
+			scratch[w] = make([]float32, 2*nc)
 		}
-		out[i] = samplers[w].Sample(ld[i*vocab:(i+1)*vocab], rows[i])
+		z, r := ld[i*vocab:(i+1)*vocab], rows[i]
+		res := samplers[w].Sample(z, r)
+		if res.Token >= 0 {
+			zc, ex := scratch[w][:nc], scratch[w][nc:]
+			res.RawLogProb = be.rowLogProb(z, int(res.Token), 1, zc, ex)
+			if !r.Greedy && untruncated(r, vocab) {
+				res.LogProb = be.rowLogProb(z, int(res.Token), float32(1/r.Temperature), zc, ex)
+			}
+		}
+		out[i] = res
 	})
 	for _, s := range samplers {
 		if s != nil {
@@ -341,6 +358,12 @@ func (be *Backend) SampleRows(logits backend.Buffer, vocab int, rows []backend.S
 		}
 	}
 	return nil
+}
+
+// untruncated reports whether r keeps every token (its LogProb is then
+// the log-softmax of the logits at its temperature).
+func untruncated(r backend.SampleRow, vocab int) bool {
+	return r.MinP == 0 && (r.TopK <= 0 || r.TopK >= vocab) && (r.TopP <= 0 || r.TopP >= 1)
 }
 
 // hostSampler takes a sampler (with its buffers) from the backend's pool.

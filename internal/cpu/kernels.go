@@ -169,6 +169,10 @@ func (be *Backend) RMSNormForward(rows, dim int, eps float32, out, rstd, x, w ba
 	return nil
 }
 
+// normChunk is the values per chunk of rows in RMSNormBackward's sum
+// of dw.
+const normChunk = 1 << 14
+
 // RMSNormBackward accumulates the gradients of RMSNorm:
 // with y_i = w_i·x_i·r and r = (Σx²/D + eps)^(−1/2), ∂r/∂x_k = −r³x_k/D, so
 // dx_k = r·w_k·g_k − (r³/D)·x_k·Σ_i g_i·w_i·x_i and dw_i = Σ_rows g_i·x_i·r.
@@ -187,13 +191,17 @@ func (be *Backend) RMSNormBackward(rows, dim int, dx, dw, dout, x, w, rstd backe
 		return fmt.Errorf("%w: rmsnorm dw has %d elements, want %d", backend.ErrShape, dw.Len(), dim)
 	}
 	dxd, dwd, gd, xd, wd, rd := v[0], v[1], v[2], v[3], v[4], v[5]
-	nw := min(be.workers, max(1, rows*dim/4096))
+	// dw is summed over chunks of rows fixed by the shape, not by the
+	// workers, and the chunks' partial sums are added in order: the
+	// result does not depend on the number of workers.
+	per := max(1, normChunk/dim)
+	nc := (rows + per - 1) / per
 	var partial [][]float64
 	if dwd != nil {
-		partial = make([][]float64, nw)
+		partial = make([][]float64, nc)
 	}
-	be.parallelTasks(nw, func(_, t int) {
-		lo, hi := t*rows/nw, (t+1)*rows/nw
+	be.parallelTasks(nc, func(_, t int) {
+		lo, hi := t*per, min((t+1)*per, rows)
 		var acc []float64
 		if partial != nil {
 			acc = make([]float64, dim)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/agentrl/agentrl/internal/gemm"
 	"github.com/agentrl/agentrl/policy/backend"
 )
 
@@ -16,11 +17,13 @@ const (
 )
 
 // LogProbEntropy computes log p(target) and the entropy of softmax(z),
-// z = InvTemp·h·Wᵀ, chunk by chunk with an online log-sum-exp. Per row it
-// keeps, in float64, the running maximum m, s = Σ e^(z−m) and
-// t = Σ e^(z−m)·z (both rescaled by e^(m_old−m_new) when the maximum
-// grows); at the end lse = m + log s and H = lse − t/s, since
-// H = −Σ p(z − lse) = lse − E_p[z].
+// z = InvTemp·(h·Wᵀ) (the product rounded to float32, then multiplied by
+// InvTemp in float32), chunk by chunk with an online log-sum-exp
+// (lseState). Each row's result depends on that row alone: the product
+// is batch-invariant (gemm.Engine.Sgemm) and the chunks of the
+// vocabulary are fixed by its size, so SampleRows, which runs the same
+// code on a row of Logits, records the same log-probabilities bit for
+// bit.
 func (be *Backend) LogProbEntropy(s backend.LMHead, targets []int32, logp, entropy, lse, h, w backend.Buffer) error {
 	v, err := be.views("logprob", logp, entropy, lse, h, w)
 	if err != nil {
@@ -40,58 +43,109 @@ func (be *Backend) LogProbEntropy(s backend.LMHead, targets []int32, logp, entro
 	z := make([]float32, min(lmRows, s.Rows)*min(lmVocab, s.Vocab))
 	for r0 := 0; r0 < s.Rows; r0 += lmRows {
 		nr := min(lmRows, s.Rows-r0)
-		m := make([]float64, nr)
-		for i := range m {
-			m[i] = math.Inf(-1)
+		st, zt := make([]lseState, nr), make([]float64, nr)
+		for i := range st {
+			st[i] = newLSE()
 		}
-		sum, tz, zt := make([]float64, nr), make([]float64, nr), make([]float64, nr)
 		for c0 := 0; c0 < s.Vocab; c0 += lmVocab {
 			nc := min(lmVocab, s.Vocab-c0)
-			if err := be.par.Sgemm(false, true, nr, nc, s.Dim, scale, hd[r0*s.Dim:], s.Dim, wd[c0*s.Dim:], s.Dim, 0, z, nc); err != nil {
+			if err := be.par.Sgemm(false, true, nr, nc, s.Dim, 1, hd[r0*s.Dim:], s.Dim, wd[c0*s.Dim:], s.Dim, 0, z, nc); err != nil {
 				return fmt.Errorf("logprob rows %d, vocab %d: %w", r0, c0, err)
 			}
 			be.parallelFor(nr, 8, func(lo, hi int) {
 				ex := make([]float32, nc)
 				for i := lo; i < hi; i++ {
 					row := z[i*nc : (i+1)*nc]
+					scaleLogits(row, scale)
 					if tg := int(targets[r0+i]); tg >= c0 && tg < c0+nc {
 						zt[i] = float64(row[tg-c0])
 					}
-					cm := float32(math.Inf(-1))
-					for _, x := range row {
-						cm = max(cm, x)
-					}
-					if float64(cm) > m[i] {
-						f := math.Exp(m[i] - float64(cm))
-						sum[i] *= f
-						tz[i] *= f
-						m[i] = float64(cm)
-					}
-					copy(ex, row)
-					cs := be.ser.ExpShift(ex, float32(m[i]))
-					var ct float64
-					for j, e := range ex {
-						ct += float64(e) * float64(row[j])
-					}
-					sum[i] += cs
-					tz[i] += ct
+					st[i].add(be.ser, row, ex)
 				}
 			})
 		}
 		for i := range nr {
-			l := m[i] + math.Log(sum[i])
+			l := st[i].lse()
 			ld[r0+i] = float32(l)
 			if targets[r0+i] >= 0 {
-				lpd[r0+i] = float32(zt[i] - l)
+				lpd[r0+i] = logProbOf(zt[i], l)
 			} else {
 				lpd[r0+i] = 0
 			}
 			if ed != nil {
-				ed[r0+i] = float32(l - tz[i]/sum[i])
+				ed[r0+i] = float32(l - st[i].t/st[i].s)
 			}
 		}
 	}
 	return nil
+}
+
+// lseState is the online log-sum-exp of a row of logits taken in chunks,
+// in float64: the running maximum m, s = Σ e^(z−m) and t = Σ e^(z−m)·z,
+// both rescaled by e^(m_old−m_new) when the maximum grows. At the end
+// lse = m + log s and the entropy is lse − t/s, since
+// H = −Σ p(z − lse) = lse − E_p[z].
+type lseState struct{ m, s, t float64 }
+
+func newLSE() lseState { return lseState{m: math.Inf(-1)} }
+
+// add folds a chunk of logits into st; ex is scratch of len(row).
+func (st *lseState) add(eng *gemm.Engine, row, ex []float32) {
+	cm := float32(math.Inf(-1))
+	for _, x := range row {
+		cm = max(cm, x)
+	}
+	if float64(cm) > st.m {
+		f := math.Exp(st.m - float64(cm))
+		st.s *= f
+		st.t *= f
+		st.m = float64(cm)
+	}
+	copy(ex, row)
+	cs := eng.ExpShift(ex, float32(st.m))
+	var ct float64
+	for j, e := range ex {
+		ct += float64(e) * float64(row[j])
+	}
+	st.s += cs
+	st.t += ct
+}
+
+// lse is the row's log-sum-exp, m + log s.
+func (st *lseState) lse() float64 { return st.m + math.Log(st.s) }
+
+// logProbOf is log p = z_target − lse, rounded to float32.
+func logProbOf(zt, lse float64) float32 { return float32(zt - lse) }
+
+// scaleLogits multiplies logits by the inverse temperature in float32
+// (nothing to do at 1).
+func scaleLogits(z []float32, scale float32) {
+	if scale == 1 {
+		return
+	}
+	for j := range z {
+		z[j] *= scale
+	}
+}
+
+// rowLogProb is LogProbEntropy's log p(target) for one row of logits at
+// temperature 1 (z = h·Wᵀ, as Logits computes it): the same scaling by
+// scale, the same vocabulary chunks and the same online log-sum-exp, so
+// the same bits. zc and ex are scratch of min(len(z), lmVocab) floats.
+func (be *Backend) rowLogProb(z []float32, target int, scale float32, zc, ex []float32) float32 {
+	st := newLSE()
+	var zt float64
+	for c0 := 0; c0 < len(z); c0 += lmVocab {
+		nc := min(lmVocab, len(z)-c0)
+		row := zc[:nc]
+		copy(row, z[c0:c0+nc])
+		scaleLogits(row, scale)
+		if target >= c0 && target < c0+nc {
+			zt = float64(row[target-c0])
+		}
+		st.add(be.ser, row, ex[:nc])
+	}
+	return logProbOf(zt, st.lse())
 }
 
 // LogProbEntropyBackward recomputes each logits chunk and accumulates
@@ -131,7 +185,8 @@ func (be *Backend) LogProbEntropyBackward(s backend.LMHead, targets []int32, dh,
 		nr := min(lmRows, s.Rows-r0)
 		for c0 := 0; c0 < s.Vocab; c0 += lmVocab {
 			nc := min(lmVocab, s.Vocab-c0)
-			if err := be.par.Sgemm(false, true, nr, nc, s.Dim, scale, hd[r0*s.Dim:], s.Dim, wd[c0*s.Dim:], s.Dim, 0, z, nc); err != nil {
+			// z as the forward computed it: the product, then the scale.
+			if err := be.par.Sgemm(false, true, nr, nc, s.Dim, 1, hd[r0*s.Dim:], s.Dim, wd[c0*s.Dim:], s.Dim, 0, z, nc); err != nil {
 				return fmt.Errorf("logprob backward rows %d, vocab %d: %w", r0, c0, err)
 			}
 			be.parallelFor(nr, 8, func(lo, hi int) {
@@ -139,6 +194,7 @@ func (be *Backend) LogProbEntropyBackward(s backend.LMHead, targets []int32, dh,
 				for i := lo; i < hi; i++ {
 					r := r0 + i
 					row := z[i*nc : (i+1)*nc]
+					scaleLogits(row, scale)
 					l := ld[r]
 					var gL, gH, ent float32
 					if targets[r] >= 0 {
@@ -172,7 +228,8 @@ func (be *Backend) LogProbEntropyBackward(s backend.LMHead, targets []int32, dh,
 	return nil
 }
 
-// Logits projects only the selected rows of h: out = InvTemp·h[rows]·Wᵀ.
+// Logits projects only the selected rows of h: out = InvTemp·(h[rows]·Wᵀ),
+// rounded as LogProbEntropy rounds its logits.
 func (be *Backend) Logits(s backend.LMHead, rows []int32, out, h, w backend.Buffer) error {
 	v, err := be.views("logits", out, h, w)
 	if err != nil {
@@ -186,8 +243,9 @@ func (be *Backend) Logits(s backend.LMHead, rows []int32, out, h, w backend.Buff
 	for i, r := range rows {
 		copy(sel[i*s.Dim:(i+1)*s.Dim], hd[int(r)*s.Dim:(int(r)+1)*s.Dim])
 	}
-	if err := be.par.Sgemm(false, true, len(rows), s.Vocab, s.Dim, s.Scale(), sel, s.Dim, wd, s.Dim, 0, od, s.Vocab); err != nil {
+	if err := be.par.Sgemm(false, true, len(rows), s.Vocab, s.Dim, 1, sel, s.Dim, wd, s.Dim, 0, od, s.Vocab); err != nil {
 		return fmt.Errorf("logits: %w", err)
 	}
+	scaleLogits(od[:len(rows)*s.Vocab], s.Scale())
 	return nil
 }

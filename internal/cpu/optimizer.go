@@ -32,9 +32,10 @@ func (be *Backend) AdamW(step backend.AdamWStep, param, grad, m, v backend.Buffe
 	return nil
 }
 
-// GradNorm is the L2 norm of the buffers together. Each worker sums the
-// squares of its range in float64 and the partial sums are added in
-// range order, so the result does not depend on timing.
+// GradNorm is the L2 norm of the buffers together. The squares are
+// summed in float64 over chunks of gradNormChunk values (in parallel),
+// and the chunks' sums added in order, so the result depends neither on
+// timing nor on the number of workers.
 func (be *Backend) GradNorm(grads ...backend.Buffer) (float64, error) {
 	vs, err := be.views("grad norm", grads...)
 	if err != nil {
@@ -45,11 +46,11 @@ func (be *Backend) GradNorm(grads ...backend.Buffer) (float64, error) {
 		if grads[i] == nil {
 			return 0, fmt.Errorf("%w: grad norm buffer %d is nil", backend.ErrBuffer, i)
 		}
-		nc := max(min(be.workers, len(g)>>15), 1)
+		nc := (len(g) + gradNormChunk - 1) / gradNormChunk
 		parts := make([]float64, nc)
 		be.parallelTasks(nc, func(_, c int) {
 			var s float64
-			for _, x := range g[c*len(g)/nc : (c+1)*len(g)/nc] {
+			for _, x := range g[c*gradNormChunk : min((c+1)*gradNormChunk, len(g))] {
 				s += float64(x) * float64(x)
 			}
 			parts[c] = s
@@ -60,6 +61,9 @@ func (be *Backend) GradNorm(grads ...backend.Buffer) (float64, error) {
 	}
 	return math.Sqrt(total), nil
 }
+
+// gradNormChunk is the values per partial sum of GradNorm.
+const gradNormChunk = 1 << 15
 
 // Scale multiplies every element of x by alpha.
 func (be *Backend) Scale(alpha float32, x backend.Buffer) error {

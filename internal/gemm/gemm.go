@@ -21,8 +21,9 @@ const (
 	nc    = 3072
 	mcMul = 24 // MC = mcMul·MR rows of A per block
 
-	// smallM is the largest row count handled without packing: for decode
-	// (one or a few rows) packing B would cost as much as the product.
+	// smallM is the largest row count handled without packing when B is
+	// stored k×n (its rows then feed axpys directly): for decode (one or
+	// a few rows) packing B would cost as much as the product.
 	smallM = 4
 	// serialFlops is the size under which a product runs on one goroutine:
 	// below it, starting goroutines costs more than it saves.
@@ -86,6 +87,14 @@ func (e *Engine) Workers() int { return e.workers }
 // n×k when transB) and C is m×n; lda, ldb and ldc are row strides. As in
 // BLAS, beta == 0 overwrites C without reading it. Accumulation is in
 // float32, as in BLAS sgemm.
+//
+// Every element is computed in one fixed order whatever the sizes, the
+// blocking and the split over workers: c ← beta·c (c ← 0 when beta is
+// 0), then c ← c + (alpha·a_ip)·b_pj for p = 0, 1, …, k−1, each step one
+// multiply-add of the engine's kernel (fused on the AVX2 kernel). So row
+// i of C depends only on row i of op(A), op(B) and row i of C: the same
+// bits whether it is computed alone or among other rows (batch
+// invariance), and column j likewise.
 func (e *Engine) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) error {
 	if err := check(transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc); err != nil {
 		return err
@@ -99,8 +108,12 @@ func (e *Engine) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []floa
 	if k == 0 || alpha == 0 {
 		return nil
 	}
-	if m <= smallM {
-		e.small(transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
+	if m <= smallM && !transB && e.kern.axpy != nil {
+		e.small(transA, m, n, k, alpha, a, lda, b, ldb, c, ldc)
+		return nil
+	}
+	if m <= e.kern.mr {
+		e.fewRows(transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
 		return nil
 	}
 	e.blocked(transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
@@ -154,47 +167,22 @@ func scaleC(m, n int, beta float32, c []float32, ldc int) {
 	}
 }
 
-// small handles m ≤ smallM without packing. Columns of C are split among
-// workers; each computes its slice with dot products (transB: rows of the
-// stored B are contiguous) or axpys (B rows contiguous along n).
-func (e *Engine) small(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
-	// Gather the rows of op(A) contiguously, scaled by alpha.
-	arows := make([]float32, m*k)
-	for i := range m {
-		for p := range k {
-			var v float32
-			if transA {
-				v = a[p*lda+i]
-			} else {
-				v = a[i*lda+p]
-			}
-			arows[i*k+p] = alpha * v
-		}
-	}
+// small handles m ≤ smallM with B stored k×n without packing: row i of
+// C is updated by one axpy per p, c_i ← c_i + (alpha·a_ip)·b_p, which is
+// the micro-kernel's chain for every element. Columns of C are split
+// among workers.
+func (e *Engine) small(transA bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 	run := func(j0, j1 int) {
-		if transB {
-			var d4 [4]float32
-			for i := range m {
-				x := arows[i*k : i*k+k]
-				j := j0
-				for ; j+4 <= j1; j += 4 {
-					e.kern.dot4(x, b[j*ldb:], ldb, &d4)
-					for r, v := range d4 {
-						c[i*ldc+j+r] += v
-					}
-				}
-				for ; j < j1; j++ {
-					c[i*ldc+j] += e.kern.dot(x, b[j*ldb:j*ldb+k])
-				}
-			}
-			return
-		}
 		for i := range m {
 			y := c[i*ldc+j0 : i*ldc+j1]
 			for p := range k {
-				if s := arows[i*k+p]; s != 0 {
-					e.kern.axpy(s, b[p*ldb+j0:p*ldb+j1], y)
+				var v float32
+				if transA {
+					v = a[p*lda+i]
+				} else {
+					v = a[i*lda+p]
 				}
+				e.kern.axpy(alpha*v, b[p*ldb+j0:p*ldb+j1], y)
 			}
 		}
 	}
@@ -250,7 +238,7 @@ func (e *Engine) blocked(transA, transB bool, m, n, k int, alpha float32, a []fl
 			kcur := min(kc, k-pc)
 			// Pack B in parallel, split by micro-panels.
 			parallelRange(workers, nPanels, func(s0, s1 int) {
-				packB(transB, b, ldb, pc, kcur, jc, ncur, nr, s0, s1, bpack)
+				e.packB(transB, b, ldb, pc, kcur, jc, ncur, s0, s1, bpack)
 			})
 			nSplit := 1
 			if mBlocks < workers {
@@ -263,7 +251,7 @@ func (e *Engine) blocked(transA, transB bool, m, n, k int, alpha float32, a []fl
 				defer e.bufs.Put(ap)
 				apack := *ap
 				packed := -1
-				tile := make([]float32, mr*nr)
+				var tile []float32 // for partial tiles, made on first use
 				for {
 					it := int(next.Add(1) - 1)
 					if it >= items {
@@ -273,12 +261,12 @@ func (e *Engine) blocked(transA, transB bool, m, n, k int, alpha float32, a []fl
 					ic := ib * mc
 					mcur := min(mc, m-ic)
 					if packed != ib {
-						packA(transA, a, lda, ic, mcur, pc, kcur, mr, alpha, apack)
+						e.packA(transA, a, lda, ic, mcur, pc, kcur, alpha, apack)
 						packed = ib
 					}
 					s0 := js * nPanels / nSplit
 					s1 := (js + 1) * nPanels / nSplit
-					e.macro(mcur, ncur, kcur, apack, bpack, c, ic, jc, ldc, s0, s1, tile)
+					tile = e.macro(mcur, ncur, kcur, apack, bpack, c, ic, jc, ldc, s0, s1, tile)
 				}
 			}
 			w := min(workers, items)
@@ -300,15 +288,67 @@ func (e *Engine) blocked(transA, transB bool, m, n, k int, alpha float32, a []fl
 	}
 }
 
-// macro runs the micro-kernel over B micro-panels [s0,s1) and all A
-// micro-panels of the packed block, adding into C at (ic, jc).
-func (e *Engine) macro(mcur, ncur, kcur int, apack, bpack, c []float32, ic, jc, ldc, s0, s1 int, tile []float32) {
+// fewGroup is the B micro-panels fewRows packs and uses at a time.
+const fewGroup = 4
+
+// fewRows is blocked for products of at most mr rows (decoding), which
+// are one A micro-panel: A is packed once, whole, and B a group of
+// fewGroup micro-panels at a time, KC block after KC block, into a
+// buffer small enough to stay in cache and used at once — B is read
+// once from memory instead of being written out packed and read back,
+// which for one row costs more than the product. Each element goes
+// through the same kernels, KC blocks in the same order, as in blocked:
+// the same chain, the same bits. Groups of panels are split among the
+// workers.
+func (e *Engine) fewRows(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 	mr, nr := e.kern.mr, e.kern.nr
+	ap := e.getBuf(k * mr)
+	defer e.bufs.Put(ap)
+	apack := *ap
+	for pc := 0; pc < k; pc += kc {
+		e.packA(transA, a, lda, 0, m, pc, min(kc, k-pc), alpha, apack[pc*mr:])
+	}
+	groups := (n + fewGroup*nr - 1) / (fewGroup * nr)
+	workers := e.workers
+	if 2*m*n*k < serialFlops {
+		workers = 1
+	}
+	parallelRange(workers, groups, func(g0, g1 int) {
+		bp := e.getBuf(min(k, kc) * fewGroup * nr)
+		defer e.bufs.Put(bp)
+		bpack := *bp
+		var tile []float32
+		for g := g0; g < g1; g++ {
+			jc := g * fewGroup * nr
+			ncur := min(fewGroup*nr, n-jc)
+			np := (ncur + nr - 1) / nr
+			for pc := 0; pc < k; pc += kc {
+				kcur := min(kc, k-pc)
+				e.packB(transB, b, ldb, pc, kcur, jc, ncur, 0, np, bpack)
+				tile = e.macro(m, ncur, kcur, apack[pc*mr:], bpack, c, 0, jc, ldc, 0, np, tile)
+			}
+		}
+	})
+}
+
+// macro runs the micro-kernel over B micro-panels [s0,s1) and all A
+// micro-panels of the packed block, updating C at (ic, jc). Full tiles
+// are updated in place; a tile cut by the edge of C is copied into tile
+// (made when first needed, and returned for the next call), updated
+// there and copied back, so that every element goes through the same
+// chain of multiply-adds. The last A micro-panel, when it has fewer than
+// mr rows, runs the kernel's partial-row variant where it has one.
+func (e *Engine) macro(mcur, ncur, kcur int, apack, bpack, c []float32, ic, jc, ldc, s0, s1 int, tile []float32) []float32 {
+	mr, nr := e.kern.mr, e.kern.nr
+	full := mcur / mr * mr
+	if e.kern.rows == nil {
+		full = mcur // partial micro-panels go through the tile
+	}
 	for s := s0; s < s1; s++ {
 		j := s * nr
 		nw := min(nr, ncur-j)
 		bpan := bpack[s*kcur*nr:]
-		for i := 0; i < mcur; i += mr {
+		for i := 0; i < full; i += mr {
 			mw := min(mr, mcur-i)
 			apan := apack[(i/mr)*kcur*mr:]
 			off := (ic+i)*ldc + jc + j
@@ -316,40 +356,90 @@ func (e *Engine) macro(mcur, ncur, kcur int, apack, bpack, c []float32, ic, jc, 
 				e.kern.micro(kcur, apan, bpan, c[off:], ldc)
 				continue
 			}
-			clear(tile)
+			tile = tileIn(tile, mr*nr, c[off:], ldc, mw, nw, nr)
 			e.kern.micro(kcur, apan, bpan, tile, nr)
-			for r := range mw {
-				dst := c[off+r*ldc : off+r*ldc+nw]
-				src := tile[r*nr : r*nr+nw]
-				for q := range dst {
-					dst[q] += src[q]
-				}
-			}
+			tileOut(tile, c[off:], ldc, mw, nw, nr)
 		}
+	}
+	if full == mcur {
+		return tile
+	}
+	mw := mcur - full
+	apan := apack[(full/mr)*kcur*mr:]
+	np := e.kern.rowPanels(mw)
+	for s := s0; s < s1; {
+		j := s * nr
+		off := (ic+full)*ldc + jc + j
+		if q := min(np, s1-s, (ncur-j)/nr); q > 0 {
+			e.kern.rows(mw, q, kcur, apan, bpack[s*kcur*nr:], kcur*nr, c[off:], ldc)
+			s += q
+			continue
+		}
+		nw := ncur - j // the last panel, cut by the edge of C
+		tile = tileIn(tile, mr*nr, c[off:], ldc, mw, nw, nr)
+		e.kern.rows(mw, 1, kcur, apan, bpack[s*kcur*nr:], kcur*nr, tile, nr)
+		tileOut(tile, c[off:], ldc, mw, nw, nr)
+		s++
+	}
+	return tile
+}
+
+// tileIn copies the mw×nw corner of C at stride ldc into a zeroed tile
+// of n floats at stride nr, making the tile when it is nil.
+func tileIn(tile []float32, n int, c []float32, ldc, mw, nw, nr int) []float32 {
+	if tile == nil {
+		tile = make([]float32, n)
+	} else {
+		clear(tile)
+	}
+	for r := range mw {
+		copy(tile[r*nr:r*nr+nw], c[r*ldc:r*ldc+nw])
+	}
+	return tile
+}
+
+// tileOut copies the mw×nw corner of the tile back into C.
+func tileOut(tile, c []float32, ldc, mw, nw, nr int) {
+	for r := range mw {
+		copy(c[r*ldc:r*ldc+nw], tile[r*nr:r*nr+nw])
 	}
 }
 
 // packA copies rows [ic, ic+mcur) × columns [pc, pc+kcur) of op(A), scaled
 // by alpha, into micro-panels of mr rows: panel r holds, for each p, the mr
-// values A[ic+r·mr+i][pc+p]; rows past mcur are zero.
-func packA(transA bool, a []float32, lda, ic, mcur, pc, kcur, mr int, alpha float32, dst []float32) {
+// values A[ic+r·mr+i][pc+p]; rows past mcur are zero. The kernel's
+// packRows and packCols, where it has them, pack full panels but for
+// their last column (their stores spill onto the column after), which
+// Go writes.
+func (e *Engine) packA(transA bool, a []float32, lda, ic, mcur, pc, kcur int, alpha float32, dst []float32) {
+	mr := e.kern.mr
 	for r := 0; r < mcur; r += mr {
 		pan := dst[(r/mr)*kcur*mr : (r/mr+1)*kcur*mr]
 		rows := min(mr, mcur-r)
 		if rows < mr {
 			clear(pan)
 		}
+		p0 := 0 // columns [0, p0) packed by the kernel
+		if rows == mr && e.kern.packRows != nil && kcur > 1 {
+			if transA {
+				p0 = kcur - 1
+				e.kern.packCols(p0, a[pc*lda+ic+r:], lda, alpha, pan)
+			} else {
+				p0 = (kcur - 1) &^ 7
+				e.kern.packRows(p0, a[(ic+r)*lda+pc:], lda, alpha, pan)
+			}
+		}
 		for i := range rows {
 			row := ic + r + i
 			if transA {
-				for p := range kcur {
+				for p := p0; p < kcur; p++ {
 					pan[p*mr+i] = alpha * a[(pc+p)*lda+row]
 				}
 				continue
 			}
-			src := a[row*lda+pc : row*lda+pc+kcur]
+			src := a[row*lda+pc+p0 : row*lda+pc+kcur]
 			for p, v := range src {
-				pan[p*mr+i] = alpha * v
+				pan[(p0+p)*mr+i] = alpha * v
 			}
 		}
 	}
@@ -357,8 +447,11 @@ func packA(transA bool, a []float32, lda, ic, mcur, pc, kcur, mr int, alpha floa
 
 // packB copies micro-panels [s0, s1) of rows [pc, pc+kcur) × columns
 // [jc, jc+ncur) of op(B): panel s holds, for each p, the nr values
-// B[pc+p][jc+s·nr+j]; columns past ncur are zero.
-func packB(transB bool, b []float32, ldb, pc, kcur, jc, ncur, nr, s0, s1 int, dst []float32) {
+// B[pc+p][jc+s·nr+j]; columns past ncur are zero. A B stored n×k is
+// transposed eight rows at a time by the kernel's packT where it has
+// one.
+func (e *Engine) packB(transB bool, b []float32, ldb, pc, kcur, jc, ncur, s0, s1 int, dst []float32) {
+	nr := e.kern.nr
 	for s := s0; s < s1; s++ {
 		pan := dst[s*kcur*nr : (s+1)*kcur*nr]
 		j0 := jc + s*nr
@@ -366,17 +459,29 @@ func packB(transB bool, b []float32, ldb, pc, kcur, jc, ncur, nr, s0, s1 int, ds
 		if cols < nr {
 			clear(pan)
 		}
-		if transB {
-			for j := range cols {
-				src := b[(j0+j)*ldb+pc : (j0+j)*ldb+pc+kcur]
-				for p, v := range src {
-					pan[p*nr+j] = v
-				}
+		if !transB {
+			for p := range kcur {
+				copy(pan[p*nr:p*nr+cols], b[(pc+p)*ldb+j0:(pc+p)*ldb+j0+cols])
 			}
 			continue
 		}
-		for p := range kcur {
-			copy(pan[p*nr:p*nr+cols], b[(pc+p)*ldb+j0:(pc+p)*ldb+j0+cols])
+		j := 0
+		if e.kern.packT != nil {
+			k8 := kcur &^ 7
+			for ; j+8 <= cols; j += 8 {
+				e.kern.packT(k8, b[(j0+j)*ldb+pc:], ldb, pan[j:])
+				for p := k8; p < kcur; p++ {
+					for r := range 8 {
+						pan[p*nr+j+r] = b[(j0+j+r)*ldb+pc+p]
+					}
+				}
+			}
+		}
+		for ; j < cols; j++ {
+			src := b[(j0+j)*ldb+pc : (j0+j)*ldb+pc+kcur]
+			for p, v := range src {
+				pan[p*nr+j] = v
+			}
 		}
 	}
 }

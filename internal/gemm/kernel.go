@@ -3,32 +3,62 @@ package gemm
 import "math"
 
 // kernel bundles a register-blocked micro-kernel with the vector
-// primitives of the unpacked small-m path.
+// primitives that share its instruction set. Every multiply-add of a
+// product, whatever path computes it, is the kernel's own: one chain per
+// element of C, c ← c + a·b for p in increasing order from C's value,
+// with the same rounding (fused on the AVX2 kernel) — so that a row of
+// the product is the same bits whatever the other rows are.
 type kernel struct {
 	name   string
 	mr, nr int
-	// micro adds the product of an mr×kc packed A micro-panel and a kc×nr
-	// packed B micro-panel into the mr×nr tile of c at stride ldc.
+	// micro updates the mr×nr tile of c at stride ldc with the product
+	// of an mr×kc packed A micro-panel and a kc×nr packed B micro-panel,
+	// one chain per element starting from c's value.
 	micro func(kc int, a, b, c []float32, ldc int)
-	// dot returns Σ x[i]·y[i]; len(y) ≥ len(x).
-	dot func(x, y []float32) float32
-	// dot4 sets out[r] = Σ x[i]·y[r·ldy+i] for r < 4: four dot
-	// products sharing each load of x.
-	dot4 func(x, y []float32, ldy int, out *[4]float32)
+	// rows, when not nil, is micro for the first rows (< mr) of the A
+	// micro-panel only, over np adjacent B micro-panels (bs floats
+	// apart) and np·nr columns of c; rowPanels(rows) is the np it wants
+	// (1, or more when one panel gives too few independent chains).
+	// Without it, partial micro-panels run micro on a copy of C.
+	rows      func(rows, np, kc int, a, b []float32, bs int, c []float32, ldc int)
+	rowPanels func(rows int) int
+	// packT, when not nil, writes dst[p·nr + r] = src[r·lds + p] for
+	// r < 8 and p < k8 (a multiple of 8): eight rows of a B stored n×k
+	// into a packed panel.
+	packT func(k8 int, src []float32, lds int, dst []float32)
+	// packRows and packCols, when not nil (kernels with mr = 6), pack
+	// the first p columns of an A micro-panel: dst[p·6 + i] =
+	// alpha·src[i·lds + p] for p < k8 (a multiple of 8), from A stored
+	// m×k; dst[p·6 + i] = alpha·src[p·lds + i] for p < k, from A stored
+	// k×m. Both also write dst[6·k8] and dst[6·k8+1] (6·k, 6·k+1), which
+	// the caller then overwrites.
+	packRows func(k8 int, src []float32, lds int, alpha float32, dst []float32)
+	packCols func(k int, src []float32, lds int, alpha float32, dst []float32)
+	// axpy does y[i] = y[i] + alpha·x[i] with the micro-kernel's
+	// rounding; len(x) ≥ len(y). Nil when the kernel has no such
+	// primitive (the generic kernel, whose rounding is the Go compiler's
+	// to choose): products of few rows then take the packed path too.
+	axpy func(alpha float32, x, y []float32)
 	// expShift sets x[i] = e^(x[i]−shift) and returns the float64 sum.
 	expShift func(x []float32, shift float32) float64
-	// axpy does y[i] += alpha·x[i]; len(x) ≥ len(y).
-	axpy func(alpha float32, x, y []float32)
 }
 
 func genericKernel() kernel {
-	return kernel{name: "generic-4x4", mr: 4, nr: 4, micro: microGeneric, dot: dotGeneric, dot4: dot4Generic, expShift: expShiftGeneric, axpy: axpyGeneric}
+	return kernel{name: "generic-4x4", mr: 4, nr: 4, micro: microGeneric, expShift: expShiftGeneric}
 }
 
 // microGeneric is the portable 4×4 micro-kernel: sixteen scalar
-// accumulators the compiler keeps in registers.
+// accumulators the compiler keeps in registers, loaded from C and stored
+// back.
 func microGeneric(kc int, a, b, c []float32, ldc int) {
-	var c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33 float32
+	r0 := c[0:4:4]
+	r1 := c[ldc : ldc+4 : ldc+4]
+	r2 := c[2*ldc : 2*ldc+4 : 2*ldc+4]
+	r3 := c[3*ldc : 3*ldc+4 : 3*ldc+4]
+	c00, c01, c02, c03 := r0[0], r0[1], r0[2], r0[3]
+	c10, c11, c12, c13 := r1[0], r1[1], r1[2], r1[3]
+	c20, c21, c22, c23 := r2[0], r2[1], r2[2], r2[3]
+	c30, c31, c32, c33 := r3[0], r3[1], r3[2], r3[3]
 	a = a[:kc*4]
 	b = b[:kc*4]
 	for p := 0; p < kc; p++ {
@@ -53,56 +83,10 @@ func microGeneric(kc int, a, b, c []float32, ldc int) {
 		c32 += a3 * b2
 		c33 += a3 * b3
 	}
-	r := c[0:4:4]
-	r[0] += c00
-	r[1] += c01
-	r[2] += c02
-	r[3] += c03
-	r = c[ldc : ldc+4 : ldc+4]
-	r[0] += c10
-	r[1] += c11
-	r[2] += c12
-	r[3] += c13
-	r = c[2*ldc : 2*ldc+4 : 2*ldc+4]
-	r[0] += c20
-	r[1] += c21
-	r[2] += c22
-	r[3] += c23
-	r = c[3*ldc : 3*ldc+4 : 3*ldc+4]
-	r[0] += c30
-	r[1] += c31
-	r[2] += c32
-	r[3] += c33
-}
-
-func dotGeneric(x, y []float32) float32 {
-	y = y[:len(x)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		s0 += x[i] * y[i]
-		s1 += x[i+1] * y[i+1]
-		s2 += x[i+2] * y[i+2]
-		s3 += x[i+3] * y[i+3]
-	}
-	for ; i < len(x); i++ {
-		s0 += x[i] * y[i]
-	}
-	return (s0 + s1) + (s2 + s3)
-}
-
-func axpyGeneric(alpha float32, x, y []float32) {
-	x = x[:len(y)]
-	for i, v := range x {
-		y[i] += alpha * v
-	}
-}
-
-func dot4Generic(x, y []float32, ldy int, out *[4]float32) {
-	n := len(x)
-	for r := range 4 {
-		out[r] = dotGeneric(x, y[r*ldy:r*ldy+n])
-	}
+	r0[0], r0[1], r0[2], r0[3] = c00, c01, c02, c03
+	r1[0], r1[1], r1[2], r1[3] = c10, c11, c12, c13
+	r2[0], r2[1], r2[2], r2[3] = c20, c21, c22, c23
+	r3[0], r3[1], r3[2], r3[3] = c30, c31, c32, c33
 }
 
 func expShiftGeneric(x []float32, shift float32) float64 {

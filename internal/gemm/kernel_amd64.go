@@ -9,7 +9,8 @@ import "golang.org/x/sys/cpu"
 // tested on have no AVX-512, and untested assembly does not ship.)
 func bestKernel() kernel {
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
-		return kernel{name: "avx2-fma-6x16", mr: 6, nr: 16, micro: microAVX2, dot: dotAVX2, dot4: dot4AVX2, expShift: expShiftAVX2Go, axpy: axpyAVX2}
+		return kernel{name: "avx2-fma-6x16", mr: 6, nr: 16, micro: microAVX2, rows: rowsAVX2, rowPanels: rowPanelsAVX2,
+			packT: packTAVX2, packRows: packRowsAVX2, packCols: packColsAVX2, axpy: axpyAVX2, expShift: expShiftAVX2Go}
 	}
 	return genericKernel()
 }
@@ -21,10 +22,34 @@ func bestKernel() kernel {
 func kern6x16(kc int, a, b, c *float32, ldc int)
 
 //go:noescape
-func dotFMA(n int, x, y *float32) float32
+func kern5x16(kc int, a, b, c *float32, ldc int)
 
 //go:noescape
-func dot4FMA(n int, x, y *float32, ldy int, out *float32)
+func kern4x16(kc int, a, b, c *float32, ldc int)
+
+//go:noescape
+func kern3x16(kc int, a, b, c *float32, ldc int)
+
+//go:noescape
+func kern2x16(kc int, a, b, c *float32, ldc int)
+
+//go:noescape
+func kern1x16(kc int, a, b, c *float32, ldc int)
+
+//go:noescape
+func kern2x32(kc int, a, b *float32, bs int, c *float32, ldc int)
+
+//go:noescape
+func kern1x64(kc int, a, b *float32, bs int, c *float32)
+
+//go:noescape
+func packT8(k8 int, src *float32, lds int, dst *float32)
+
+//go:noescape
+func packRows6(k8 int, src *float32, lds int, alpha float32, dst *float32)
+
+//go:noescape
+func packCols6(k int, src *float32, lds int, alpha float32, dst *float32)
 
 //go:noescape
 func expShiftAVX2(n int, x *float32, shift float32) float64
@@ -42,12 +67,74 @@ func microAVX2(kc int, a, b, c []float32, ldc int) {
 	kern6x16(kc, &a[0], &b[0], &c[0], ldc)
 }
 
-func dotAVX2(x, y []float32) float32 {
-	if len(x) == 0 {
-		return 0
+// rowPanelsAVX2: at least eight accumulators (independent FMA chains)
+// per call.
+func rowPanelsAVX2(rows int) int {
+	switch rows {
+	case 1:
+		return 4
+	case 2:
+		return 2
 	}
-	_ = y[len(x)-1]
-	return dotFMA(len(x), &x[0], &y[0])
+	return 1
+}
+
+func rowsAVX2(rows, np, kc int, a, b []float32, bs int, c []float32, ldc int) {
+	if kc == 0 {
+		return
+	}
+	_ = a[kc*6-1]
+	_ = b[(np-1)*bs+kc*16-1]
+	_ = c[(rows-1)*ldc+np*16-1]
+	switch {
+	case rows == 1 && np == 4:
+		kern1x64(kc, &a[0], &b[0], 4*bs, &c[0])
+		return
+	case rows == 2 && np == 2:
+		kern2x32(kc, &a[0], &b[0], 4*bs, &c[0], ldc)
+		return
+	}
+	kern := kern5x16
+	switch rows {
+	case 1:
+		kern = kern1x16
+	case 2:
+		kern = kern2x16
+	case 3:
+		kern = kern3x16
+	case 4:
+		kern = kern4x16
+	}
+	for q := range np {
+		kern(kc, &a[0], &b[q*bs], &c[q*16], ldc)
+	}
+}
+
+func packTAVX2(k8 int, src []float32, lds int, dst []float32) {
+	if k8 == 0 {
+		return
+	}
+	_ = src[7*lds+k8-1]
+	_ = dst[(k8-1)*16+7]
+	packT8(k8, &src[0], lds, &dst[0])
+}
+
+func packRowsAVX2(k8 int, src []float32, lds int, alpha float32, dst []float32) {
+	if k8 == 0 {
+		return
+	}
+	_ = src[5*lds+k8-1]
+	_ = dst[6*k8+1]
+	packRows6(k8, &src[0], lds, alpha, &dst[0])
+}
+
+func packColsAVX2(k int, src []float32, lds int, alpha float32, dst []float32) {
+	if k == 0 {
+		return
+	}
+	_ = src[(k-1)*lds+5]
+	_ = dst[6*k+1]
+	packCols6(k, &src[0], lds, alpha, &dst[0])
 }
 
 func axpyAVX2(alpha float32, x, y []float32) {
@@ -56,26 +143,6 @@ func axpyAVX2(alpha float32, x, y []float32) {
 	}
 	_ = x[len(y)-1]
 	axpyFMA(len(y), alpha, &x[0], &y[0])
-}
-
-func dot4AVX2(x, y []float32, ldy int, out *[4]float32) {
-	n := len(x)
-	if n == 0 {
-		*out = [4]float32{}
-		return
-	}
-	_ = y[3*ldy+n-1]
-	n8 := n &^ 7
-	if n8 > 0 {
-		dot4FMA(n8, &x[0], &y[0], ldy, &out[0])
-	} else {
-		*out = [4]float32{}
-	}
-	for i := n8; i < n; i++ {
-		for r := range 4 {
-			out[r] += x[i] * y[r*ldy+i]
-		}
-	}
 }
 
 func expShiftAVX2Go(x []float32, shift float32) float64 {

@@ -4,9 +4,12 @@
 
 // func kern6x16(kc int, a, b, c *float32, ldc int)
 //
-// C[6×16] (row stride ldc floats) += Σ_p A[p][0..5] ⊗ B[p][0..15] over kc
-// steps of the packed panels. Twelve ymm accumulators hold the tile; Y0/Y1
-// hold one row of the B panel and Y2/Y3 broadcast elements of A.
+// C[6×16] (row stride ldc floats) is updated in place by kc steps of
+// c ← fma(A[p][i], B[p][j], c) over the packed panels, p in increasing
+// order: each element's sum is one chain of fused multiply-adds that
+// starts from C's value, the order every product of this package uses.
+// Twelve ymm accumulators hold the tile; Y0/Y1 hold one row of the B
+// panel and Y2/Y3 broadcast elements of A.
 TEXT ·kern6x16(SB), NOSPLIT, $0-40
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), SI
@@ -14,18 +17,24 @@ TEXT ·kern6x16(SB), NOSPLIT, $0-40
 	MOVQ c+24(FP), DX
 	MOVQ ldc+32(FP), R8
 	SHLQ $2, R8
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
-	VXORPS Y12, Y12, Y12
-	VXORPS Y13, Y13, Y13
-	VXORPS Y14, Y14, Y14
-	VXORPS Y15, Y15, Y15
+	MOVQ DX, R9
+	VMOVUPS (R9), Y4
+	VMOVUPS 32(R9), Y5
+	ADDQ R8, R9
+	VMOVUPS (R9), Y6
+	VMOVUPS 32(R9), Y7
+	ADDQ R8, R9
+	VMOVUPS (R9), Y8
+	VMOVUPS 32(R9), Y9
+	ADDQ R8, R9
+	VMOVUPS (R9), Y10
+	VMOVUPS 32(R9), Y11
+	ADDQ R8, R9
+	VMOVUPS (R9), Y12
+	VMOVUPS 32(R9), Y13
+	ADDQ R8, R9
+	VMOVUPS (R9), Y14
+	VMOVUPS 32(R9), Y15
 
 loop:
 	VMOVUPS (DI), Y0
@@ -53,98 +62,456 @@ loop:
 	DECQ CX
 	JNZ loop
 
-	VADDPS (DX), Y4, Y4
 	VMOVUPS Y4, (DX)
-	VADDPS 32(DX), Y5, Y5
 	VMOVUPS Y5, 32(DX)
 	ADDQ R8, DX
-	VADDPS (DX), Y6, Y6
 	VMOVUPS Y6, (DX)
-	VADDPS 32(DX), Y7, Y7
 	VMOVUPS Y7, 32(DX)
 	ADDQ R8, DX
-	VADDPS (DX), Y8, Y8
 	VMOVUPS Y8, (DX)
-	VADDPS 32(DX), Y9, Y9
 	VMOVUPS Y9, 32(DX)
 	ADDQ R8, DX
-	VADDPS (DX), Y10, Y10
 	VMOVUPS Y10, (DX)
-	VADDPS 32(DX), Y11, Y11
 	VMOVUPS Y11, 32(DX)
 	ADDQ R8, DX
-	VADDPS (DX), Y12, Y12
 	VMOVUPS Y12, (DX)
-	VADDPS 32(DX), Y13, Y13
 	VMOVUPS Y13, 32(DX)
 	ADDQ R8, DX
-	VADDPS (DX), Y14, Y14
 	VMOVUPS Y14, (DX)
-	VADDPS 32(DX), Y15, Y15
 	VMOVUPS Y15, 32(DX)
 	VZEROUPPER
 	RET
 
-// func dotFMA(n int, x, y *float32) float32
-TEXT ·dotFMA(SB), NOSPLIT, $0-28
-	MOVQ n+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ y+16(FP), DI
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
+// The kernels below are kern6x16 for the last micro-panel of a block
+// when it has fewer than 6 rows (products of 1 to 5 rows, and the rest
+// of m mod 6): the same chain per element, on the rows that exist. With
+// one or two rows, a single 16-column panel gives only 2 or 4
+// independent chains, too few to hide the latency of an FMA, so kern1x64
+// and kern2x32 take 4 and 2 adjacent panels (bs bytes apart) at once.
 
-dot32:
-	CMPQ CX, $32
-	JL   dot8
-	VMOVUPS (SI), Y4
-	VMOVUPS 32(SI), Y5
-	VMOVUPS 64(SI), Y6
-	VMOVUPS 96(SI), Y7
-	VFMADD231PS (DI), Y4, Y0
-	VFMADD231PS 32(DI), Y5, Y1
-	VFMADD231PS 64(DI), Y6, Y2
-	VFMADD231PS 96(DI), Y7, Y3
-	ADDQ $128, SI
-	ADDQ $128, DI
-	SUBQ $32, CX
-	JMP  dot32
+// Load row r (R9 points at it) of a 16-column C tile into two registers.
+#define LOADROW(lo, hi) VMOVUPS (R9), lo; VMOVUPS 32(R9), hi; ADDQ R8, R9
+// Store two registers to the row DX points at, and step to the next row.
+#define STOREROW(lo, hi) VMOVUPS lo, (DX); VMOVUPS hi, 32(DX); ADDQ R8, DX
+// One row of A (the broadcast off(SI)) times the B row in Y0/Y1.
+#define FMAROW(off, lo, hi) VBROADCASTSS off(SI), Y2; VFMADD231PS Y0, Y2, lo; VFMADD231PS Y1, Y2, hi
 
-dot8:
-	CMPQ CX, $8
-	JL   dotreduce
-	VMOVUPS (SI), Y4
-	VFMADD231PS (DI), Y4, Y0
-	ADDQ $32, SI
-	ADDQ $32, DI
-	SUBQ $8, CX
-	JMP  dot8
+#define KERNPROLOG \
+	MOVQ kc+0(FP), CX; \
+	MOVQ a+8(FP), SI; \
+	MOVQ b+16(FP), DI; \
+	MOVQ c+24(FP), DX; \
+	MOVQ ldc+32(FP), R8; \
+	SHLQ $2, R8; \
+	MOVQ DX, R9
 
-dotreduce:
-	VADDPS Y1, Y0, Y0
-	VADDPS Y3, Y2, Y2
-	VADDPS Y2, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS X1, X0, X0
-	VPERMILPS $0x0e, X0, X1
-	VADDPS X1, X0, X0
-	VPERMILPS $0x01, X0, X1
-	VADDSS X1, X0, X0
-
-dottail:
-	TESTQ CX, CX
-	JZ    dotdone
-	VMOVSS (SI), X1
-	VFMADD231SS (DI), X1, X0
-	ADDQ $4, SI
-	ADDQ $4, DI
+#define KERNSTEP \
+	ADDQ $24, SI; \
+	ADDQ $64, DI; \
 	DECQ CX
-	JMP  dottail
 
-dotdone:
+// func kern5x16(kc int, a, b, c *float32, ldc int)
+TEXT ·kern5x16(SB), NOSPLIT, $0-40
+	KERNPROLOG
+	LOADROW(Y4, Y5)
+	LOADROW(Y6, Y7)
+	LOADROW(Y8, Y9)
+	LOADROW(Y10, Y11)
+	LOADROW(Y12, Y13)
+
+loop5:
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	FMAROW(0, Y4, Y5)
+	FMAROW(4, Y6, Y7)
+	FMAROW(8, Y8, Y9)
+	FMAROW(12, Y10, Y11)
+	FMAROW(16, Y12, Y13)
+	KERNSTEP
+	JNZ loop5
+
+	STOREROW(Y4, Y5)
+	STOREROW(Y6, Y7)
+	STOREROW(Y8, Y9)
+	STOREROW(Y10, Y11)
+	STOREROW(Y12, Y13)
 	VZEROUPPER
-	MOVSS X0, ret+24(FP)
+	RET
+
+// func kern4x16(kc int, a, b, c *float32, ldc int)
+TEXT ·kern4x16(SB), NOSPLIT, $0-40
+	KERNPROLOG
+	LOADROW(Y4, Y5)
+	LOADROW(Y6, Y7)
+	LOADROW(Y8, Y9)
+	LOADROW(Y10, Y11)
+
+loop4:
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	FMAROW(0, Y4, Y5)
+	FMAROW(4, Y6, Y7)
+	FMAROW(8, Y8, Y9)
+	FMAROW(12, Y10, Y11)
+	KERNSTEP
+	JNZ loop4
+
+	STOREROW(Y4, Y5)
+	STOREROW(Y6, Y7)
+	STOREROW(Y8, Y9)
+	STOREROW(Y10, Y11)
+	VZEROUPPER
+	RET
+
+// func kern3x16(kc int, a, b, c *float32, ldc int)
+TEXT ·kern3x16(SB), NOSPLIT, $0-40
+	KERNPROLOG
+	LOADROW(Y4, Y5)
+	LOADROW(Y6, Y7)
+	LOADROW(Y8, Y9)
+
+loop3:
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	FMAROW(0, Y4, Y5)
+	FMAROW(4, Y6, Y7)
+	FMAROW(8, Y8, Y9)
+	KERNSTEP
+	JNZ loop3
+
+	STOREROW(Y4, Y5)
+	STOREROW(Y6, Y7)
+	STOREROW(Y8, Y9)
+	VZEROUPPER
+	RET
+
+// func kern2x16(kc int, a, b, c *float32, ldc int)
+TEXT ·kern2x16(SB), NOSPLIT, $0-40
+	KERNPROLOG
+	LOADROW(Y4, Y5)
+	LOADROW(Y6, Y7)
+
+loop2:
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	FMAROW(0, Y4, Y5)
+	FMAROW(4, Y6, Y7)
+	KERNSTEP
+	JNZ loop2
+
+	STOREROW(Y4, Y5)
+	STOREROW(Y6, Y7)
+	VZEROUPPER
+	RET
+
+// func kern1x16(kc int, a, b, c *float32, ldc int)
+TEXT ·kern1x16(SB), NOSPLIT, $0-40
+	KERNPROLOG
+	LOADROW(Y4, Y5)
+
+loop1:
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	FMAROW(0, Y4, Y5)
+	KERNSTEP
+	JNZ loop1
+
+	STOREROW(Y4, Y5)
+	VZEROUPPER
+	RET
+
+// func kern2x32(kc int, a, b *float32, bs int, c *float32, ldc int)
+//
+// Two rows of A times two adjacent panels: C[2×32].
+TEXT ·kern2x32(SB), NOSPLIT, $0-48
+	MOVQ kc+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DI
+	MOVQ bs+24(FP), R10
+	MOVQ c+32(FP), DX
+	MOVQ ldc+40(FP), R8
+	SHLQ $2, R8
+	LEAQ (DI)(R10*1), R11
+	VMOVUPS (DX), Y4
+	VMOVUPS 32(DX), Y5
+	VMOVUPS 64(DX), Y6
+	VMOVUPS 96(DX), Y7
+	VMOVUPS (DX)(R8*1), Y8
+	VMOVUPS 32(DX)(R8*1), Y9
+	VMOVUPS 64(DX)(R8*1), Y10
+	VMOVUPS 96(DX)(R8*1), Y11
+	XORQ AX, AX
+
+loop2x32:
+	VMOVUPS (DI)(AX*1), Y0
+	VMOVUPS 32(DI)(AX*1), Y1
+	VMOVUPS (R11)(AX*1), Y2
+	VMOVUPS 32(R11)(AX*1), Y3
+	VBROADCASTSS 0(SI), Y12
+	VBROADCASTSS 4(SI), Y13
+	VFMADD231PS Y0, Y12, Y4
+	VFMADD231PS Y1, Y12, Y5
+	VFMADD231PS Y2, Y12, Y6
+	VFMADD231PS Y3, Y12, Y7
+	VFMADD231PS Y0, Y13, Y8
+	VFMADD231PS Y1, Y13, Y9
+	VFMADD231PS Y2, Y13, Y10
+	VFMADD231PS Y3, Y13, Y11
+	ADDQ $24, SI
+	ADDQ $64, AX
+	DECQ CX
+	JNZ loop2x32
+
+	VMOVUPS Y4, (DX)
+	VMOVUPS Y5, 32(DX)
+	VMOVUPS Y6, 64(DX)
+	VMOVUPS Y7, 96(DX)
+	VMOVUPS Y8, (DX)(R8*1)
+	VMOVUPS Y9, 32(DX)(R8*1)
+	VMOVUPS Y10, 64(DX)(R8*1)
+	VMOVUPS Y11, 96(DX)(R8*1)
+	VZEROUPPER
+	RET
+
+// func kern1x64(kc int, a, b *float32, bs int, c *float32)
+//
+// One row of A times four adjacent panels: C[1×64].
+TEXT ·kern1x64(SB), NOSPLIT, $0-40
+	MOVQ kc+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DI
+	MOVQ bs+24(FP), R10
+	MOVQ c+32(FP), DX
+	LEAQ (DI)(R10*1), R11
+	LEAQ (R11)(R10*1), R12
+	LEAQ (R12)(R10*1), R13
+	VMOVUPS (DX), Y4
+	VMOVUPS 32(DX), Y5
+	VMOVUPS 64(DX), Y6
+	VMOVUPS 96(DX), Y7
+	VMOVUPS 128(DX), Y8
+	VMOVUPS 160(DX), Y9
+	VMOVUPS 192(DX), Y10
+	VMOVUPS 224(DX), Y11
+	XORQ AX, AX
+
+loop1x64:
+	VBROADCASTSS (SI), Y0
+	VFMADD231PS (DI)(AX*1), Y0, Y4
+	VFMADD231PS 32(DI)(AX*1), Y0, Y5
+	VFMADD231PS (R11)(AX*1), Y0, Y6
+	VFMADD231PS 32(R11)(AX*1), Y0, Y7
+	VFMADD231PS (R12)(AX*1), Y0, Y8
+	VFMADD231PS 32(R12)(AX*1), Y0, Y9
+	VFMADD231PS (R13)(AX*1), Y0, Y10
+	VFMADD231PS 32(R13)(AX*1), Y0, Y11
+	ADDQ $24, SI
+	ADDQ $64, AX
+	DECQ CX
+	JNZ loop1x64
+
+	VMOVUPS Y4, (DX)
+	VMOVUPS Y5, 32(DX)
+	VMOVUPS Y6, 64(DX)
+	VMOVUPS Y7, 96(DX)
+	VMOVUPS Y8, 128(DX)
+	VMOVUPS Y9, 160(DX)
+	VMOVUPS Y10, 192(DX)
+	VMOVUPS Y11, 224(DX)
+	VZEROUPPER
+	RET
+
+// func packT8(k8 int, src *float32, lds int, dst *float32)
+//
+// dst[p·16 + r] = src[r·lds + p] for r < 8 and p < k8 (a multiple of 8):
+// eight rows of B, stored n×k, into half of a packed 16-column panel.
+// Each 8×8 block is loaded as four-column halves, rows r and r+4 in the
+// two lanes of one register, and transposed with UNPCK and SHUFPS
+// (16 shuffles per 64 values).
+TEXT ·packT8(SB), NOSPLIT, $0-32
+	MOVQ k8+0(FP), CX
+	MOVQ src+8(FP), SI
+	MOVQ lds+16(FP), R8
+	SHLQ $2, R8
+	MOVQ dst+24(FP), DI
+	LEAQ (SI)(R8*1), R9
+	LEAQ (R9)(R8*1), R10
+	LEAQ (R10)(R8*1), R11
+	MOVQ R8, R12
+	SHLQ $2, R12
+	SHRQ $3, CX
+	JZ   packdone
+
+packloop:
+	VMOVUPS (SI), X0
+	VINSERTF128 $1, (SI)(R12*1), Y0, Y0
+	VMOVUPS (R9), X1
+	VINSERTF128 $1, (R9)(R12*1), Y1, Y1
+	VMOVUPS (R10), X2
+	VINSERTF128 $1, (R10)(R12*1), Y2, Y2
+	VMOVUPS (R11), X3
+	VINSERTF128 $1, (R11)(R12*1), Y3, Y3
+	VMOVUPS 16(SI), X4
+	VINSERTF128 $1, 16(SI)(R12*1), Y4, Y4
+	VMOVUPS 16(R9), X5
+	VINSERTF128 $1, 16(R9)(R12*1), Y5, Y5
+	VMOVUPS 16(R10), X6
+	VINSERTF128 $1, 16(R10)(R12*1), Y6, Y6
+	VMOVUPS 16(R11), X7
+	VINSERTF128 $1, 16(R11)(R12*1), Y7, Y7
+
+	VUNPCKLPS Y1, Y0, Y8
+	VUNPCKHPS Y1, Y0, Y9
+	VUNPCKLPS Y3, Y2, Y10
+	VUNPCKHPS Y3, Y2, Y11
+	VSHUFPS $0x44, Y10, Y8, Y12
+	VSHUFPS $0xEE, Y10, Y8, Y13
+	VSHUFPS $0x44, Y11, Y9, Y14
+	VSHUFPS $0xEE, Y11, Y9, Y15
+	VMOVUPS Y12, (DI)
+	VMOVUPS Y13, 64(DI)
+	VMOVUPS Y14, 128(DI)
+	VMOVUPS Y15, 192(DI)
+
+	VUNPCKLPS Y5, Y4, Y8
+	VUNPCKHPS Y5, Y4, Y9
+	VUNPCKLPS Y7, Y6, Y10
+	VUNPCKHPS Y7, Y6, Y11
+	VSHUFPS $0x44, Y10, Y8, Y12
+	VSHUFPS $0xEE, Y10, Y8, Y13
+	VSHUFPS $0x44, Y11, Y9, Y14
+	VSHUFPS $0xEE, Y11, Y9, Y15
+	VMOVUPS Y12, 256(DI)
+	VMOVUPS Y13, 320(DI)
+	VMOVUPS Y14, 384(DI)
+	VMOVUPS Y15, 448(DI)
+
+	ADDQ $32, SI
+	ADDQ $32, R9
+	ADDQ $32, R10
+	ADDQ $32, R11
+	ADDQ $512, DI
+	DECQ CX
+	JNZ  packloop
+
+packdone:
+	VZEROUPPER
+	RET
+
+// func packRows6(k8 int, src *float32, lds int, alpha float32, dst *float32)
+//
+// dst[p·6 + i] = alpha·src[i·lds + p] for i < 6 and p < k8 (a multiple
+// of 8): six rows of A, stored m×k, into a packed A micro-panel. The
+// 8×8 transpose of packT8 runs with row 5 standing in for rows 6 and 7,
+// and each p stores all eight lanes: its last two values land on p+1's
+// first two, which the next store (or the caller, after the last p)
+// overwrites.
+TEXT ·packRows6(SB), NOSPLIT, $0-40
+	MOVQ k8+0(FP), CX
+	MOVQ src+8(FP), SI
+	MOVQ lds+16(FP), R8
+	SHLQ $2, R8
+	VBROADCASTSS alpha+24(FP), Y15
+	MOVQ dst+32(FP), DI
+	LEAQ (SI)(R8*1), R9
+	LEAQ (R9)(R8*1), R10
+	LEAQ (R10)(R8*1), R11
+	LEAQ (R11)(R8*1), R12
+	LEAQ (R12)(R8*1), R13
+	XORQ AX, AX
+	SHRQ $3, CX
+	JZ   rows6done
+
+rows6loop:
+	VMOVUPS (SI)(AX*1), X0
+	VINSERTF128 $1, (R12)(AX*1), Y0, Y0
+	VMOVUPS (R9)(AX*1), X1
+	VINSERTF128 $1, (R13)(AX*1), Y1, Y1
+	VMOVUPS (R10)(AX*1), X2
+	VINSERTF128 $1, (R13)(AX*1), Y2, Y2
+	VMOVUPS (R11)(AX*1), X3
+	VINSERTF128 $1, (R13)(AX*1), Y3, Y3
+	VMOVUPS 16(SI)(AX*1), X4
+	VINSERTF128 $1, 16(R12)(AX*1), Y4, Y4
+	VMOVUPS 16(R9)(AX*1), X5
+	VINSERTF128 $1, 16(R13)(AX*1), Y5, Y5
+	VMOVUPS 16(R10)(AX*1), X6
+	VINSERTF128 $1, 16(R13)(AX*1), Y6, Y6
+	VMOVUPS 16(R11)(AX*1), X7
+	VINSERTF128 $1, 16(R13)(AX*1), Y7, Y7
+	VMULPS Y15, Y0, Y0
+	VMULPS Y15, Y1, Y1
+	VMULPS Y15, Y2, Y2
+	VMULPS Y15, Y3, Y3
+	VMULPS Y15, Y4, Y4
+	VMULPS Y15, Y5, Y5
+	VMULPS Y15, Y6, Y6
+	VMULPS Y15, Y7, Y7
+
+	VUNPCKLPS Y1, Y0, Y8
+	VUNPCKHPS Y1, Y0, Y9
+	VUNPCKLPS Y3, Y2, Y10
+	VUNPCKHPS Y3, Y2, Y11
+	VSHUFPS $0x44, Y10, Y8, Y0
+	VSHUFPS $0xEE, Y10, Y8, Y1
+	VSHUFPS $0x44, Y11, Y9, Y2
+	VSHUFPS $0xEE, Y11, Y9, Y3
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 24(DI)
+	VMOVUPS Y2, 48(DI)
+	VMOVUPS Y3, 72(DI)
+
+	VUNPCKLPS Y5, Y4, Y8
+	VUNPCKHPS Y5, Y4, Y9
+	VUNPCKLPS Y7, Y6, Y10
+	VUNPCKHPS Y7, Y6, Y11
+	VSHUFPS $0x44, Y10, Y8, Y4
+	VSHUFPS $0xEE, Y10, Y8, Y5
+	VSHUFPS $0x44, Y11, Y9, Y6
+	VSHUFPS $0xEE, Y11, Y9, Y7
+	VMOVUPS Y4, 96(DI)
+	VMOVUPS Y5, 120(DI)
+	VMOVUPS Y6, 144(DI)
+	VMOVUPS Y7, 168(DI)
+
+	ADDQ $32, AX
+	ADDQ $192, DI
+	DECQ CX
+	JNZ  rows6loop
+
+rows6done:
+	VZEROUPPER
+	RET
+
+// func packCols6(k int, src *float32, lds int, alpha float32, dst *float32)
+//
+// dst[p·6 + i] = alpha·src[p·lds + i] for i < 6 and p < k: six columns
+// of A, stored k×m, into a packed A micro-panel. Each p loads its six
+// values (four and two) and stores eight lanes, the last two landing on
+// p+1's first two as in packRows6.
+TEXT ·packCols6(SB), NOSPLIT, $0-40
+	MOVQ k+0(FP), CX
+	MOVQ src+8(FP), SI
+	MOVQ lds+16(FP), R8
+	SHLQ $2, R8
+	VBROADCASTSS alpha+24(FP), Y15
+	MOVQ dst+32(FP), DI
+	TESTQ CX, CX
+	JZ   cols6done
+
+cols6loop:
+	VMOVUPS (SI), X0
+	VMOVSD 16(SI), X1
+	VINSERTF128 $1, X1, Y0, Y0
+	VMULPS Y15, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ R8, SI
+	ADDQ $24, DI
+	DECQ CX
+	JNZ  cols6loop
+
+cols6done:
+	VZEROUPPER
 	RET
 
 // func axpyFMA(n int, alpha float32, x, y *float32)
@@ -197,71 +564,6 @@ axpytail:
 	JMP  axpytail
 
 axpydone:
-	VZEROUPPER
-	RET
-
-// func dot4FMA(n int, x, y *float32, ldy int, out *float32)
-//
-// out[r] = Σ_{i<n} x[i]·y[r·ldy+i] for r = 0..3, n a multiple of 8: four
-// rows of B share each load of x (the decode GEMV, y = W·x). Y0–Y7 are
-// two accumulators per row; the horizontal sums are folded with VHADDPS.
-TEXT ·dot4FMA(SB), NOSPLIT, $0-40
-	MOVQ n+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ y+16(FP), DI
-	MOVQ ldy+24(FP), R8
-	SHLQ $2, R8
-	MOVQ out+32(FP), DX
-	LEAQ (DI)(R8*1), R9
-	LEAQ (R9)(R8*1), R10
-	LEAQ (R10)(R8*1), R11
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	XORQ AX, AX
-
-d4loop16:
-	CMPQ CX, $16
-	JL   d4loop8
-	VMOVUPS (SI)(AX*1), Y8
-	VMOVUPS 32(SI)(AX*1), Y9
-	VFMADD231PS (DI)(AX*1), Y8, Y0
-	VFMADD231PS 32(DI)(AX*1), Y9, Y4
-	VFMADD231PS (R9)(AX*1), Y8, Y1
-	VFMADD231PS 32(R9)(AX*1), Y9, Y5
-	VFMADD231PS (R10)(AX*1), Y8, Y2
-	VFMADD231PS 32(R10)(AX*1), Y9, Y6
-	VFMADD231PS (R11)(AX*1), Y8, Y3
-	VFMADD231PS 32(R11)(AX*1), Y9, Y7
-	ADDQ $64, AX
-	SUBQ $16, CX
-	JMP  d4loop16
-
-d4loop8:
-	CMPQ CX, $8
-	JL   d4reduce
-	VMOVUPS (SI)(AX*1), Y8
-	VFMADD231PS (DI)(AX*1), Y8, Y0
-	VFMADD231PS (R9)(AX*1), Y8, Y1
-	VFMADD231PS (R10)(AX*1), Y8, Y2
-	VFMADD231PS (R11)(AX*1), Y8, Y3
-
-d4reduce:
-	VADDPS Y4, Y0, Y0
-	VADDPS Y5, Y1, Y1
-	VADDPS Y6, Y2, Y2
-	VADDPS Y7, Y3, Y3
-	VHADDPS Y1, Y0, Y0
-	VHADDPS Y3, Y2, Y2
-	VHADDPS Y2, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS X1, X0, X0
-	VMOVUPS X0, (DX)
 	VZEROUPPER
 	RET
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl/internal/pyjson"
+	"github.com/agentrl/agentrl/internal/pystr"
 	"github.com/agentrl/agentrl/tool"
 )
 
@@ -209,15 +210,6 @@ func FormatHits(hits [][]Hit, format Format) string {
 }
 
 // pyStrip is Python's str.strip(): it removes the white space Python's
-// str.isspace() names at both ends (ASCII white space, U+001C–U+001F,
-// U+0085 and the Unicode White_Space characters), which strings.TrimSpace
-// does not all remove.
-func pyStrip(s string) string {
-	return strings.TrimFunc(s, func(r rune) bool {
-		switch r {
-		case ' ', '\t', '\n', '\v', '\f', '\r', 0x1c, 0x1d, 0x1e, 0x1f, 0x85, 0xa0, 0x1680, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000:
-			return true
-		}
-		return r >= 0x2000 && r <= 0x200a
-	})
-}
+// str.isspace() names at both ends (pystr.IsSpace), which
+// strings.TrimSpace does not all remove.
+func pyStrip(s string) string { return strings.TrimFunc(s, pystr.IsSpace) }

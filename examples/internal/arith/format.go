@@ -3,11 +3,15 @@ package arith
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/eval"
@@ -170,13 +174,7 @@ func BuildSFT(ctx context.Context, probs []Problem, tok *tokenizer.Bytes, s Tool
 	out := make([]agentrl.SFTSample, len(probs))
 	for i, p := range probs {
 		var smp agentrl.SFTSample
-		add := func(text string, mask float32) {
-			ids := tok.Encode(text)
-			smp.IDs = append(smp.IDs, ids...)
-			for range ids {
-				smp.Mask = append(smp.Mask, mask)
-			}
-		}
+		add := func(text string, mask float32) { AppendText(&smp, tok, text, mask) }
 		add(PromptText(p, s), 0)
 		if r.Float64() < noToolFrac {
 			add(p.Expr+" = "+Answer(RoughGuess(p.Answer)), 1)
@@ -211,17 +209,30 @@ type Eval struct {
 
 // Evaluate samples k responses per problem and computes avg@k, pass@k and
 // maj@k of the accuracy (eval.Evaluate, verl's definitions) with the
-// tool-use statistics. Problem i's requests are seeded with
-// 1000003·(i+1), whatever the policy, so two policies are compared on the
-// same random draws.
+// tool-use statistics (EvaluatePrompts over the problems' Prompts).
 func Evaluate(ctx context.Context, engine *rollout.Engine, rf reward.Func, probs []Problem, s ToolSpec,
 	params lm.SampleParams, k int) (Eval, error) {
-	reqs := make([]rollout.Request, len(probs))
-	for i, p := range probs {
+	return EvaluatePrompts(ctx, engine, rf, Prompts(probs, s), params, k)
+}
+
+// EvaluatePrompts samples k responses per prompt (its Text, the chat
+// template applied) and computes avg@k, pass@k and maj@k of the accuracy
+// (eval.Evaluate, verl's definitions) with the tool-use statistics,
+// under the data source of the first prompt. Prompt i's requests are
+// seeded with 1000003·(i+1), whatever the policy, so two policies are
+// compared on the same random draws.
+func EvaluatePrompts(ctx context.Context, engine *rollout.Engine, rf reward.Func, prompts []agentrl.Prompt,
+	params lm.SampleParams, k int) (Eval, error) {
+	if len(prompts) == 0 {
+		return Eval{}, errors.New("evaluate: no prompts")
+	}
+	source := prompts[0].DataSource
+	reqs := make([]rollout.Request, len(prompts))
+	for i, p := range prompts {
 		seed := uint64(1_000_003 * (i + 1))
 		pp := params
 		pp.Seed = &seed
-		reqs[i] = rollout.Request{ID: p.ID, PromptText: PromptText(p, s), Params: pp, N: k}
+		reqs[i] = rollout.Request{ID: p.ID, PromptText: p.Text, Params: pp, N: k}
 	}
 	trajs, err := engine.Run(ctx, reqs)
 	if err != nil {
@@ -232,9 +243,8 @@ func Evaluate(ctx context.Context, engine *rollout.Engine, rf reward.Func, probs
 	noTools := make([]float64, len(trajs))
 	var e Eval
 	for i, t := range trajs {
-		p := probs[t.Request]
-		prompt := agentrl.Prompt{GroundTruth: strconv.FormatInt(p.Answer, 10), DataSource: "arith"}
-		out, err := rf(ctx, prompt.RewardInput(&t))
+		p := prompts[t.Request]
+		out, err := rf(ctx, p.RewardInput(&t))
 		if err != nil {
 			return Eval{}, fmt.Errorf("scoring trajectory %d: %w", i, err)
 		}
@@ -244,7 +254,7 @@ func Evaluate(ctx context.Context, engine *rollout.Engine, rf reward.Func, probs
 		}
 		calls[i] = float64(len(t.ToolCalls))
 		noTools[i] = noTool
-		recs[i] = eval.Record{DataSource: "arith", PromptID: t.ID, Score: out.Score, Acc: out.Acc, Pred: out.Pred,
+		recs[i] = eval.Record{DataSource: source, PromptID: t.ID, Score: out.Score, Acc: out.Acc, Pred: out.Pred,
 			Extra: map[string]float64{"tool_calls": float64(len(t.ToolCalls)), "no_tool_answer": noTool}}
 	}
 	e.ToolCalls = stat.Mean(calls, nil)
@@ -254,13 +264,67 @@ func Evaluate(ctx context.Context, engine *rollout.Engine, rf reward.Func, probs
 		return Eval{}, err
 	}
 	e.Metrics = res.Map()
-	e.Avg, _ = res.Value("arith", eval.VarAcc, fmt.Sprintf("mean@%d", k))
+	e.Avg, _ = res.Value(source, eval.VarAcc, fmt.Sprintf("mean@%d", k))
 	var ok bool
-	if e.Pass, ok = res.Value("arith", eval.VarAcc, fmt.Sprintf("pass@%d", k)); !ok {
+	if e.Pass, ok = res.Value(source, eval.VarAcc, fmt.Sprintf("pass@%d", k)); !ok {
 		e.Pass = e.Avg // k = 1
 	}
-	if e.Maj, ok = res.Value("arith", eval.VarAcc, fmt.Sprintf("maj@%d/mean", k)); !ok {
+	if e.Maj, ok = res.Value(source, eval.VarAcc, fmt.Sprintf("maj@%d/mean", k)); !ok {
 		e.Maj = e.Avg
 	}
 	return e, nil
+}
+
+// Named is an evaluation under the name the table and the JSON line give
+// it.
+type Named struct {
+	Name string
+	Eval Eval
+}
+
+// PrintTable writes the before/after table: avg@k, pass@k, maj@k, tool
+// calls per answer and answers without a tool call, a row per evaluation.
+func PrintTable(w io.Writer, k int, rows []Named) {
+	fmt.Fprintf(w, "\n%-14s %8s %8s %8s %14s %18s\n", "policy", fmt.Sprintf("avg@%d", k), fmt.Sprintf("pass@%d", k),
+		fmt.Sprintf("maj@%d", k), "tool calls/ans", "answers w/o tool")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-14s %7.1f%% %7.1f%% %7.1f%% %14.2f %17.1f%%\n", r.Name, 100*r.Eval.Avg, 100*r.Eval.Pass, 100*r.Eval.Maj,
+			r.Eval.ToolCalls, 100*r.Eval.NoTool)
+	}
+	fmt.Fprintln(w)
+}
+
+// WriteJSONLine prints the summary line, {"sft": {"avg@k": …, "pass@k":
+// …, "maj@k": …}, "rl": {…}, "seconds": s}, with the evaluations in the
+// order given, fractions to 4 decimals and seconds to 1.
+func WriteJSONLine(w io.Writer, k int, evals []Named, d time.Duration) error {
+	var b strings.Builder
+	b.WriteByte('{')
+	for _, e := range evals {
+		name, err := json.Marshal(e.Name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, `%s: {"avg@%d": %s, "pass@%d": %s, "maj@%d": %s}, `, name,
+			k, jsonNumber(e.Eval.Avg, 4), k, jsonNumber(e.Eval.Pass, 4), k, jsonNumber(e.Eval.Maj, 4))
+	}
+	fmt.Fprintf(&b, `"seconds": %s}`, jsonNumber(d.Seconds(), 1))
+	_, err := fmt.Fprintln(w, b.String())
+	return err
+}
+
+// jsonNumber formats v with at most prec decimals, trailing zeros dropped.
+func jsonNumber(v float64, prec int) string {
+	p := math.Pow(10, float64(prec))
+	return strconv.FormatFloat(math.Round(v*p)/p, 'f', -1, 64)
+}
+
+// AppendText appends the tokens of text to smp, each with loss mask mask
+// (1: the model's own text, trained; 0: prompt and tool results).
+func AppendText(smp *agentrl.SFTSample, tok *tokenizer.Bytes, text string, mask float32) {
+	ids := tok.Encode(text)
+	smp.IDs = append(smp.IDs, ids...)
+	for range ids {
+		smp.Mask = append(smp.Mask, mask)
+	}
 }

@@ -5,6 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
+
+	"github.com/agentrl/agentrl"
 )
 
 // NewFlagSet returns the flag set of the program called name. -h (or
@@ -35,6 +38,20 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		fs.Usage()
 	}
 	return err
+}
+
+// ZeROFlag registers -zero on fs, into stage: the sharding of a
+// data-parallel job's training state (agentrl.DataParallel.ZeRO), 0, 1
+// or 2; any other value is a usage error.
+func ZeROFlag(fs *flag.FlagSet, stage *int) {
+	fs.Func("zero", "in a data-parallel job, shard the training state over the ranks (ZeRO): 1 the optimizer state, 2 the gradients too; 0 shards nothing (default 0)", func(s string) error {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 || v > agentrl.ShardGradients {
+			return fmt.Errorf("%q: want 0, 1 or 2", s)
+		}
+		*stage = v
+		return nil
+	})
 }
 
 // HelpPointer is the line Run prints after a usage error of the program

@@ -60,3 +60,32 @@ func TestParse(t *testing.T) {
 		})
 	}
 }
+
+// TestZeROFlag: -zero takes the stages 0, 1 and 2 and refuses anything
+// else at parse time, naming the flag.
+func TestZeROFlag(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		want    int
+		wantErr string
+	}{
+		{nil, 0, ""},
+		{[]string{"-zero", "0"}, 0, ""},
+		{[]string{"-zero", "1"}, 1, ""},
+		{[]string{"-zero=2"}, 2, ""},
+		{[]string{"-zero", "3"}, 0, `invalid value "3" for flag -zero: "3": want 0, 1 or 2`},
+		{[]string{"-zero", "-1"}, 0, `invalid value "-1" for flag -zero: "-1": want 0, 1 or 2`},
+		{[]string{"-zero", "two"}, 0, `invalid value "two" for flag -zero: "two": want 0, 1 or 2`},
+	} {
+		fs := NewFlagSet("prog", "prog", io.Discard)
+		var stage int
+		ZeROFlag(fs, &stage)
+		err := Parse(fs, c.args)
+		if c.wantErr != "" {
+			assert.EqualError(t, err, c.wantErr, "%q", c.args)
+			continue
+		}
+		require.NoError(t, err, "%q", c.args)
+		assert.Equal(t, c.want, stage, "%q", c.args)
+	}
+}

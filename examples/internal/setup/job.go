@@ -23,6 +23,9 @@ type Job struct {
 	Comm dist.Comm
 	// Env is where this process stands (dist.FromEnviron).
 	Env dist.Env
+	// ZeRO is the trainers' sharding stage (DataParallel.ZeRO; the
+	// programs' -zero flag, ZeROFlag).
+	ZeRO int
 
 	scratch string // the folder Dir gives ranks other than 0
 }
@@ -50,7 +53,9 @@ func JoinJob(ctx context.Context, dev *device.Device, stderr io.Writer) (*Job, e
 
 // DataParallel is the trainers' setting for the job
 // (TrainerParts.DataParallel, SFTParts.DataParallel).
-func (j *Job) DataParallel() agentrl.DataParallel { return agentrl.DataParallel{Comm: j.Comm} }
+func (j *Job) DataParallel() agentrl.DataParallel {
+	return agentrl.DataParallel{Comm: j.Comm, ZeRO: j.ZeRO}
+}
 
 // Leader reports whether this is rank 0, which prints and writes the
 // job's outputs.

@@ -33,7 +33,7 @@ func TestLoRAWeights(t *testing.T) {
 		// PEFT's default for Qwen: q and v, (256 + 192) · 8 · 2.
 		{"arith, q and v, rank 8", arith, policy.LoRAConfig{Rank: 8, TargetModules: []string{"q_proj", "v_proj"}}, 448 * 8 * 2},
 		// Qwen3-4B (hidden 2560, 32 heads and 8 KV heads of 128, MLP 9728,
-		// 36 layers), rank 32 on all seven: the README's 66M.
+		// 36 layers), rank 32 on all seven: the 66M of docs/gpu.md.
 		{"Qwen3-4B, all seven, rank 32", policy.Config{HiddenSize: 2560, NumAttentionHeads: 32, NumKeyValueHeads: 8, HeadDim: 128, IntermediateSize: 9728, NumHiddenLayers: 36},
 			policy.LoRAConfig{Rank: 32, TargetModules: all}, (2560 + 4096 + 2560 + 1024 + 2560 + 1024 + 4096 + 2560 + 2*(2560+9728) + 9728 + 2560) * 32 * 36},
 	} {

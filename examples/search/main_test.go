@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentrl/agentrl/examples/internal/arith"
+	"github.com/agentrl/agentrl/examples/internal/setup"
+	"github.com/agentrl/agentrl/policy/tokenizer"
+	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/tool/search"
+	"github.com/agentrl/agentrl/tool/search/bm25"
+	"github.com/agentrl/agentrl/tool/search/encyclopedia"
+)
+
+// tinyArgs runs every stage in seconds: a one-layer model, 3 SFT
+// updates, 1 RL step of 2 questions × 4 samples, 4 held-out questions.
+func tinyArgs(dir string, extra ...string) []string {
+	return append([]string{"-out", dir, "-hidden", "32", "-layers", "1", "-heads", "2", "-ffn", "64",
+		"-sft-samples", "32", "-sft-steps", "3", "-sft-batch", "8", "-rl-steps", "1", "-prompts", "2", "-n", "4", "-eval", "4",
+		"-max-response", "512"}, extra...)
+}
+
+// TestRunTiny runs the whole pipeline (retrieval server, SFT, evaluation,
+// GRPO-TCR with the search tool, evaluation) at a tiny size, against the
+// embedded server and against a running one, and checks its outputs; it
+// asserts nothing about learning.
+func TestRunTiny(t *testing.T) {
+	ix, err := bm25.Build(context.Background(), encyclopedia.Corpus(), bm25.Config{})
+	require.NoError(t, err)
+	defer ix.Close()
+	srv, err := bm25.NewServer(ix, bm25.ServerConfig{})
+	require.NoError(t, err)
+	var requests atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		srv.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+
+	for _, tc := range []struct {
+		name  string
+		extra []string
+	}{
+		{"embedded", nil},
+		{"running server", []string{"-retriever", hs.URL + "/retrieve", "-topk", "2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var stdout, stderr bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			require.Zero(t, program(ctx, tinyArgs(dir, tc.extra...), &stdout, &stderr), stderr.String())
+
+			lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+			last := lines[len(lines)-1]
+			var got map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal([]byte(last), &got), last)
+			require.Contains(t, got, "seconds")
+			for _, stage := range []string{"sft", "rl"} {
+				require.Contains(t, got, stage)
+				var m map[string]float64
+				require.NoError(t, json.Unmarshal(got[stage], &m))
+				for _, k := range []string{"avg@4", "pass@4", "maj@4"} {
+					require.Contains(t, m, k)
+					assert.GreaterOrEqual(t, m[k], 0.0)
+					assert.LessOrEqual(t, m[k], 1.0)
+				}
+				assert.GreaterOrEqual(t, m["pass@4"], m["avg@4"])
+			}
+			assert.Contains(t, stdout.String(), "SFT+GRPO-TCR")
+			assert.Contains(t, stdout.String(), ", 0 failed")
+			assert.Contains(t, stderr.String(), "sft: 32 trajectories over 913 train questions (0 left out")
+			for _, f := range []string{"metrics.jsonl", "sft_metrics.jsonl", "model/config.json", "model/model.safetensors", "model/tokenizer.json"} {
+				_, err := os.Stat(filepath.Join(dir, f))
+				assert.NoError(t, err, f)
+			}
+			// The folder now holds a run: a second one is refused.
+			stderr.Reset()
+			assert.Equal(t, 1, program(ctx, tinyArgs(dir, tc.extra...), &stdout, &stderr))
+			assert.Contains(t, stderr.String(), "holds an earlier run")
+			// The saved model's tokenizer encodes as the program's.
+			bpe, err := tokenizer.Load(filepath.Join(dir, "model"))
+			require.NoError(t, err)
+			tok, err := newTokenizer()
+			require.NoError(t, err)
+			text := callText("Quaith Drandrourk born") + answerText("Truji")
+			assert.Equal(t, tok.Encode(text), bpe.Encode(text))
+		})
+	}
+	assert.Positive(t, requests.Load(), "-retriever's server answered the searches")
+}
+
+// TestQuestions: every shipped question gets one query per passage of
+// its evidence, and the second passage of a two-hop question is named
+// in the first, so the model can copy its query from what it read.
+func TestQuestions(t *testing.T) {
+	enc, err := encyclopedia.Generate(encyclopedia.DefaultConfig())
+	require.NoError(t, err)
+	text := map[string]string{}
+	for _, p := range enc.Passages {
+		text[p.Title] = p.Text
+	}
+	for _, split := range []string{"train", "test"} {
+		qs, err := questions(enc, split)
+		require.NoError(t, err)
+		require.NotEmpty(t, qs)
+		for _, q := range qs {
+			require.Len(t, q.Queries, q.Hops, q.Text)
+			assert.True(t, strings.HasPrefix(q.Queries[0], q.Titles[0]+" "), q.Queries[0])
+			assert.Contains(t, q.Text, strings.TrimPrefix(q.Titles[0], "The "), "the question names its subject")
+			if q.Hops == 2 {
+				assert.Contains(t, text[q.Titles[0]], q.Titles[1], "%s: the first passage names the second", q.Text)
+			}
+			assert.Contains(t, text[q.Titles[q.Hops-1]], q.Answer, "the last passage holds the answer")
+		}
+	}
+	// A kind of question the program does not know is an error, not a
+	// trajectory with a wrong query.
+	odd := &encyclopedia.Encyclopedia{Passages: enc.Passages[:1], Questions: []encyclopedia.Question{
+		{Split: "train", Text: "Who?", Answer: "x", Kind: "comet_orbit", Hops: 1, Evidence: []string{"0"}}}}
+	_, err = questions(odd, "train")
+	assert.ErrorContains(t, err, "of kind comet_orbit: no query for its passage 1")
+}
+
+// TestBuildSFT checks the trajectories against the real search tool
+// over the embedded server: a searching trajectory is the prompt, each
+// query's call and the tool's answer to it, and the answer, with the
+// model's own tokens (calls and answer) trained and the rest masked; a
+// guessing one answers at once with an answer of the same kind.
+func TestBuildSFT(t *testing.T) {
+	ctx := context.Background()
+	url, stop, err := serveEncyclopedia(ctx, &bytes.Buffer{})
+	require.NoError(t, err)
+	defer stop()
+	client, err := search.NewClient(search.ClientConfig{URL: url, TopK: 1})
+	require.NoError(t, err)
+	st, err := search.NewTool(client, search.ToolConfig{Format: search.FormatSearchR1})
+	require.NoError(t, err)
+	tok, err := newTokenizer()
+	require.NoError(t, err)
+	enc, err := encyclopedia.Generate(encyclopedia.DefaultConfig())
+	require.NoError(t, err)
+	all, err := questions(enc, "train")
+	require.NoError(t, err)
+	var twoHop question
+	for _, q := range all {
+		if q.Hops == 2 {
+			twoHop = q
+			break
+		}
+	}
+
+	set, err := buildSFT(ctx, []question{twoHop}, tok, st, 3, 0, 1)
+	require.NoError(t, err)
+	assert.Zero(t, set.Skipped)
+	assert.Zero(t, set.NoSearch)
+	require.Len(t, set.Samples, 3)
+	s := set.Samples[0]
+	require.Len(t, s.Mask, len(s.IDs))
+	var trained, masked []int
+	for i, id := range s.IDs {
+		if s.Mask[i] == 1 {
+			trained = append(trained, id)
+		} else {
+			masked = append(masked, id)
+		}
+	}
+	assert.Equal(t, callText(twoHop.Queries[0])+callText(twoHop.Queries[1])+answerText(twoHop.Answer), tok.Decode(trained))
+	full := tok.Decode(s.IDs)
+	assert.True(t, strings.HasPrefix(full, promptText(twoHop)+callText(twoHop.Queries[0])+arith.ImEnd+"\n<|im_start|>user\n<tool_response>\nDoc 1(Title: \""+twoHop.Titles[0]+"\") "), full)
+	assert.Contains(t, tok.Decode(masked), "Doc 1(Title: \""+twoHop.Titles[1]+"\") ", "the second search found the second passage")
+	assert.Contains(t, tok.Decode(masked), twoHop.Answer)
+
+	// The calls parse as the rollout engine parses them, into the search
+	// tool's arguments.
+	calls := rollout.Hermes{}.Parse(callText(twoHop.Queries[1]))
+	require.Len(t, calls, 1)
+	assert.Equal(t, "search", calls[0].Name)
+	want, err := json.Marshal(map[string][]string{"query_list": {twoHop.Queries[1]}})
+	require.NoError(t, err)
+	assert.JSONEq(t, string(want), string(calls[0].Arguments))
+
+	// Guesses: an answer of a question of the same kind, no search.
+	set, err = buildSFT(ctx, all, tok, st, 50, 1, 2)
+	require.NoError(t, err)
+	assert.Equal(t, 50, set.NoSearch)
+	answers := map[string]bool{}
+	for _, q := range all {
+		answers[answerText(q.Answer)] = true
+	}
+	for _, s := range set.Samples {
+		text := tok.Decode(s.IDs)
+		i := strings.Index(text, "<|im_start|>assistant\n")
+		require.Positive(t, i)
+		assert.True(t, answers[text[i+len("<|im_start|>assistant\n"):]], text)
+	}
+}
+
+// TestUsage: a mistake on the command line exits with status 2 before
+// anything runs, its cause on the first line of stderr.
+func TestUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"-topk", "4"}, "-topk 4: want 1, 2 or 3"},
+		{[]string{"-heads", "3"}, "-heads 3: want an even number ≥ 2 that divides -hidden 128"},
+		{[]string{"-retriever", "localhost:8000"}, `-retriever: "localhost:8000" is not an http(s) URL (want scheme://host:port)`},
+		{[]string{"-no-search-frac", "1.5"}, "-no-search-frac 1.5: want within [0, 1]"},
+		{[]string{"-sft-samples", "4"}, "-sft-samples 4: want at least -sft-batch 16"},
+		{[]string{"-rl-steps", "-1"}, "-rl-steps -1: want ≥ 0"},
+		{[]string{"extra"}, `unexpected arguments ["extra"]`},
+	} {
+		var stdout, stderr bytes.Buffer
+		assert.Equal(t, 2, program(context.Background(), c.args, &stdout, &stderr), c.args)
+		assert.Equal(t, "search: "+c.msg+"\n"+setup.HelpPointer("search")+"\n", stderr.String())
+		assert.Empty(t, stdout.String())
+	}
+}
