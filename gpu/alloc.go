@@ -55,6 +55,11 @@ type CacheStats struct {
 	// current copy, WeightConversions the copies made: a weight's first
 	// use, and its first use after each write.
 	WeightBytes, WeightHits, WeightConversions uint64
+	// ActivationBytes is the memory held by the bf16 copies of
+	// activations (part of InUse; see WithActivationCache),
+	// ActivationHits the products that used a current copy,
+	// ActivationConversions the copies made.
+	ActivationBytes, ActivationHits, ActivationConversions uint64
 	// PeakInUse is the most InUse has been since New or the last
 	// ResetPeak (the counterpart of torch.cuda.max_memory_allocated),
 	// PeakReserved the most InUse + Cached has been (the memory taken

@@ -305,13 +305,17 @@ type Backend struct {
 	fn      map[string]C.CUfunction
 	cache   *cache
 	weights *weightCache // bf16 copies of weights (WithWeightCache)
+	acts    *actCache    // bf16 copies of activations (WithActivationCache)
 	name    string
 	closed  atomic.Bool
 	stats   atomic.Pointer[CacheStats]
 	// counters and prof belong to the worker thread (Counters and
-	// Profile read them there).
+	// Profile read them there), and so do the pending optimizer pass and
+	// the device copies of its tables.
 	counters Counters
 	prof     profiler
+	opt      optPending
+	tables   deviceTables
 }
 
 // profiler holds the events of a profile (WithProfile): a pair per
@@ -353,6 +357,7 @@ func New(ctx context.Context, opts ...Option) (*Backend, error) {
 		return nil, err
 	}
 	be := &Backend{cfg: cfg, w: osthread.New(ErrClosed), dr: dr, fn: map[string]C.CUfunction{}, weights: newWeightCache(),
+		acts:     newActCache(uint64(cfg.actCache)),
 		counters: Counters{Kernels: map[string]uint64{}}}
 	be.stats.Store(&CacheStats{})
 	if err := be.w.Do(be.open); err != nil {
@@ -455,7 +460,11 @@ func (be *Backend) open() error {
 	}
 	gemmName := "tiled fp32 gemm (no cuBLAS)"
 	if len(be.cfg.cublas) > 0 {
-		if b := openBLAS(be.cfg.cublas); b != nil {
+		b := openBLAS(be.cfg.cublas)
+		if b == nil && !be.cfg.noBLASOK {
+			return noCuBLASError(be.cfg.cublas)
+		}
+		if b != nil {
 			if err := blasCheck("cublasCreate", C.blas_create(b.b, be.stream)); err != nil {
 				return err
 			}
@@ -485,6 +494,8 @@ func (be *Backend) teardown() error {
 	d := be.dr.d
 	var errs []error
 	if be.stream != nil {
+		// Updates still pending are made: Close ends the work queued so far.
+		errs = append(errs, be.flushOpt())
 		errs = append(errs, be.dr.check("cuStreamSynchronize", C.drv_stream_sync(d, be.stream)))
 	}
 	for _, c := range be.prof.pending {
@@ -529,8 +540,13 @@ func (be *Backend) TensorCoreAttention(headDim int) bool { return be.cfg.tensorC
 func (be *Backend) Stats() CacheStats { return *be.stats.Load() }
 
 // run executes f on the worker thread after checking that the Backend is
-// open, and publishes the allocator statistics.
-func (be *Backend) run(f func() error) error {
+// open and running the pending optimizer pass (flushOpt), and publishes
+// the allocator statistics.
+func (be *Backend) run(f func() error) error { return be.do(true, f) }
+
+// do is run, with the pending optimizer pass run first only when flush
+// is set (runOpt's calls join it instead).
+func (be *Backend) do(flush bool, f func() error) error {
 	if be == nil || be.w == nil {
 		return fmt.Errorf("%w: zero Backend (use New)", ErrClosed)
 	}
@@ -538,9 +554,16 @@ func (be *Backend) run(f func() error) error {
 		return ErrClosed
 	}
 	return be.w.Do(func() error {
-		err := f()
+		var err error
+		if flush {
+			err = be.flushOpt()
+		}
+		if err == nil {
+			err = f()
+		}
 		s := be.cache.stats
 		s.WeightBytes, s.WeightHits, s.WeightConversions = be.weights.bytes, be.weights.hits, be.weights.conversions
+		s.ActivationBytes, s.ActivationHits, s.ActivationConversions = be.acts.bytes, be.acts.hits, be.acts.convs
 		be.stats.Store(&s)
 		return err
 	})
@@ -612,7 +635,7 @@ func (be *Backend) Free(b backend.Buffer) error {
 		return fmt.Errorf("%w: free has been freed", backend.ErrBuffer)
 	}
 	return be.run(func() error {
-		return errors.Join(be.weights.drop(gb, be.cache.put), be.cache.put(gb.ptr))
+		return errors.Join(be.weights.drop(gb, be.cache.put), be.acts.drop(gb, be.cache.put), be.cache.put(gb.ptr))
 	})
 }
 
@@ -681,18 +704,6 @@ func (be *Backend) Copy(dst backend.Buffer, dstOff int, src backend.Buffer, srcO
 		be.counters.DtoD++
 		return be.dr.check("cuMemcpyDtoDAsync", C.drv_dtod(be.dr.d, C.ulonglong(v[0].ptr+devPtr(4*dstOff)), C.ulonglong(v[1].ptr+devPtr(4*srcOff)), C.size_t(4*n), be.stream))
 	})
-}
-
-// Fill sets every element of b to val.
-func (be *Backend) Fill(b backend.Buffer, val float32) error {
-	gb, err := resolve(be, "fill", b)
-	if err != nil {
-		return err
-	}
-	if gb == nil {
-		return fmt.Errorf("%w: fill of a nil buffer", backend.ErrBuffer)
-	}
-	return be.runW([]*buffer{gb}, func() error { return be.memset(gb.ptr, val, gb.n) })
 }
 
 // ---- helpers on the worker thread -------------------------------------------
@@ -845,6 +856,27 @@ func (be *Backend) weight(s *scratch, b *buffer) (operand, error) {
 	return operand{p, kind}, nil
 }
 
+// activation returns the GEMM operand of the activation buffer b: in
+// BF16 precision through cuBLAS its bf16 copy from the activation cache
+// (made again only after b has been written; see actCache), else what
+// prep gives (a conversion into scratch, or b itself).
+func (be *Backend) activation(s *scratch, b *buffer) (operand, error) {
+	n := int64(b.n)
+	if be.cfg.precision != BF16 || be.blas == nil || n == 0 {
+		return be.prep(s, b.ptr, n)
+	}
+	p, ok, err := be.acts.get(b, uint64(2*n), be.cache.get, be.cache.put, func(dst devPtr) error {
+		return be.elementwise("f32_to_bf16", n, dst, b.ptr, n)
+	})
+	if err != nil {
+		return operand{}, fmt.Errorf("converting an activation to bf16: %w", err)
+	}
+	if !ok {
+		return be.prep(s, b.ptr, n)
+	}
+	return operand{p, opBF16}, nil
+}
+
 // gemmCall is one row-major (batched) product C = alpha·op(A)·op(B) + beta·C.
 type gemmCall struct {
 	tA, tB        bool
@@ -921,6 +953,7 @@ func (be *Backend) gemm(s *scratch, g gemmCall) error {
 		// Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ:
 		// swap the operands and the dimensions M and N.
 		be.counters.Gemms++
+		be.counters.GemmBytes += g.bytes(a.kind, ar, ac, br, bc, batch)
 		return be.profiled(gemmLabel(atype == C.TYPE_BF16, g.tA, g.tB), func() error {
 			code := C.blas_gemm(be.blas.b, cbool(g.tB), cbool(g.tA), C.int(g.n), C.int(g.m), C.int(g.k), C.float(g.alpha),
 				C.ulonglong(b.ptr), atype, C.int(g.ldb), C.longlong(g.sB), C.ulonglong(a.ptr), C.int(g.lda), C.longlong(g.sA),
@@ -932,6 +965,21 @@ func (be *Backend) gemm(s *scratch, g gemmCall) error {
 	return be.launch("sgemm_tiled", grid, [3]uint32{gemmTile, gemmTile, 1}, 0,
 		b2i(g.tA), b2i(g.tB), int32(g.m), int32(g.n), int32(g.k), g.alpha, a.ptr, int32(g.lda), g.sA, b.ptr, int32(g.ldb), g.sB,
 		g.beta, g.c, int32(g.ldc), g.sC)
+}
+
+// bytes is what the product moves at least (Counters.GemmBytes): A of
+// ar×ac and B of br×bc elements of kind in (2 bytes for bf16, else 4)
+// read, C written, and read too when beta ≠ 0.
+func (g gemmCall) bytes(in, ar, ac, br, bc, batch int) uint64 {
+	e := int64(4)
+	if in == opBF16 {
+		e = 2
+	}
+	cb := int64(4)
+	if g.beta != 0 {
+		cb = 8
+	}
+	return uint64(e*gemmSpan(ar, ac, g.lda, batch, g.sA) + e*gemmSpan(br, bc, g.ldb, batch, g.sB) + cb*gemmSpan(g.m, g.n, g.ldc, batch, g.sC))
 }
 
 func cbool(b bool) C.int {

@@ -20,6 +20,10 @@ type Counters struct {
 	Kernels  map[string]uint64
 	// Gemms counts cuBLAS products (GemmEx, GemmStridedBatchedEx).
 	Gemms uint64
+	// GemmBytes is the memory the cuBLAS products' operands span: A and
+	// B read, C written, and read as well when Beta ≠ 0 — bytes each
+	// product must move at least, whatever its tiling.
+	GemmBytes uint64
 	// HtoD and DtoH count host-to-device and device-to-host copies,
 	// HtoDBytes and DtoHBytes their sizes.
 	HtoD, HtoDBytes uint64
@@ -53,7 +57,7 @@ func (c Counters) HostSyncs() uint64 {
 // what happened between the two.
 func (c Counters) Sub(old Counters) Counters {
 	d := Counters{
-		Launches: c.Launches - old.Launches, Gemms: c.Gemms - old.Gemms,
+		Launches: c.Launches - old.Launches, Gemms: c.Gemms - old.Gemms, GemmBytes: c.GemmBytes - old.GemmBytes,
 		HtoD: c.HtoD - old.HtoD, HtoDBytes: c.HtoDBytes - old.HtoDBytes,
 		DtoH: c.DtoH - old.DtoH, DtoHBytes: c.DtoHBytes - old.DtoHBytes,
 		DtoD:         c.DtoD - old.DtoD,

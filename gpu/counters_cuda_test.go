@@ -42,10 +42,12 @@ func TestCountersProfileAndPeak(t *testing.T) {
 	require.NoError(t, err)
 	want := Counters{
 		Launches: 3, Kernels: map[string]uint64{"add_f32": 1, "f32_to_bf16": 2},
-		Gemms: 1, HtoD: 1, HtoDBytes: 4 * n, DtoH: 1, DtoHBytes: 40, DtoD: 1, StreamSyncs: 1,
+		// A and B of 1,000 bf16 each read, C of 100 float32 written.
+		Gemms: 1, GemmBytes: 2*1000 + 2*1000 + 4*100,
+		HtoD: 1, HtoDBytes: 4 * n, DtoH: 1, DtoHBytes: 40, DtoD: 1, StreamSyncs: 1,
 	}
 	if be.blas == nil { // the fallback GEMM: rounded float32 inputs, a tiled kernel
-		want.Launches, want.Gemms = 4, 0
+		want.Launches, want.Gemms, want.GemmBytes = 4, 0, 0
 		want.Kernels = map[string]uint64{"add_f32": 1, "round_bf16": 2, "sgemm_tiled": 1}
 	}
 	// The Gemm's scratch for the converted inputs may come from the

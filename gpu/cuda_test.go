@@ -57,6 +57,23 @@ func TestNoDriverIsAnError(t *testing.T) {
 	require.NoError(t, be.Close(), "Close is idempotent")
 }
 
+// TestMissingCuBLASIsAnError: a device whose cuBLAS cannot be loaded is
+// refused with ErrNoCuBLAS (not opened on the slow tiled GEMM without a
+// word), unless the tiled GEMM is allowed; then Name says it runs.
+func TestMissingCuBLASIsAnError(t *testing.T) {
+	t.Setenv(AllowNoCuBLASEnv, "")
+	missing := WithCuBLAS("libcublas-not-installed.so.99")
+	if _, err := New(context.Background(), missing); !errors.Is(err, ErrNoCuBLAS) {
+		newOrSkip(t) // no GPU here: skip (or fail under AGENTRL_REQUIRE_GPU)
+		t.Fatalf("New without cuBLAS: %v, want ErrNoCuBLAS", err)
+	}
+	be := newOrSkip(t, missing, WithCuBLASFallback(true))
+	require.Contains(t, be.Name(), "no cuBLAS")
+	t.Setenv(AllowNoCuBLASEnv, "1")
+	be = newOrSkip(t, missing)
+	require.Contains(t, be.Name(), "no cuBLAS", "%s=1 allows it too", AllowNoCuBLASEnv)
+}
+
 func TestConformanceFP32(t *testing.T) {
 	be := newOrSkip(t, WithPrecision(FP32))
 	require.False(t, be.TensorCoreAttention(8), "FP32 keeps float32 attention")

@@ -56,12 +56,16 @@ func (be *Backend) LinearForward(s backend.Linear, y, x, w, bias backend.Buffer)
 		sc := &scratch{be: be}
 		defer sc.done()
 		in, out := max(s.In, 1), max(s.Out, 1)
+		xOp, err := be.activation(sc, v[1])
+		if err != nil {
+			return fmt.Errorf("linear forward: %w", err)
+		}
 		wOp, err := be.weight(sc, v[2])
 		if err != nil {
 			return fmt.Errorf("linear forward: %w", err)
 		}
 		if err := be.gemm(sc, gemmCall{tB: true, m: s.Rows, n: s.Out, k: s.In, alpha: 1,
-			a: operand{v[1].ptr, opF32}, lda: in, b: wOp, ldb: in, c: v[0].ptr, ldc: out}); err != nil {
+			a: xOp, lda: in, b: wOp, ldb: in, c: v[0].ptr, ldc: out}); err != nil {
 			return fmt.Errorf("linear forward: %w", err)
 		}
 		if v[3] != nil {
@@ -104,8 +108,14 @@ func (be *Backend) LinearBackward(s backend.Linear, dx, dw, db, dy, x, w backend
 			}
 		}
 		if v[1] != nil {
+			// x's bf16 copy from the forward, when the activation cache
+			// still has it.
+			xOp, err := be.activation(sc, v[4])
+			if err != nil {
+				return fmt.Errorf("linear backward dW: %w", err)
+			}
 			if err := be.gemm(sc, gemmCall{tA: true, m: s.Out, n: s.In, k: s.Rows, alpha: 1, beta: 1,
-				a: dyOp, lda: out, b: operand{v[4].ptr, opF32}, ldb: in, c: v[1].ptr, ldc: in}); err != nil {
+				a: dyOp, lda: out, b: xOp, ldb: in, c: v[1].ptr, ldc: in}); err != nil {
 				return fmt.Errorf("linear backward dW: %w", err)
 			}
 		}
@@ -556,7 +566,7 @@ func (be *Backend) LogProbEntropy(s backend.LMHead, targets []int32, logp, entro
 		if err != nil {
 			return err
 		}
-		hOp, err := be.prep(sc, v[3].ptr, int64(s.Rows)*int64(s.Dim))
+		hOp, err := be.activation(sc, v[3])
 		if err != nil {
 			return err
 		}
@@ -564,7 +574,7 @@ func (be *Backend) LogProbEntropy(s backend.LMHead, targets []int32, logp, entro
 		if err != nil {
 			return err
 		}
-		nr, nc := lmChunk(s.Rows, s.Vocab)
+		nr, nc := lmChunk(s.Rows, s.Vocab, be.cfg.lm)
 		z, err := sc.get(4 * nr * nc)
 		if err != nil {
 			return err
@@ -656,7 +666,7 @@ func (be *Backend) LogProbEntropyBackward(s backend.LMHead, targets []int32, dh,
 		if err != nil {
 			return err
 		}
-		hOp, err := be.prep(sc, v[4].ptr, int64(s.Rows)*int64(s.Dim))
+		hOp, err := be.activation(sc, v[4])
 		if err != nil {
 			return err
 		}
@@ -664,7 +674,7 @@ func (be *Backend) LogProbEntropyBackward(s backend.LMHead, targets []int32, dh,
 		if err != nil {
 			return err
 		}
-		nr, nc := lmChunk(s.Rows, s.Vocab)
+		nr, nc := lmChunk(s.Rows, s.Vocab, be.cfg.lm)
 		z, err := sc.get(4 * nr * nc)
 		if err != nil {
 			return err
@@ -764,33 +774,6 @@ func (be *Backend) Logits(s backend.LMHead, rows []int32, out, h, w backend.Buff
 	})
 }
 
-// AdamW applies one torch.optim.AdamW step to param from grad, updating the
-// float32 moments m and v in place, operation for operation as
-// backend.AdamWUpdate (the results agree bit for bit). All four buffers
-// must have the same length. With GradNorm and Scale it implements
-// backend.Optimizer.
-func (be *Backend) AdamW(step AdamWStep, param, grad, m, v backend.Buffer) error {
-	k, err := step.Scalars()
-	if err != nil {
-		return fmt.Errorf("gpu: %w", err)
-	}
-	vs, err := resolveAll(be, "adamw", param, grad, m, v)
-	if err != nil {
-		return err
-	}
-	if grad == nil || m == nil || v == nil {
-		return fmt.Errorf("%w: adamw needs param, grad, m and v", backend.ErrBuffer)
-	}
-	if err := backend.CheckSameLen([]string{"adamw param", "adamw grad", "adamw m", "adamw v"}, param, grad, m, v); err != nil {
-		return err
-	}
-	n := int64(vs[0].n)
-	return be.runW([]*buffer{vs[0], vs[2], vs[3]}, func() error {
-		return be.elementwise("adamw", n, vs[0].ptr, vs[1].ptr, vs[2].ptr, vs[3].ptr, n, k.Decay, b2i(k.UseDecay),
-			k.B1, k.OB1, k.B2, k.OB2, k.NegStep, k.BC2Sqrt, k.Eps)
-	})
-}
-
 // RandNormal sets every element i of b to float32(std·NormalAt(seed, i))
 // (policy/backend.NormalAt), one thread per element: a model's random
 // weights made on the device (backend.Initializer).
@@ -807,59 +790,4 @@ func (be *Backend) RandNormal(b backend.Buffer, seed uint64, std float32) error 
 	}
 	n := int64(gb.n)
 	return be.runW([]*buffer{gb}, func() error { return be.elementwise("rand_normal", n, gb.ptr, n, int64(seed), std) })
-}
-
-// GradNorm returns the L2 norm of all the buffers taken together, with
-// float64 accumulation (policy.GradNorm's definition). A NaN or infinite
-// gradient gives a NaN or infinite norm.
-func (be *Backend) GradNorm(grads ...backend.Buffer) (float64, error) {
-	vs, err := resolveAll(be, "grad norm", grads...)
-	if err != nil {
-		return 0, err
-	}
-	for i, g := range vs {
-		if g == nil {
-			return 0, fmt.Errorf("%w: grad norm buffer %d is nil", backend.ErrBuffer, i)
-		}
-	}
-	var sum float64
-	err = be.run(func() error {
-		sc := &scratch{be: be}
-		defer sc.done()
-		acc, err := sc.get(8)
-		if err != nil {
-			return err
-		}
-		if err := be.memset(acc, 0, 2); err != nil {
-			return err
-		}
-		for _, g := range vs {
-			if err := be.elementwise("sumsq", int64(g.n), acc, g.ptr, int64(g.n)); err != nil {
-				return err
-			}
-		}
-		var host [2]float32
-		if err := be.dtoh(host[:], acc); err != nil {
-			return err
-		}
-		sum = math.Float64frombits(uint64(math.Float32bits(host[0])) | uint64(math.Float32bits(host[1]))<<32)
-		return nil
-	})
-	return math.Sqrt(sum), err
-}
-
-// Scale multiplies every element of x by alpha (gradient clipping).
-func (be *Backend) Scale(alpha float32, x backend.Buffer) error {
-	gb, err := resolve(be, "scale", x)
-	if err != nil {
-		return err
-	}
-	if gb == nil {
-		return fmt.Errorf("%w: scale of a nil buffer", backend.ErrBuffer)
-	}
-	if math.IsNaN(float64(alpha)) || math.IsInf(float64(alpha), 0) {
-		return fmt.Errorf("%w: scale factor %v", backend.ErrArg, alpha)
-	}
-	n := int64(gb.n)
-	return be.runW([]*buffer{gb}, func() error { return be.elementwise("scale_f32", n, gb.ptr, alpha, n) })
 }

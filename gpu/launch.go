@@ -21,8 +21,8 @@ const (
 	decodeMaxQ  = 4         // spans with at most this many queries may decode split-K
 	decodeChunk = 256       // keys per split of the decode kernel
 	decodeMaxSp = 64        // most splits per row
-	lmMaxElems  = 8 << 20   // largest logits chunk, in float32 elements (32 MiB)
-	lmMaxVocab  = 32768     // largest vocabulary chunk
+	lmMaxElems  = 32 << 20  // largest logits chunk, in float32 elements (128 MiB)
+	lmMinVocab  = 4096      // vocabulary columns per chunk at least (fewer only in a smaller vocabulary)
 )
 
 // The RMSNorm weight gradient's two stages (rmsnorm_dw_partial and
@@ -199,11 +199,30 @@ func (k tcKernel) dkdvSmem() int {
 	return 2*(2*tcRows*(k.hd+tcPad)+2*k.bwdStep*(k.hd+tcPad)+2*k.hd*(k.bwdStep+tcPad)) + 8*k.bwdStep
 }
 
-// lmChunk is the logits block of the LM-head kernels: nc vocabulary columns
-// (at most lmMaxVocab) by nr rows, at most lmMaxElems elements in all.
-func lmChunk(rows, vocab int) (nr, nc int) {
-	nc = max(1, min(vocab, lmMaxVocab))
-	nr = max(1, min(rows, lmMaxElems/nc))
+// lmBudget sizes the LM head's logits chunks (lmChunk): at most elems
+// float32 elements, at least minCols vocabulary columns. Backends use
+// {lmMaxElems, lmMinVocab}; tests shrink it to make several chunks of a
+// shape small enough to emulate.
+type lmBudget struct{ elems, minCols int }
+
+// lmChunk is the logits block of the LM-head kernels: nr rows by nc
+// vocabulary columns, at most b.elems elements. It takes every row when
+// rows·b.minCols fits (8,192 rows at the default: a training step's
+// batch), and then as many columns as the budget leaves, in multiples of
+// 128. So the weight gradient's slice of each vocabulary chunk, dW_c +=
+// dZ_cᵀ·h, is read and written once per backward instead of once per
+// row chunk (with 256-row chunks that was 32 times at 8,192 rows: ≈ 40
+// GB per 0.6B step), and the input gradient dh += dZ_c·W_c is one product
+// over all rows (hundreds of output tiles, not the 16 of a 256-row
+// chunk). What remains is dh read and written once per vocabulary chunk
+// (rows·dim·8 bytes each, 38 chunks at 0.6B). lmBackwardBytes counts it.
+func lmChunk(rows, vocab int, b lmBudget) (nr, nc int) {
+	minCols := max(1, min(vocab, b.minCols))
+	nr = max(1, min(rows, b.elems/minCols))
+	nc = max(1, min(vocab, b.elems/nr))
+	if nc < vocab && nc >= 128 {
+		nc = nc / 128 * 128
+	}
 	return nr, nc
 }
 

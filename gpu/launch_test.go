@@ -138,16 +138,74 @@ func TestTensorCoreKernels(t *testing.T) {
 }
 
 func TestLMChunk(t *testing.T) {
-	nr, nc := lmChunk(4096, 151936) // Qwen vocabulary
-	require.Equal(t, lmMaxVocab, nc)
-	require.Equal(t, 256, nr) // 8 Mi elements / 32768
-	require.LessOrEqual(t, nr*nc, lmMaxElems)
-	nr, nc = lmChunk(260, 4200)
-	require.Equal(t, 4200, nc)
-	require.Equal(t, 260, nr)
-	nr, nc = lmChunk(0, 3)
-	require.Equal(t, 1, nr)
-	require.Equal(t, 3, nc)
+	def := lmBudget{elems: lmMaxElems, minCols: lmMinVocab}
+	for _, c := range []struct {
+		name               string
+		rows, vocab        int
+		b                  lmBudget
+		wantRows, wantCols int
+	}{
+		// A training step's 8 × 1,024 tokens at Qwen's vocabulary: every
+		// row, 32 Mi / 8,192 = 4,096 columns (38 chunks).
+		{"0.6B step", 8192, 151936, def, 8192, 4096},
+		{"4B step", 4096, 151936, def, 4096, 8192},
+		// More rows than 32 Mi / 4,096: chunks of 8,192 rows.
+		{"long batch", 20000, 151936, def, 8192, 4096},
+		// Few rows: the whole vocabulary when it fits (a decode step).
+		{"decode", 32, 151936, def, 32, 151936},
+		// A budget's column count is rounded down to a multiple of 128.
+		{"rounded", 1000, 151936, def, 1000, 33536},
+		{"small vocabulary", 260, 4200, def, 260, 4200},
+		{"empty", 0, 3, def, 1, 3},
+		// The plan before issue #37 (8 Mi elements, 32,768 columns): 256
+		// rows at a time.
+		{"before", 8192, 151936, lmBudget{elems: 8 << 20, minCols: 32768}, 256, 32768},
+	} {
+		nr, nc := lmChunk(c.rows, c.vocab, c.b)
+		require.Equal(t, c.wantRows, nr, c.name)
+		require.Equal(t, c.wantCols, nc, c.name)
+		require.LessOrEqual(t, nr*nc, max(c.b.elems, c.vocab), c.name)
+	}
+}
+
+// lmBackwardBytes is what LogProbEntropyBackward's cuBLAS products move in
+// BF16 precision (Counters.GemmBytes) for rows × vocab logits of dim
+// inputs under budget b, written out from the code's loops: per chunk of
+// rn rows and cn columns, the logits z = h_r·W_cᵀ (h_r and W_c bf16 read,
+// z float32 written), dh_r += dZ·W_c (dZ and W_c read, dh_r read and
+// written) and dW_c += dZᵀ·h_r (dZ and h_r read, dW_c read and written).
+func lmBackwardBytes(rows, vocab, dim int, b lmBudget) int64 {
+	nr, nc := lmChunk(rows, vocab, b)
+	var total int64
+	for r0 := 0; r0 < rows; r0 += nr {
+		rn := int64(min(nr, rows-r0))
+		for c0 := 0; c0 < vocab; c0 += nc {
+			cn, d := int64(min(nc, vocab-c0)), int64(dim)
+			total += 2*rn*d + 2*cn*d + 4*rn*cn // logits
+			total += 2*rn*cn + 2*cn*d + 8*rn*d // dh
+			total += 2*rn*cn + 2*rn*d + 8*cn*d // dW
+		}
+	}
+	return total
+}
+
+// TestLMHeadBytesPerStep prints what the LM head's backward products move
+// per training step at the benchmark's shapes, before and after issue
+// #37's chunking, and holds the new plan to under a quarter of the old:
+// the dW re-reads (once per 256-row chunk) are what went.
+func TestLMHeadBytesPerStep(t *testing.T) {
+	old := lmBudget{elems: 8 << 20, minCols: 32768}
+	def := lmBudget{elems: lmMaxElems, minCols: lmMinVocab}
+	for _, s := range []struct {
+		name             string
+		rows, vocab, dim int
+	}{
+		{"Qwen3-0.6B", 8192, 151936, 1024}, {"Qwen3-1.7B", 8192, 151936, 2048}, {"Qwen3-4B", 4096, 151936, 2560},
+	} {
+		before, after := lmBackwardBytes(s.rows, s.vocab, s.dim, old), lmBackwardBytes(s.rows, s.vocab, s.dim, def)
+		t.Logf("%s: LM head backward products move %.1f GB per step, %.1f GB before", s.name, float64(after)/1e9, float64(before)/1e9)
+		require.Less(t, 4*after, before, s.name)
+	}
 }
 
 func TestPackArgs(t *testing.T) {

@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"os"
 )
 
 // Errors of New and of the backend's own calls; kernel argument errors
@@ -19,7 +20,17 @@ var (
 	ErrCUDA = errors.New("gpu: CUDA call failed")
 	// ErrClosed: the Backend has been closed.
 	ErrClosed = errors.New("gpu: backend closed")
+	// ErrNoCuBLAS: New found none of the cuBLAS libraries it looks for,
+	// and was not allowed to run every product on its built-in tiled
+	// GEMM, many times slower (WithCuBLASFallback, or the environment
+	// variable AGENTRL_ALLOW_NO_CUBLAS=1).
+	ErrNoCuBLAS = errors.New("gpu: cuBLAS not found")
 )
+
+// AllowNoCuBLASEnv is the environment variable that, set to 1, lets New
+// run without cuBLAS (see WithCuBLASFallback): for programs that open
+// the GPU without options of their own, such as those of package device.
+const AllowNoCuBLASEnv = "AGENTRL_ALLOW_NO_CUBLAS"
 
 // DriverError is a failed CUDA driver or cuBLAS call: the function, its
 // status code and the driver's description.
@@ -103,11 +114,15 @@ type config struct {
 	weightCache bool
 	cacheLimit  int64
 	cublas      []string // library names to try; empty: no cuBLAS
+	noBLASOK    bool     // none of cublas found: the tiled GEMM, not ErrNoCuBLAS
 	profile     bool
+	lm          lmBudget // the LM head's logits chunks (lmChunk)
+	actCache    int64    // bytes of activation copies kept (WithActivationCache)
 }
 
 func defaultConfig() config {
-	return config{precision: BF16, weightCache: true, cacheLimit: 1 << 62, cublas: cublasLibraries()}
+	return config{precision: BF16, weightCache: true, cacheLimit: 1 << 62, cublas: cublasLibraries(), noBLASOK: os.Getenv(AllowNoCuBLASEnv) == "1",
+		lm: lmBudget{elems: lmMaxElems, minCols: lmMinVocab}, actCache: defaultActCache}
 }
 
 func (c config) validate() error {
@@ -123,8 +138,15 @@ func (c config) validate() error {
 	if c.cacheLimit < 0 {
 		return fmt.Errorf("gpu: negative cache limit %d", c.cacheLimit)
 	}
+	if c.actCache < 0 {
+		return fmt.Errorf("gpu: negative activation cache %d", c.actCache)
+	}
 	return nil
 }
+
+// withLMBudget sets the LM head's chunk budget (tests: several chunks of a
+// shape small enough to emulate).
+func withLMBudget(b lmBudget) Option { return func(c *config) { c.lm = b } }
 
 // WithDevice selects the CUDA device by ordinal (default 0).
 func WithDevice(ordinal int) Option { return func(c *config) { c.device = ordinal } }
@@ -143,6 +165,22 @@ func WithAttention(a AttentionKernels) Option { return func(c *config) { c.atten
 // it without cuBLAS, where they are bf16-rounded float32). Off, weights
 // are converted into scratch memory at every call.
 func WithWeightCache(on bool) Option { return func(c *config) { c.weightCache = on } }
+
+// defaultActCache is WithActivationCache's default: 2 GiB of bf16
+// copies, the inputs of the products of the last ≈ 17 layers of a
+// Qwen3-0.6B forward over 8,192 tokens (≈ 117 MiB a layer).
+const defaultActCache = 2 << 30
+
+// WithActivationCache bounds the bytes of bf16 activation copies the
+// backend keeps (default 2 GiB; 0 turns the cache off). In BF16
+// precision through cuBLAS, an activation that products read — the input
+// of a projection, the LM head's hidden states — is converted to bf16
+// once per write and kept, so that the q, k and v projections (gate and
+// up) share one conversion of their input, and the backward's weight
+// gradients reuse the forward's copies while they are kept; beyond the
+// bound the least recently used are released. The copies count in
+// CacheStats.InUse and ActivationBytes.
+func WithActivationCache(bytes int64) Option { return func(c *config) { c.actCache = bytes } }
 
 // WithProfile records the device time of every kernel, cuBLAS product and
 // copy with a pair of CUDA events (default off), for Backend.Profile: a
@@ -179,11 +217,21 @@ func (c config) attentionName() string {
 func WithCacheLimit(bytes int64) Option { return func(c *config) { c.cacheLimit = bytes } }
 
 // WithCuBLAS sets the cuBLAS libraries to try, in order, instead of the
-// default search (libcublas.so.13, .12, .11, libcublas.so). With no names
-// cuBLAS is not used and the built-in tiled GEMM kernel runs every product.
+// default search (libcublas.so.13, .12, .11, libcublas.so, then the same
+// in /usr/local/cuda/lib64). With no names cuBLAS is not used and the
+// built-in tiled GEMM kernel runs every product. When names are given
+// (or by default) and none loads, New fails with ErrNoCuBLAS unless
+// WithCuBLASFallback allows the tiled GEMM.
 func WithCuBLAS(names ...string) Option {
 	return func(c *config) { c.cublas = append([]string(nil), names...) }
 }
+
+// WithCuBLASFallback lets New run every product on the built-in tiled
+// GEMM when no cuBLAS library can be loaded (ok true), instead of failing
+// with ErrNoCuBLAS (the default, unless the environment sets
+// AGENTRL_ALLOW_NO_CUBLAS=1). The tiled GEMM computes the same
+// products, many times slower; Name says which GEMM runs.
+func WithCuBLASFallback(ok bool) Option { return func(c *config) { c.noBLASOK = ok } }
 
 // driverLibraries are the names dlopen tries for the driver API: the
 // versioned soname the driver package installs, then the development link.
@@ -193,5 +241,18 @@ func driverLibraries() []string { return []string{"libcuda.so.1", "libcuda.so"} 
 // uses whatever CUDA release the machine has (GemmEx and
 // GemmStridedBatchedEx keep their ABI from 11 to 13).
 func cublasLibraries() []string {
-	return []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"}
+	names := []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"}
+	for _, n := range names[:3] {
+		names = append(names, "/usr/local/cuda/lib64/"+n) // a toolkit the loader was not told of
+	}
+	return names
+}
+
+// noCuBLASError is New's refusal when none of names loads: what was
+// looked for, where the libraries usually are, and how to go on without.
+func noCuBLASError(names []string) error {
+	return fmt.Errorf("%w: none of %v loads; put the folder that holds libcublas.so.12 or .13 on LD_LIBRARY_PATH "+
+		"(the pip wheels put it in site-packages/nvidia/cublas/lib for CUDA 12, site-packages/nvidia/cu13/lib for CUDA 13; "+
+		"a CUDA toolkit in its lib64), or set %s=1 (WithCuBLASFallback) to run every product on the built-in tiled GEMM, many times slower",
+		ErrNoCuBLAS, names, AllowNoCuBLASEnv)
 }

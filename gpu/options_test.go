@@ -9,14 +9,38 @@ import (
 
 func TestLibrarySearchOrder(t *testing.T) {
 	require.Equal(t, []string{"libcuda.so.1", "libcuda.so"}, driverLibraries())
-	// Newest cuBLAS first, the unversioned development link last.
-	require.Equal(t, []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"}, cublasLibraries())
+	// Newest cuBLAS first, the unversioned development link, then a
+	// toolkit's lib64 folder the loader was not told of.
+	require.Equal(t, []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so",
+		"/usr/local/cuda/lib64/libcublas.so.13", "/usr/local/cuda/lib64/libcublas.so.12", "/usr/local/cuda/lib64/libcublas.so.11"}, cublasLibraries())
 	c := defaultConfig()
 	require.Equal(t, cublasLibraries(), c.cublas)
 	WithCuBLAS()(&c)
 	require.Empty(t, c.cublas, "WithCuBLAS() disables cuBLAS")
 	WithCuBLAS("/opt/x/libcublas.so.12")(&c)
 	require.Equal(t, []string{"/opt/x/libcublas.so.12"}, c.cublas)
+}
+
+// TestNoCuBLASIsRefused: without cuBLAS New refuses (ErrNoCuBLAS, with
+// where the libraries are and how to go on) unless the tiled GEMM was
+// allowed, by option or by the environment; WithCuBLAS() asks for no
+// cuBLAS and needs no allowance.
+func TestNoCuBLASIsRefused(t *testing.T) {
+	t.Setenv(AllowNoCuBLASEnv, "")
+	c := defaultConfig()
+	require.False(t, c.noBLASOK, "cuBLAS is required by default")
+	WithCuBLASFallback(true)(&c)
+	require.True(t, c.noBLASOK)
+	t.Setenv(AllowNoCuBLASEnv, "1")
+	require.True(t, defaultConfig().noBLASOK, "%s=1 allows the tiled GEMM", AllowNoCuBLASEnv)
+	c = defaultConfig()
+	WithCuBLASFallback(false)(&c)
+	require.False(t, c.noBLASOK, "the option overrides the environment")
+	err := noCuBLASError([]string{"libcublas.so.13"})
+	require.ErrorIs(t, err, ErrNoCuBLAS)
+	for _, want := range []string{"libcublas.so.13", "nvidia/cublas/lib", "nvidia/cu13/lib", "LD_LIBRARY_PATH", AllowNoCuBLASEnv} {
+		require.Contains(t, err.Error(), want)
+	}
 }
 
 func TestConfig(t *testing.T) {

@@ -29,7 +29,7 @@ var kernelNames = []string{
 	"attn_fwd", "attn_decode_partial", "attn_decode_combine", "attn_bwd_dot", "attn_bwd_dq", "attn_bwd_dkdv",
 	"attn_fwd_tc64", "attn_fwd_tc128", "attn_bwd_dq_tc64", "attn_bwd_dq_tc128", "attn_bwd_dkdv_tc64", "attn_bwd_dkdv_tc128",
 	"lm_init", "lm_stats", "lm_finish", "lm_dz", "lm_dz_bf16",
-	"sgemm_tiled", "adamw", "sumsq",
+	"sgemm_tiled", "opt_pass", "grad_sumsq_partial", "grad_sumsq_finish",
 }
 
 // ptxFor returns the PTX for a device of compute capability major.minor.

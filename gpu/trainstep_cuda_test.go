@@ -98,7 +98,9 @@ func TestTrainStepStructure(t *testing.T) {
 		require.Equal(t, uint64(6*4*T+112), c.HtoDBytes, name)
 		require.Equal(t, uint64(3), c.DtoH, name)
 		require.Equal(t, uint64(8*T+8), c.DtoHBytes, name)
-		require.Zero(t, c.DeviceAllocs+c.DeviceFrees+c.StreamSyncs, name)
+		require.Zero(t, c.DeviceAllocs, name+": cuMemAlloc")
+		require.Zero(t, c.DeviceFrees, name+": cuMemFree")
+		require.Zero(t, c.StreamSyncs, name+": stream syncs")
 		require.Equal(t, uint64(12), c.HostSyncs(), name)
 		counts[layers] = c
 	}
@@ -108,6 +110,19 @@ func TestTrainStepStructure(t *testing.T) {
 	perLayer := d / 2
 	require.LessOrEqual(t, perLayer, uint64(90), "kernel launches per layer")
 	t.Logf("per layer: %d kernel launches, 21 products", perLayer)
+	// The optimizer (issue #37): one fused pass over a table of every
+	// tensor, and a two-stage gradient norm, whatever the number of
+	// tensors — 3 layers have 9 × 2 more tensors than 1, and launch the
+	// optimizer's kernels exactly as often. Per step: ClipGradNorm's norm
+	// (grad_sumsq_partial, grad_sumsq_finish) and one opt_pass for the
+	// clip's Scale, Step and ZeroGrad together.
+	for _, k := range []string{"opt_pass", "grad_sumsq_partial", "grad_sumsq_finish"} {
+		require.NotZero(t, counts[1].Kernels[k], k)
+		require.Equal(t, counts[1].Kernels[k], counts[3].Kernels[k], "%s launches grow with the tensors", k)
+	}
+	for _, k := range []string{"adamw", "sumsq", "scale_f32"} {
+		require.Zero(t, counts[3].Kernels[k], "per-tensor optimizer kernel %s", k)
+	}
 	for k, n := range counts[3].Sub(counts[1]).Kernels {
 		t.Logf("  per layer %-22s %d", k, n/2)
 	}

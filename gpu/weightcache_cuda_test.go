@@ -130,6 +130,14 @@ func TestWeightCacheSeesEveryWrite(t *testing.T) {
 				// (Writers that multiply weights of their own convert those.)
 				s0 := be.Stats()
 				s := product("after " + wr.name)
+				if wr.name == "AdamW" && gemm.name == "cublas" {
+					// AdamW's pass (run by the download above) writes the
+					// updated weight's bf16 copy itself: the product finds
+					// it current, made once, by the pass.
+					require.Equal(t, s0.WeightConversions, s.WeightConversions, "after AdamW: W's copy rewritten by the pass")
+					require.Equal(t, s0.WeightHits+1, s.WeightHits, "after AdamW")
+					continue
+				}
 				require.Equal(t, s0.WeightConversions+1, s.WeightConversions, "after %s: W converted again", wr.name)
 			}
 			held := be.Stats().WeightBytes

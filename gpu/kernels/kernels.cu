@@ -659,38 +659,70 @@ __device__ __forceinline__ void frag_a_from_c(u32* a, const float* c0, const flo
   a[3] = pack_bf16(c1[2], c1[3]);
 }
 
-// load_rows rounds n float32 rows of hd channels (row r at src + r·stride)
-// to bf16 into a [ROWS][HD+TC_PAD] tile s and/or its transpose t
+// load_rows rounds n ≥ 1 float32 rows of hd channels (row r at src +
+// r·stride) to bf16 into a [ROWS][HD+TC_PAD] tile s and/or its transpose t
 // [HD][ROWS+TC_PAD] (either may be null). Rows ≥ n and channels ≥ hd are
-// zero, so padded products add nothing and never read NaN garbage. When
-// hd is a multiple of 4 (16-byte aligned rows: every head dim of note),
-// each thread moves 4 channels with one float4 load; consecutive threads
-// take consecutive channels of a row (coalesced loads, conflict-free
-// stores to s) unless the tile is transposed, where they take consecutive
-// rows of a channel group, so that the 2-byte stores to t fall in distinct
-// banks.
+// zero, so padded products add nothing and never read NaN garbage.
+//
+// When hd is a multiple of 4 (16-byte aligned rows: every head dim of
+// note), the tile is ROWS·HD/4 groups of 4 channels, each moved with one
+// float4 load; thread x takes groups x, x + TC_THREADS, x + 2·TC_THREADS,
+// … — a stride fixed at compile time, so the loop unrolls completely, and
+// each batch of TC_LOADS groups is loaded before any of them is converted
+// or stored: TC_LOADS 16-byte loads in flight per thread instead of one
+// global round trip per group. A group outside the rows or channels loads
+// row 0, channel 0 (always inside the buffer: n ≥ 1) and is zeroed after,
+// so no load waits on a branch. Consecutive threads take consecutive
+// channels of a row (coalesced loads, conflict-free stores to s) unless
+// the tile is transposed, where they take consecutive rows of a channel
+// group, so that the 2-byte stores to t fall in distinct banks. Every
+// kernel that calls it runs TC_THREADS threads per block.
+#define TC_LOADS 8  // 16-byte loads a thread issues before converting any
+
+// tile_group places group i of a [ROWS][HD] tile (4 channels): row-major
+// order for s, row fastest for the transposed t.
 template <int HD, int ROWS>
+__device__ __forceinline__ void tile_group(int i, bool transposed, int& r, int& c) {
+  if (transposed) {
+    r = i % ROWS;
+    c = 4 * (i / ROWS);
+  } else {
+    r = i / (HD / 4);
+    c = 4 * (i % (HD / 4));
+  }
+}
+
+template <int HD, int ROWS, int LOADS = TC_LOADS>
 __device__ __forceinline__ void load_rows(u16* s, u16* t, const float* src, long long stride, int n, int hd) {
   if ((hd & 3) == 0) {
-    for (int i = threadIdx.x; i < ROWS * HD / 4; i += blockDim.x) {
-      int r, c;
-      if (t == 0) {
-        r = i / (HD / 4);
-        c = 4 * (i % (HD / 4));
-      } else {
-        r = i % ROWS;
-        c = 4 * (i / ROWS);
+    constexpr int PER = ROWS * HD / 4 / TC_THREADS;  // groups per thread
+    constexpr int BATCH = PER < LOADS ? PER : LOADS;
+    static_assert(PER * TC_THREADS == ROWS * HD / 4 && PER % BATCH == 0, "a tile must be whole batches of groups");
+    // One batch after the other (not unrolled: the registers of one batch
+    // are what the loads in flight cost).
+#pragma unroll 1
+    for (int j0 = 0; j0 < PER; j0 += BATCH) {
+      float4 x[BATCH];
+#pragma unroll
+      for (int j = 0; j < BATCH; j++) {
+        int r, c;
+        tile_group<HD, ROWS>(threadIdx.x + TC_THREADS * (j0 + j), t != 0, r, c);
+        x[j] = *(const float4*)(src + (r < n && c < hd ? r * stride + c : 0));
       }
-      float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (r < n && c < hd) x = *(const float4*)(src + r * stride + c);
-      u32 lo = pack_bf16(x.x, x.y), hi = pack_bf16(x.z, x.w);
-      if (s != 0) *(uint2*)(s + r * (HD + TC_PAD) + c) = make_uint2(lo, hi);
-      if (t != 0) {
-        u16* col = t + c * (ROWS + TC_PAD) + r;
-        col[0] = (u16)lo;
-        col[ROWS + TC_PAD] = (u16)(lo >> 16);
-        col[2 * (ROWS + TC_PAD)] = (u16)hi;
-        col[3 * (ROWS + TC_PAD)] = (u16)(hi >> 16);
+#pragma unroll
+      for (int j = 0; j < BATCH; j++) {
+        int r, c;
+        tile_group<HD, ROWS>(threadIdx.x + TC_THREADS * (j0 + j), t != 0, r, c);
+        if (!(r < n && c < hd)) x[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+        u32 lo = pack_bf16(x[j].x, x[j].y), hi = pack_bf16(x[j].z, x[j].w);
+        if (s != 0) *(uint2*)(s + r * (HD + TC_PAD) + c) = make_uint2(lo, hi);
+        if (t != 0) {
+          u16* col = t + c * (ROWS + TC_PAD) + r;
+          col[0] = (u16)lo;
+          col[ROWS + TC_PAD] = (u16)(lo >> 16);
+          col[2 * (ROWS + TC_PAD)] = (u16)hi;
+          col[3 * (ROWS + TC_PAD)] = (u16)(hi >> 16);
+        }
       }
     }
     return;
@@ -950,7 +982,7 @@ __device__ void attn_bwd_dq_tc(float* dq, const float* dout, const float* q, con
 // BQ queries per step, so P and dS arrive as A fragments of the dV and dK
 // products. One block per (key tile, KV head): each dk, dv element has one
 // writer. dk or dv may be null. Dynamic shared memory: tc_dkdv_smem.
-template <int HD, int BQ>
+template <int HD, int BQ, int DKDV_LOADS>
 __device__ void attn_bwd_dkdv_tc(float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v, const float* lse,
                                  const float* D, const int* ktiles, int heads, int kvheads, int hd, float scale) {
   extern __shared__ float tc_smem[];
@@ -987,8 +1019,8 @@ __device__ void attn_bwd_dkdv_tc(float* dk, float* dv, const float* dout, const 
     for (int it = first; it < qlen; it += BQ) {
       int nq = min(BQ, qlen - it);
       __syncthreads();
-      load_rows<HD, BQ>(sQ, sQt, q + (q0 + it) * qRow + h * hd, qRow, nq, hd);
-      load_rows<HD, BQ>(sO, sOt, dout + (q0 + it) * qRow + h * hd, qRow, nq, hd);
+      load_rows<HD, BQ, DKDV_LOADS>(sQ, sQt, q + (q0 + it) * qRow + h * hd, qRow, nq, hd);
+      load_rows<HD, BQ, DKDV_LOADS>(sO, sOt, dout + (q0 + it) * qRow + h * hd, qRow, nq, hd);
       for (int i = threadIdx.x; i < BQ; i += blockDim.x) {
         long long row = (long long)(q0 + it + i) * heads + h;
         sL[i] = i < nq ? lse[row] * LOG2E : 0.f;
@@ -1084,11 +1116,11 @@ extern "C" __global__ void attn_bwd_dq_tc128(float* dq, const float* dout, const
 }
 extern "C" __global__ void attn_bwd_dkdv_tc64(float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v,
                                               const float* lse, const float* D, const int* ktiles, int heads, int kvheads, int hd, float scale) {
-  attn_bwd_dkdv_tc<64, 64>(dk, dv, dout, q, k, v, lse, D, ktiles, heads, kvheads, hd, scale);
+  attn_bwd_dkdv_tc<64, 64, TC_LOADS>(dk, dv, dout, q, k, v, lse, D, ktiles, heads, kvheads, hd, scale);
 }
 extern "C" __global__ void attn_bwd_dkdv_tc128(float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v,
                                                const float* lse, const float* D, const int* ktiles, int heads, int kvheads, int hd, float scale) {
-  attn_bwd_dkdv_tc<128, 32>(dk, dv, dout, q, k, v, lse, D, ktiles, heads, kvheads, hd, scale);
+  attn_bwd_dkdv_tc<128, 32, 4>(dk, dv, dout, q, k, v, lse, D, ktiles, heads, kvheads, hd, scale);
 }
 
 // ---- log-softmax, gather, entropy over vocabulary chunks --------------------
@@ -1228,31 +1260,86 @@ extern "C" __global__ void sgemm_tiled(int transA, int transB, int M, int N, int
 }
 
 // ---- optimizer ----------------------------------------------------------------
+//
+// The optimizer runs as one pass over a table of tensors (opt_pass): the
+// Go side gathers a step's per-tensor calls — the gradient clip's Scale,
+// AdamW, ZeroGrad's Fill(0) — into the table and launches once, whatever
+// the number of tensors. The gradient norm is a two-stage reduction over
+// the same kind of table (grad_sumsq_partial, grad_sumsq_finish). A table
+// entry is an OptEntry, laid out as the Go side packs it (optTable).
+struct OptEntry {
+  float* p;              // parameter (AdamW), or null
+  float* g;              // gradient (every entry; the norm's tensor)
+  float* m;              // first moment (AdamW)
+  float* v;              // second moment (AdamW)
+  __nv_bfloat16* wb;     // the parameter's bf16 copy to rewrite, or null
+  long long n;           // elements
+  long long first;       // the first block of the grid that covers it
+  int flags;             // OPT_* below
+  int pad;
+};
+#define OPT_SCALE 1  // g ← g·gscale first (Scale)
+#define OPT_ADAM 2   // then AdamW from g
+#define OPT_ZERO 4   // then g ← 0 (Fill); else a scaled g is stored back
+#define OPT_CHUNK 8192  // elements per block: 32 per thread of 256
 
-// adamw: torch.optim.AdamW's single-tensor update, operation for operation
-// as policy.AdamW (each product rounded to float32, no fused multiply-add):
-// p ← p·decay; m ← b1·m + ob1·g; v ← b2·v + (ob2·g)·g;
-// p ← p + negStep·(m / (√v / bc2Sqrt + eps)).
-extern "C" __global__ void adamw(float* p, const float* grad, float* m, float* v, long long n, float decay, int useDecay, float b1, float ob1,
-                                 float b2, float ob2, float negStep, float bc2Sqrt, float eps) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    float x = p[i];
-    if (useDecay) x = __fmul_rn(x, decay);
-    float g = grad[i];
-    float mj = __fadd_rn(__fmul_rn(m[i], b1), __fmul_rn(g, ob1));
-    float vj = __fadd_rn(__fmul_rn(v[i], b2), __fmul_rn(__fmul_rn(ob2, g), g));
-    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vj), bc2Sqrt), eps);
-    p[i] = __fadd_rn(x, __fmul_rn(negStep, __fdiv_rn(mj, denom)));
-    m[i] = mj;
-    v[i] = vj;
+// opt_entry finds the entry whose blocks include block b: the last with
+// first ≤ b (entries are in order of first; entry 0 starts at block 0).
+__device__ __forceinline__ int opt_entry(const OptEntry* t, int entries, long long b) {
+  int lo = 0, hi = entries - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) >> 1;
+    if (t[mid].first <= b) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+// opt_pass applies, for every element of every tensor of the table, the
+// entry's operations in the order the calls came: g·gscale (OPT_SCALE),
+// torch.optim.AdamW's single-tensor update operation for operation as
+// policy.AdamW — p ← p·decay; m ← b1·m + ob1·g; v ← b2·v + (ob2·g)·g;
+// p ← p + negStep·(m / (√v / bc2Sqrt + eps)), each product rounded to
+// float32, no fused multiply-add (the _rn intrinsics) — with the bf16
+// copy of the new p written when the entry has one (OPT_ADAM), and g ← 0
+// (OPT_ZERO). Bit for bit what the separate calls compute. Block b covers
+// OPT_CHUNK elements of its entry.
+extern "C" __global__ void opt_pass(const OptEntry* table, int entries, float gscale, float decay, int useDecay, float b1, float ob1, float b2,
+                                    float ob2, float negStep, float bc2Sqrt, float eps) {
+  long long b = blockIdx.x;
+  const OptEntry& e = table[opt_entry(table, entries, b)];
+  long long i0 = (b - e.first) * OPT_CHUNK, i1 = min(e.n, i0 + OPT_CHUNK);
+  int f = e.flags;
+  for (long long i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
+    float g = e.g[i];
+    if (f & OPT_SCALE) g = __fmul_rn(g, gscale);
+    if (f & OPT_ADAM) {
+      float x = e.p[i];
+      if (useDecay) x = __fmul_rn(x, decay);
+      float mj = __fadd_rn(__fmul_rn(e.m[i], b1), __fmul_rn(g, ob1));
+      float vj = __fadd_rn(__fmul_rn(e.v[i], b2), __fmul_rn(__fmul_rn(ob2, g), g));
+      float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vj), bc2Sqrt), eps);
+      x = __fadd_rn(x, __fmul_rn(negStep, __fdiv_rn(mj, denom)));
+      e.p[i] = x;
+      e.m[i] = mj;
+      e.v[i] = vj;
+      if (e.wb != 0) e.wb[i] = __float2bfloat16_rn(x);
+    }
+    if (f & OPT_ZERO) e.g[i] = 0.f;
+    else if (f & OPT_SCALE) e.g[i] = g;
   }
 }
 
-// sumsq adds Σ x² of one buffer into *out, float64 per thread and per block.
-extern "C" __global__ void sumsq(double* out, const float* x, long long n) {
+// grad_sumsq_partial: part[b] = Σ g² over block b's chunk of its entry's
+// gradient (the table of opt_pass), in float64: each thread adds its
+// elements in order, then the block's threads meet in a fixed tree.
+extern "C" __global__ void grad_sumsq_partial(double* part, const OptEntry* table, int entries) {
   __shared__ double sh[32];
+  long long b = blockIdx.x;
+  const OptEntry& e = table[opt_entry(table, entries, b)];
+  long long i0 = (b - e.first) * OPT_CHUNK, i1 = min(e.n, i0 + OPT_CHUNK);
   double s = 0;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) s += (double)x[i] * x[i];
+  for (long long i = i0 + threadIdx.x; i < i1; i += blockDim.x) s += (double)e.g[i] * e.g[i];
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
   int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   if (lane == 0) sh[w] = s;
@@ -1260,6 +1347,24 @@ extern "C" __global__ void sumsq(double* out, const float* x, long long n) {
   if (w == 0) {
     s = lane < (int)(blockDim.x >> 5) ? sh[lane] : 0;
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
-    if (lane == 0) atomicAdd(out, s);
+    if (lane == 0) part[b] = s;
+  }
+}
+
+// grad_sumsq_finish: *out = Σ_b part[b] over nparts partial sums, one
+// block: thread x adds parts x, x + blockDim.x, … in order, the threads
+// meet in a fixed tree. The same bits on every run (no atomics).
+extern "C" __global__ void grad_sumsq_finish(double* out, const double* part, long long nparts) {
+  __shared__ double sh[32];
+  double s = 0;
+  for (long long i = threadIdx.x; i < nparts; i += blockDim.x) s += part[i];
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
+  int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  if (lane == 0) sh[w] = s;
+  __syncthreads();
+  if (w == 0) {
+    s = lane < (int)(blockDim.x >> 5) ? sh[lane] : 0;
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
+    if (lane == 0) *out = s;
   }
 }

@@ -35,6 +35,8 @@ if [ ! -x "$bin" ]; then
 	fi
 fi
 nvidia-smi >"$out/device.txt" 2>&1 || true
+# cuBLAS where the loader or the Python packages have it (CUDA 12 or 13).
+. gpu/scripts/cublas_path.sh
 
 # Keep transformers' points the same as decodebench's.
 models=0.6b,4b batches=32,128,256 prompt=512 new=512

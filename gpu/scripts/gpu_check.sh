@@ -31,6 +31,9 @@ if [ ! -x ./gpu.test ]; then
 	fi
 fi
 
+# cuBLAS where the loader or the Python packages have it (CUDA 12 or 13).
+. scripts/cublas_path.sh
+
 {
 	echo "== nvidia-smi"
 	nvidia-smi 2>&1 || true

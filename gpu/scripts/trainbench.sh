@@ -37,32 +37,9 @@ if [ ! -x "$bin" ]; then
 	fi
 fi
 
-# cuBLAS: the loader's, else the one the Python packages carry (the
-# nvidia-cublas wheel, or torch's own lib folder).
-if ! ldconfig -p 2>/dev/null | grep -qE 'libcublas\.so\.1[123]'; then
-	dir=$(python3 - <<-'EOF' 2>/dev/null
-		import glob, os
-		cands = []
-		try:
-		    import nvidia.cublas
-		    cands += [os.path.join(p, "lib") for p in nvidia.cublas.__path__]
-		except Exception:
-		    pass
-		try:
-		    import torch
-		    cands.append(os.path.join(os.path.dirname(torch.__file__), "lib"))
-		except Exception:
-		    pass
-		for c in cands:
-		    if glob.glob(os.path.join(c, "libcublas.so.*")):
-		        print(c)
-		        break
-	EOF
-	)
-	if [ -n "$dir" ]; then
-		export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-	fi
-fi
+# cuBLAS: the loader's, else the one the Python packages carry (CUDA 13
+# wheels: nvidia/cu13/lib; CUDA 12: nvidia/cublas/lib; torch's lib).
+. gpu/scripts/cublas_path.sh
 
 {
 	echo "== nvidia-smi"

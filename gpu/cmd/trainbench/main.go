@@ -179,6 +179,11 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 			}
 		}
 		results = append(results, r)
+		// The report so far, shape by shape, so that a run killed by a
+		// machine's time limit still leaves every shape it finished.
+		if err := writeReport(o, report(o.partial(), results, nil, nil)); err != nil {
+			return false, err
+		}
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
@@ -195,19 +200,33 @@ func run(ctx context.Context, o options, w io.Writer) (bool, error) {
 	if _, err := io.WriteString(w, rep); err != nil {
 		return false, err
 	}
-	if o.out != "" {
-		if err := os.MkdirAll(o.out, 0o755); err != nil {
-			return false, err
-		}
-		if err := os.WriteFile(filepath.Join(o.out, "trainbench.md"), []byte(rep), 0o644); err != nil {
-			return false, err
-		}
+	if err := writeReport(o, rep); err != nil {
+		return false, err
 	}
 	ok := checkErr == nil || !o.check
 	for _, c := range checks {
 		ok = ok && c.ok()
 	}
 	return ok, nil
+}
+
+// partial is o for a report written before the check has run: the
+// check left out of it.
+func (o options) partial() options {
+	o.check = false
+	return o
+}
+
+// writeReport writes rep to OUT/trainbench.md when -out is set, replacing
+// what an earlier call wrote.
+func writeReport(o options, rep string) error {
+	if o.out == "" {
+		return nil
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(o.out, "trainbench.md"), []byte(rep), 0o644)
 }
 
 func main() {

@@ -223,3 +223,22 @@ func TestPerStep(t *testing.T) {
 	c := gpu.Counters{Launches: 10, HtoDBytes: 7, Kernels: map[string]uint64{"a": 4}}
 	assert.Equal(t, gpu.Counters{Launches: 5, HtoDBytes: 3, Kernels: map[string]uint64{"a": 2}}, perStep(c, 2))
 }
+
+// TestReportWrittenShapeByShape: a run stopped after its first shape (the
+// context cancelled, as a machine's time limit would kill it) has
+// already written that shape's row — here its error — to
+// OUT/trainbench.md, without the check that never ran.
+func TestReportWrittenShapeByShape(t *testing.T) {
+	var stderr bytes.Buffer
+	o, err := parseFlags([]string{"-device", "cpu", "-shapes", "tiny,tiny", "-steps", "2", "-warmup", "1",
+		"-torch", "", "-check-shape", "tiny", "-check-lens", "9,5", "-out", t.TempDir()}, &stderr)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = run(ctx, o, io.Discard)
+	require.ErrorIs(t, err, context.Canceled)
+	written, err := os.ReadFile(filepath.Join(o.out, "trainbench.md"))
+	require.NoError(t, err, stderr.String())
+	assert.Contains(t, string(written), "| tiny |")
+	assert.NotContains(t, string(written), "Log-prob check")
+}

@@ -2,7 +2,8 @@
 // float64 references written here (attention forward, split-K decode and
 // backward; the bf16 mma instruction and the tensor-core attention forward
 // and backward; the chunked LM head forward and backward; the fallback
-// GEMM; RMSNorm; RoPE; SwiGLU; AdamW's arithmetic; sum of squares). Build
+// GEMM; RMSNorm; RoPE; SwiGLU; the fused optimizer pass and the gradient
+// norm). Build
 // and run with check.sh; it prints the largest error of each check (and,
 // where the bound is per element, the largest ratio of error to bound) and
 // exits 1 when one exceeds its bound.
@@ -323,13 +324,111 @@ static void checkRowKernels() {
   std::vector<float> ro2(xr.size());
   emu_launch({1}, {32}, 0, [&] { rope(ro2.data(), xr.data(), pos.data(), fr.data(), ntok, heads, hd, 1.f, 0); });
   report("rope", ro2, want, 1e-6);
+}
 
-  auto big = randn(5000);
-  double ss = 0;
-  for (float v : big) ss += (double)v * v;
-  std::vector<double> acc(1, 0);
-  emu_launch({4}, {256}, 0, [&] { sumsq(acc.data(), big.data(), (long long)big.size()); });
-  report("sumsq", {(float)acc[0]}, {ss}, 1e-7);
+// checkOptimizer runs opt_pass over a table of four tensors (10,000,
+// 1, 20,000 and 8,192 elements: chunks cut short, a tensor of one
+// element, one of exactly a chunk) with every combination of operations
+// the Go side gathers — clip scale, AdamW with a bf16 copy, zeroing —
+// against the same operations done one after the other on the host
+// (Scale's multiply, backend.AdamWUpdate's operations in order, each
+// rounded to float32, Fill): bit for bit. Then the gradient norm's two
+// stages against a long-double sum, within (n + 2)·2⁻⁵³ of Σ g² (float64
+// sums of exact float64 squares), and bit for bit under two shuffled
+// block orders.
+static void checkOptimizer() {
+  struct T {
+    std::vector<float> p, g, m, v;
+    std::vector<__nv_bfloat16> wb;
+    int flags;
+  };
+  std::vector<int> sizes = {10000, 1, 20000, 8192};
+  std::vector<int> flags = {OPT_SCALE | OPT_ADAM | OPT_ZERO, OPT_ADAM, OPT_SCALE, OPT_SCALE | OPT_ADAM};
+  std::vector<T> ts;
+  for (size_t i = 0; i < sizes.size(); i++) {
+    int n = sizes[i];
+    T t{randn(n), randn(n, 0.1), randn(n, 0.01), randn(n, 0.001), std::vector<__nv_bfloat16>(n, __nv_bfloat16{0}), flags[i]};
+    for (auto& x : t.v) x = std::fabs(x);
+    ts.push_back(t);
+  }
+  auto ref = ts;
+  const float gscale = 0.37f, decay = 0.999f, b1 = 0.9f, ob1 = 0.1f, b2 = 0.95f, ob2 = 0.050000012f, negStep = -3e-4f, bc2Sqrt = 0.2236068f,
+              eps = 1e-8f;
+  for (auto& t : ref)
+    for (size_t i = 0; i < t.g.size(); i++) {
+      float g = t.g[i];
+      if (t.flags & OPT_SCALE) g = g * gscale;
+      if (t.flags & OPT_ADAM) {
+        float x = t.p[i] * decay;
+        float mj = t.m[i] * b1 + g * ob1;
+        float vj = t.v[i] * b2 + (ob2 * g) * g;
+        float denom = std::sqrt(vj) / bc2Sqrt + eps;
+        t.p[i] = x + negStep * (mj / denom);
+        t.m[i] = mj;
+        t.v[i] = vj;
+      }
+      if (t.flags & OPT_ZERO) t.g[i] = 0;
+      else if (t.flags & OPT_SCALE) t.g[i] = g;
+    }
+  std::vector<OptEntry> table;
+  long long blocks = 0;
+  for (size_t k = 0; k < ts.size(); k++) {
+    auto& t = ts[k];
+    bool copy = k == 0 || k == 3;
+    table.push_back({t.p.data(), t.g.data(), t.m.data(), t.v.data(), copy ? t.wb.data() : nullptr, (long long)t.g.size(), blocks, t.flags, 0});
+    blocks += ((long long)t.g.size() + OPT_CHUNK - 1) / OPT_CHUNK;
+  }
+  // Entries 0 and 3 carry a bf16 copy of their parameter, which must
+  // become the updated parameter rounded to bf16; the others' stay zero.
+  emu_launch({(unsigned)blocks}, {256}, 0, [&] {
+    opt_pass(table.data(), (int)table.size(), gscale, decay, 1, b1, ob1, b2, ob2, negStep, bc2Sqrt, eps);
+  });
+  size_t bad = 0;
+  auto same = [&](const std::vector<float>& a, const std::vector<float>& b) {
+    for (size_t i = 0; i < a.size(); i++)
+      if (std::memcmp(&a[i], &b[i], 4) != 0) bad++;
+  };
+  for (size_t k = 0; k < ts.size(); k++) {
+    same(ts[k].p, ref[k].p);
+    same(ts[k].g, ref[k].g);
+    same(ts[k].m, ref[k].m);
+    same(ts[k].v, ref[k].v);
+    bool copy = k == 0 || k == 3;
+    for (size_t i = 0; i < ts[k].g.size(); i++) {
+      uint16_t want = copy && (ts[k].flags & OPT_ADAM) ? __float2bfloat16_rn(ref[k].p[i]).bits : 0;
+      if (ts[k].wb[i].bits != want) bad++;
+    }
+  }
+  printf("%-34s %zu elements differ from the calls one by one%s\n", "opt_pass (4 tensors, 5 blocks)", bad, bad ? "  FAIL" : "");
+  if (bad) failures++;
+
+  // The gradient norm over the same kind of table: g only.
+  std::vector<std::vector<float>> gs = {randn(30000), randn(1), randn(8192, 3), randn(77777, 0.01)};
+  std::vector<OptEntry> nt;
+  blocks = 0;
+  long double exact = 0;
+  size_t n = 0;
+  for (auto& g : gs) {
+    nt.push_back({nullptr, g.data(), nullptr, nullptr, nullptr, (long long)g.size(), blocks, 0, 0});
+    blocks += ((long long)g.size() + OPT_CHUNK - 1) / OPT_CHUNK;
+    for (float x : g) exact += (long double)x * x;
+    n += g.size();
+  }
+  double got[3];
+  for (unsigned order : {0u, 7u, 1234u}) {
+    emu_block_order = order;
+    std::vector<double> part(blocks), out(1);
+    emu_launch({(unsigned)blocks}, {256}, 0, [&] { grad_sumsq_partial(part.data(), nt.data(), (int)nt.size()); });
+    emu_launch({1}, {1024}, 0, [&] { grad_sumsq_finish(out.data(), part.data(), blocks); });
+    got[order == 0 ? 0 : order == 7 ? 1 : 2] = out[0];
+  }
+  emu_block_order = 0;
+  double bound = (double)(n + 2) * std::ldexp(1.0, -53) * (double)exact;
+  double err = std::fabs(got[0] - (double)exact);
+  bool ok = err <= bound && got[0] == got[1] && got[0] == got[2];
+  printf("%-34s err %.3g, bound %.3g, same bits in 3 block orders: %s%s\n", "grad norm (4 tensors, 16 blocks)", err, bound,
+         got[0] == got[1] && got[0] == got[2] ? "yes" : "no", ok ? "" : "  FAIL");
+  if (!ok) failures++;
 }
 
 // dwPlan is launch.go's dwPlan: chunks of at least 128 rows, at most 256
@@ -649,9 +748,29 @@ static int tcFwdSmem(int HD, int BN) { return 2 * (BN * (HD + 8) + HD * (BN + 8)
 static int tcDqSmem(int HD, int BN) { return 2 * (2 * BN * (HD + 8) + HD * (BN + 8)); }
 static int tcDkdvSmem(int HD, int BQ) { return 2 * (2 * 64 * (HD + 8) + 2 * BQ * (HD + 8) + 2 * HD * (BQ + 8)) + 8 * BQ; }
 
+// digest is the FNV-1a hash of the bits of every float of the vectors, in
+// order: two runs that agree bit for bit have the same digest.
+static uint64_t digest(std::initializer_list<const std::vector<float>*> vs) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (auto* v : vs)
+    for (float f : *v) {
+      uint32_t b;
+      std::memcpy(&b, &f, 4);
+      for (int i = 0; i < 4; i++) h = (h ^ ((b >> (8 * i)) & 0xff)) * 0x100000001b3ull;
+    }
+  return h;
+}
+
+// printDigest prints a case's digest: the same on two builds of the
+// kernels when they compute every bit of every result alike (a change
+// that only moves, reorders or batches loads must keep it; compare the
+// output of this program before and after such a change).
+static void printDigest(const char* name, uint64_t d) { printf("%-34s digest %016llx\n", name, (unsigned long long)d); }
+
 // checkAttentionTC runs the tensor-core forward and backward as the
 // backend does (attn_bwd_dot for D between them) on float32 inputs, and
-// compares them with refAttnTC on the bf16-rounded inputs.
+// compares them with refAttnTC on the bf16-rounded inputs, and prints
+// the digest of their bits.
 static void checkAttentionTC(const char* name, int heads, int kvh, int hd, std::vector<Span> spans, int tq, int tk) {
   float scale = 1 / std::sqrt((float)hd);
   auto q = randn((size_t)tq * heads * hd), k = randn((size_t)tk * kvh * hd), v = randn((size_t)tk * kvh * hd), dout = randn(q.size());
@@ -688,6 +807,7 @@ static void checkAttentionTC(const char* name, int heads, int kvh, int hd, std::
   reportBound(buf, dk, ref.dk, ref.bdk);
   snprintf(buf, sizeof buf, "%s dv", name);
   reportBound(buf, dv, ref.dv, ref.bdv);
+  printDigest(name, digest({&out, &lse, &dq, &dk, &dv}));
 }
 
 int main() {
@@ -718,6 +838,7 @@ int main() {
   checkLMHead();
   checkRowKernels();
   checkRMSNormDW();
+  checkOptimizer();
   printf(failures ? "FAILED: %d checks\n" : "all kernel checks passed\n", failures);
   return failures ? 1 : 0;
 }

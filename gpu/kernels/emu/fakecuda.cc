@@ -99,12 +99,37 @@ static double elem(const void* p, int type, long long i) {
   if (type != 0) abort();
   return ((const float*)p)[i];
 }
+// The bytes the products move, by this library's own reckoning: each
+// operand's elements from the first to the last it touches (column-major,
+// leading dimension and batch stride included) times the element size,
+// A and B read, C written, and read too when beta ≠ 0. When the
+// environment names a file in FAKECUDA_GEMM_BYTES, the running total is
+// written there after every product, for tests that check what a
+// computation moves (gpu's TestLMHeadBackwardBytes).
+static unsigned long long gemm_bytes = 0;
+static long long span(int rows, int cols, int ld, int batch, long long stride) {
+  if (rows == 0 || cols == 0) return 0;
+  return (long long)(batch - 1) * stride + (long long)(cols - 1) * ld + rows;
+}
+static void count_gemm(int ta, int tb, int m, int n, int k, int at, int lda, long long sA, int ldb, long long sB, float beta, int ldc,
+                       long long sC, int batch) {
+  long long ea = at == 14 ? 2 : 4;
+  gemm_bytes += ea * span(ta ? k : m, ta ? m : k, lda, batch, sA) + ea * span(tb ? n : k, tb ? k : n, ldb, batch, sB) +
+                (beta == 0 ? 4 : 8) * span(m, n, ldc, batch, sC);
+  if (const char* path = getenv("FAKECUDA_GEMM_BYTES")) {
+    if (FILE* f = fopen(path, "w")) {
+      fprintf(f, "%llu\n", gemm_bytes);
+      fclose(f);
+    }
+  }
+}
 int cublasGemmStridedBatchedEx(void*, int ta, int tb, int m, int n, int k, const void* alpha, const void* A, int at, int lda, long long sA,
                                const void* B, int bt, int ldb, long long sB, const void* beta, void* C, int ct, int ldc, long long sC,
                                int batch, int compute, int) {
   if (ct != 0 || at != bt || (compute != 68 && compute != 77)) return 7;  // CUBLAS_STATUS_INVALID_VALUE
   if (lda < std::max(1, ta ? k : m) || ldb < std::max(1, tb ? n : k) || ldc < std::max(1, m)) return 7;
   float al = *(const float*)alpha, be = *(const float*)beta;
+  count_gemm(ta, tb, m, n, k, at, lda, sA, ldb, sB, be, ldc, sC, batch);
   for (int b = 0; b < batch; b++)
     for (int i = 0; i < m; i++)
       for (int j = 0; j < n; j++) {
