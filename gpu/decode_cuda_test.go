@@ -29,6 +29,9 @@ func decodeModel(t *testing.T, be *Backend, layers int) *policy.Model {
 	return m
 }
 
+// extraSteps is the decode steps decodeCounters divides by.
+const extraSteps = 3
+
 // decodeCounters is what one decode step sends to the device, measured as
 // the difference between generations of base+extra and base tokens (the
 // same prefill and set-up, extra more decode steps) divided by extra.
@@ -47,9 +50,10 @@ func decodeCounters(t *testing.T, be *Backend, m *policy.Model, batch int) Count
 		require.NoError(t, err)
 		return after.Sub(before)
 	}
-	const base, extra = 2, 3
+	const base, extra = 2, extraSteps
 	run(1) // the model's first generation uploads its weights
 	d := run(base + extra).Sub(run(base))
+	t.Logf("difference over %d steps: %+v", extra, d)
 	per := func(x uint64) uint64 {
 		require.Zero(t, x%extra, "an equal share per step")
 		return x / extra
@@ -60,7 +64,15 @@ func decodeCounters(t *testing.T, be *Backend, m *policy.Model, batch int) Count
 	}
 	return Counters{Launches: per(d.Launches), Kernels: kernels, Gemms: per(d.Gemms), HtoD: per(d.HtoD), HtoDBytes: per(d.HtoDBytes),
 		DtoH: per(d.DtoH), DtoHBytes: per(d.DtoHBytes), DtoD: per(d.DtoD), StreamSyncs: per(d.StreamSyncs),
-		HtoDAsync: per(d.HtoDAsync), LateUploads: per(d.LateUploads), WorkerCalls: per(d.WorkerCalls), Queued: per(d.Queued)}
+		HtoDAsync: per(d.HtoDAsync), LateUploads: per(d.LateUploads),
+		// Rounded down: between generations the engine's goroutine may
+		// make a round trip or two of its own (the KV cache released or
+		// grown), landing in either run.
+		WorkerCalls: d.WorkerCalls / extra,
+		// Not per step: the engine's goroutine queues the last step's
+		// ReleaseStep after Generate has returned or before, so the
+		// difference may hold one call more or less.
+		Queued: d.Queued}
 }
 
 // TestDecodeStepStructure (fake driver or GPU): what a decode step sends to
@@ -103,13 +115,12 @@ func TestDecodeStepStructure(t *testing.T) {
 			// One round trip to the worker thread: SampleRows, which runs
 			// the queued step and downloads its tokens.
 			assert.Equal(t, uint64(1), c.WorkerCalls, "round trips to the worker, batch %d", batch)
-			assert.Positive(t, c.Queued, "queued calls, batch %d", batch)
+			assert.Greater(t, c.Queued, uint64(extraSteps), "queued calls (of the %d steps), batch %d", extraSteps, batch)
 			if i == 0 {
 				first = c
 				continue
 			}
 			assert.Equal(t, first.HtoD, c.HtoD, "uploads, batch %d", batch)
-			assert.Equal(t, first.Queued, c.Queued, "queued calls, batch %d", batch)
 		}
 	}
 }
