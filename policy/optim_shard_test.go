@@ -572,6 +572,25 @@ func TestShardedStateReshards(t *testing.T) {
 	want := readState(t, full.Bytes())
 	assert.Equal(t, "2", want.meta["step"])
 
+	// ReadStateInfo: the same parameters and step from the shards'
+	// headers and from the consolidated file.
+	info, err := ReadStateInfo(dir)
+	require.NoError(t, err)
+	assert.Equal(t, 2, info.WorldSize)
+	assert.Equal(t, int64(2), info.Step)
+	flatInfo := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(flatInfo, StateFileName), full.Bytes(), 0o600))
+	one, err := ReadStateInfo(flatInfo)
+	require.NoError(t, err)
+	assert.Equal(t, 0, one.WorldSize)
+	assert.Equal(t, int64(2), one.Step)
+	assert.ElementsMatch(t, info.Params, one.Params)
+	var params []ShardParam
+	for _, p := range loadTiny(t, "qwen3-tiny").Params() {
+		params = append(params, ShardParam{Name: p.Name, Size: len(p.Data)})
+	}
+	assert.Equal(t, params, info.Params, "the model's parameters in order")
+
 	// The reference: one process's state after the same two steps.
 	ref := loadTiny(t, "qwen3-tiny")
 	ro, err := ref.NewDeviceAdamW(cfg)
@@ -732,6 +751,12 @@ func TestShardedStateErrors(t *testing.T) {
 			o, err := m.NewDeviceAdamW(cfg)
 			require.NoError(t, err)
 			assert.Error(t, o.LoadStateFile(d), "DeviceAdamW refuses it too")
+			// The headers alone show every spoiling but a renamed
+			// parameter (which only the model tells).
+			if _, err := ReadStateInfo(d); tc.name != "another parameter" && tc.name != "fewer parameters" {
+				require.Error(t, err, "ReadStateInfo")
+				assert.Contains(t, err.Error(), tc.want)
+			}
 		})
 	}
 }
