@@ -115,7 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if f.dir == "" {
 			continue
 		}
-		if err := checkEmpty(f.dir); err != nil {
+		if err := setup.CheckEmpty(f.dir); err != nil {
 			return o, fmt.Errorf("-%s %s: %w", f.name, f.dir, err)
 		}
 	}
@@ -152,20 +152,6 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("%q: too large", s)
 	}
 	return n * scale, nil
-}
-
-// checkEmpty accepts a folder that does not exist yet or is empty.
-func checkEmpty(dir string) error {
-	entries, err := os.ReadDir(dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
-	case err != nil:
-		return err
-	case len(entries) > 0:
-		return fmt.Errorf("not empty (it holds %s): choose a new folder", entries[0].Name())
-	}
-	return nil
 }
 
 // run is the program after main, with its exit status (setup.Run); the
