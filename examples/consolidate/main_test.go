@@ -114,7 +114,7 @@ func trainSFT(t *testing.T, base string, ranks, zero int, lora *policy.LoRAConfi
 
 // TestConsolidateZeROCheckpoint: the checkpoint of two in-process ranks
 // — their optimizer state sharded at ZeRO-2, or whole with plain data
-// parallelism — becomes the folder that the trained model's own Save
+// parallelism — and of four at ZeRO-1 becomes the folder that the trained model's own Save
 // writes, byte for byte, in float32 and bfloat16 and in shards; the
 // written safetensors files read back through an independent reader (a
 // Go port of Hugging Face's Rust reference, github.com/nlpodyssey/safetensors)
@@ -123,12 +123,12 @@ func trainSFT(t *testing.T, base string, ranks, zero int, lora *policy.LoRAConfi
 // sharded checkpoint does.
 func TestConsolidateZeROCheckpoint(t *testing.T) {
 	base := writeBase(t)
-	for _, zero := range []int{agentrl.ShardGradients, 0} {
-		run := trainSFT(t, base, 2, zero, nil)
+	for _, job := range []struct{ ranks, zero int }{{2, agentrl.ShardGradients}, {2, 0}, {4, agentrl.ShardOptimizer}} {
+		run := trainSFT(t, base, job.ranks, job.zero, nil)
 		_, ckpt, err := checkpoint.Root{Dir: run.root}.Latest()
 		require.NoError(t, err)
-		if zero > 0 {
-			require.FileExists(t, filepath.Join(ckpt, policy.ShardFileName(1, 2)), "the optimizer state is sharded")
+		if job.zero > 0 {
+			require.FileExists(t, filepath.Join(ckpt, policy.ShardFileName(job.ranks-1, job.ranks)), "the optimizer state is sharded")
 		}
 		for _, opts := range []lm.SaveOptions{{}, {DType: safetensors.BF16}, {MaxShardBytes: 16 << 10}} {
 			want := filepath.Join(t.TempDir(), "want")
