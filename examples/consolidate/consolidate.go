@@ -136,15 +136,6 @@ func inspect(dir string) (checked, error) {
 	return c, nil
 }
 
-// tokenizerFiles are the files of a Hugging Face model folder that a
-// server reads besides the config and the weights, copied from -base
-// where present.
-var tokenizerFiles = []string{
-	"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-	"vocab.json", "merges.txt", "tokenizer.model", "chat_template.jinja", "chat_template.json",
-	policy.GenerationConfigFileName,
-}
-
 // exportModel writes the checkpoint's model into out in the Hugging
 // Face layout, with base's config and tokenizer files, and returns its
 // number of parameters.
@@ -163,6 +154,13 @@ func exportModel(ctx context.Context, c checked, base, out string, opts lm.SaveO
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
+	}
+	// The files of a Hugging Face model folder that a server reads
+	// besides the config and the weights, where base has them.
+	tokenizerFiles := []string{
+		"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+		"vocab.json", "merges.txt", "tokenizer.model", "chat_template.jinja", "chat_template.json",
+		policy.GenerationConfigFileName,
 	}
 	for _, name := range tokenizerFiles {
 		err := copyFile(filepath.Join(base, name), filepath.Join(out, name))

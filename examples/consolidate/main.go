@@ -122,23 +122,20 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
-// sizeUnits are the units of parseSize, as transformers'
-// convert_file_size_to_int reads them: decimal (KB = 1000 bytes) and
-// binary (KiB = 1024).
-var sizeUnits = []struct {
-	suffix string
-	bytes  int64
-}{
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1},
-}
-
 // parseSize reads a size of -max-shard-size: a non-negative integer
-// number of bytes, or one followed by a unit of sizeUnits ("5GB",
-// "500MiB").
+// number of bytes, or one followed by a unit as transformers'
+// convert_file_size_to_int reads them: decimal (5GB = 5·10⁹ bytes) or
+// binary (500MiB = 500·2²⁰).
 func parseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		bytes  int64
+	}{
+		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1},
+	}
 	num, scale := s, int64(1)
-	for _, u := range sizeUnits {
+	for _, u := range units {
 		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
 			num, scale = rest, u.bytes
 			break
