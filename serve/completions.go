@@ -160,7 +160,8 @@ func unmarshalObject(body []byte, v any) error {
 	err := httpjson.UnmarshalObject(body, v)
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return fmt.Errorf("JSON decode error at byte %d: %v", se.Offset, se)
+		// The decoder's own error, which UnmarshalObject wraps.
+		return fmt.Errorf("JSON decode error at byte %d: %v", se.Offset, errors.Unwrap(err))
 	}
 	return err
 }
