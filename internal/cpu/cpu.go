@@ -18,6 +18,8 @@ type Backend struct {
 	// samplers keeps SampleRows' samplers and their vocabulary-sized
 	// buffers between calls.
 	samplers sync.Pool
+	// mem keeps freed buffers' arrays for later allocations.
+	mem pool
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -107,10 +109,12 @@ func (be *Backend) Alloc(n int) (backend.Buffer, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("%w: alloc of %d elements", backend.ErrShape, n)
 	}
-	return &buffer{owner: be, n: n, data: make([]float32, n)}, nil
+	return &buffer{owner: be, n: n, data: be.mem.get(n)}, nil
 }
 
-// Free releases b's memory to the garbage collector.
+// Free releases b's memory. A large buffer's array is kept for later
+// allocations of about its size (see pool), a small one's goes to the
+// garbage collector.
 func (be *Backend) Free(b backend.Buffer) error {
 	if _, err := be.view("free", b); err != nil {
 		return err
@@ -119,7 +123,10 @@ func (be *Backend) Free(b backend.Buffer) error {
 		return fmt.Errorf("%w: free of a nil buffer", backend.ErrBuffer)
 	}
 	cb := b.(*buffer)
-	cb.freed.Store(true)
+	if cb.freed.Swap(true) {
+		return fmt.Errorf("%w: free of a freed buffer", backend.ErrBuffer)
+	}
+	be.mem.put(cb.data)
 	cb.data = nil
 	return nil
 }
