@@ -20,8 +20,9 @@ const minPooled = 1 << 14
 // product's output).
 //
 // Arrays are kept by size class: lengths are rounded up to one of eight
-// steps per power of two, so an array serves any request within 12.5%
-// below its length. The pool holds at most as many floats as were ever
+// steps per power of two. A request takes an array of its class, or the
+// smallest held one up to twice its class (the main job's RL passes vary
+// in length from one mini-batch to the next). The pool holds at most as many floats as were ever
 // live at once in pooled buffers (so it at most doubles the peak it
 // serves); past that, freed arrays go to the garbage collector.
 type pool struct {
@@ -49,15 +50,17 @@ func (p *pool) get(n int) []float32 {
 	c := classLen(n)
 	p.mu.Lock()
 	p.live += int64(c)
-	p.peak = max(p.peak, p.live)
 	var a []float32
-	if list := p.free[c]; len(list) > 0 {
+	if fit := p.fit(c); fit > 0 {
+		list := p.free[fit]
 		a = list[len(list)-1]
 		list[len(list)-1] = nil
-		p.free[c] = list[:len(list)-1]
-		p.held -= int64(c)
+		p.free[fit] = list[:len(list)-1]
+		p.held -= int64(fit)
+		p.live += int64(fit - c)
 		p.reused++
 	}
+	p.peak = max(p.peak, p.live)
 	p.mu.Unlock()
 	if a == nil {
 		return make([]float32, n, c)
@@ -65,6 +68,22 @@ func (p *pool) get(n int) []float32 {
 	a = a[:n]
 	clear(a)
 	return a
+}
+
+// fit is the class whose held arrays serve a request of class c: c
+// itself, or else the smallest held class up to twice c (a pass of
+// shorter sequences than the last reuses its arrays); 0 when none.
+func (p *pool) fit(c int) int {
+	if len(p.free[c]) > 0 {
+		return c
+	}
+	best := 0
+	for k, list := range p.free {
+		if len(list) > 0 && k > c && k <= 2*c && (best == 0 || k < best) {
+			best = k
+		}
+	}
+	return best
 }
 
 // put takes back the array of a freed buffer.

@@ -83,3 +83,21 @@ func TestPoolHoldsAtMostThePeak(t *testing.T) {
 	p.put(make([]float32, 30000))
 	assert.Equal(t, int64(20480), p.held)
 }
+
+// TestPoolServesShorterRequests: a request takes the smallest held array
+// of a class up to twice its own when its class holds none, and gives it
+// back to that array's class.
+func TestPoolServesShorterRequests(t *testing.T) {
+	var p pool
+	big := p.get(40000) // class 40960
+	p.put(big)
+	a := p.get(25000) // class 26624: served by the 40960 array (≤ 2·26624)
+	assert.Len(t, a, 25000)
+	assert.Equal(t, 40960, cap(a))
+	assert.Equal(t, int64(1), p.reused)
+	p.put(a)
+	assert.Equal(t, int64(40960), p.held)
+	b := p.get(16384) // class 16384: 40960 > 2·16384, a fresh array
+	assert.Equal(t, 16384, cap(b))
+	assert.Equal(t, int64(1), p.reused)
+}
