@@ -3,6 +3,7 @@ package gemm
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,6 +77,19 @@ func BenchmarkSgemm(b *testing.B) {
 			}
 			reportGflops(b, s.m, s.n, s.k, cpu0)
 		})
+		if strings.Contains(s.name, "decode") {
+			// The batch-variant few-row path (WithBatchVariantFewRows).
+			b.Run(fmt.Sprintf("agentrl-batch-variant/%s", s.name), func(b *testing.B) {
+				e := New(WithBatchVariantFewRows())
+				cpu0 := cpuTime()
+				for b.Loop() {
+					if err := e.Sgemm(s.tA, s.tB, s.m, s.n, s.k, 1, a, lda, bb, ldb, 0, c, s.n); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportGflops(b, s.m, s.n, s.k, cpu0)
+			})
+		}
 		b.Run(fmt.Sprintf("gonum/%s", s.name), func(b *testing.B) {
 			tA, tB := blas.NoTrans, blas.NoTrans
 			if s.tA {

@@ -44,6 +44,11 @@ type kernel struct {
 	// swiglu and swigluGrad are Engine.SwiGLU and Engine.SwiGLUGrad.
 	swiglu     func(out, gate, up []float32)
 	swigluGrad func(dgate, dup, dout, gate, up []float32)
+	// dot4 sets out[r] = Σ_i x[i]·y[r·ldy+i] for r < 4 (len(x) a multiple
+	// of 8) in 8-lane partial sums: the batch-variant few-row path. Nil
+	// where the kernel has none (WithBatchVariantFewRows then changes
+	// nothing).
+	dot4 func(x, y []float32, ldy int, out *[4]float32)
 }
 
 func genericKernel() kernel {

@@ -11,7 +11,7 @@ func bestKernel() kernel {
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 		return kernel{name: "avx2-fma-6x16", mr: 6, nr: 16, micro: microAVX2, rows: rowsAVX2, rowPanels: rowPanelsAVX2,
 			packT: packTAVX2, packRows: packRowsAVX2, packCols: packColsAVX2, axpy: axpyAVX2, expShift: expShiftAVX2Go,
-			swiglu: swigluAVX2Go, swigluGrad: swigluGradAVX2Go}
+			swiglu: swigluAVX2Go, swigluGrad: swigluGradAVX2Go, dot4: dot4AVX2}
 	}
 	return genericKernel()
 }
@@ -60,6 +60,9 @@ func swigluAVX2(n int, out, gate, up *float32)
 
 //go:noescape
 func swigluGradAVX2(n int, dg, du, dout, gate, up *float32, which int)
+
+//go:noescape
+func dot4FMA(n int, x, y *float32, ldy int, out *float32)
 
 //go:noescape
 func axpyFMA(n int, alpha float32, x, y *float32)
@@ -196,4 +199,15 @@ func swigluGradAVX2Go(dgate, dup, dout, gate, up []float32) {
 		du = dup[n8:]
 	}
 	swigluGradGeneric(dg, du, dout[n8:], gate[n8:], up[n8:])
+}
+
+// dot4AVX2 sets out[r] = Σ_{i<len(x)} x[i]·y[r·ldy+i] for r < 4; len(x) is
+// a multiple of 8 and y holds 3·ldy + len(x) floats.
+func dot4AVX2(x, y []float32, ldy int, out *[4]float32) {
+	if len(x) == 0 {
+		*out = [4]float32{}
+		return
+	}
+	_ = y[3*ldy+len(x)-1]
+	dot4FMA(len(x), &x[0], &y[0], ldy, &out[0])
 }
