@@ -67,6 +67,19 @@
 // -mcp-per-trajectory gives each trajectory a session of its own, for
 // servers that keep state.
 //
+// -search adds a search tool (package tool/search: verl's "search"
+// function, whose one parameter query_list is a list of queries) over a
+// retrieval server that speaks Search-R1's API (POST /retrieve with
+// queries, topk and return_scores): Search-R1's e5 + FAISS server, the
+// servers of verl's search recipe, SkyRL or slime, or examples/retrieval's
+// BM25 one. -search-topk passages come back per query, written as
+// -search-format says (verl's text or Search-R1's). The server is asked
+// one query before anything trains, so that a wrong URL stops the run at
+// once. During training each HTTP attempt is bounded by -tool-timeout; a
+// call that fails (the server timed out, erred or died, after verl's
+// retries) is a failed tool result the model reads, counted in the step's
+// tool_errors/total.
+//
 // Everything is written under -out: metrics.jsonl (one line per step under
 // verl's metric names, validation metrics merged into the step's line),
 // metrics.png (the curves), checkpoints/step-N (params, optimizer state
@@ -160,6 +173,7 @@ import (
 	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/fleet"
+	"github.com/agentrl/agentrl/tool/search"
 )
 
 func main() { setup.Main(run) }
@@ -199,6 +213,11 @@ type options struct {
 	mcp                               []string
 	mcpPerTrajectory                  bool
 	zero                              int // -zero: the sharding of a data-parallel job's training state
+
+	// A search tool over a retrieval server (Search-R1's /retrieve API).
+	search       string
+	searchTopK   int
+	searchFormat string
 }
 
 // synopsis is the first line of -h.
@@ -259,6 +278,9 @@ func registerFlags(fs *flag.FlagSet, o *options) {
 		return nil
 	})
 	fs.BoolVar(&o.mcpPerTrajectory, "mcp-per-trajectory", false, "give each trajectory a session (a server process) of its own, for MCP servers that keep state")
+	fs.StringVar(&o.search, "search", "", "add verl's search tool: a retrieval server speaking Search-R1's API, its /retrieve URL or base URL (e.g. http://retriever:8000/retrieve; examples/retrieval serves one over BM25)")
+	fs.IntVar(&o.searchTopK, "search-topk", 3, "passages per query (Search-R1's and verl's topk)")
+	fs.StringVar(&o.searchFormat, "search-format", string(search.FormatVerl), `how the hits are written for the model: "verl" (verl's search tool: {"result": ...}) or "search-r1" (Search-R1's Doc i(Title: ...) text)`)
 	o.device.RegisterFlags(fs)
 	setup.ZeROFlag(fs, &o.zero)
 }
