@@ -136,6 +136,13 @@
 // first, whatever they hold; the trainer then publishes version 0 once
 // more before its first rollout) or a version number.
 //
+// -rollout-corr names one of verl's rollout-correction presets
+// (loss.RolloutCorrectionPreset: decoupled_token_is, decoupled_seq_is_rs
+// — Seq-MIS —, bypass_ppo_clip, …) to correct the mismatch between the
+// sampler's and the trainer's probabilities; a bypass preset takes the
+// sampler's log-probabilities as the old policy's. An unknown name is a
+// usage error that lists the known ones.
+//
 // -sampler URL[,URL...] instead sends generation to OpenAI-compatible
 // servers (package policy/openai) without publishing anything: they keep
 // sampling from the weights they loaded, so after the first update the
@@ -160,6 +167,7 @@ import (
 	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/fleet"
+	"github.com/agentrl/agentrl/loss"
 )
 
 func main() { setup.Main(run) }
@@ -199,6 +207,10 @@ type options struct {
 	mcp                               []string
 	mcpPerTrajectory                  bool
 	zero                              int // -zero: the sharding of a data-parallel job's training state
+
+	// rolloutCorr names verl's rollout-correction preset
+	// (loss.RolloutCorrectionPreset); "" corrects nothing.
+	rolloutCorr string
 }
 
 // synopsis is the first line of -h.
@@ -259,6 +271,7 @@ func registerFlags(fs *flag.FlagSet, o *options) {
 		return nil
 	})
 	fs.BoolVar(&o.mcpPerTrajectory, "mcp-per-trajectory", false, "give each trajectory a session (a server process) of its own, for MCP servers that keep state")
+	fs.StringVar(&o.rolloutCorr, "rollout-corr", "", "verl's rollout correction preset for the rollout–training mismatch, by its verl name ("+strings.Join(loss.RolloutCorrectionPresets(), ", ")+"); bypass_* presets take the sampler's log-probabilities as the old policy's; empty: no correction")
 	o.device.RegisterFlags(fs)
 	setup.ZeROFlag(fs, &o.zero)
 }
