@@ -110,7 +110,12 @@
 // after every step the trainer writes its weights into -fleet-dir and
 // has every server load them (package fleet); each turn is sampled by
 // one weight version and each trajectory's staleness is checked and
-// logged (async/staleness_*). With -lora-rank the policy trains LoRA
+// logged (async/staleness_*). With -fleet-partial a weight update does
+// not wait for the turns in flight: the servers abort them and the
+// rollout continues each from where it was cut under the new weights
+// (partial rollouts, fleet.Config.PartialRollouts), each token keeping
+// the version and log-probability that sampled it; the staleness bound
+// then holds token by token. With -lora-rank the policy trains LoRA
 // adapters on every projection and the servers keep their weights and
 // hot-load each step's adapter (grpotcr-lora-v00000042; vLLM needs
 // --enable-lora, --max-lora-rank and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True,
@@ -197,6 +202,7 @@ type options struct {
 	// On-policy training against running inference servers.
 	fleetServers, fleetKind, fleetDir string
 	fleetStaleness                    int
+	fleetPartial                      bool
 	fleetVersion                      setup.FleetVersion
 	loraRank                          int
 	loraAlpha                         float64
@@ -230,6 +236,7 @@ func registerFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.fleetDir, "fleet-dir", "", "folder the weights are published to, which every -fleet-servers server reads under the same path (required with -fleet-servers)")
 	fs.IntVar(&o.fleetStaleness, "fleet-staleness", 1, "with -fleet-servers, η: how many steps the rollouts may run ahead of training (0: synchronous)")
 	fs.Var(&o.fleetVersion, "fleet-version", setup.FleetVersionUsage)
+	fs.BoolVar(&o.fleetPartial, "fleet-partial", false, "with -fleet-servers, partial rollouts: a weight update aborts the turns in flight and the rollout continues each from where it was cut under the new weights (each token keeps its own version and log-probability), instead of waiting for them to end")
 	fs.IntVar(&o.loraRank, "lora-rank", 0, "train LoRA adapters of this rank on every projection (q/k/v/o/gate/up/down) instead of the full weights; with -fleet-servers the servers hot-load each step's adapter; 0 trains every weight")
 	fs.Float64Var(&o.loraAlpha, "lora-alpha", 0, "the LoRA adapters' lora_alpha (scale alpha/rank); 0 means the rank")
 	fs.StringVar(&o.sandbox, "sandbox", "local", `"local" (isolated Python pool) or a SandboxFusion base URL`)

@@ -204,6 +204,8 @@ func TestUsage(t *testing.T) {
 		{"mcp sessions alone", with("-mcp-per-trajectory"), "-mcp-per-trajectory: only with -mcp, the servers"},
 		{"fleet version alone", with("-fleet-version", "adopt"), "-fleet-version: only with -fleet-servers, the servers to train against"},
 		{"fleet version", with("-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-fleet-version", "latest"), `invalid value "latest" for flag -fleet-version: want start, adopt, reset or a version number ≥ 0`},
+		{"fleet partial alone", with("-fleet-partial"), "-fleet-partial: only with -fleet-servers, the servers to train against"},
+		{"fleet partial with lora", with("-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-fleet-partial", "-lora-rank", "4"), "-fleet-partial with -lora-rank: partial rollouts across adapter updates are not supported (the adapter is switched between turns)"},
 		{"unknown rollout correction", with("-rollout-corr", "seq_mis"), `-rollout-corr "seq_mis": want one of ` + strings.Join(loss.RolloutCorrectionPresets(), ", ")},
 		{"fleet version with lora", with("-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-fleet-version", "3", "-lora-rank", "4"), "-fleet-version 3 with -lora-rank: the servers keep the base weights they were started with, whose version is not checked, and load each step's adapter by name"},
 	}
