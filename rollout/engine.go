@@ -667,7 +667,7 @@ func (e *Engine) generateTurn(ctx context.Context, sampler lm.Sampler, tokens []
 			if g.FinishReason != lm.FinishAbort {
 				return g, nil, nil // the common case: one piece
 			}
-			joined.CachedTokens, joined.WeightVersion = g.CachedTokens, g.WeightVersion
+			joined.CachedTokens = g.CachedTokens
 		}
 		start := len(joined.Tokens)
 		joined.Tokens = append(joined.Tokens, g.Tokens...)
@@ -677,6 +677,13 @@ func (e *Engine) generateTurn(ctx context.Context, sampler lm.Sampler, tokens []
 		joined.RawLogProbs = append(joined.RawLogProbs, g.RawLogProbs...)
 		if len(g.Tokens) > 0 {
 			segs = append(segs, Segment{Start: start, End: len(joined.Tokens), WeightVersion: g.WeightVersion})
+		}
+		if len(segs) == 0 {
+			// The turn's version is that of its first token; a turn
+			// without tokens takes its last piece's.
+			joined.WeightVersion = g.WeightVersion
+		} else {
+			joined.WeightVersion = segs[0].WeightVersion
 		}
 		joined.FinishReason, joined.StopToken, joined.StopString = g.FinishReason, g.StopToken, g.StopString
 		if g.FinishReason != lm.FinishAbort {

@@ -192,6 +192,18 @@ func TestPartialTurnDetails(t *testing.T) {
 		require.True(t, ok)
 		assert.Equal(t, []int{-1, -1, -1, 3, 3, 3, 5, 5, 5, 5}, vs)
 	})
+	t.Run("cut before the first token", func(t *testing.T) {
+		s := &scriptedPieces{pieces: []lm.Generation{piece("", "3", lm.FinishAbort), piece("abcd", "4", lm.FinishLength)}}
+		e := newEngine(t, s, func(c *rollout.Config) { c.MaxTurns = 1 })
+		trajs, err := e.Run(context.Background(), []rollout.Request{{ID: "q", Prompt: p, Params: lm.SampleParams{MaxNewTokens: 4, Logprobs: true}}})
+		require.NoError(t, err)
+		turn := trajs[0].Turns[0]
+		assert.Equal(t, "4", turn.WeightVersion, "version 3 sampled none of the turn's tokens")
+		assert.Nil(t, turn.Segments)
+		vs, ok := trajs[0].TokenVersions()
+		require.True(t, ok)
+		assert.Equal(t, []int{-1, -1, -1, 4, 4, 4, 4}, vs)
+	})
 	t.Run("stop string across the cut", func(t *testing.T) {
 		s := &scriptedPieces{pieces: []lm.Generation{piece("xx</to", "1", lm.FinishAbort), piece("ol>yy", "2", lm.FinishLength)}}
 		e := newEngine(t, s, func(c *rollout.Config) { c.MaxTurns = 1 })
