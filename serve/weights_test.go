@@ -287,7 +287,8 @@ func TestReloadWaitsForRequestsInFlight(t *testing.T) {
 
 // TestConcurrentReloads: completions racing with reloads through every
 // API each come entirely from one version — the tokens are the greedy
-// continuation of the checkpoint that metadata.weight_version names.
+// continuation of the checkpoint that metadata.weight_version names, or
+// for one that a reload in abort mode cut, its start.
 func TestConcurrentReloads(t *testing.T) {
 	a, b, ga, gb := twoCheckpoints(t, testPrompt)
 	_, ts := startServer(t, a, Config{MaxSessions: 4})
@@ -308,9 +309,10 @@ func TestConcurrentReloads(t *testing.T) {
 				r := complete(t, ts.URL, greedyBody(testPrompt, 6))
 				v, c := r.Metadata.WeightVersion, r.Choices[0]
 				if c.FinishReason == "abort" {
-					// The reload with abort_all_requests ended it before
-					// it had a token.
-					if !assert.Empty(t, c.TokenIDs) {
+					// The reload with abort_all_requests cut it: the
+					// tokens it had are the start of what the version
+					// it names generates.
+					if !assert.LessOrEqual(t, len(c.TokenIDs), len(want[v])) || !assert.Equal(t, want[v][:len(c.TokenIDs)], c.TokenIDs, "weight version %s", v) {
 						return
 					}
 					seen[w]["abort"]++
