@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentrl/agentrl/internal/httpjson"
 	"github.com/agentrl/agentrl/lm"
 )
 
@@ -415,7 +416,7 @@ func parseSGLangSamplingFields(raw json.RawMessage, lim limits) (p lm.SamplePara
 func samplingError(err error) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return fmt.Errorf("%s: want %s, got JSON %s", te.Field, jsonKind(te.Type), te.Value)
+		return fmt.Errorf("%s: want %s, got JSON %s", te.Field, httpjson.JSONKind(te.Type), te.Value)
 	}
 	if msg, ok := strings.CutPrefix(err.Error(), "json: "); ok {
 		return errors.New(msg) // "unknown field \"x\""
@@ -514,7 +515,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	for i := range p.reqs {
 		o, err := s.renderGenerate(i, p, out, time.Since(start))
 		if err != nil {
-			writeGenerateError(w, &apiError{status: http.StatusInternalServerError, typ: "InternalServerError", msg: err.Error()})
+			writeGenerateError(w, &apiError{Status: http.StatusInternalServerError, Type: "InternalServerError", Message: err.Error()})
 			return
 		}
 		outputs[i] = o
@@ -581,5 +582,5 @@ func (s *Server) renderGenerate(i int, p *generatePlan, out outcome, elapsed tim
 // writeGenerateError answers a refused /generate request with SGLang's
 // {"error": {"message"}} (http_server.py, _create_error_response).
 func writeGenerateError(w http.ResponseWriter, e *apiError) {
-	writeJSON(w, e.status, map[string]any{"error": map[string]any{"message": e.msg}})
+	writeJSON(w, e.Status, map[string]any{"error": map[string]any{"message": e.Message}})
 }

@@ -343,8 +343,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		methods, ok = map[string]http.HandlerFunc{http.MethodGet: s.handleModel}, true
 	}
 	if !ok {
-		writeOpenAIError(w, &apiError{status: http.StatusNotFound, typ: "NotFoundError",
-			msg: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)})
+		writeOpenAIError(w, &apiError{Status: http.StatusNotFound, Type: "NotFoundError",
+			Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)})
 		return
 	}
 	h, ok := methods[r.Method]
@@ -355,8 +355,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		sort.Strings(allow)
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeOpenAIError(w, &apiError{status: http.StatusMethodNotAllowed, typ: "MethodNotAllowedError",
-			msg: fmt.Sprintf("Method Not Allowed (%s %s; allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", "))})
+		writeOpenAIError(w, &apiError{Status: http.StatusMethodNotAllowed, Type: "MethodNotAllowedError",
+			Message: fmt.Sprintf("Method Not Allowed (%s %s; allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", "))})
 		return
 	}
 	h(w, r)
