@@ -71,7 +71,7 @@ func (c chatSampler) Generate(ctx context.Context, reqs []lm.GenerateRequest) ([
 		return nil, fmt.Errorf("%w: %w", record.ErrUnavailable, err)
 	case err != nil:
 		return nil, err
-	case out.aborted:
+	case out.cut(len(reqs)):
 		return nil, fmt.Errorf("%w: the generation was aborted by a pause or a weight update", record.ErrUnavailable)
 	}
 	for i := range out.gens {

@@ -505,10 +505,7 @@ func (s *Server) render(p *plan, out outcome) (*completionResponse, error) {
 		resp.Usage.PromptTokens += len(pr)
 	}
 	for i, req := range p.reqs {
-		var g lm.Generation
-		if !out.aborted {
-			g = out.gens[i]
-		}
+		g := out.gen(i)
 		c, err := s.renderChoice(i, req, g, p, out)
 		if err != nil {
 			return nil, err
@@ -520,7 +517,7 @@ func (s *Server) render(p *plan, out outcome) (*completionResponse, error) {
 	// vLLM reports the last prompt's cached tokens (serving.py,
 	// request_output_to_completion_response); here those of its first
 	// sample, the one that continues a cached prefix.
-	if !out.aborted && len(out.gens) > 0 {
+	if len(out.gens) > 0 {
 		resp.Usage.PromptTokensDetails.CachedTokens = out.gens[len(out.gens)-p.n].CachedTokens
 	}
 	return resp, nil
@@ -530,7 +527,7 @@ func (s *Server) render(p *plan, out outcome) (*completionResponse, error) {
 func (s *Server) renderChoice(i int, req lm.GenerateRequest, g lm.Generation, p *plan, out outcome) (choice, error) {
 	c := choice{Index: i}
 	switch {
-	case out.aborted:
+	case g.FinishReason == lm.FinishAbort:
 		c.FinishReason = "abort"
 	case g.FinishReason == lm.FinishLength:
 		c.FinishReason = "length"

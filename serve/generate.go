@@ -533,14 +533,12 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 // trim_matched_stop); finish_reason is {"type": "stop", "matched": the
 // stop or end-of-sequence token, or the stop string}, {"type": "length",
 // "length": the bound on new tokens} or, for a pause or reload in abort
-// mode, {"type": "abort", "message": "Aborted", …} with no tokens
+// mode, {"type": "abort", "message": "Aborted", …} with the tokens
+// generated until then, as SGLang answers an aborted request
 // (schedule_batch.py, FINISH_*.to_json).
 func (s *Server) renderGenerate(i int, p *generatePlan, out outcome, elapsed time.Duration) (generateOutput, error) {
 	req := p.reqs[i]
-	var g lm.Generation
-	if !out.aborted {
-		g = out.gens[i]
-	}
+	g := out.gen(i)
 	o := generateOutput{
 		OutputIDs: append([]int{}, g.Tokens...),
 		MetaInfo: generateMeta{
@@ -549,7 +547,7 @@ func (s *Server) renderGenerate(i int, p *generatePlan, out outcome, elapsed tim
 		},
 	}
 	switch {
-	case out.aborted:
+	case g.FinishReason == lm.FinishAbort:
 		o.MetaInfo.FinishReason = map[string]any{"type": "abort", "message": "Aborted", "status_code": nil, "err_type": nil}
 	case g.FinishReason == lm.FinishLength:
 		o.MetaInfo.FinishReason = map[string]any{"type": "length", "length": req.Params.MaxNewTokens}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentrl/agentrl/examples/internal/setup"
+	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/tool/search"
 )
 
@@ -67,6 +68,11 @@ func (o *options) checkValues() error {
 		return bad("-lora-rank %d: want 0 (full weights) or more", o.loraRank)
 	case o.fleetStaleness < 0:
 		return bad("-fleet-staleness %d: want 0 (synchronous) or more", o.fleetStaleness)
+	}
+	if o.rolloutCorr != "" {
+		if _, err := loss.RolloutCorrectionPreset(o.rolloutCorr); err != nil {
+			return bad("-rollout-corr %q: want one of %s", o.rolloutCorr, strings.Join(loss.RolloutCorrectionPresets(), ", "))
+		}
 	}
 	return nil
 }

@@ -123,7 +123,12 @@
 // after every step the trainer writes its weights into -fleet-dir and
 // has every server load them (package fleet); each turn is sampled by
 // one weight version and each trajectory's staleness is checked and
-// logged (async/staleness_*). With -lora-rank the policy trains LoRA
+// logged (async/staleness_*). With -fleet-partial a weight update does
+// not wait for the turns in flight: the servers abort them and the
+// rollout continues each from where it was cut under the new weights
+// (partial rollouts, fleet.Config.PartialRollouts), each token keeping
+// the version and log-probability that sampled it; the staleness bound
+// then holds token by token. With -lora-rank the policy trains LoRA
 // adapters on every projection and the servers keep their weights and
 // hot-load each step's adapter (grpotcr-lora-v00000042; vLLM needs
 // --enable-lora, --max-lora-rank and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True,
@@ -149,6 +154,13 @@
 // first, whatever they hold; the trainer then publishes version 0 once
 // more before its first rollout) or a version number.
 //
+// -rollout-corr names one of verl's rollout-correction presets
+// (loss.RolloutCorrectionPreset: decoupled_token_is, decoupled_seq_is_rs
+// — Seq-MIS —, bypass_ppo_clip, …) to correct the mismatch between the
+// sampler's and the trainer's probabilities; a bypass preset takes the
+// sampler's log-probabilities as the old policy's. An unknown name is a
+// usage error that lists the known ones.
+//
 // -sampler URL[,URL...] instead sends generation to OpenAI-compatible
 // servers (package policy/openai) without publishing anything: they keep
 // sampling from the weights they loaded, so after the first update the
@@ -173,6 +185,7 @@ import (
 	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/fleet"
+	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/tool/search"
 )
 
@@ -203,6 +216,7 @@ type options struct {
 	// On-policy training against running inference servers.
 	fleetServers, fleetKind, fleetDir string
 	fleetStaleness                    int
+	fleetPartial                      bool
 	fleetVersion                      setup.FleetVersion
 	loraRank                          int
 	loraAlpha                         float64
@@ -218,6 +232,9 @@ type options struct {
 	search       string
 	searchTopK   int
 	searchFormat string
+	// rolloutCorr names verl's rollout-correction preset
+	// (loss.RolloutCorrectionPreset); "" corrects nothing.
+	rolloutCorr string
 }
 
 // synopsis is the first line of -h.
@@ -237,6 +254,7 @@ func registerFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.fleetDir, "fleet-dir", "", "folder the weights are published to, which every -fleet-servers server reads under the same path (required with -fleet-servers)")
 	fs.IntVar(&o.fleetStaleness, "fleet-staleness", 1, "with -fleet-servers, η: how many steps the rollouts may run ahead of training (0: synchronous)")
 	fs.Var(&o.fleetVersion, "fleet-version", setup.FleetVersionUsage)
+	fs.BoolVar(&o.fleetPartial, "fleet-partial", false, "with -fleet-servers, partial rollouts: a weight update aborts the turns in flight and the rollout continues each from where it was cut under the new weights (each token keeps its own version and log-probability), instead of waiting for them to end")
 	fs.IntVar(&o.loraRank, "lora-rank", 0, "train LoRA adapters of this rank on every projection (q/k/v/o/gate/up/down) instead of the full weights; with -fleet-servers the servers hot-load each step's adapter; 0 trains every weight")
 	fs.Float64Var(&o.loraAlpha, "lora-alpha", 0, "the LoRA adapters' lora_alpha (scale alpha/rank); 0 means the rank")
 	fs.StringVar(&o.sandbox, "sandbox", "local", `"local" (isolated Python pool) or a SandboxFusion base URL`)
@@ -281,6 +299,7 @@ func registerFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.search, "search", "", "add verl's search tool: a retrieval server speaking Search-R1's API, its /retrieve URL or base URL (e.g. http://retriever:8000/retrieve; examples/retrieval serves one over BM25)")
 	fs.IntVar(&o.searchTopK, "search-topk", 3, "passages per query (Search-R1's and verl's topk)")
 	fs.StringVar(&o.searchFormat, "search-format", string(search.FormatVerl), `how the hits are written for the model: "verl" (verl's search tool: {"result": ...}) or "search-r1" (Search-R1's Doc i(Title: ...) text)`)
+	fs.StringVar(&o.rolloutCorr, "rollout-corr", "", "verl's rollout correction preset for the rollout–training mismatch, by its verl name ("+strings.Join(loss.RolloutCorrectionPresets(), ", ")+"); bypass_* presets take the sampler's log-probabilities as the old policy's; empty: no correction")
 	o.device.RegisterFlags(fs)
 	setup.ZeROFlag(fs, &o.zero)
 }
