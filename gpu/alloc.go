@@ -68,7 +68,8 @@ type CacheStats struct {
 }
 
 // cache is a caching device allocator: freed blocks are kept in per-size
-// free lists and handed out again for requests of the same rounded size,
+// free lists and handed out again, lowest address first, for requests of
+// the same rounded size,
 // so that the steady state of a training step makes no cuMemAlloc or
 // cuMemFree calls (they synchronize the device). It is not safe for
 // concurrent use; a Backend calls it from its worker thread only.
@@ -92,7 +93,19 @@ func (c *cache) get(n uint64) (devPtr, error) {
 		return 0, nil
 	}
 	if l := c.free[size]; len(l) > 0 {
-		p := l[len(l)-1]
+		// The lowest address of the size, whatever the order the blocks
+		// came back in: the same free blocks give the same addresses, so
+		// that a decode step, whose caller frees its buffers in no
+		// particular order, has the same launches as the step before
+		// (what a CUDA graph replays).
+		i := 0
+		for j, q := range l {
+			if q < l[i] {
+				i = j
+			}
+		}
+		p := l[i]
+		l[i] = l[len(l)-1]
 		c.free[size] = l[:len(l)-1]
 		c.stats.Cached -= size
 		c.stats.Hits++

@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -172,4 +173,31 @@ func TestCacheRelease(t *testing.T) {
 	require.Empty(t, dev.live, "every block returned to the device")
 	require.Equal(t, uint64(0), c.stats.InUse)
 	require.Equal(t, uint64(0), c.stats.Cached)
+}
+
+// TestCacheLowestFirst: blocks of one size come back lowest address
+// first, whatever order they were freed in, so that two runs of the same
+// allocations over the same free blocks get the same addresses.
+func TestCacheLowestFirst(t *testing.T) {
+	for _, order := range [][]int{{0, 1, 2}, {2, 0, 1}, {1, 2, 0}} {
+		c := newCache(newFake(1<<30), 1<<62)
+		var ps []devPtr
+		for range 3 {
+			p, err := c.get(1024)
+			require.NoError(t, err)
+			ps = append(ps, p)
+		}
+		for _, i := range order {
+			require.NoError(t, c.put(ps[i]))
+		}
+		var got []devPtr
+		for range 3 {
+			p, err := c.get(1000)
+			require.NoError(t, err)
+			got = append(got, p)
+		}
+		want := slices.Clone(ps)
+		slices.Sort(want)
+		require.Equal(t, want, got, "freed in order %v", order)
+	}
 }

@@ -50,6 +50,19 @@ typedef struct {
 	CUresult (*p_eventRecord)(CUevent, CUstream);
 	CUresult (*p_eventElapsed)(float*, CUevent, CUevent);
 	CUresult (*p_eventDestroy)(CUevent);
+	// Pinned staging and CUDA graphs (queue_cuda.go): optional as well;
+	// without them a step's uploads are plain copies and its launches
+	// are never captured.
+	CUresult (*p_memAllocHost)(void**, size_t);
+	CUresult (*p_memFreeHost)(void*);
+	CUresult (*p_memcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
+	CUresult (*p_eventSync)(CUevent);
+	CUresult (*p_beginCapture)(CUstream, CUstreamCaptureMode);
+	CUresult (*p_endCapture)(CUstream, CUgraph*);
+	CUresult (*p_graphInstantiate)(CUgraphExec*, CUgraph, unsigned long long);
+	CUresult (*p_graphLaunch)(CUgraphExec, CUstream);
+	CUresult (*p_graphExecDestroy)(CUgraphExec);
+	CUresult (*p_graphDestroy)(CUgraph);
 } drv_t;
 
 #define DRV_SYM(field, name) if ((d->field = (void*)dlsym(d->lib, name)) == NULL) { *missing = name; return 0; }
@@ -90,8 +103,41 @@ static int drv_open(drv_t* d, const char* libname, const char** missing) {
 	d->p_eventRecord = (void*)dlsym(d->lib, "cuEventRecord");
 	d->p_eventElapsed = (void*)dlsym(d->lib, "cuEventElapsedTime");
 	d->p_eventDestroy = (void*)dlsym(d->lib, "cuEventDestroy_v2");
+	d->p_memAllocHost = (void*)dlsym(d->lib, "cuMemAllocHost_v2");
+	d->p_memFreeHost = (void*)dlsym(d->lib, "cuMemFreeHost");
+	d->p_memcpyHtoDAsync = (void*)dlsym(d->lib, "cuMemcpyHtoDAsync_v2");
+	d->p_eventSync = (void*)dlsym(d->lib, "cuEventSynchronize");
+	d->p_beginCapture = (void*)dlsym(d->lib, "cuStreamBeginCapture_v2");
+	d->p_endCapture = (void*)dlsym(d->lib, "cuStreamEndCapture");
+	d->p_graphInstantiate = (void*)dlsym(d->lib, "cuGraphInstantiateWithFlags");
+	d->p_graphLaunch = (void*)dlsym(d->lib, "cuGraphLaunch");
+	d->p_graphExecDestroy = (void*)dlsym(d->lib, "cuGraphExecDestroy");
+	d->p_graphDestroy = (void*)dlsym(d->lib, "cuGraphDestroy");
 	return 1;
 }
+
+static int drv_has_pinned(drv_t* d) {
+	return d->p_memAllocHost != NULL && d->p_memFreeHost != NULL && d->p_memcpyHtoDAsync != NULL && d->p_eventSync != NULL &&
+		d->p_eventCreate != NULL && d->p_eventRecord != NULL && d->p_eventDestroy != NULL;
+}
+static int drv_has_graphs(drv_t* d) {
+	return d->p_beginCapture != NULL && d->p_endCapture != NULL && d->p_graphInstantiate != NULL && d->p_graphLaunch != NULL &&
+		d->p_graphExecDestroy != NULL && d->p_graphDestroy != NULL;
+}
+static int drv_host_alloc(drv_t* d, void** p, size_t n) { return d->p_memAllocHost(p, n); }
+static int drv_host_free(drv_t* d, void* p) { return d->p_memFreeHost(p); }
+static int drv_htod_async(drv_t* d, unsigned long long dst, const void* src, size_t n, CUstream s) {
+	return d->p_memcpyHtoDAsync((CUdeviceptr)dst, src, n, s);
+}
+static int drv_event_sync(drv_t* d, CUevent e) { return d->p_eventSync(e); }
+// Capture in thread-local mode: the worker thread is the only one that
+// calls the driver, and another thread's unsafe call must not end it.
+static int drv_begin_capture(drv_t* d, CUstream s) { return d->p_beginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL); }
+static int drv_end_capture(drv_t* d, CUstream s, CUgraph* g) { return d->p_endCapture(s, g); }
+static int drv_graph_instantiate(drv_t* d, CUgraphExec* e, CUgraph g) { return d->p_graphInstantiate(e, g, 0); }
+static int drv_graph_launch(drv_t* d, CUgraphExec e, CUstream s) { return d->p_graphLaunch(e, s); }
+static int drv_graph_exec_destroy(drv_t* d, CUgraphExec e) { return d->p_graphExecDestroy(e); }
+static int drv_graph_destroy(drv_t* d, CUgraph g) { return d->p_graphDestroy(g); }
 
 static int drv_has_events(drv_t* d) {
 	return d->p_eventCreate != NULL && d->p_eventRecord != NULL && d->p_eventElapsed != NULL && d->p_eventDestroy != NULL;
@@ -316,6 +362,15 @@ type Backend struct {
 	prof     profiler
 	opt      optPending
 	tables   deviceTables
+	// The launch queue (callers' side, locked) and, on the worker, the
+	// pinned staging, the record of the round trip's stream work, the
+	// captured graphs, and whether work was queued on the stream since
+	// the host last waited for it (queue_cuda.go).
+	q          launchQueue
+	stage      stager
+	rec        *record
+	graphs     graphs
+	queuedWork bool
 }
 
 // profiler holds the events of a profile (WithProfile): a pair per
@@ -495,9 +550,10 @@ func (be *Backend) teardown() error {
 	var errs []error
 	if be.stream != nil {
 		// Updates still pending are made: Close ends the work queued so far.
-		errs = append(errs, be.flushOpt())
+		errs = append(errs, be.drainQueue(), be.flushOpt(), be.settle())
 		errs = append(errs, be.dr.check("cuStreamSynchronize", C.drv_stream_sync(d, be.stream)))
 	}
+	errs = append(errs, be.releaseGraphs(), be.releaseStaging())
 	for _, c := range be.prof.pending {
 		be.prof.spare = append(be.prof.spare, c.start, c.end)
 	}
@@ -554,12 +610,17 @@ func (be *Backend) do(flush bool, f func() error) error {
 		return ErrClosed
 	}
 	return be.w.Do(func() error {
-		var err error
-		if flush {
+		be.counters.WorkerCalls++
+		err := be.drainQueue()
+		if err == nil && flush {
 			err = be.flushOpt()
 		}
 		if err == nil {
 			err = f()
+		}
+		if err == nil {
+			// What f queued on the stream is sent now.
+			err = be.settle()
 		}
 		s := be.cache.stats
 		s.WeightBytes, s.WeightHits, s.WeightConversions = be.weights.bytes, be.weights.hits, be.weights.conversions
@@ -597,6 +658,10 @@ func (r rawDevice) alloc(bytes uint64) (devPtr, error) {
 }
 
 func (r rawDevice) free(p devPtr) error {
+	// Recorded work may still use the block: it goes to the stream first.
+	if err := r.be.settle(); err != nil {
+		return err
+	}
 	r.be.counters.DeviceFrees++
 	return r.be.dr.check("cuMemFree", C.drv_mem_free(r.be.dr.d, C.ulonglong(p)))
 }
@@ -608,7 +673,7 @@ func (be *Backend) Alloc(n int) (backend.Buffer, error) {
 		return nil, fmt.Errorf("%w: alloc of %d elements", backend.ErrShape, n)
 	}
 	b := &buffer{owner: be, n: n}
-	err := be.run(func() error {
+	err := be.enqueue(nil, func() error {
 		p, err := be.cache.get(uint64(n) * 4)
 		if err != nil {
 			return err
@@ -634,7 +699,7 @@ func (be *Backend) Free(b backend.Buffer) error {
 	if gb.freed.Swap(true) {
 		return fmt.Errorf("%w: free has been freed", backend.ErrBuffer)
 	}
-	return be.run(func() error {
+	return be.enqueue(nil, func() error {
 		return errors.Join(be.weights.drop(gb, be.cache.put), be.acts.drop(gb, be.cache.put), be.cache.put(gb.ptr))
 	})
 }
@@ -700,9 +765,12 @@ func (be *Backend) Copy(dst backend.Buffer, dstOff int, src backend.Buffer, srcO
 	if n == 0 {
 		return nil
 	}
-	return be.runW([]*buffer{v[0]}, func() error {
+	return be.enqueue([]*buffer{v[0]}, func() error {
 		be.counters.DtoD++
-		return be.dr.check("cuMemcpyDtoDAsync", C.drv_dtod(be.dr.d, C.ulonglong(v[0].ptr+devPtr(4*dstOff)), C.ulonglong(v[1].ptr+devPtr(4*srcOff)), C.size_t(4*n), be.stream))
+		dst, src := v[0].ptr+devPtr(4*dstOff), v[1].ptr+devPtr(4*srcOff)
+		return be.issue(opKey('C', uint64(dst), uint64(src), uint64(n)), func() error {
+			return be.dr.check("cuMemcpyDtoDAsync", C.drv_dtod(be.dr.d, C.ulonglong(dst), C.ulonglong(src), C.size_t(4*n), be.stream))
+		})
 	})
 }
 
@@ -712,12 +780,18 @@ func (be *Backend) memset(p devPtr, val float32, n int) error {
 	if n == 0 {
 		return nil
 	}
-	return be.dr.check("cuMemsetD32Async", C.drv_memset32(be.dr.d, C.ulonglong(p), C.uint(math.Float32bits(val)), C.size_t(n), be.stream))
+	bits := math.Float32bits(val)
+	return be.issue(opKey('M', uint64(p), uint64(bits), uint64(n)), func() error {
+		return be.dr.check("cuMemsetD32Async", C.drv_memset32(be.dr.d, C.ulonglong(p), C.uint(bits), C.size_t(n), be.stream))
+	})
 }
 
 func (be *Backend) htod(dst devPtr, src unsafe.Pointer, bytes int) error {
-	be.counters.HtoD++
-	be.counters.HtoDBytes += uint64(bytes)
+	// A plain copy waits for the stream: the recorded work goes first.
+	if err := be.settle(); err != nil {
+		return err
+	}
+	be.noteUpload(bytes)
 	return be.profiled("memcpy HtoD", func() error {
 		return be.dr.check("cuMemcpyHtoD", C.drv_htod(be.dr.d, C.ulonglong(dst), src, C.size_t(bytes)))
 	})
@@ -736,30 +810,6 @@ func (s *scratch) get(bytes int) (devPtr, error) {
 	}
 	s.ptrs = append(s.ptrs, p)
 	return p, nil
-}
-
-// ints uploads host int32 values (ids, positions, tiles) to scratch.
-func (s *scratch) ints(v []int32) (devPtr, error) {
-	if len(v) == 0 {
-		return 0, nil
-	}
-	p, err := s.get(4 * len(v))
-	if err != nil {
-		return 0, err
-	}
-	return p, s.be.htod(p, unsafe.Pointer(&v[0]), 4*len(v))
-}
-
-// floats uploads host float32 values to scratch.
-func (s *scratch) floats(v []float32) (devPtr, error) {
-	if len(v) == 0 {
-		return 0, nil
-	}
-	p, err := s.get(4 * len(v))
-	if err != nil {
-		return 0, err
-	}
-	return p, s.be.htod(p, unsafe.Pointer(&v[0]), 4*len(v))
 }
 
 // done returns the scratch blocks to the cache. Kernels that use them are
@@ -787,10 +837,14 @@ func (be *Backend) launch(name string, grid, block [3]uint32, smem int, args ...
 	}
 	be.counters.Launches++
 	be.counters.Kernels[name]++
-	return be.profiled(name, func() error {
-		code := C.drv_launch(be.dr.d, f, C.uint(grid[0]), C.uint(grid[1]), C.uint(grid[2]), C.uint(block[0]), C.uint(block[1]), C.uint(block[2]),
-			C.uint(smem), be.stream, (*C.char)(unsafe.Pointer(&buf[0])), (*C.int)(unsafe.Pointer(&offs[0])), C.int(len(offs)))
-		return be.dr.check("cuLaunchKernel("+name+")", code)
+	key := append(opKey('L', uint64(uintptr(unsafe.Pointer(f))), uint64(grid[0]), uint64(grid[1]), uint64(grid[2]),
+		uint64(block[0]), uint64(block[1]), uint64(block[2]), uint64(smem)), buf...)
+	return be.issue(key, func() error {
+		return be.profiled(name, func() error {
+			code := C.drv_launch(be.dr.d, f, C.uint(grid[0]), C.uint(grid[1]), C.uint(grid[2]), C.uint(block[0]), C.uint(block[1]), C.uint(block[2]),
+				C.uint(smem), be.stream, (*C.char)(unsafe.Pointer(&buf[0])), (*C.int)(unsafe.Pointer(&offs[0])), C.int(len(offs)))
+			return be.dr.check("cuLaunchKernel("+name+")", code)
+		})
 	})
 }
 
@@ -954,11 +1008,16 @@ func (be *Backend) gemm(s *scratch, g gemmCall) error {
 		// swap the operands and the dimensions M and N.
 		be.counters.Gemms++
 		be.counters.GemmBytes += g.bytes(a.kind, ar, ac, br, bc, batch)
-		return be.profiled(gemmLabel(atype == C.TYPE_BF16, g.tA, g.tB), func() error {
-			code := C.blas_gemm(be.blas.b, cbool(g.tB), cbool(g.tA), C.int(g.n), C.int(g.m), C.int(g.k), C.float(g.alpha),
-				C.ulonglong(b.ptr), atype, C.int(g.ldb), C.longlong(g.sB), C.ulonglong(a.ptr), C.int(g.lda), C.longlong(g.sA),
-				C.float(g.beta), C.ulonglong(g.c), C.int(g.ldc), C.longlong(g.sC), C.int(batch), compute)
-			return blasCheck("cublasGemmEx", code)
+		key := opKey('G', uint64(cbool(g.tA)), uint64(cbool(g.tB)), uint64(g.m), uint64(g.n), uint64(g.k), uint64(math.Float32bits(g.alpha)),
+			uint64(a.ptr), uint64(b.ptr), uint64(atype), uint64(g.lda), uint64(g.ldb), uint64(g.sA), uint64(g.sB),
+			uint64(math.Float32bits(g.beta)), uint64(g.c), uint64(g.ldc), uint64(g.sC), uint64(batch), uint64(compute))
+		return be.issue(key, func() error {
+			return be.profiled(gemmLabel(atype == C.TYPE_BF16, g.tA, g.tB), func() error {
+				code := C.blas_gemm(be.blas.b, cbool(g.tB), cbool(g.tA), C.int(g.n), C.int(g.m), C.int(g.k), C.float(g.alpha),
+					C.ulonglong(b.ptr), atype, C.int(g.ldb), C.longlong(g.sB), C.ulonglong(a.ptr), C.int(g.lda), C.longlong(g.sA),
+					C.float(g.beta), C.ulonglong(g.c), C.int(g.ldc), C.longlong(g.sC), C.int(batch), compute)
+				return blasCheck("cublasGemmEx", code)
+			})
 		})
 	}
 	grid := [3]uint32{uint32((g.n + gemmTile - 1) / gemmTile), uint32((g.m + gemmTile - 1) / gemmTile), uint32(batch)}
@@ -998,6 +1057,10 @@ func b2i(b bool) int32 {
 
 // dtoh copies len(dst) float32 values from device address src.
 func (be *Backend) dtoh(dst []float32, src devPtr) error {
+	if err := be.settle(); err != nil {
+		return err
+	}
+	be.queuedWork = false
 	be.counters.DtoH++
 	be.counters.DtoHBytes += uint64(4 * len(dst))
 	return be.profiled("memcpy DtoH", func() error {
@@ -1012,6 +1075,10 @@ func (be *Backend) Synchronize() error { return be.run(be.sync) }
 
 // sync waits for the stream on the worker thread.
 func (be *Backend) sync() error {
+	if err := be.settle(); err != nil {
+		return err
+	}
+	be.queuedWork = false
 	be.counters.StreamSyncs++
 	return be.dr.check("cuStreamSynchronize", C.drv_stream_sync(be.dr.d, be.stream))
 }
@@ -1152,4 +1219,65 @@ func (be *Backend) memInfo() (free, total uint64, err error) {
 	var f, t C.size_t
 	err = be.dr.check("cuMemGetInfo", C.drv_mem_info(be.dr.d, &f, &t))
 	return uint64(f), uint64(t), err
+}
+
+// ---- pinned staging and graphs (used by queue_cuda.go) ---------------------
+
+func (dr *driver) hasPinned() bool { return C.drv_has_pinned(dr.d) == 1 }
+func (dr *driver) hasGraphs() bool { return C.drv_has_graphs(dr.d) == 1 }
+
+func (dr *driver) hostAlloc(n int) (unsafe.Pointer, error) {
+	var p unsafe.Pointer
+	return p, dr.check("cuMemAllocHost", C.drv_host_alloc(dr.d, &p, C.size_t(n)))
+}
+
+func (dr *driver) hostFree(p unsafe.Pointer) error {
+	return dr.check("cuMemFreeHost", C.drv_host_free(dr.d, p))
+}
+
+func (dr *driver) htodAsync(dst devPtr, src unsafe.Pointer, n int, s C.CUstream) error {
+	return dr.check("cuMemcpyHtoDAsync", C.drv_htod_async(dr.d, C.ulonglong(dst), src, C.size_t(n), s))
+}
+
+func (dr *driver) eventCreate() (C.CUevent, error) {
+	var e C.CUevent
+	return e, dr.check("cuEventCreate", C.drv_event_create(dr.d, &e))
+}
+
+func (dr *driver) eventRecord(e C.CUevent, s C.CUstream) error {
+	return dr.check("cuEventRecord", C.drv_event_record(dr.d, e, s))
+}
+
+func (dr *driver) eventSync(e C.CUevent) error {
+	return dr.check("cuEventSynchronize", C.drv_event_sync(dr.d, e))
+}
+
+func (dr *driver) eventDestroy(e C.CUevent) error {
+	return dr.check("cuEventDestroy", C.drv_event_destroy(dr.d, e))
+}
+
+func (dr *driver) beginCapture(s C.CUstream) error {
+	return dr.check("cuStreamBeginCapture", C.drv_begin_capture(dr.d, s))
+}
+
+func (dr *driver) endCapture(s C.CUstream) (C.CUgraph, error) {
+	var g C.CUgraph
+	return g, dr.check("cuStreamEndCapture", C.drv_end_capture(dr.d, s, &g))
+}
+
+func (dr *driver) graphInstantiate(g C.CUgraph) (C.CUgraphExec, error) {
+	var e C.CUgraphExec
+	return e, dr.check("cuGraphInstantiate", C.drv_graph_instantiate(dr.d, &e, g))
+}
+
+func (dr *driver) graphLaunch(e C.CUgraphExec, s C.CUstream) error {
+	return dr.check("cuGraphLaunch", C.drv_graph_launch(dr.d, e, s))
+}
+
+func (dr *driver) graphExecDestroy(e C.CUgraphExec) error {
+	return dr.check("cuGraphExecDestroy", C.drv_graph_exec_destroy(dr.d, e))
+}
+
+func (dr *driver) graphDestroy(g C.CUgraph) error {
+	return dr.check("cuGraphDestroy", C.drv_graph_destroy(dr.d, g))
 }

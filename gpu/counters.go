@@ -39,18 +39,35 @@ type Counters struct {
 	// cuMemFree calls (blocks served from or returned to its cache are
 	// not counted).
 	DeviceAllocs, DeviceFrees uint64
+	// HtoDAsync counts the host-to-device copies (of those in HtoD) that
+	// were asynchronous, from pinned staging memory: the one upload of
+	// each round trip's step data (see WithLaunchQueue).
+	HtoDAsync uint64
+	// LateUploads counts host-to-device copies made after device work
+	// was queued and before the host next waited for it: uploads in the
+	// middle of a step, which a decode step should not have.
+	LateUploads uint64
+	// WorkerCalls counts round trips to the worker thread (calls that
+	// waited for it); Queued counts the calls that joined the launch
+	// queue instead (WithLaunchQueue).
+	WorkerCalls, Queued uint64
+	// GraphCaptures, GraphReplays and GraphFallbacks count the queued
+	// work captured into a CUDA graph (and launched), replayed from one,
+	// and run as plain launches because capture failed (WithCUDAGraphs).
+	GraphCaptures, GraphReplays, GraphFallbacks uint64
 }
 
 // HostSyncs is the number of calls after which the host had waited for
 // the device's queued work: stream synchronizations, device-to-host
 // copies (they return when the data is on the host), host-to-device
 // copies (cuMemcpyHtoD from pageable memory runs on the legacy stream,
-// which waits for the Backend's stream), and cuMemAlloc and cuMemFree
+// which waits for the Backend's stream; the asynchronous ones, HtoDAsync,
+// do not count), and cuMemAlloc and cuMemFree
 // (which may synchronize the device). Each one drains the device's
 // queue, so a step whose count grows with its layers leaves the device
 // idle once per layer.
 func (c Counters) HostSyncs() uint64 {
-	return c.StreamSyncs + c.DtoH + c.HtoD + c.DeviceAllocs + c.DeviceFrees
+	return c.StreamSyncs + c.DtoH + c.HtoD - c.HtoDAsync + c.DeviceAllocs + c.DeviceFrees
 }
 
 // Sub returns the counts of c minus those of an earlier snapshot old:
@@ -63,7 +80,11 @@ func (c Counters) Sub(old Counters) Counters {
 		DtoD:         c.DtoD - old.DtoD,
 		StreamSyncs:  c.StreamSyncs - old.StreamSyncs,
 		DeviceAllocs: c.DeviceAllocs - old.DeviceAllocs, DeviceFrees: c.DeviceFrees - old.DeviceFrees,
-		Kernels: map[string]uint64{},
+		HtoDAsync: c.HtoDAsync - old.HtoDAsync, LateUploads: c.LateUploads - old.LateUploads,
+		WorkerCalls: c.WorkerCalls - old.WorkerCalls, Queued: c.Queued - old.Queued,
+		GraphCaptures: c.GraphCaptures - old.GraphCaptures, GraphReplays: c.GraphReplays - old.GraphReplays,
+		GraphFallbacks: c.GraphFallbacks - old.GraphFallbacks,
+		Kernels:        map[string]uint64{},
 	}
 	for k, n := range c.Kernels {
 		if n -= old.Kernels[k]; n != 0 {

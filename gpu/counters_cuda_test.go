@@ -53,6 +53,10 @@ func TestCountersProfileAndPeak(t *testing.T) {
 	// The Gemm's scratch for the converted inputs may come from the
 	// device on a cold cache; everything else is above.
 	want.DeviceAllocs, want.DeviceFrees = c.DeviceAllocs, c.DeviceFrees
+	// Round trips to the worker: ResetPeak, Upload, Download, Synchronize
+	// and Counters; the Add, the Gemm and the Copy were queued (the
+	// Download ran them).
+	want.WorkerCalls, want.Queued = 5, 3
 	require.Equal(t, want, c)
 	require.Equal(t, 3+c.DeviceAllocs+c.DeviceFrees, c.HostSyncs(), "upload, download, synchronize, and cuMemAlloc/Free")
 	require.Equal(t, want.Sub(Counters{}), c.Sub(Counters{}), "Sub of zero is the identity")
@@ -79,7 +83,7 @@ func TestCountersProfileAndPeak(t *testing.T) {
 	require.NoError(t, be.ResetCounters())
 	c, err = be.Counters()
 	require.NoError(t, err)
-	require.Equal(t, Counters{Kernels: map[string]uint64{}}, c)
+	require.Equal(t, Counters{Kernels: map[string]uint64{}, WorkerCalls: 1}, c, "the Counters call itself")
 }
 
 // TestProfileNeedsTheOption: Profile on a Backend made without

@@ -46,6 +46,15 @@ func TestCountersSubAndHostSyncs(t *testing.T) {
 		DtoH: 2, DtoHBytes: 16, DtoD: 3, StreamSyncs: 1, DeviceAllocs: 1, Gemms: 5}, d)
 	// 1 stream sync + 2 DtoH + 2 HtoD + 1 alloc; device copies wait for nothing.
 	require.Equal(t, uint64(6), d.HostSyncs())
+	// Asynchronous uploads from pinned memory make the host wait for
+	// nothing; the new counts subtract like the others.
+	now.HtoDAsync, now.LateUploads, now.WorkerCalls, now.Queued = 1, 2, 9, 40
+	now.GraphCaptures, now.GraphReplays, now.GraphFallbacks = 1, 5, 1
+	old.WorkerCalls, old.Queued, old.GraphReplays = 4, 10, 2
+	d = now.Sub(old)
+	require.Equal(t, uint64(5), d.HostSyncs(), "one of the two uploads was asynchronous")
+	require.Equal(t, []uint64{1, 2, 5, 30, 1, 3, 1},
+		[]uint64{d.HtoDAsync, d.LateUploads, d.WorkerCalls, d.Queued, d.GraphCaptures, d.GraphReplays, d.GraphFallbacks})
 	c := now.clone()
 	c.Kernels["a"]++
 	require.Equal(t, uint64(2), now.Kernels["a"], "clone copies the map")

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/agentrl/agentrl/policy/backend"
 )
@@ -64,7 +63,7 @@ type pagedLayoutGPU struct {
 	cache         *kvCacheGPU
 	step          backend.PagedStep
 	plan          pagedPlan
-	meta          devPtr
+	meta          *staged // the plan's ints, uploaded with the round trip's staged data
 	splits, chunk int
 	ml, pacc      devPtr // allocated by the first PagedAttention with decode rows
 	scratchHeads  int    // heads·head dim ml and pacc were sized for
@@ -179,18 +178,16 @@ func (be *Backend) CopyKVBlocks(c backend.KVCache, src, dst []int32) error {
 	blockWords := int64(kc.spec.BlockSize) * int64(kc.spec.Width()) * kc.elem() / 4
 	halfWords := blockWords * int64(kc.spec.Blocks)
 	total := int64(len(src)) * int64(kc.spec.Layers) * 2 * blockWords
-	return be.run(func() error {
-		sc := &scratch{be: be}
-		defer sc.done()
-		pp, err := sc.ints(pairs)
-		if err != nil {
-			return err
-		}
-		return be.elementwise("kv_copy_blocks", total, kc.ptr, pp, int32(len(src)), blockWords, halfWords, int32(kc.spec.Layers))
+	st := be.stageInts(pairs)
+	return be.enqueue(nil, func() error {
+		defer func() { _ = be.unstage(st) }()
+		return be.elementwise("kv_copy_blocks", total, kc.ptr, st.addr(), int32(len(src)), blockWords, halfWords, int32(kc.spec.Layers))
 	})
 }
 
-// PrepareStep checks the step, lays it out (planPaged) and uploads it.
+// PrepareStep checks the step, lays it out (planPaged) and stages it: it
+// goes to the device with the round trip's other staged data, before the
+// step's first launch.
 func (be *Backend) PrepareStep(c backend.KVCache, s backend.PagedStep) (backend.PagedLayout, error) {
 	kc, err := be.kvCache(c)
 	if err != nil {
@@ -200,23 +197,12 @@ func (be *Backend) PrepareStep(c backend.KVCache, s backend.PagedStep) (backend.
 	if err != nil {
 		return nil, err
 	}
-	l := &pagedLayoutGPU{cache: kc, step: s, plan: planPaged(kc.spec, s, slots)}
-	l.splits, l.chunk = decodeSplits(l.plan.nDecode, kc.spec.KVHeads, l.plan.maxDecode)
-	err = be.run(func() error {
-		if len(l.plan.ints) == 0 {
-			return nil
-		}
-		p, err := be.cache.get(uint64(4 * len(l.plan.ints)))
-		if err != nil {
-			return err
-		}
-		l.meta = p
-		return be.htodInts(p, l.plan.ints)
-	})
-	if err != nil {
-		_ = be.ReleaseStep(l)
-		return nil, fmt.Errorf("gpu: preparing a paged step: %w", err)
+	if be == nil || be.w == nil || be.closed.Load() {
+		return nil, ErrClosed
 	}
+	l := &pagedLayoutGPU{cache: kc, step: s, plan: planPaged(kc.spec, s, slots)}
+	l.splits, l.chunk = decodeSplits(l.plan.nDecode, kc.spec.KVHeads, decodeBucket(l.plan.maxDecode))
+	l.meta = be.stageInts(l.plan.ints)
 	return l, nil
 }
 
@@ -227,8 +213,8 @@ func (be *Backend) ReleaseStep(l backend.PagedLayout) error {
 	if !ok || pl == nil || pl.released.Swap(true) {
 		return fmt.Errorf("%w: not a live step layout of this backend", backend.ErrBuffer)
 	}
-	return be.run(func() error {
-		return errors.Join(be.cache.put(pl.meta), be.cache.put(pl.ml), be.cache.put(pl.pacc))
+	return be.enqueue(nil, func() error {
+		return errors.Join(be.unstage(pl.meta), be.cache.put(pl.ml), be.cache.put(pl.pacc))
 	})
 }
 
@@ -255,8 +241,8 @@ func (be *Backend) AppendKV(l backend.PagedLayout, layer int, k, v backend.Buffe
 		return err
 	}
 	kp, vp := pl.cache.layer(layer)
-	return be.run(func() error {
-		return be.elementwise("kv_append_"+pl.cache.suffix(), int64(rows)*int64(w), kp, vp, vs[0].ptr, vs[1].ptr, pl.meta, int32(rows), int32(w))
+	return be.enqueue(nil, func() error {
+		return be.elementwise("kv_append_"+pl.cache.suffix(), int64(rows)*int64(w), kp, vp, vs[0].ptr, vs[1].ptr, pl.meta.addr(), int32(rows), int32(w))
 	})
 }
 
@@ -282,11 +268,12 @@ func (be *Backend) PagedAttention(l backend.PagedLayout, layer int, a backend.At
 	}
 	kp, vp := pl.cache.layer(layer)
 	hd, bs, p := a.HeadDim, int32(spec.BlockSize), pl.plan
-	return be.runW([]*buffer{vs[0]}, func() error {
+	return be.enqueue([]*buffer{vs[0]}, func() error {
 		if err := be.memset(vs[0].ptr, 0, vs[0].n); err != nil {
 			return err
 		}
-		tabs := pl.meta + devPtr(4*p.tabsOff)
+		meta := pl.meta.addr()
+		tabs := meta + devPtr(4*p.tabsOff)
 		if p.nDecode > 0 {
 			slots := p.nDecode * a.Heads * pl.splits
 			if pl.ml == 0 || pl.scratchHeads != a.Heads*hd {
@@ -304,7 +291,7 @@ func (be *Backend) PagedAttention(l backend.PagedLayout, layer int, a backend.At
 				}
 				pl.pacc, pl.scratchHeads = pacc, a.Heads*hd
 			}
-			rows := pl.meta + devPtr(4*p.rowsOff)
+			rows := meta + devPtr(4*p.rowsOff)
 			grid := [3]uint32{uint32(p.nDecode), uint32(a.KVHeads * ngrp), uint32(pl.splits)}
 			if err := be.launch(name, grid, [3]uint32{32, 1, 1}, decodeSmem(pl.cache.bf16, maxg, hdMax),
 				pl.ml, pl.pacc, vs[1].ptr, kp, vp, rows, tabs, int32(a.Heads), int32(a.KVHeads), int32(hd), bs, a.Scale, int32(pl.chunk), int32(ngrp)); err != nil {
@@ -316,7 +303,7 @@ func (be *Backend) PagedAttention(l backend.PagedLayout, layer int, a backend.At
 			}
 		}
 		if p.nTiles > 0 {
-			tiles := pl.meta + devPtr(4*p.tilesOff)
+			tiles := meta + devPtr(4*p.tilesOff)
 			return be.launch("paged_prefill_"+pl.cache.suffix(), [3]uint32{uint32(p.nTiles), uint32(a.Heads), 1}, [3]uint32{prefillThreads, 1, 1},
 				prefillSmem(hd), vs[0].ptr, vs[1].ptr, kp, vp, tiles, tabs, int32(a.Heads), int32(a.KVHeads), int32(hd), bs, a.Scale)
 		}
@@ -324,8 +311,10 @@ func (be *Backend) PagedAttention(l backend.PagedLayout, layer int, a backend.At
 	})
 }
 
-// SampleRows uploads the rows' parameters, launches sample_rows (a block
-// per row) and downloads three 32-bit words per row.
+// SampleRows stages the rows' parameters (uploaded with the step's other
+// staged data, before its first launch), launches sample_rows (a block
+// per row) and downloads three 32-bit words per row: the step's one
+// round trip to the worker.
 func (be *Backend) SampleRows(logits backend.Buffer, vocab int, rows []backend.SampleRow, out []backend.SampleResult) error {
 	lb, err := resolve(be, "sample logits", logits)
 	if err != nil {
@@ -338,13 +327,12 @@ func (be *Backend) SampleRows(logits backend.Buffer, vocab int, rows []backend.S
 		return nil
 	}
 	raw := make([]float32, 3*len(rows))
+	params := be.stageInts(packSampleParams(rows))
 	err = be.run(func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
-		pp, err := sc.ints(packSampleParams(rows))
-		if err != nil {
-			return err
-		}
+		defer func() { _ = be.unstage(params) }()
+		pp := params.addr()
 		op, err := sc.get(4 * len(raw))
 		if err != nil {
 			return err
@@ -382,12 +370,4 @@ func (be *Backend) topLogprobs(logits backend.Buffer, vocab int, rows []backend.
 		out[i].Top = hs.Sample(z, r).Top
 	}
 	return nil
-}
-
-// htodInts uploads int32 values to device address p (worker thread).
-func (be *Backend) htodInts(p devPtr, v []int32) error {
-	if len(v) == 0 {
-		return nil
-	}
-	return be.htod(p, unsafe.Pointer(&v[0]), 4*len(v))
 }

@@ -59,13 +59,14 @@ func decodeCounters(t *testing.T, be *Backend, m *policy.Model, batch int) Count
 		kernels[k] = per(n)
 	}
 	return Counters{Launches: per(d.Launches), Kernels: kernels, Gemms: per(d.Gemms), HtoD: per(d.HtoD), HtoDBytes: per(d.HtoDBytes),
-		DtoH: per(d.DtoH), DtoHBytes: per(d.DtoHBytes), DtoD: per(d.DtoD), StreamSyncs: per(d.StreamSyncs)}
+		DtoH: per(d.DtoH), DtoHBytes: per(d.DtoHBytes), DtoD: per(d.DtoD), StreamSyncs: per(d.StreamSyncs),
+		HtoDAsync: per(d.HtoDAsync), LateUploads: per(d.LateUploads), WorkerCalls: per(d.WorkerCalls), Queued: per(d.Queued)}
 }
 
 // TestDecodeStepStructure (fake driver or GPU): what a decode step sends to
 // the device does not depend on the batch size — kernel launches, cuBLAS
-// products, uploads (nor, uploads, on the layers) — and no key or value
-// row is copied per sequence
+// products, uploads (nor, uploads and round trips to the worker thread,
+// on the layers) — and no key or value row is copied per sequence
 // (no device-to-device copy at all); what comes back is one download of
 // 12 bytes per sequence (token id, log-prob, raw log-prob). In FP32
 // (no bf16 conversions), a Qwen3 layer launches 12 kernels — RMSNorm
@@ -88,18 +89,27 @@ func TestDecodeStepStructure(t *testing.T) {
 			assert.Equal(t, uint64(1), c.DtoH, "downloads, batch %d", batch)
 			assert.Equal(t, uint64(12*batch), c.DtoHBytes, "bytes downloaded, batch %d", batch)
 			assert.Zero(t, c.DtoD, "device copies, batch %d", batch)
-			// Uploads, whatever the layers: the token ids, the pass's
-			// positions and RoPE's frequencies (once per pass, in its
-			// backend.Rows, for the queries and keys of every layer), the
-			// step's layout, the sampled rows and the sampling parameters.
-			assert.Equal(t, uint64(6), c.HtoD, "uploads, batch %d", batch)
-			// The host waits at those uploads and the one download only.
-			assert.Equal(t, uint64(7), c.HostSyncs(), "host synchronizations, batch %d", batch)
+			// One upload, whatever the layers, asynchronous from pinned
+			// memory, before the step's first launch: the token ids, the
+			// pass's positions and RoPE's frequencies (once per pass, in
+			// its backend.Rows, for the queries and keys of every layer),
+			// the step's layout, the sampled rows and the sampling
+			// parameters, staged by the calls that need them.
+			assert.Equal(t, uint64(1), c.HtoD, "uploads, batch %d", batch)
+			assert.Equal(t, uint64(1), c.HtoDAsync, "asynchronous uploads, batch %d", batch)
+			assert.Zero(t, c.LateUploads, "uploads after the step's first launch, batch %d", batch)
+			// The host waits at the one download only.
+			assert.Equal(t, uint64(1), c.HostSyncs(), "host synchronizations, batch %d", batch)
+			// One round trip to the worker thread: SampleRows, which runs
+			// the queued step and downloads its tokens.
+			assert.Equal(t, uint64(1), c.WorkerCalls, "round trips to the worker, batch %d", batch)
+			assert.Positive(t, c.Queued, "queued calls, batch %d", batch)
 			if i == 0 {
 				first = c
 				continue
 			}
 			assert.Equal(t, first.HtoD, c.HtoD, "uploads, batch %d", batch)
+			assert.Equal(t, first.Queued, c.Queued, "queued calls, batch %d", batch)
 		}
 	}
 }
@@ -139,4 +149,54 @@ func TestDecodeMatchesCPU(t *testing.T) {
 	require.Equal(t, w2[0].Tokens, g2[0].Tokens)
 	assert.Equal(t, len(reqs[0].Prompt)+5, g2[0].CachedTokens)
 	assert.Equal(t, "backend", dev.GenerateStats().Decoder)
+}
+
+// TestDecodeGraphs (fake driver or GPU): a generation's decode steps of one
+// batch size are captured into a CUDA graph once and replayed after, with
+// the step's inputs (token ids, positions, layout, sampling parameters)
+// uploaded in place before each replay; the tokens and log-probabilities
+// are those of the same Backend without graphs, bit for bit (FP32: the
+// same kernels on the same data in the same order). The fake driver runs
+// a captured launch only at a replay, from a copy of its arguments, and
+// reads the device memory of then, so a replay with stale inputs would
+// repeat the captured step's tokens.
+func TestDecodeGraphs(t *testing.T) {
+	gen := func(graphs bool) ([]lm.Generation, Counters, int64) {
+		be := newOrSkip(t, WithPrecision(FP32), WithCUDAGraphs(graphs))
+		m := decodeModel(t, be, 2)
+		seed := uint64(4)
+		reqs := []lm.GenerateRequest{
+			{Prompt: []int{3, 4, 5}, Params: lm.SampleParams{MaxNewTokens: 12, Temperature: 1.1, TopK: 20, Seed: &seed, Logprobs: true}},
+			{Prompt: []int{9, 8}, Params: lm.SampleParams{MaxNewTokens: 12, Logprobs: true}},
+			{Prompt: []int{30, 31, 32, 33}, Params: lm.SampleParams{MaxNewTokens: 12, Temperature: 0.7, TopP: 0.8, Seed: &seed, Logprobs: true}},
+		}
+		before, err := be.Counters()
+		require.NoError(t, err)
+		out, err := m.Generate(context.Background(), reqs)
+		require.NoError(t, err)
+		after, err := be.Counters()
+		require.NoError(t, err)
+		return out, after.Sub(before), m.GenerateStats().Steps
+	}
+	plain, pc, _ := gen(false)
+	got, gc, steps := gen(true)
+	t.Logf("%d steps; graphs: %d captured, %d replayed, %d fallbacks", steps, gc.GraphCaptures, gc.GraphReplays, gc.GraphFallbacks)
+	require.Zero(t, pc.GraphCaptures+pc.GraphReplays, "WithCUDAGraphs(false)")
+	require.Len(t, got, len(plain))
+	for i := range plain {
+		require.Equal(t, plain[i].Tokens, got[i].Tokens, "request %d", i)
+		require.Equal(t, plain[i].LogProbs, got[i].LogProbs, "request %d", i)
+	}
+	// The first two steps have records of their own (the prefill, and
+	// the first decode step, whose buffers differ from the later ones').
+	// After them the block of a step's staged data alternates between
+	// two (a step's layout is released after the next step's upload), so
+	// two records alternate, each seen once, then captured, then
+	// replayed: every step but the first six is a replay.
+	require.Zero(t, gc.GraphFallbacks)
+	require.Equal(t, uint64(2), gc.GraphCaptures)
+	require.Equal(t, uint64(steps-6), gc.GraphReplays)
+	// Every launch of a replayed step is counted as well.
+	require.Equal(t, pc.Launches, gc.Launches)
+	require.Equal(t, pc.Gemms, gc.Gemms)
 }

@@ -20,6 +20,7 @@ const (
 	decodeMinChunk   = 64   // fewest keys per split
 	decodeWarps      = 4096 // split-K aims for about this many warps per call
 	decodeMaxSplits  = 64
+	decodeKeyBucket  = 256 // the split-K plan is made for the keys rounded up to this: a shape that lasts 256 steps (graphs)
 	decodeMaxHeadDim = 256 // the largest instantiation
 	sampleMaxThreads = 1024
 	sampleParamInts  = 9 // per row: flags, top-k, seed (2), step (2), 1/T, top-p, min-p
@@ -97,6 +98,18 @@ func decodeSplits(nd, blocksPerRow, maxK int) (splits, chunk int) {
 	splits = max(1, min(want, (maxK+decodeMinChunk-1)/decodeMinChunk, decodeMaxSplits))
 	chunk = (maxK + splits - 1) / splits
 	return splits, chunk
+}
+
+// decodeBucket rounds the most keys a decode row sees up to a multiple
+// of decodeKeyBucket, the keys the split-K plan is made for. The splits
+// past a row's keys are empty (paged_combine skips them), and the plan,
+// and with it every launch of the step, stays the same for 256 steps of
+// the same batch: what a CUDA graph replays (WithCUDAGraphs).
+func decodeBucket(maxK int) int {
+	if maxK <= 0 {
+		return 0
+	}
+	return (maxK + decodeKeyBucket - 1) / decodeKeyBucket * decodeKeyBucket
 }
 
 // decodeKernel picks the paged_decode instantiation for a head layout:

@@ -81,6 +81,21 @@ func TestDecodeSplits(t *testing.T) {
 	}
 }
 
+func TestDecodeBucket(t *testing.T) {
+	for _, c := range []struct{ maxK, want int }{
+		{0, 0}, {1, 256}, {256, 256}, {257, 512}, {1000, 1024}, {4000, 4096},
+	} {
+		require.Equal(t, c.want, decodeBucket(c.maxK), "%d keys", c.maxK)
+	}
+	// Batch 32 × 8 KV heads, 1,000 to 1,024 keys: one plan, 16 splits of
+	// 64 keys (⌈1024/64⌉ = 16 = 4096/256), the last ones empty for
+	// shorter rows.
+	for _, k := range []int{1000, 1013, 1024} {
+		s, ch := decodeSplits(32, 8, decodeBucket(k))
+		require.Equal(t, []int{16, 64}, []int{s, ch}, "%d keys", k)
+	}
+}
+
 func TestDecodeKernelChoice(t *testing.T) {
 	for _, c := range []struct {
 		bf16                    bool

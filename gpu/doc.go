@@ -66,10 +66,11 @@
 // backend.Rows (NewRows): the backend copies the positions, RoPE's
 // frequencies, the attention tiles and the decode plan to the device at
 // their first use and every layer's RoPE and attention call reuses them,
-// so a training step makes a fixed number of host-to-device copies (9)
-// and host synchronizations (12) whatever its layers (Counters counts
-// them; TestTrainStepStructure holds a step to that under the emulator's
-// fake driver).
+// so a training step makes a fixed number of host-to-device copies (5,
+// the small staged arrays in 2 asynchronous ones) and host
+// synchronizations (6) whatever its layers (Counters counts them;
+// TestTrainStepStructure holds a step to that under the emulator's fake
+// driver).
 //
 // Instrumentation: Counters and ResetCounters count kernel launches,
 // cuBLAS products, copies and the calls that make the host wait;
@@ -104,12 +105,19 @@
 // chunks; sampling (sample_rows: greedy, temperature, min-p, top-k and
 // top-p by radix selects over the logits' bits, exact fixed-point sums,
 // the Philox4x32-10 number of backend.SampleUniform) runs on the logits
-// in place, and only 12 bytes per sequence come back. With the pass's
-// positions in a backend.Rows, a decode step makes a fixed number of
-// uploads (6) whatever its layers and batch. Counters reports the
-// launches, products and copies, per step what the fake-driver tests
-// check (TestDecodeStepStructure) and the decode benchmark
-// (decodebench) prints.
+// in place, and only 12 bytes per sequence come back.
+//
+// The host stays out of the step: the calls that only queue device work
+// join a launch queue (WithLaunchQueue) and reach the worker thread at
+// SampleRows, one round trip per step; the step's small host data (ids,
+// positions, RoPE frequencies, the layout, the sampling parameters) is
+// staged by the calls and goes up in one asynchronous copy from pinned
+// memory before the first launch; and a step whose launches repeat an
+// earlier step's (same batch, same buffers) is replayed from a CUDA
+// graph (WithCUDAGraphs). Counters reports the launches, products,
+// copies, round trips and graph replays, per step what the fake-driver
+// tests check (TestDecodeStepStructure, TestDecodeGraphs) and the decode
+// benchmark (decodebench) prints.
 //
 // gpu may import policy/backend and the standard library; it must not import
 // package policy, internal/cpu, device or gorgonia.org/cu (its tests import

@@ -31,7 +31,7 @@ func (be *Backend) Gemm(g backend.Gemm, a, b, c backend.Buffer) error {
 	if g.TransB {
 		ldb = g.K
 	}
-	return be.runW([]*buffer{v[2]}, func() error {
+	return be.enqueue([]*buffer{v[2]}, func() error {
 		s := &scratch{be: be}
 		defer s.done()
 		return be.gemm(s, gemmCall{
@@ -52,7 +52,7 @@ func (be *Backend) LinearForward(s backend.Linear, y, x, w, bias backend.Buffer)
 	if err := backend.CheckLinear(s, y, x, w, bias); err != nil {
 		return err
 	}
-	return be.runW([]*buffer{v[0]}, func() error {
+	return be.enqueue([]*buffer{v[0]}, func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
 		in, out := max(s.In, 1), max(s.Out, 1)
@@ -88,7 +88,7 @@ func (be *Backend) LinearBackward(s backend.Linear, dx, dw, db, dy, x, w backend
 	if err := backend.CheckLinearGrads(s, dx, dw, db); err != nil {
 		return err
 	}
-	return be.runW([]*buffer{v[0], v[1], v[2]}, func() error {
+	return be.enqueue([]*buffer{v[0], v[1], v[2]}, func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
 		in, out := max(s.In, 1), max(s.Out, 1)
@@ -136,13 +136,12 @@ func (be *Backend) EmbeddingForward(out, table backend.Buffer, ids []int32, dim 
 	if err := backend.CheckEmbedding(out, table, ids, dim); err != nil {
 		return err
 	}
-	return be.runW([]*buffer{v[0]}, func() error {
+	st := be.stageInts(ids)
+	return be.enqueue([]*buffer{v[0]}, func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
-		idp, err := sc.ints(ids)
-		if err != nil {
-			return err
-		}
+		defer func() { _ = be.unstage(st) }()
+		idp := st.addr()
 		n := int64(len(ids)) * int64(dim)
 		return be.elementwise("embedding_fwd", n, v[0].ptr, v[1].ptr, idp, int32(len(ids)), int32(dim))
 	})
@@ -158,13 +157,12 @@ func (be *Backend) EmbeddingBackward(dtable, dout backend.Buffer, ids []int32, d
 	if err := backend.CheckEmbedding(dout, dtable, ids, dim); err != nil {
 		return err
 	}
-	return be.runW([]*buffer{v[0]}, func() error {
+	st := be.stageInts(ids)
+	return be.enqueue([]*buffer{v[0]}, func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
-		idp, err := sc.ints(ids)
-		if err != nil {
-			return err
-		}
+		defer func() { _ = be.unstage(st) }()
+		idp := st.addr()
 		n := int64(len(ids)) * int64(dim)
 		return be.elementwise("embedding_bwd", n, v[0].ptr, v[1].ptr, idp, int32(len(ids)), int32(dim))
 	})
@@ -180,7 +178,7 @@ func (be *Backend) RMSNormForward(rows, dim int, eps float32, out, rstd, x, w ba
 	if err := backend.CheckRMSNorm(rows, dim, eps, true, out, rstd, x, w); err != nil {
 		return err
 	}
-	return be.runW([]*buffer{v[0], v[1]}, func() error {
+	return be.enqueue([]*buffer{v[0], v[1]}, func() error {
 		var rp devPtr
 		if v[1] != nil {
 			rp = v[1].ptr
@@ -206,7 +204,7 @@ func (be *Backend) RMSNormBackward(rows, dim int, dx, dw, dout, x, w, rstd backe
 	if dw != nil && dw.Len() != dim {
 		return fmt.Errorf("%w: rmsnorm dw has %d elements, want %d", backend.ErrShape, dw.Len(), dim)
 	}
-	return be.runW([]*buffer{v[0], v[1]}, func() error {
+	return be.enqueue([]*buffer{v[0], v[1]}, func() error {
 		if v[0] != nil {
 			if err := be.launch("rmsnorm_bwd_dx", [3]uint32{uint32(rows), 1, 1}, [3]uint32{rowThreads(dim), 1, 1}, 0,
 				v[0].ptr, v[2].ptr, v[3].ptr, v[4].ptr, v[5].ptr, int32(rows), int32(dim)); err != nil {
@@ -249,7 +247,7 @@ func (be *Backend) RoPEForward(heads, headDim int, r backend.Rows, freqs []float
 	if err := backend.CheckRoPE(heads, headDim, &gr.l, freqs, out, x); err != nil {
 		return err
 	}
-	return be.rope(heads, headDim, gr, freqs, v[0], v[1].ptr, 1, false)
+	return be.rope(heads, headDim, gr, freqs, v[0], v[1], 1, false)
 }
 
 // RoPEBackward accumulates dx += Rᵀ·dout: the rotation by −angle.
@@ -268,25 +266,19 @@ func (be *Backend) RoPEBackward(heads, headDim int, r backend.Rows, freqs []floa
 	if dx == dout {
 		return fmt.Errorf("%w: rope backward dx and dout are the same buffer", backend.ErrShape)
 	}
-	return be.rope(heads, headDim, gr, freqs, v[0], v[1].ptr, -1, true)
+	return be.rope(heads, headDim, gr, freqs, v[0], v[1], -1, true)
 }
 
-func (be *Backend) rope(heads, headDim int, r *rows, freqs []float32, out *buffer, x devPtr, sign float32, accumulate bool) error {
+func (be *Backend) rope(heads, headDim int, r *rows, freqs []float32, out, x *buffer, sign float32, accumulate bool) error {
 	n := r.Len()
 	if n == 0 {
 		return nil
 	}
-	return be.runW([]*buffer{out}, func() error {
-		pp, err := r.devPos(be)
-		if err != nil {
-			return err
-		}
-		fp, err := r.devFreqs(be, freqs)
-		if err != nil {
-			return err
-		}
+	// The positions and this table are staged once for the rows.
+	pos, fs := r.stagedPos(be), r.stagedFreqs(be, freqs)
+	return be.enqueue([]*buffer{out}, func() error {
 		total := int64(n) * int64(heads) * int64(headDim/2)
-		return be.elementwise("rope", total, out.ptr, x, pp, fp, int32(n), int32(heads), int32(headDim), sign, b2i(accumulate))
+		return be.elementwise("rope", total, out.ptr, x.ptr, pos.addr(), fs.addr(), int32(n), int32(heads), int32(headDim), sign, b2i(accumulate))
 	})
 }
 
@@ -320,7 +312,7 @@ func (be *Backend) AttentionForward(a backend.Attention, r backend.Rows, out, ls
 		return err
 	}
 	hd := a.HeadDim
-	return be.runW([]*buffer{vs[0], vs[1]}, func() error {
+	return be.enqueue([]*buffer{vs[0], vs[1]}, func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
 		var lp devPtr
@@ -416,7 +408,7 @@ func (be *Backend) AttentionBackward(a backend.Attention, r backend.Rows, dq, dk
 		return nil
 	}
 	hd := a.HeadDim
-	return be.runW([]*buffer{vs[0], vs[1], vs[2]}, func() error {
+	return be.enqueue([]*buffer{vs[0], vs[1], vs[2]}, func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
 		tc, useTC := be.tensorCores(hd)
@@ -480,7 +472,7 @@ func (be *Backend) SwiGLUForward(out, gate, up backend.Buffer) error {
 		return fmt.Errorf("%w: swiglu gate and up must not be nil", backend.ErrBuffer)
 	}
 	n := int64(v[0].n)
-	return be.runW([]*buffer{v[0]}, func() error { return be.elementwise("swiglu_fwd", n, v[0].ptr, v[1].ptr, v[2].ptr, n) })
+	return be.enqueue([]*buffer{v[0]}, func() error { return be.elementwise("swiglu_fwd", n, v[0].ptr, v[1].ptr, v[2].ptr, n) })
 }
 
 // SwiGLUBackward accumulates the gradients of silu(gate)·up.
@@ -495,15 +487,17 @@ func (be *Backend) SwiGLUBackward(dgate, dup, dout, gate, up backend.Buffer) err
 	if gate == nil || up == nil {
 		return fmt.Errorf("%w: swiglu gate and up must not be nil", backend.ErrBuffer)
 	}
-	var dg, du devPtr
-	if v[0] != nil {
-		dg = v[0].ptr
-	}
-	if v[1] != nil {
-		du = v[1].ptr
-	}
 	n := int64(v[2].n)
-	return be.runW([]*buffer{v[0], v[1]}, func() error { return be.elementwise("swiglu_bwd", n, dg, du, v[2].ptr, v[3].ptr, v[4].ptr, n) })
+	return be.enqueue([]*buffer{v[0], v[1]}, func() error {
+		var dg, du devPtr
+		if v[0] != nil {
+			dg = v[0].ptr
+		}
+		if v[1] != nil {
+			du = v[1].ptr
+		}
+		return be.elementwise("swiglu_bwd", n, dg, du, v[2].ptr, v[3].ptr, v[4].ptr, n)
+	})
 }
 
 // Add computes out = a + b.
@@ -519,7 +513,7 @@ func (be *Backend) Add(out, a, b backend.Buffer) error {
 		return err
 	}
 	n := int64(v[0].n)
-	return be.runW([]*buffer{v[0]}, func() error { return be.elementwise("add_f32", n, v[0].ptr, v[1].ptr, v[2].ptr, n) })
+	return be.enqueue([]*buffer{v[0]}, func() error { return be.elementwise("add_f32", n, v[0].ptr, v[1].ptr, v[2].ptr, n) })
 }
 
 // Axpy accumulates y += alpha·x.
@@ -535,7 +529,7 @@ func (be *Backend) Axpy(alpha float32, x, y backend.Buffer) error {
 		return err
 	}
 	n := int64(v[1].n)
-	return be.runW([]*buffer{v[1]}, func() error { return be.elementwise("axpy_f32", n, alpha, v[0].ptr, v[1].ptr, n) })
+	return be.enqueue([]*buffer{v[1]}, func() error { return be.elementwise("axpy_f32", n, alpha, v[0].ptr, v[1].ptr, n) })
 }
 
 // LogProbEntropy computes log p(target), entropy and log-sum-exp of
@@ -559,13 +553,12 @@ func (be *Backend) LogProbEntropy(s backend.LMHead, targets []int32, logp, entro
 	if s.Rows == 0 {
 		return nil
 	}
-	return be.runW([]*buffer{v[0], v[1], v[2]}, func() error {
+	st := be.stageInts(targets)
+	return be.enqueue([]*buffer{v[0], v[1], v[2]}, func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
-		tp, err := sc.ints(targets)
-		if err != nil {
-			return err
-		}
+		defer func() { _ = be.unstage(st) }()
+		tp := st.addr()
 		hOp, err := be.activation(sc, v[3])
 		if err != nil {
 			return err
@@ -659,13 +652,12 @@ func (be *Backend) LogProbEntropyBackward(s backend.LMHead, targets []int32, dh,
 	if (dh == nil && dw == nil) || s.Rows == 0 {
 		return nil
 	}
-	return be.runW([]*buffer{v[0], v[1]}, func() error {
+	st := be.stageInts(targets)
+	return be.enqueue([]*buffer{v[0], v[1]}, func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
-		tp, err := sc.ints(targets)
-		if err != nil {
-			return err
-		}
+		defer func() { _ = be.unstage(st) }()
+		tp := st.addr()
 		hOp, err := be.activation(sc, v[4])
 		if err != nil {
 			return err
@@ -751,13 +743,12 @@ func (be *Backend) Logits(s backend.LMHead, rows []int32, out, h, w backend.Buff
 	if len(rows) == 0 {
 		return nil
 	}
-	return be.runW([]*buffer{v[0]}, func() error {
+	st := be.stageInts(rows)
+	return be.enqueue([]*buffer{v[0]}, func() error {
 		sc := &scratch{be: be}
 		defer sc.done()
-		rp, err := sc.ints(rows)
-		if err != nil {
-			return err
-		}
+		defer func() { _ = be.unstage(st) }()
+		rp := st.addr()
 		sel, err := sc.get(4 * len(rows) * s.Dim)
 		if err != nil {
 			return err
@@ -789,5 +780,5 @@ func (be *Backend) RandNormal(b backend.Buffer, seed uint64, std float32) error 
 		return fmt.Errorf("%w: rand normal std %v", backend.ErrArg, std)
 	}
 	n := int64(gb.n)
-	return be.runW([]*buffer{gb}, func() error { return be.elementwise("rand_normal", n, gb.ptr, n, int64(seed), std) })
+	return be.enqueue([]*buffer{gb}, func() error { return be.elementwise("rand_normal", n, gb.ptr, n, int64(seed), std) })
 }

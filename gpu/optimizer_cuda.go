@@ -44,14 +44,20 @@ type optPendingEntry struct {
 	flags      int32
 }
 
-// runOpt is runW for the calls that may join the pending pass: it does
-// not run the pass first; f decides (flushOpt) when the call conflicts
-// with it.
+// runOpt is enqueue for the calls that may join the pending pass: it
+// does not run the pass first; f decides (flushOpt) when the call
+// conflicts with it. With the launch queue on it joins the queue like
+// any call that needs no answer, so that a step's Scale, AdamW and Fill
+// calls cost no round trip to the worker each.
 func (be *Backend) runOpt(outs []*buffer, f func() error) error {
-	return be.do(false, func() error {
+	g := func() error {
 		be.weights.wrote(outs...)
 		return f()
-	})
+	}
+	if be.cfg.queue {
+		return be.queueOp(g)
+	}
+	return be.do(false, g)
 }
 
 // flushOpt launches the pending pass, if any, and empties it (worker

@@ -118,11 +118,13 @@ type config struct {
 	profile     bool
 	lm          lmBudget // the LM head's logits chunks (lmChunk)
 	actCache    int64    // bytes of activation copies kept (WithActivationCache)
+	queue       bool     // WithLaunchQueue
+	graphs      bool     // WithCUDAGraphs
 }
 
 func defaultConfig() config {
 	return config{precision: BF16, weightCache: true, cacheLimit: 1 << 62, cublas: cublasLibraries(), noBLASOK: os.Getenv(AllowNoCuBLASEnv) == "1",
-		lm: lmBudget{elems: lmMaxElems, minCols: lmMinVocab}, actCache: defaultActCache}
+		lm: lmBudget{elems: lmMaxElems, minCols: lmMinVocab}, actCache: defaultActCache, queue: true, graphs: true}
 }
 
 func (c config) validate() error {
@@ -147,6 +149,29 @@ func (c config) validate() error {
 // withLMBudget sets the LM head's chunk budget (tests: several chunks of a
 // shape small enough to emulate).
 func withLMBudget(b lmBudget) Option { return func(c *config) { c.lm = b } }
+
+// WithLaunchQueue turns the launch queue on or off (default on). With it,
+// the calls that only queue device work (kernels, products, Alloc, Free,
+// the decode calls) return at once and reach the worker thread together,
+// at the next call that needs an answer from it (a Download, SampleRows,
+// Synchronize, Counters …) or after queueMax calls: a decode step is one
+// round trip to the worker instead of one per call. An error of a queued
+// call is returned by that next call, as CUDA reports an asynchronous
+// error at the next synchronization; the calls queued after it are
+// dropped. Off, every call waits for the worker and returns its own
+// errors.
+func WithLaunchQueue(on bool) Option { return func(c *config) { c.queue = on } }
+
+// WithCUDAGraphs turns the capture of queued work into CUDA graphs on or
+// off (default on; always off when profiling). The work a round trip to
+// the worker queues is recorded, launch by launch; the second time the
+// same record (the same kernels, shapes and device addresses — a decode
+// step of the same batch size over the same blocks) comes, it is captured
+// into a graph, and later ones replay that graph with one cuGraphLaunch.
+// What differs between such steps (token ids, positions, the step's
+// layout, sampling parameters) is uploaded in place before the launch.
+// Where capture fails, the work runs as plain launches.
+func WithCUDAGraphs(on bool) Option { return func(c *config) { c.graphs = on } }
 
 // WithDevice selects the CUDA device by ordinal (default 0).
 func WithDevice(ordinal int) Option { return func(c *config) { c.device = ordinal } }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -16,25 +17,28 @@ import (
 // device copies of what the kernels read of it — positions, frequency
 // tables, attention tiles, the decode plan — each uploaded at its first
 // use and kept until FreeRows, so that a pass's layers share one copy.
-// The device fields belong to the worker thread.
+// The positions and frequency tables are staged by the calling goroutine
+// (mu) and go up with the round trip's other staged data; the other
+// device fields belong to the worker thread.
 type rows struct {
 	owner *Backend
 	l     backend.RowLayout
 	freed atomic.Bool
 
-	blocks   []devPtr // every device block below, returned by FreeRows
-	pos      devPtr
-	posReady bool
-	freqs    []rowFreqs
+	mu    sync.Mutex
+	pos   *staged
+	freqs []rowFreqs
+
+	blocks   []devPtr        // every device block below, returned by FreeRows
 	tiles    map[int]devInts // attnTiles by rows per tile
 	keyTiles map[int]devInts // attnKeyTiles by rows per tile
 	decode   *decodeRows
 }
 
-// rowFreqs is a RoPE frequency table uploaded for these rows.
+// rowFreqs is a RoPE frequency table staged for these rows.
 type rowFreqs struct {
 	host []float32
-	dev  devPtr
+	dev  *staged
 }
 
 // devInts is an int32 array on the device.
@@ -78,12 +82,19 @@ func (be *Backend) FreeRows(r backend.Rows) error {
 	if gr.freed.Swap(true) {
 		return fmt.Errorf("%w: free rows: rows have been freed", backend.ErrBuffer)
 	}
-	return be.run(func() error {
-		var errs []error
+	gr.mu.Lock()
+	st := []*staged{gr.pos}
+	for _, f := range gr.freqs {
+		st = append(st, f.dev)
+	}
+	gr.pos, gr.freqs = nil, nil
+	gr.mu.Unlock()
+	return be.enqueue(nil, func() error {
+		errs := []error{be.unstage(st...)}
 		for _, p := range gr.blocks {
 			errs = append(errs, be.cache.put(p))
 		}
-		gr.blocks, gr.freqs, gr.tiles, gr.keyTiles, gr.decode = nil, nil, nil, nil, nil
+		gr.blocks, gr.tiles, gr.keyTiles, gr.decode = nil, nil, nil, nil
 		return errors.Join(errs...)
 	})
 }
@@ -122,34 +133,30 @@ func (r *rows) uploadInts(be *Backend, v []int32) (devInts, error) {
 	return devInts{p, len(v)}, err
 }
 
-// devPos returns the positions on the device.
-func (r *rows) devPos(be *Backend) (devPtr, error) {
-	if !r.posReady {
-		d, err := r.uploadInts(be, r.l.Pos)
-		if err != nil {
-			return 0, err
-		}
-		r.pos, r.posReady = d.ptr, true
+// stagedPos stages the positions at their first use.
+func (r *rows) stagedPos(be *Backend) *staged {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pos == nil {
+		r.pos = be.stageInts(r.l.Pos)
 	}
-	return r.pos, nil
+	return r.pos
 }
 
-// devFreqs returns freqs on the device, uploaded once per distinct table.
-func (r *rows) devFreqs(be *Backend, freqs []float32) (devPtr, error) {
+// stagedFreqs stages freqs, once per distinct table.
+func (r *rows) stagedFreqs(be *Backend, freqs []float32) *staged {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, f := range r.freqs {
 		if slices.Equal(f.host, freqs) {
-			return f.dev, nil
+			return f.dev
 		}
 	}
-	if len(freqs) == 0 {
-		return 0, nil
+	s := be.stageFloats(freqs)
+	if s != nil {
+		r.freqs = append(r.freqs, rowFreqs{host: slices.Clone(freqs), dev: s})
 	}
-	p, err := r.upload(be, unsafe.Pointer(&freqs[0]), 4*len(freqs))
-	if err != nil {
-		return 0, err
-	}
-	r.freqs = append(r.freqs, rowFreqs{host: slices.Clone(freqs), dev: p})
-	return p, nil
+	return s
 }
 
 // devTiles returns attnTiles(spans, n) on the device.

@@ -5,7 +5,17 @@
 // prints one table. It is what gpu/scripts/decode_bench.sh runs on a GPU
 // machine (see gpu/RUN_ON_GPU.md):
 //
-//	decodebench [-models 0.6b,4b] [-batches 32,128,256] [-prompt 512] [-new 512] [-hf hf.jsonl] [-json out.json] [-device …] [-precision …]
+//	decodebench [-models 0.6b,4b] [-batches 32,128,256] [-prompt 512] [-new 512] [-hf hf.jsonl] [-json out.json] [-table table.txt]
+//	            [-budget 9m] [-split=false] [-serve=false] [-host-init] [-device …] [-precision …]
+//
+// The weights are drawn on the device where the backend can
+// (policy.WithBackendInit: the 4B model's 4 billion normals take seconds
+// there, minutes on the host; -host-init draws them on the host). The
+// table and the JSON are written again after every point, so that a run
+// cut short keeps what it measured; -budget stops starting points once
+// that much time has passed, -split=false skips the one-token run that
+// splits the decode time from the prefill's, and -serve=false skips the
+// server's column: each shortens a run to fit a time-limited command.
 //
 // Each point generates greedily, every request running its -new tokens
 // (the models have no end-of-sequence token), from -prompt random tokens:
@@ -20,6 +30,8 @@
 //	           (default: measured with a device-to-device copy)
 //	serve      tokens/s of batch concurrent /v1/completions requests to an in-process serve.Server
 //	launches   kernel launches and cuBLAS products per decode step (package gpu's Counters)
+//	trips      round trips to the backend's worker thread and uploads per step
+//	graphs     decode steps replayed from a CUDA graph (of all steps)
 //
 // With -device cpu and -models tiny it runs anywhere (a smoke test).
 package main
@@ -78,6 +90,10 @@ type options struct {
 	bandwidth float64 // bytes/s; 0: measure
 	util      float64
 	serve     bool
+	split     bool          // time a one-token run to split out the decode time
+	budget    time.Duration // start no point after this long (0: no limit)
+	hostInit  bool          // draw the weights on the host
+	tableFile string
 	dev       device.Config
 }
 
@@ -96,6 +112,11 @@ type result struct {
 	LaunchesPerStep      float64 `json:"launches_per_step"`
 	BlasPerStep          float64 `json:"blas_per_step"`
 	DownloadBytesPerStep float64 `json:"download_bytes_per_step"`
+	WorkerCallsPerStep   float64 `json:"worker_calls_per_step"`
+	UploadsPerStep       float64 `json:"uploads_per_step"`
+	GraphReplays         uint64  `json:"graph_replays"`
+	GraphCaptures        uint64  `json:"graph_captures"`
+	Steps                int64   `json:"steps"`
 	Preemptions          int64   `json:"preemptions"`
 	KVBlocks             int     `json:"kv_blocks"`
 	KVBlocksPeak         int     `json:"kv_blocks_peak"`
@@ -123,6 +144,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	bw := fs.Float64("bandwidth", 0, "device bandwidth in GB/s for the floor (0: measure a device copy)")
 	fs.Float64Var(&o.util, "util", 0.9, "the KV cache's gpu_memory_utilization")
 	fs.BoolVar(&o.serve, "serve", true, "also measure serve's /v1/completions")
+	fs.BoolVar(&o.split, "split", true, "also time one new token, to split the decode steps' time from the prefill's")
+	fs.DurationVar(&o.budget, "budget", 0, "start no new point after this long (0: no limit)")
+	fs.BoolVar(&o.hostInit, "host-init", false, "draw the random weights on the host, not on the device")
+	fs.StringVar(&o.tableFile, "table", "", "write the table here too, again after every point")
 	o.dev.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -157,22 +182,51 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var results []result
+	start := time.Now()
 	for _, name := range o.models {
-		rs, err := benchModel(ctx, o, name, hf, stderr)
-		if err != nil {
+		// report writes what is measured so far: the model's rows (after
+		// every point), after the earlier models'.
+		base := len(results)
+		report := func(rows []result) error {
+			results = append(results[:base], rows...)
+			return writeReport(o, results)
+		}
+		if err := benchModel(ctx, o, name, hf, start, report, stderr); err != nil {
+			_ = writeReport(o, results)
+			printTable(stdout, results)
 			return fmt.Errorf("model %s: %w", name, err)
 		}
-		results = append(results, rs...)
 	}
 	printTable(stdout, results)
+	return writeReport(o, results)
+}
+
+// writeReport rewrites -json and -table with the results so far.
+func writeReport(o options, results []result) error {
 	if o.jsonFile != "" {
 		data, err := json.MarshalIndent(results, "", "  ")
 		if err != nil {
 			return err
 		}
-		return os.WriteFile(o.jsonFile, data, 0o644)
+		if err := os.WriteFile(o.jsonFile, data, 0o644); err != nil {
+			return err
+		}
+	}
+	if o.tableFile != "" {
+		var b bytes.Buffer
+		printTable(&b, results)
+		return os.WriteFile(o.tableFile, b.Bytes(), 0o644)
 	}
 	return nil
+}
+
+// overBudget reports whether -budget has run out since start.
+func (o options) overBudget(start time.Time, stderr io.Writer, what string) bool {
+	if o.budget > 0 && time.Since(start) > o.budget {
+		fmt.Fprintf(stderr, "budget of %s spent: %s skipped\n", o.budget, what)
+		return true
+	}
+	return false
 }
 
 // hfKey identifies a point of hf_generate_bench.py's output.
@@ -212,53 +266,67 @@ func readHF(path string) (map[hfKey]float64, error) {
 	return out, sc.Err()
 }
 
-func benchModel(ctx context.Context, o options, name string, hf map[hfKey]float64, stderr io.Writer) ([]result, error) {
+// benchModel measures one model at every batch, handing its rows so far
+// to report after each point.
+func benchModel(ctx context.Context, o options, name string, hf map[hfKey]float64, t0 time.Time, report func([]result) error, stderr io.Writer) error {
 	js, _ := shape(name)
 	cfg, err := policy.ParseConfig([]byte(js))
 	if err != nil {
-		return nil, err
+		return err
+	}
+	if o.overBudget(t0, stderr, "model "+name) {
+		return nil
 	}
 	d, err := device.Open(ctx, o.dev, cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer d.Close()
 	fmt.Fprintln(stderr, "device:", d)
 	start := time.Now()
-	m, err := policy.New(cfg, 1, policy.WithBackend(d.Backend()), policy.WithGenerateOptions(policy.GenerateOptions{GPUMemoryUtilization: o.util}))
+	mopts := []policy.ModelOption{policy.WithBackend(d.Backend()), policy.WithGenerateOptions(policy.GenerateOptions{GPUMemoryUtilization: o.util})}
+	if _, ok := d.Backend().(backend.Initializer); ok && !o.hostInit {
+		mopts = append(mopts, policy.WithBackendInit())
+	}
+	m, err := policy.New(cfg, 1, mopts...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	closeModel := m.Close
 	defer func() { _ = closeModel() }()
 	// Warm-up: weights uploaded and converted, kernels loaded.
 	if _, err := m.Generate(ctx, requests(cfg.VocabSize, 2, 8, 4, 0)); err != nil {
-		return nil, err
+		return err
 	}
 	fmt.Fprintf(stderr, "%s: %d parameters, ready in %.1fs\n", name, cfg.NumParams(), time.Since(start).Seconds())
 	bw := o.bandwidth
 	if bw == 0 {
 		if bw, err = measureBandwidth(d.Backend()); err != nil {
-			return nil, fmt.Errorf("measuring the bandwidth: %w", err)
+			return fmt.Errorf("measuring the bandwidth: %w", err)
 		}
 	}
 	fmt.Fprintf(stderr, "bandwidth %.0f GB/s\n", bw/1e9)
 	g, _ := d.Backend().(*gpu.Backend)
 	var out []result
 	for _, b := range o.batches {
+		if o.overBudget(t0, stderr, fmt.Sprintf("%s batch %d", name, b)) {
+			break
+		}
 		r := result{Model: name, Batch: b, Prompt: o.prompt, New: o.newTokens, Backend: d.Backend().Name(), Bandwidth: bw,
 			HF: hf[hfKey{name, b, o.prompt, o.newTokens}]}
-		t1, _, _, err := timeGenerate(ctx, m, g, requests(cfg.VocabSize, b, o.prompt, 1, 7))
-		if err != nil {
-			return nil, err
+		var t1 time.Duration
+		if o.split {
+			if t1, _, _, err = timeGenerate(ctx, m, g, requests(cfg.VocabSize, b, o.prompt, 1, 7)); err != nil {
+				return err
+			}
 		}
 		tn, st, per, err := timeGenerate(ctx, m, g, requests(cfg.VocabSize, b, o.prompt, o.newTokens, 7))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.Seconds = tn.Seconds()
 		r.E2E = float64(b*o.newTokens) / tn.Seconds()
-		if tn > t1 { // else too short to tell apart
+		if o.split && tn > t1 { // else not measured, or too short to tell apart
 			r.Decode = float64(b*(o.newTokens-1)) / (tn - t1).Seconds()
 		}
 		r.Floor = decodeFloor(cfg, b, o.prompt, o.newTokens, bw)
@@ -267,29 +335,41 @@ func benchModel(ctx context.Context, o options, name string, hf map[hfKey]float6
 			r.LaunchesPerStep = float64(per.Launches) / float64(st.Steps)
 			r.BlasPerStep = float64(per.Gemms) / float64(st.Steps)
 			r.DownloadBytesPerStep = float64(per.DtoHBytes) / float64(st.Steps)
+			r.WorkerCallsPerStep = float64(per.WorkerCalls) / float64(st.Steps)
+			r.UploadsPerStep = float64(per.HtoD) / float64(st.Steps)
 		}
+		r.GraphReplays, r.GraphCaptures, r.Steps = per.GraphReplays, per.GraphCaptures, st.Steps
 		fmt.Fprintf(stderr, "%s batch %d: %.1fs, %.0f tokens/s end to end, %.0f decoding (floor %.0f), %d steps, %d preemptions\n",
 			name, b, r.Seconds, r.E2E, r.Decode, r.Floor, st.Steps, st.Preemptions)
 		out = append(out, r)
+		if err := report(out); err != nil {
+			return err
+		}
 	}
 	if o.serve {
 		srv, err := serve.New(serve.Config{Model: m, Name: "bench", Decode: func(ids []int) string { return "" }})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		closeModel = srv.Close // the server owns the model now
 		ts := httptest.NewServer(srv)
 		defer ts.Close()
 		for i := range out {
+			if o.overBudget(t0, stderr, fmt.Sprintf("%s batch %d serve", name, out[i].Batch)) {
+				break
+			}
 			t, err := timeServe(ctx, ts.URL, requests(cfg.VocabSize, out[i].Batch, o.prompt, o.newTokens, 7))
 			if err != nil {
-				return nil, fmt.Errorf("serve: %w", err)
+				return fmt.Errorf("serve: %w", err)
 			}
 			out[i].Serve = float64(out[i].Batch*o.newTokens) / t.Seconds()
 			fmt.Fprintf(stderr, "%s batch %d: serve %.0f tokens/s\n", name, out[i].Batch, out[i].Serve)
+			if err := report(out); err != nil {
+				return err
+			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // requests are batch greedy requests of prompt random tokens (seeded).
@@ -437,8 +517,9 @@ func measureBandwidth(be backend.Backend) (float64, error) {
 }
 
 func printTable(w io.Writer, rs []result) {
-	fmt.Fprintf(w, "%-6s %6s %12s %12s %8s %12s %12s %8s %12s %8s %10s %8s\n",
-		"model", "batch", "e2e tok/s", "hf tok/s", "vs hf", "decode tok/s", "floor tok/s", "% floor", "serve tok/s", "vs e2e", "launches", "preempt")
+	fmt.Fprintf(w, "%-6s %6s %12s %12s %8s %12s %12s %8s %12s %8s %10s %8s %8s %10s\n",
+		"model", "batch", "e2e tok/s", "hf tok/s", "vs hf", "decode tok/s", "floor tok/s", "% floor", "serve tok/s", "vs e2e", "launches", "preempt",
+		"trips", "graphs")
 	for _, r := range rs {
 		vs, sv := "-", "-"
 		hfs := "-"
@@ -451,8 +532,9 @@ func printTable(w io.Writer, rs []result) {
 			serveS = fmt.Sprintf("%.0f", r.Serve)
 			sv = fmt.Sprintf("%.0f%%", 100*r.Serve/r.E2E)
 		}
-		fmt.Fprintf(w, "%-6s %6d %12.0f %12s %8s %12.0f %12.0f %7.0f%% %12s %8s %10s %8d\n",
+		fmt.Fprintf(w, "%-6s %6d %12.0f %12s %8s %12.0f %12.0f %7.0f%% %12s %8s %10s %8d %8s %10s\n",
 			r.Model, r.Batch, r.E2E, hfs, vs, r.Decode, r.Floor, 100*r.Decode/r.Floor, serveS, sv,
-			fmt.Sprintf("%.0f+%.0f", r.LaunchesPerStep, r.BlasPerStep), r.Preemptions)
+			fmt.Sprintf("%.0f+%.0f", r.LaunchesPerStep, r.BlasPerStep), r.Preemptions,
+			fmt.Sprintf("%.1f/%.1f", r.WorkerCallsPerStep, r.UploadsPerStep), fmt.Sprintf("%d/%d", r.GraphReplays, r.Steps))
 	}
 }

@@ -22,10 +22,14 @@ func TestRunTinyOnCPU(t *testing.T) {
 	hf := filepath.Join(dir, "hf.jsonl")
 	require.NoError(t, os.WriteFile(hf, []byte("torch 2.x\n{\"model\": \"tiny\", \"batch\": 3, \"prompt\": 12, \"new\": 6, \"tokens_per_s\": 10}\n"), 0o644))
 	out := filepath.Join(dir, "out.json")
+	table := filepath.Join(dir, "table.txt")
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), []string{"-models", "tiny", "-batches", "1,3", "-prompt", "12", "-new", "6", "-device", "cpu",
-		"-bandwidth", "10", "-hf", hf, "-json", out}, &stdout, &stderr)
+		"-bandwidth", "10", "-hf", hf, "-json", out, "-table", table}, &stdout, &stderr)
 	require.NoError(t, err, stderr.String())
+	written, err := os.ReadFile(table)
+	require.NoError(t, err)
+	assert.Equal(t, stdout.String(), string(written), "-table holds the final table")
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	require.Len(t, lines, 3, stdout.String())
 	assert.Contains(t, lines[0], "floor tok/s")
@@ -72,4 +76,34 @@ func TestParseFlags(t *testing.T) {
 		_, err = parse(bad, &stderr)
 		require.Error(t, err, "%v", bad)
 	}
+}
+
+// -budget stops starting points once spent: with 1ns, none runs, and the
+// report is still written (the header only, no rows); -split=false
+// leaves the decode column empty.
+func TestBudgetAndSplit(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.json")
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"-models", "tiny", "-batches", "2", "-prompt", "4", "-new", "3", "-device", "cpu",
+		"-bandwidth", "10", "-json", out, "-budget", "1ns"}, &stdout, &stderr)
+	require.NoError(t, err, stderr.String())
+	assert.Contains(t, stderr.String(), "budget of 1ns spent")
+	assert.Len(t, strings.Split(strings.TrimSpace(stdout.String()), "\n"), 1, "the header alone")
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Equal(t, "null", strings.TrimSpace(string(data)))
+
+	stdout.Reset()
+	err = run(context.Background(), []string{"-models", "tiny", "-batches", "2", "-prompt", "4", "-new", "3", "-device", "cpu",
+		"-bandwidth", "10", "-json", out, "-split=false", "-serve=false"}, &stdout, &stderr)
+	require.NoError(t, err, stderr.String())
+	var rs []result
+	data, err = os.ReadFile(out)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &rs))
+	require.Len(t, rs, 1)
+	assert.Positive(t, rs[0].E2E)
+	assert.Zero(t, rs[0].Decode, "not split out")
+	assert.Zero(t, rs[0].Serve, "-serve=false")
 }

@@ -9,6 +9,10 @@
 #include "emu.h"
 #include <algorithm>
 #include <chrono>
+#include <dlfcn.h>
+#include <functional>
+#include <memory>
+#include <vector>
 #include <cstdio>
 #include <cstdlib>
 using std::max;
@@ -39,22 +43,50 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
 CUresult cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
 CUresult cuStreamCreate(CUstream* s, unsigned int) { *s = (CUstream)&ctx_dummy; return CUDA_SUCCESS; }
 CUresult cuStreamDestroy(CUstream) { return CUDA_SUCCESS; }
-CUresult cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+static bool capturing = false;  // see "stream capture and graphs" below
+static bool capturing_now() { return capturing; }
+CUresult cuStreamSynchronize(CUstream) { return capturing_now() ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS; }
 CUresult cuMemAlloc(CUdeviceptr* p, size_t n) {
   void* q = malloc(n);
+  if (q == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   // Fresh device memory is not zeroed: fill with a NaN pattern so that a
   // missing memset shows up.
   memset(q, 0xff, n);
   *p = (CUdeviceptr)q;
-  return q ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  return CUDA_SUCCESS;
 }
 CUresult cuMemFree(CUdeviceptr p) { free((void*)p); return CUDA_SUCCESS; }
-CUresult cuMemcpyHtoD(CUdeviceptr d, const void* s, size_t n) { memcpy((void*)d, s, n); return CUDA_SUCCESS; }
-CUresult cuMemcpyDtoH(void* d, CUdeviceptr s, size_t n) { memcpy(d, (void*)s, n); return CUDA_SUCCESS; }
-CUresult cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream) { memmove((void*)d, (void*)s, n); return CUDA_SUCCESS; }
+CUresult cuMemcpyHtoD(CUdeviceptr d, const void* s, size_t n) {
+  if (capturing_now()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  memcpy((void*)d, s, n);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpyDtoH(void* d, CUdeviceptr s, size_t n) {
+  if (capturing_now()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  memcpy(d, (void*)s, n);
+  return CUDA_SUCCESS;
+}
+static void run_or_record(std::function<void()> f);
+CUresult cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream) {
+  run_or_record([=] { memmove((void*)d, (void*)s, n); });
+  return CUDA_SUCCESS;
+}
+// Pinned host memory is host memory; an asynchronous copy from it runs
+// at once (or, captured, at each replay, from the host memory of then).
+CUresult cuMemAllocHost(void** p, size_t n) {
+  *p = malloc(n);
+  return *p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+CUresult cuMemFreeHost(void* p) { free(p); return CUDA_SUCCESS; }
+CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void* s, size_t n, CUstream) {
+  run_or_record([=] { memcpy((void*)d, s, n); });
+  return CUDA_SUCCESS;
+}
 CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream) {
-  unsigned int* p = (unsigned int*)d;
-  for (size_t i = 0; i < n; i++) p[i] = v;
+  run_or_record([=] {
+    unsigned int* p = (unsigned int*)d;
+    for (size_t i = 0; i < n; i++) p[i] = v;
+  });
   return CUDA_SUCCESS;
 }
 CUresult cuMemGetInfo(size_t* f, size_t* t) { *f = *t = (size_t)1 << 34; return CUDA_SUCCESS; }
@@ -66,14 +98,81 @@ CUresult cuModuleGetFunction(CUfunction* f, CUmodule, const char* name) {
   return CUDA_ERROR_NOT_FOUND;
 }
 CUresult cuFuncSetAttribute(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
+// ---- stream capture and graphs ----
+// While the stream captures, the stream calls below (launches, memsets,
+// copies, and the cuBLAS products of the other copy of this library,
+// through fakecuda_record) are kept, not run; cuStreamEndCapture moves
+// them into a graph, and cuGraphLaunch runs them again, in order, as
+// often as it is called, reading the device memory of the moment: the
+// inputs a caller updated in place. Synchronous calls during a capture
+// fail, as they do on a GPU (cudaErrorStreamCaptureUnsupported).
+static std::vector<std::function<void()>> captured;
+struct FakeGraph {
+  std::vector<std::function<void()>> ops;
+};
+// fakecuda_record keeps *f for the capture and returns 1, or returns 0
+// (the caller runs it) when the stream does not capture; it takes f.
+int fakecuda_record(std::function<void()>* f) {
+  std::unique_ptr<std::function<void()>> own(f);
+  if (!capturing) return 0;
+  captured.push_back(std::move(*f));
+  return 1;
+}
+// run_or_record runs f now, or keeps it when the stream captures: in the
+// library instance that owns the stream (libcuda.so.1), looked up once.
+static void run_or_record(std::function<void()> f) {
+  using rec_t = int (*)(std::function<void()>*);
+  static rec_t rec = [] {
+    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    return h ? (rec_t)dlsym(h, "fakecuda_record") : (rec_t) nullptr;
+  }();
+  auto* p = new std::function<void()>(f);
+  if (rec != nullptr && rec(p)) return;
+  if (rec == nullptr) delete p;
+  f();
+}
+CUresult cuStreamBeginCapture(CUstream, CUstreamCaptureMode) {
+  if (capturing) return CUDA_ERROR_ILLEGAL_STATE;
+  capturing = true;
+  captured.clear();
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamEndCapture(CUstream, CUgraph* g) {
+  if (!capturing) return CUDA_ERROR_ILLEGAL_STATE;
+  capturing = false;
+  auto* fg = new FakeGraph{std::move(captured)};
+  captured.clear();
+  *g = (CUgraph)fg;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* e, CUgraph g, unsigned long long) {
+  *e = (CUgraphExec) new FakeGraph(*(FakeGraph*)g);
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphLaunch(CUgraphExec e, CUstream) {
+  if (capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  for (auto& op : ((FakeGraph*)e)->ops) op();
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphExecDestroy(CUgraphExec e) { delete (FakeGraph*)e; return CUDA_SUCCESS; }
+CUresult cuGraphDestroy(CUgraph g) { delete (FakeGraph*)g; return CUDA_SUCCESS; }
+
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem, CUstream,
                         void** params, void**) {
   auto* k = (decltype(&emu_kernels[0]))f;
   if (gx == 0 || gy == 0 || gz == 0 || bx * by * bz == 0 || bx * by * bz > 1024 || smem > 227 * 1024) return CUDA_ERROR_INVALID_VALUE;
-  if (k->seq)
-    emu_launch_seq({gx, gy, gz}, {bx, by, bz}, [&] { k->fn(params); });
-  else
-    emu_launch({gx, gy, gz}, {bx, by, bz}, smem, [&] { k->fn(params); });
+  // The arguments are copied (as cuLaunchKernel does): a captured launch
+  // runs later with the values of now.
+  std::vector<std::vector<char>> args(k->nargs);
+  for (int i = 0; i < k->nargs; i++) args[i].assign((const char*)params[i], (const char*)params[i] + k->sizes[i]);
+  run_or_record([k, args, gx, gy, gz, bx, by, bz, smem]() mutable {
+    std::vector<void*> p(args.size());
+    for (size_t i = 0; i < args.size(); i++) p[i] = args[i].data();
+    if (k->seq)
+      emu_launch_seq({gx, gy, gz}, {bx, by, bz}, [&] { k->fn(p.data()); });
+    else
+      emu_launch({gx, gy, gz}, {bx, by, bz}, smem, [&] { k->fn(p.data()); });
+  });
   return CUDA_SUCCESS;
 }
 CUresult cuGetErrorString(CUresult, const char** s) { *s = "fakecuda error"; return CUDA_SUCCESS; }
@@ -89,6 +188,7 @@ CUresult cuEventElapsedTime(float* ms, CUevent a, CUevent b) {
   return CUDA_SUCCESS;
 }
 CUresult cuEventDestroy(CUevent e) { delete (FakeEvent*)e; return CUDA_SUCCESS; }
+CUresult cuEventSynchronize(CUevent) { return CUDA_SUCCESS; }
 
 // ---- cuBLAS ----
 int cublasCreate_v2(void** h) { *h = &ctx_dummy; return 0; }
@@ -130,6 +230,7 @@ int cublasGemmStridedBatchedEx(void*, int ta, int tb, int m, int n, int k, const
   if (lda < std::max(1, ta ? k : m) || ldb < std::max(1, tb ? n : k) || ldc < std::max(1, m)) return 7;
   float al = *(const float*)alpha, be = *(const float*)beta;
   count_gemm(ta, tb, m, n, k, at, lda, sA, ldb, sB, be, ldc, sC, batch);
+  run_or_record([=] {
   for (int b = 0; b < batch; b++)
     for (int i = 0; i < m; i++)
       for (int j = 0; j < n; j++) {
@@ -143,6 +244,7 @@ int cublasGemmStridedBatchedEx(void*, int ta, int tb, int m, int n, int k, const
         float* c = (float*)C + b * sC + i + (long long)j * ldc;
         *c = (float)(al * s + (be == 0 ? 0.0 : (double)be * *c));
       }
+  });
   return 0;
 }
 int cublasGemmEx(void* h, int ta, int tb, int m, int n, int k, const void* alpha, const void* A, int at, int lda, const void* B, int bt,
