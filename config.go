@@ -180,8 +180,11 @@ type TrainerConfig struct {
 	// samples with the weights it trains. With η ≥ 1 the rollouts of the
 	// next steps run while the current step trains, on the samplers of
 	// TrainerParts.Sync, and the batch of step k starts sampling only once
-	// the samplers hold version k−1−η or newer, so no trajectory is
-	// staler than η. The PPO ratio then compares with the old policy as
+	// the samplers hold version k−1−η or newer, so no token is staler
+	// than η (the bound is checked token by token: a turn that a weight
+	// update cut and the rollout continued under the new weights, a
+	// partial rollout of fleet.Config.PartialRollouts, holds tokens of
+	// several versions, each with its own version's log-probability). The PPO ratio then compares with the old policy as
 	// OldLogProbs says; Loss.TISCap corrects for the sampler's weights
 	// (decoupled PPO, verl's rollout_is with a token-level truncated
 	// weight).

@@ -175,10 +175,15 @@ func (t *Trainer) publish(ctx context.Context) (float64, error) {
 	return time.Since(start).Seconds(), nil
 }
 
-// staleness measures how many versions behind the policy each
-// trajectory's weights were, and fails when one is beyond MaxStaleness
-// or from a version not yet trained. Without Sync the sampler is the
-// policy itself, and every trajectory is current.
+// staleness measures how many versions behind the policy the weights
+// that sampled each token of each trajectory were, and fails when a
+// token's are beyond MaxStaleness or a version not yet trained: the
+// bound holds token by token, so that a turn cut by a weight update and
+// continued under the new weights (a partial rollout) is bounded by its
+// oldest token. StalenessHist counts each trajectory at its oldest
+// token's staleness; StalenessTokenMean averages over the tokens.
+// Without Sync the sampler is the policy itself, and every token is
+// current.
 func (t *Trainer) staleness(batch []*sample, m *StepMetrics) error {
 	m.StalenessHist = make([]int, t.cfg.MaxStaleness+1)
 	if t.parts.Sync == nil {
@@ -187,20 +192,40 @@ func (t *Trainer) staleness(batch []*sample, m *StepMetrics) error {
 	}
 	var sum int
 	for i, s := range batch {
-		v, ok := s.traj.OldestWeightVersion()
-		if !ok {
+		versions, ok := s.traj.TokenVersions()
+		if !ok || len(s.traj.Turns) == 0 {
 			return fmt.Errorf("%w: step %d: trajectory %d (prompt %q) has no weight version: with TrainerParts.Sync the sampler must tag its generations (lm.Generation.WeightVersion)", ErrTrainer, t.stepsDone+1, i, s.prompt.ID)
 		}
+		for p, v := range versions {
+			if v < 0 {
+				continue // not sampled
+			}
+			st := t.stepsDone - v
+			if st < 0 || st > t.cfg.MaxStaleness {
+				return fmt.Errorf("%w: step %d: trajectory %d (prompt %q): token %d was sampled with weight version %d, %d versions from the policy's %d (MaxStaleness %d)", ErrTrainer, t.stepsDone+1, i, s.prompt.ID, p, v, st, t.stepsDone, t.cfg.MaxStaleness)
+			}
+			m.staleTokens++
+			m.staleTokenSum += st
+		}
+		v, _ := s.traj.OldestWeightVersion()
 		st := t.stepsDone - v
-		if st < 0 || st > t.cfg.MaxStaleness {
+		if st < 0 || st > t.cfg.MaxStaleness { // a trajectory of empty turns
 			return fmt.Errorf("%w: step %d: trajectory %d (prompt %q) was sampled with weight version %d, %d versions from the policy's %d (MaxStaleness %d)", ErrTrainer, t.stepsDone+1, i, s.prompt.ID, v, st, t.stepsDone, t.cfg.MaxStaleness)
 		}
 		m.StalenessHist[st]++
 		sum += st
 		m.StalenessMax = max(m.StalenessMax, st)
+		for _, tr := range s.traj.Turns {
+			if tr.Segments != nil {
+				m.PartialTurns++
+			}
+		}
 	}
 	if len(batch) > 0 {
 		m.StalenessMean = float64(sum) / float64(len(batch))
+	}
+	if m.staleTokens > 0 {
+		m.StalenessTokenMean = float64(m.staleTokenSum) / float64(m.staleTokens)
 	}
 	return nil
 }

@@ -132,7 +132,8 @@ func (j *ranks) stepMetrics(ctx context.Context, m *StepMetrics, batch []*sample
 	if m.advTokens == 0 {
 		amax, amin = -math.MaxFloat64, math.MaxFloat64
 	}
-	adv := []float64{m.AdvantageMean * float64(m.advTokens), float64(m.advTokens)}
+	adv := []float64{m.AdvantageMean * float64(m.advTokens), float64(m.advTokens),
+		float64(m.staleTokenSum), float64(m.staleTokens), float64(m.PartialTurns)}
 	maxes := []float64{m.ResponseLenMax, float64(m.GenBatches), m.RolloutSeconds, m.TrainSeconds, m.StepSeconds, m.WallSeconds,
 		m.SyncSeconds, m.OverlapSeconds, float64(m.StalenessMax), allreduce, float64(len(keys)), -float64(len(keys)), wait,
 		amax, -amin}
@@ -163,6 +164,11 @@ func (j *ranks) stepMetrics(ctx context.Context, m *StepMetrics, batch []*sample
 	m.ToolErrors, m.KeptGroups = int(sums[6]), int(sums[7])
 	m.generatedTokens, m.trainedTokens = int(sums[8]), int(sums[9])
 	m.StalenessMean = sums[10] / n
+	m.staleTokenSum, m.staleTokens, m.PartialTurns = int(adv[2]), int(adv[3]), int(adv[4])
+	m.StalenessTokenMean = 0
+	if m.staleTokens > 0 {
+		m.StalenessTokenMean = adv[2] / adv[3]
+	}
 	h := len(m.StalenessHist)
 	for i := range m.StalenessHist {
 		m.StalenessHist[i] = int(sums[11+i])

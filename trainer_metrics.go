@@ -92,6 +92,13 @@ type StepMetrics struct {
 	StalenessHist []int
 	StalenessMean float64
 	StalenessMax  int
+	// StalenessTokenMean is the staleness of the sampled tokens, token
+	// by token (each token's own version: a turn that a weight update
+	// cut and the rollout continued has tokens of several), averaged
+	// over them; PartialTurns counts the turns so continued (partial
+	// rollouts, fleet.Config.PartialRollouts).
+	StalenessTokenMean float64
+	PartialTurns       int
 	// OverlapSeconds is the part of the step's rollout that ran while
 	// earlier steps trained (0 when synchronous), SyncSeconds the time
 	// spent publishing weights, and WallSeconds the time since the
@@ -128,6 +135,9 @@ type StepMetrics struct {
 	generatedTokens int
 	trainedTokens   int
 	advTokens       int // mask-1 response tokens, over which the advantages are summarised
+	// staleTokens and staleTokenSum: the sampled tokens whose staleness
+	// StalenessTokenMean averages, and the sum of their staleness.
+	staleTokens, staleTokenSum int
 }
 
 // Map returns the metrics under verl's names, for a MetricsSink.
@@ -171,6 +181,8 @@ func (m StepMetrics) Map() map[string]float64 {
 		"async/policy_version":       float64(m.PolicyVersion),
 		"async/staleness_mean":       m.StalenessMean,
 		"async/staleness_max":        float64(m.StalenessMax),
+		"async/staleness_token_mean": m.StalenessTokenMean,
+		"async/partial_turns":        float64(m.PartialTurns),
 	}
 	if m.WallSeconds > 0 {
 		out["perf/steps_per_s"] = 1 / m.WallSeconds

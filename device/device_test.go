@@ -2,6 +2,7 @@ package device_test
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentrl/agentrl/device"
+	"github.com/agentrl/agentrl/policy"
 )
 
 func TestParseSpec(t *testing.T) {
@@ -156,6 +158,7 @@ func TestRegisterFlags(t *testing.T) {
 		{[]string{"-device", "cpu"}, device.Config{Device: device.Spec{Kind: device.CPU}}},
 		{[]string{"-device=cuda:2", "-precision=tf32"}, device.Config{Device: device.Spec{Kind: device.CUDA, Ordinal: 2}, Precision: device.TF32}},
 		{[]string{"-precision", "bf16"}, device.Config{Precision: device.BF16}},
+		{[]string{"-device", "cpu", "-batch-variant"}, device.Config{Device: device.Spec{Kind: device.CPU}, BatchVariant: true}},
 	} {
 		got, err := parse(tc.args...)
 		require.NoError(t, err, tc.args)
@@ -180,4 +183,26 @@ func TestRegisterFlags(t *testing.T) {
 	require.NoError(t, fs.Parse([]string{"-precision", "fp32"}))
 	assert.Equal(t, device.Config{Device: device.Spec{Kind: device.CPU}, Precision: device.FP32}, c)
 	assert.Equal(t, "-device cpu -precision fp32", c.String())
+	c.BatchVariant = true
+	assert.Equal(t, "-device cpu -precision fp32 -batch-variant", c.String())
+}
+
+// TestBatchVariant: -batch-variant opens the CPU backend whose few-row
+// products are dot products (its name says so), and is refused with a
+// CUDA device, where it would mean nothing.
+func TestBatchVariant(t *testing.T) {
+	ctx := context.Background()
+	d, err := device.Open(ctx, device.Config{Device: device.Spec{Kind: device.CPU}, BatchVariant: true}, policy.Config{})
+	require.NoError(t, err)
+	defer d.Close()
+	assert.Contains(t, d.Backend().Name(), "batch-variant few rows")
+	assert.True(t, d.Config().BatchVariant)
+	plain, err := device.Open(ctx, device.Config{Device: device.Spec{Kind: device.CPU}}, policy.Config{})
+	require.NoError(t, err)
+	defer plain.Close()
+	assert.NotContains(t, plain.Backend().Name(), "batch-variant")
+
+	err = device.Config{Device: device.Spec{Kind: device.CUDA}, BatchVariant: true}.Validate()
+	require.ErrorIs(t, err, device.ErrInvalid)
+	assert.Contains(t, err.Error(), "-batch-variant with -device cuda")
 }

@@ -71,6 +71,9 @@ func Open(ctx context.Context, c Config, model policy.Config) (*Device, error) {
 	}
 	d, err := openCUDA(ctx, Config{Device: Spec{Kind: CUDA}, Precision: c.Precision}, model)
 	if err == nil {
+		if c.BatchVariant {
+			d.desc += "; -" + BatchVariantFlag + " applies to the CPU only"
+		}
 		return d, nil
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -121,8 +124,13 @@ func autoReason(hidden int) string {
 
 // openCPU opens the CPU backend; fallback is why auto came to it.
 func openCPU(c Config, fallback error) *Device {
-	be := NewCPU(0)
-	d := &Device{be: be, cfg: Config{Device: Spec{Kind: CPU}, Precision: FP32}, fallback: fallback}
+	var be backend.Backend
+	if c.BatchVariant {
+		be = cpu.New(cpu.WithBatchVariantFewRows())
+	} else {
+		be = NewCPU(0)
+	}
+	d := &Device{be: be, cfg: Config{Device: Spec{Kind: CPU}, Precision: FP32, BatchVariant: c.BatchVariant}, fallback: fallback}
 	var b strings.Builder
 	fmt.Fprintf(&b, "cpu: %s, fp32", be.Name())
 	if fallback != nil {

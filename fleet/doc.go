@@ -42,6 +42,42 @@
 // A server that fails to
 // take an update makes Publish fail with an error that names it.
 //
+// # Partial rollouts
+//
+// Waiting for the turns in flight makes a Publish as slow as the longest
+// turn, and long agentic turns hold training up. With
+// Config.PartialRollouts, Publish writes the checkpoint while sampling
+// goes on, then holds new turns and has every server abort the
+// generations in flight and load the checkpoint:
+//
+//   - SGLang: the same /update_weights_from_disk with
+//     "abort_all_requests": true: the tokenizer manager aborts every
+//     request (each answers meta_info.finish_reason {"type": "abort"}
+//     with the output_ids and logprobs it generated, which is what
+//     slime's partial rollouts keep, slime/rollout/sglang_rollout.py),
+//     then takes the model-update writer lock, loads and flushes.
+//   - vLLM: POST /pause?mode=abort (AsyncLLM.pause_generation's default
+//     mode in vllm/v1/engine/async_llm.py: the requests in flight are
+//     aborted and answer finish_reason "abort" with their output so
+//     far), the reload, and /resume.
+//   - package serve speaks both, and answers the partial output the same
+//     way.
+//
+// The cut generations come back as lm.FinishAbort (through
+// openai.Config.Partial) with the tokens and log-probabilities their
+// weights generated and that version, and package rollout continues
+// each turn from where it was cut under the new weights, recording the
+// version of every token (rollout.Turn.Segments). No token is tagged
+// with weights that did not sample it: a generation that finished while
+// a Publish began may have reached its server after the abort and run
+// whole on the new weights, so it is handed back as a cut before its
+// first token and sampled again from the same prefix (see
+// Fleet.Generate). Neither engine's other pause modes serve this: vLLM's
+// "keep" and SGLang's "in_place" and "retract" (/pause_generation, then
+// /continue_generation) resume the requests on the new weights without
+// saying where the weights changed, and SGLang's update skips its lock
+// while paused (see above). Not with Config.Adapter.
+//
 // # Versions
 //
 // A weight version counts optimizer steps: the trainer (agentrl's

@@ -120,6 +120,15 @@ type Config struct {
 	// means full weights. Until the first Publish the fleet samples the
 	// base model, as version Version.
 	Adapter string
+	// PartialRollouts makes Publish interrupt the generations in flight
+	// instead of waiting for them to end: each server aborts them —
+	// SGLang's /update_weights_from_disk with abort_all_requests, vLLM's
+	// /pause?mode=abort before the reload — and they come back with what
+	// they generated so far (lm.FinishAbort, tagged with the version that
+	// generated it), for package rollout to continue under the new
+	// weights (see the package documentation's "Partial rollouts"). The
+	// checkpoint is written while sampling goes on. Not with Adapter.
+	PartialRollouts bool
 }
 
 // Fleet samples from inference servers and publishes new weights to
@@ -147,6 +156,9 @@ type Fleet struct {
 	reading sync.Mutex
 	read    atomic.Bool
 
+	// cuts is the partial rollouts' gate (Config.PartialRollouts).
+	cuts cutGate
+
 	// publishing serialises Publish calls; it guards what follows.
 	publishing sync.Mutex
 	dirs       []string // published checkpoints, oldest first
@@ -162,6 +174,8 @@ func New(cfg Config) (*Fleet, error) {
 		return nil, fmt.Errorf("%w: Dir is empty: Publish needs a folder the servers can read", ErrConfig)
 	case cfg.Keep < 0 || cfg.Timeout < 0 || cfg.Version < 0:
 		return nil, fmt.Errorf("%w: negative Keep, Timeout or Version", ErrConfig)
+	case cfg.PartialRollouts && cfg.Adapter != "":
+		return nil, fmt.Errorf("%w: PartialRollouts with Adapter: partial rollouts across adapter updates are not supported (the adapter is switched between turns)", ErrConfig)
 	}
 	f := &Fleet{cfg: cfg, client: cfg.Client}
 	f.cfg.Servers = slices.Clone(cfg.Servers)
@@ -177,6 +191,8 @@ func New(cfg Config) (*Fleet, error) {
 	sc := cfg.Sampler
 	sc.BaseURLs = nil
 	sc.APIKey = cfg.APIKey
+	sc.Partial = cfg.PartialRollouts
+	f.cuts.changed = make(chan struct{})
 	for i, s := range f.cfg.Servers {
 		switch s.Kind {
 		case "":
@@ -249,8 +265,13 @@ func (f *Fleet) Servers() []Server { return slices.Clone(f.cfg.Servers) }
 // Generate samples on the servers (openai.Sampler.Generate). Every
 // generation comes from the weights of one version, which its
 // WeightVersion names (the decimal text of Version); a Publish waits for
-// the call to end.
+// the call to end, or with Config.PartialRollouts interrupts it: the
+// generations it cut end with lm.FinishAbort and hold the tokens their
+// version generated.
 func (f *Fleet) Generate(ctx context.Context, reqs []lm.GenerateRequest) ([]lm.Generation, error) {
+	if f.cfg.PartialRollouts {
+		return f.generatePartial(ctx, reqs)
+	}
 	f.gate.RLock()
 	defer f.gate.RUnlock()
 	if err := f.readInitial(ctx); err != nil {
@@ -286,6 +307,9 @@ func (f *Fleet) Publish(ctx context.Context, version int, w lm.Saver) error {
 	if f.cfg.Adapter != "" {
 		return f.publishAdapter(ctx, version, w)
 	}
+	if f.cfg.PartialRollouts {
+		return f.publishPartial(ctx, version, w)
+	}
 	f.publishing.Lock()
 	defer f.publishing.Unlock()
 	f.gate.Lock()
@@ -294,13 +318,21 @@ func (f *Fleet) Publish(ctx context.Context, version int, w lm.Saver) error {
 	if err != nil {
 		return err
 	}
+	return f.updateAll(ctx, version, dir, false)
+}
+
+// updateAll has every server load the checkpoint in dir as version,
+// aborting the generations in flight when abort is set, counts the new
+// version as current when at least one server took it, and prunes the
+// old checkpoints.
+func (f *Fleet) updateAll(ctx context.Context, version int, dir string, abort bool) error {
 	tag := strconv.Itoa(version)
 	took := make([]bool, len(f.cfg.Servers))
 	errs := make([]error, len(f.cfg.Servers))
 	var g errgroup.Group
 	for i, s := range f.cfg.Servers {
 		g.Go(func() error {
-			if err := f.update(ctx, s, dir, tag); err != nil {
+			if err := f.update(ctx, s, dir, tag, abort); err != nil {
 				errs[i] = fmt.Errorf("%w: %s server %s: version %d: %w", ErrUpdate, s.Kind, s.URL, version, err)
 				return nil
 			}
@@ -380,9 +412,16 @@ func (f *Fleet) prune() error {
 // keeps its default, true: the prefix cache of the old weights goes.
 const vllmPause = "/pause?mode=wait&wait_for_inflight_requests=true"
 
-// update has server s load the checkpoint in dir. A vLLM server is
-// resumed whatever happened to the load, so that a failed update does
-// not leave it paused.
+// vllmPauseAbort is vLLM's pause that aborts the requests in flight,
+// which answer finish_reason "abort" with their output so far (mode
+// "abort", AsyncLLM.pause_generation's default; releases before mode
+// read wait_for_inflight_requests=false, the default, the same way).
+const vllmPauseAbort = "/pause?mode=abort"
+
+// update has server s load the checkpoint in dir, aborting the
+// generations in flight first when abort is set (partial rollouts). A
+// vLLM server is resumed whatever happened to the load, so that a failed
+// update does not leave it paused.
 //
 // SGLang is sent /update_weights_from_disk alone, with flush_cache true
 // and abort_all_requests false: without a pause its tokenizer manager
@@ -399,10 +438,14 @@ const vllmPause = "/pause?mode=wait&wait_for_inflight_requests=true"
 // (scheduler_update_weights_mixin.py, flush_cache_after_weight_update)
 // and the scheduler dies. flush_cache itself is needed: the cached
 // prefixes hold keys and values of the old weights.
-func (f *Fleet) update(ctx context.Context, s Server, dir, version string) (err error) {
+func (f *Fleet) update(ctx context.Context, s Server, dir, version string, abort bool) (err error) {
 	switch s.Kind {
 	case VLLM, VLLMModelConfig:
-		if err := f.post(ctx, s.URL, vllmPause, nil, nil); err != nil {
+		pause := vllmPause
+		if abort {
+			pause = vllmPauseAbort
+		}
+		if err := f.post(ctx, s.URL, pause, nil, nil); err != nil {
 			return err
 		}
 		defer func() { err = errors.Join(err, f.post(ctx, s.URL, "/resume", nil, nil)) }()
@@ -419,7 +462,7 @@ func (f *Fleet) update(ctx context.Context, s Server, dir, version string) (err 
 			Success *bool  `json:"success"`
 			Message string `json:"message"`
 		}
-		req := map[string]any{"model_path": dir, "weight_version": version, "flush_cache": true, "abort_all_requests": false}
+		req := map[string]any{"model_path": dir, "weight_version": version, "flush_cache": true, "abort_all_requests": abort}
 		if err := f.post(ctx, s.URL, "/update_weights_from_disk", req, &res); err != nil {
 			return err
 		}

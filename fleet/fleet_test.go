@@ -154,6 +154,42 @@ func TestPublishRequests(t *testing.T) {
 	}
 }
 
+// TestPublishRequestsPartial pins the requests of Config.PartialRollouts:
+// SGLang's update with abort_all_requests true (the requests in flight
+// answer what they generated, then the update loads), vLLM's pause in
+// mode "abort" (AsyncLLM.pause_generation's default) before the reload.
+func TestPublishRequestsPartial(t *testing.T) {
+	for _, tc := range []struct {
+		kind fleet.Kind
+		want func(dir string) []call
+	}{
+		{fleet.SGLang, func(dir string) []call {
+			return []call{
+				{Path: "/update_weights_from_disk", Body: map[string]any{"model_path": dir, "weight_version": "3", "flush_cache": true, "abort_all_requests": true}},
+			}
+		}},
+		{fleet.VLLM, func(dir string) []call {
+			return []call{
+				{Path: "/pause", Query: "mode=abort"},
+				{Path: "/collective_rpc", Body: map[string]any{"method": "reload_weights", "kwargs": map[string]any{"weights_path": dir}}},
+				{Path: "/resume"},
+			}
+		}},
+	} {
+		t.Run(string(tc.kind), func(t *testing.T) {
+			rec := &recorder{}
+			srv := httptest.NewServer(rec)
+			defer srv.Close()
+			root := t.TempDir()
+			f, err := fleet.New(fleet.Config{Servers: []fleet.Server{{URL: srv.URL, Kind: tc.kind}}, Dir: root, PartialRollouts: true})
+			require.NoError(t, err)
+			require.NoError(t, f.Publish(context.Background(), 3, weights{tag: "three"}))
+			assert.Equal(t, 3, f.Version())
+			assert.Equal(t, tc.want(filepath.Join(root, "v00000003")), rec.seen())
+		})
+	}
+}
+
 // TestPublishFailures: a server that refuses, dies mid-update or hangs
 // makes Publish fail naming it, and is sent nothing else (SGLang's
 // update pauses nothing, so nothing is left paused); the fleet moves to
@@ -292,6 +328,7 @@ func TestNewErrors(t *testing.T) {
 		{"bad kind", fleet.Config{Dir: dir, Servers: []fleet.Server{{URL: "http://a", Kind: "tgi"}}}, `Kind "tgi"`},
 		{"bad url", fleet.Config{Dir: dir, Servers: []fleet.Server{{URL: "a:b"}}}, "not an http(s) URL"},
 		{"negative keep", fleet.Config{Dir: dir, Servers: []fleet.Server{{URL: "http://a"}}, Keep: -1}, "negative"},
+		{"partial adapters", fleet.Config{Dir: dir, Servers: []fleet.Server{{URL: "http://a"}}, Adapter: "a", PartialRollouts: true}, "PartialRollouts with Adapter"},
 	} {
 		_, err := fleet.New(tc.cfg)
 		require.ErrorIs(t, err, fleet.ErrConfig, tc.name)

@@ -78,7 +78,25 @@ const (
 	// FinishLength: MaxNewTokens were generated, or the model's context
 	// is full.
 	FinishLength FinishReason = "length"
+	// FinishAbort: the generation was interrupted before it ended — a
+	// weight update or a pause in abort mode (vLLM's and SGLang's
+	// finish_reason "abort") — and the Generation holds what was sampled
+	// until then: its Tokens, their log-probabilities, and the
+	// WeightVersion that sampled them. Sending the request again with
+	// those tokens appended to its Prompt (and MaxNewTokens reduced by
+	// their number) continues it: a partial rollout, as package rollout
+	// does. A sampler returns it only when asked to interrupt
+	// (ErrInterrupted); otherwise an interruption is an error.
+	FinishAbort FinishReason = "abort"
 )
+
+// ErrInterrupted is the cause (context.Cause) with which a caller
+// cancels a Generate call to interrupt it rather than give it up: a
+// sampler that supports partial rollouts (package policy's, package
+// serve's) then returns the tokens sampled so far with FinishAbort and
+// no error; one that does not returns the context's error as for any
+// other cancellation. Wrap it to say why (a weight update).
+var ErrInterrupted = errors.New("lm: generation interrupted")
 
 // Generation is the continuation of one GenerateRequest.
 type Generation struct {
@@ -110,8 +128,8 @@ type Generation struct {
 	// because the sampler reused their state (a session's KV cache or a
 	// server's prefix cache); 0 when unknown.
 	CachedTokens int
-	// WeightVersion names the weights that generated every token, when
-	// the sampler knows it: the "metadata.weight_version" that SGLang and
+	// WeightVersion names the weights that generated every token (of a
+	// FinishAbort generation too), when the sampler knows it: the "metadata.weight_version" that SGLang and
 	// package serve report, or the trainer's policy version that a
 	// versioned sampler (package fleet) stamps. Empty when unknown.
 	WeightVersion string

@@ -108,22 +108,10 @@ func readGenerationEOS(dir string) ([]int, error) {
 // model.safetensors.index.json) with Hugging Face tensor names; tied
 // embeddings are written once, as transformers does. A model with a LoRA
 // adapter is written merged (W + scale·B·A), the function it computes; its
-// adapter alone is SaveAdapter's.
+// adapter alone is SaveAdapter's. WriteModel writes the same folder from
+// weights held elsewhere.
 func (m *Model) Save(dir string, opts lm.SaveOptions) error {
-	dt := opts.DType
-	if dt == "" {
-		dt = safetensors.F32
-	}
-	cfg := m.cfg
-	switch dt {
-	case safetensors.F32:
-		cfg.TorchDType = "float32"
-	case safetensors.BF16:
-		cfg.TorchDType = "bfloat16"
-	default:
-		return fmt.Errorf("%w: save dtype %q; want F32 or BF16", ErrInput, dt)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if _, err := saveDType(m.cfg, opts); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -131,21 +119,72 @@ func (m *Model) Save(dir string, opts lm.SaveOptions) error {
 		m.mu.Unlock()
 		return err
 	}
-	tensors := make([]safetensors.Tensor, len(m.w.base))
-	index := make(map[*param]int, len(m.w.base))
-	for i, p := range m.w.base {
-		tensors[i] = safetensors.Tensor{Name: p.spec.Name, DType: dt, Shape: p.spec.Shape, Float32: slices.Clone(p.data)}
-		index[p] = i
+	weights := make(map[string][]float32, len(m.w.base))
+	for _, p := range m.w.base {
+		weights[p.spec.Name] = slices.Clone(p.data)
 	}
 	if m.lora != nil && !m.lora.merged {
 		// What the model computes: each adapted weight with its delta.
 		m.forEachAdapter(func(lin *linear) {
-			addLoRADelta(tensors[index[lin.w]].Float32, lin.lora.a.data, lin.lora.b.data, lin.lora, float64(lin.lora.scale))
+			addLoRADelta(weights[lin.w.spec.Name], lin.lora.a.data, lin.lora.b.data, lin.lora, float64(lin.lora.scale))
 		})
 	}
 	m.mu.Unlock()
+	return writeModel(dir, m.cfg, opts, func(sp TensorSpec) ([]float32, error) { return weights[sp.Name], nil })
+}
+
+// WriteModel writes the Hugging Face checkpoint folder of a model of
+// configuration cfg whose weights are read elsewhere, exactly as
+// Model.Save writes it: read fills dst with the tensor name, for each
+// of cfg.TensorSpecs in turn (dst has the tensor's size, row-major).
+// The folder's files are config.json (torch_dtype set to the written
+// dtype) and model.safetensors or its shards, each written atomically.
+func WriteModel(dir string, cfg Config, read func(name string, dst []float32) error, opts lm.SaveOptions) error {
+	return writeModel(dir, cfg, opts, func(sp TensorSpec) ([]float32, error) {
+		data := make([]float32, sp.Size())
+		return data, read(sp.Name, data)
+	})
+}
+
+// writeModel writes the folder of WriteModel with the tensors weights
+// returns.
+func writeModel(dir string, cfg Config, opts lm.SaveOptions, weights func(sp TensorSpec) ([]float32, error)) error {
+	cfg, err := saveDType(cfg, opts)
+	if err != nil {
+		return err
+	}
+	dt := opts.DType
+	if dt == "" {
+		dt = safetensors.F32
+	}
+	specs := cfg.TensorSpecs()
+	tensors := make([]safetensors.Tensor, len(specs))
+	for i, sp := range specs {
+		data, err := weights(sp)
+		if err != nil {
+			return fmt.Errorf("policy: weights of %s: %w", sp.Name, err)
+		}
+		tensors[i] = safetensors.Tensor{Name: sp.Name, DType: dt, Shape: sp.Shape, Float32: data}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
 	if err := WriteConfig(dir, cfg); err != nil {
 		return err
 	}
 	return safetensors.WriteCheckpoint(dir, tensors, nil, opts.MaxShardBytes)
+}
+
+// saveDType is cfg with torch_dtype set to what opts writes (F32 by
+// default, or BF16).
+func saveDType(cfg Config, opts lm.SaveOptions) (Config, error) {
+	switch opts.DType {
+	case "", safetensors.F32:
+		cfg.TorchDType = "float32"
+	case safetensors.BF16:
+		cfg.TorchDType = "bfloat16"
+	default:
+		return cfg, fmt.Errorf("%w: save dtype %q; want F32 or BF16", ErrInput, opts.DType)
+	}
+	return cfg, nil
 }

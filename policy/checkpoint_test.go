@@ -199,3 +199,46 @@ func TestLoadRejectsMismatchedCheckpoints(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, m.Close())
 }
+
+// TestWriteModelIsSave: WriteModel, given a model's weights by name,
+// writes Save's folder byte for byte, in each dtype and sharded; a read
+// that fails and a dtype Save refuses are errors.
+func TestWriteModelIsSave(t *testing.T) {
+	m, err := New(qwen3TinyConfig(t), 5)
+	require.NoError(t, err)
+	defer m.Close()
+	weights := map[string][]float32{}
+	for _, p := range m.Params() {
+		weights[p.Name] = p.Data
+	}
+	read := func(name string, dst []float32) error {
+		w, ok := weights[name]
+		if !ok || len(w) != len(dst) {
+			return os.ErrNotExist
+		}
+		copy(dst, w)
+		return nil
+	}
+	for _, opts := range []lm.SaveOptions{{}, {DType: safetensors.BF16}, {MaxShardBytes: 4096}} {
+		saved, written := t.TempDir(), t.TempDir()
+		require.NoError(t, m.Save(saved, opts))
+		require.NoError(t, WriteModel(written, m.Config(), read, opts))
+		entries, err := os.ReadDir(saved)
+		require.NoError(t, err)
+		got, err := os.ReadDir(written)
+		require.NoError(t, err)
+		require.Equal(t, len(entries), len(got), "%+v", opts)
+		for _, e := range entries {
+			want, err := os.ReadFile(filepath.Join(saved, e.Name()))
+			require.NoError(t, err)
+			b, err := os.ReadFile(filepath.Join(written, e.Name()))
+			require.NoError(t, err, "%+v", opts)
+			assert.Equal(t, want, b, "%s, %+v", e.Name(), opts)
+		}
+	}
+	err = WriteModel(t.TempDir(), m.Config(), func(string, []float32) error { return os.ErrNotExist }, lm.SaveOptions{})
+	require.ErrorIs(t, err, os.ErrNotExist)
+	assert.Contains(t, err.Error(), "model.embed_tokens.weight")
+	err = WriteModel(t.TempDir(), m.Config(), read, lm.SaveOptions{DType: safetensors.F16})
+	require.ErrorIs(t, err, ErrInput)
+}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/agentrl/agentrl/internal/atomicfile"
 	"github.com/agentrl/agentrl/policy/backend"
@@ -221,6 +222,72 @@ func ConsolidateState(dir string, w io.Writer) error {
 	return safetensors.Write(w, ts, meta)
 }
 
+// StateInfo describes the optimizer state saved in a folder
+// (ReadStateInfo).
+type StateInfo struct {
+	// WorldSize is the number of ranks that wrote a sharded state
+	// (ShardStateIndex), 0 for an unsharded one (StateFileName).
+	WorldSize int
+	// Step is the optimizer's update count.
+	Step int64
+	// Params are the trainable parameters whose moments it holds: in
+	// Params order for a sharded state, in the file's order for an
+	// unsharded one.
+	Params []ShardParam
+}
+
+// ReadStateInfo reads and checks the headers of the optimizer state
+// saved in dir, sharded or not, without reading the moments: a sharded
+// state's index, and every shard file it lists present, whole and in
+// agreement with it (rank, world size, step, unit, sizes); an unsharded
+// state file's format, step and pairs of F32 moments.
+func ReadStateInfo(dir string) (StateInfo, error) {
+	idx, err := readShardIndex(dir)
+	switch {
+	case err == nil:
+		src, err := openShards(dir, idx)
+		if err != nil {
+			return StateInfo{}, err
+		}
+		src.close()
+		return StateInfo{WorldSize: idx.WorldSize, Step: idx.Step, Params: idx.Params}, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return StateInfo{}, err
+	}
+	f, err := safetensors.Open(filepath.Join(dir, StateFileName))
+	if err != nil {
+		return StateInfo{}, fmt.Errorf("policy: optimizer state: %w", err)
+	}
+	defer f.Close()
+	bad := func(format string, args ...any) (StateInfo, error) {
+		return StateInfo{}, fmt.Errorf("policy: optimizer state: %s: "+format, append([]any{StateFileName}, args...)...)
+	}
+	meta := f.Metadata()
+	if meta["format"] != StateFormat {
+		return bad("format %q, want %q", meta["format"], StateFormat)
+	}
+	var info StateInfo
+	if info.Step, err = strconv.ParseInt(meta["step"], 10, 64); err != nil || info.Step < 0 {
+		return bad("step %q is not a non-negative integer", meta["step"])
+	}
+	ts := f.Tensors()
+	for _, t := range ts {
+		name, ok := strings.CutPrefix(t.Name, "exp_avg.")
+		if !ok {
+			continue
+		}
+		sq, ok := f.Info("exp_avg_sq." + name)
+		if t.DType != safetensors.F32 || !ok || sq.DType != safetensors.F32 || sq.NumElements() != t.NumElements() {
+			return bad("the moments of %q are not two F32 tensors of one size", name)
+		}
+		info.Params = append(info.Params, ShardParam{Name: name, Size: t.NumElements()})
+	}
+	if len(ts) != 2*len(info.Params) {
+		return bad("%d tensors are not the two moments of %d parameters", len(ts), len(info.Params))
+	}
+	return info, nil
+}
+
 // momentSource reads ranges of the flat moments of a saved state.
 type momentSource struct {
 	step  int64
@@ -414,7 +481,7 @@ func openShards(dir string, idx ShardIndex) (*momentSource, error) {
 		f, err := safetensors.Open(filepath.Join(dir, name))
 		if err != nil {
 			src.close()
-			return nil, fmt.Errorf("policy: optimizer state: %w", err)
+			return nil, fmt.Errorf("policy: optimizer state: rank %d's shard: %w", r, err)
 		}
 		src.files[r] = f
 		meta := f.Metadata()

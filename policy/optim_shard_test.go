@@ -432,12 +432,18 @@ var memConfig = Config{
 	MaxPositionEmbeddings: 32, RMSNormEps: 1e-6, RopeTheta: 10000, TieWordEmbeddings: true,
 }
 
-// TestShardedAdamWMemory: per rank of 2, the optimizer state and (at
-// stage 2) the gradients held are half of one process's, up to the last
-// unit's padding — counted from the backend's allocations, which
-// Memory's report matches float for float — and at stage 2 no rank
-// holds the whole gradient even during the backward.
-func TestShardedAdamWMemory(t *testing.T) {
+// memMeasured is what measureMemory counts of one process or rank.
+type memMeasured struct {
+	mem              Memory
+	weights, created int64 // counted: the model's, then the optimizer's
+	held, peak       int64 // counted: between steps, and the most during a step
+}
+
+// measureMemory makes memConfig's model on a backend that counts its
+// allocations and the optimizer newOpt makes for it, takes two steps
+// and counts the bytes held between them and the most held during the
+// second, beyond the weights.
+func measureMemory(t *testing.T, newOpt func(m *Model) (Optimizer, error)) memMeasured {
 	ctx := context.Background()
 	seqs := [][]int{{1, 2, 3, 4, 5, 6, 7, 8}, {9, 10, 11, 12}}
 	w := [][]float32{{0, 1, -1, 1, -1, 1, -1, 1}, {0, 1, 1, -1}}
@@ -454,43 +460,37 @@ func TestShardedAdamWMemory(t *testing.T) {
 		_, err = o.Step()
 		require.NoError(t, err)
 	}
-	type measured struct {
-		mem              Memory
-		weights, created int64 // counted: the model's, then the optimizer's
-		held, peak       int64 // counted: between steps, and the most during a step
+	cb := newAllocCounter()
+	m, err := New(memConfig, 7, WithBackend(cb))
+	require.NoError(t, err)
+	defer m.Close()
+	var r memMeasured
+	r.weights, _ = cb.bytes()
+	o, err := newOpt(m)
+	require.NoError(t, err)
+	live, _ := cb.bytes()
+	r.created = live - r.weights
+	step(o, m)
+	cb.resetPeak()
+	step(o, m)
+	r.held, r.peak = cb.bytes()
+	r.peak -= r.weights
+	r.held -= r.weights
+	r.mem, err = o.(interface{ Memory() (Memory, error) }).Memory()
+	require.NoError(t, err)
+	return r
+}
+
+// measureOneProcess is measureMemory of a DeviceAdamW, checked against
+// P, memConfig's parameters: the reference a rank's shard is 1/N of.
+func measureOneProcess(t *testing.T, cfg AdamWConfig) (one memMeasured, P int64) {
+	one = measureMemory(t, func(m *Model) (Optimizer, error) { return m.NewDeviceAdamW(cfg) })
+	m, err := New(memConfig, 7)
+	require.NoError(t, err)
+	for _, p := range m.Params() {
+		P += int64(len(p.Data))
 	}
-	run := func(newOpt func(m *Model) (Optimizer, error)) measured {
-		cb := newAllocCounter()
-		m, err := New(memConfig, 7, WithBackend(cb))
-		require.NoError(t, err)
-		defer m.Close()
-		var r measured
-		r.weights, _ = cb.bytes()
-		o, err := newOpt(m)
-		require.NoError(t, err)
-		live, _ := cb.bytes()
-		r.created = live - r.weights
-		step(o, m)
-		cb.resetPeak()
-		step(o, m)
-		r.held, r.peak = cb.bytes()
-		r.peak -= r.weights
-		r.held -= r.weights
-		r.mem, err = o.(interface{ Memory() (Memory, error) }).Memory()
-		require.NoError(t, err)
-		return r
-	}
-	cfg := AdamWConfig{LR: 1e-3}
-	one := run(func(m *Model) (Optimizer, error) { return m.NewDeviceAdamW(cfg) })
-	var P int64
-	{
-		m, err := New(memConfig, 7)
-		require.NoError(t, err)
-		for _, p := range m.Params() {
-			P += int64(len(p.Data))
-		}
-		m.Close()
-	}
+	m.Close()
 	assert.Equal(t, 4*P, one.weights, "the weights counted")
 	assert.Equal(t, one.weights, one.mem.Weights)
 	assert.Equal(t, 8*P, one.mem.Optimizer, "one process: both moments of every parameter")
@@ -498,11 +498,48 @@ func TestShardedAdamWMemory(t *testing.T) {
 	assert.Equal(t, one.held, one.mem.Gradients+one.mem.Optimizer, "Memory matches the buffers counted between steps")
 	t.Logf("one process: P = %d; weights %d B, gradients %d B, optimizer %d B, activations peak %d B; counted peak of a step beyond the weights %d B",
 		P, one.mem.Weights, one.mem.Gradients, one.mem.Optimizer, one.mem.Activations, one.peak)
+	return one, P
+}
 
+// checkRankMemory: rank r of a job of lay.Ranks at stage holds 1/N of
+// one process's optimizer state (and at stage 2 of its gradients), up to
+// the last unit's padding, as counted from its backend's allocations.
+func checkRankMemory(t *testing.T, stage int, lay ShardLayout, one, got memMeasured, P int64, r int) {
+	n := int64(lay.Ranks)
+	shard := int64(lay.Units * lay.Block) // floats per rank, padding included
+	padding := int64(lay.Units*lay.Unit) - P
+	require.Less(t, padding, int64(lay.Unit))
+	assert.Equal(t, one.weights, got.weights, "rank %d holds the whole weights", r)
+	assert.Equal(t, 8*shard, got.mem.Optimizer, "rank %d's moments", r)
+	// 1/N of one process's, up to the padding.
+	assert.Equal(t, n*got.mem.Optimizer, one.mem.Optimizer+8*padding, "rank %d: 1/N of one process's optimizer state", r)
+	assert.Equal(t, got.held, got.mem.Gradients+got.mem.Optimizer, "rank %d: Memory matches the buffers counted between steps", r)
+	if stage == ShardGradients {
+		assert.Equal(t, 4*shard, got.mem.Gradients, "rank %d holds its gradient shard only", r)
+		assert.Equal(t, n*got.mem.Gradients, one.mem.Gradients+4*padding, "rank %d: 1/N of one process's gradients", r)
+		assert.Equal(t, n*got.held, one.held+12*padding, "rank %d: 1/N of the bytes one process holds between steps, counted", r)
+		assert.Less(t, got.mem.GradientsPeak, one.mem.Gradients, "rank %d never holds the whole gradient", r)
+		assert.Less(t, got.peak, one.peak, "rank %d's step peaks lower", r)
+	} else {
+		assert.Equal(t, 4*P+4*shard, got.mem.Gradients, "rank %d: the whole gradient and the reduced shard", r)
+	}
+	t.Logf("rank %d of %d, stage %d: gradients %d B (peak %d B), optimizer %d B; counted between steps %d B, peak of a step beyond the weights %d B (one process: %d B, %d B)",
+		r, n, stage, got.mem.Gradients, got.mem.GradientsPeak, got.mem.Optimizer, got.held, got.peak, one.held, one.peak)
+}
+
+// TestShardedAdamWMemory: per rank of 2, the optimizer state and (at
+// stage 2) the gradients held are half of one process's, up to the last
+// unit's padding — counted from the backend's allocations, which
+// Memory's report matches float for float — and at stage 2 no rank
+// holds the whole gradient even during the backward.
+func TestShardedAdamWMemory(t *testing.T) {
+	ctx := context.Background()
+	cfg := AdamWConfig{LR: 1e-3}
+	one, P := measureOneProcess(t, cfg)
 	const unit = 512
 	for _, stage := range []int{ShardOptimizer, ShardGradients} {
 		t.Run(fmt.Sprintf("stage %d", stage), func(t *testing.T) {
-			var ranks [2]measured
+			var ranks [2]memMeasured
 			var lay ShardLayout
 			comms, err := dist.NewGroup(ctx, 2, dist.GroupOptions{Timeout: 30 * time.Second})
 			require.NoError(t, err)
@@ -511,7 +548,7 @@ func TestShardedAdamWMemory(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					ranks[r] = run(func(m *Model) (Optimizer, error) {
+					ranks[r] = measureMemory(t, func(m *Model) (Optimizer, error) {
 						s, err := m.NewShardedAdamW(cfg, dist.Buffers(comms[r], m.Backend()), ShardOptions{Stage: stage, UnitElements: unit, Overlap: true})
 						if err == nil && r == 0 {
 							lay = s.Layout()
@@ -524,25 +561,8 @@ func TestShardedAdamWMemory(t *testing.T) {
 			for _, c := range comms {
 				_ = c.Close()
 			}
-			shard := int64(lay.Units * lay.Block) // floats per rank, padding included
-			padding := int64(lay.Units*lay.Unit) - P
-			require.Less(t, padding, int64(lay.Unit))
 			for r, got := range ranks {
-				assert.Equal(t, one.weights, got.weights, "rank %d holds the whole weights", r)
-				assert.Equal(t, 8*shard, got.mem.Optimizer, "rank %d's moments", r)
-				// 1/N of one process's, up to the padding.
-				assert.Equal(t, 2*got.mem.Optimizer, one.mem.Optimizer+8*padding, "rank %d: half of one process's optimizer state", r)
-				assert.Equal(t, got.held, got.mem.Gradients+got.mem.Optimizer, "rank %d: Memory matches the buffers counted between steps", r)
-				if stage == ShardGradients {
-					assert.Equal(t, 4*shard, got.mem.Gradients, "rank %d holds its gradient shard only", r)
-					assert.Equal(t, 2*got.mem.Gradients, one.mem.Gradients+4*padding, "rank %d: half of one process's gradients", r)
-					assert.Less(t, got.mem.GradientsPeak, one.mem.Gradients, "rank %d never holds the whole gradient", r)
-					assert.Less(t, got.peak, one.peak, "rank %d's step peaks lower", r)
-				} else {
-					assert.Equal(t, 4*P+4*shard, got.mem.Gradients, "rank %d: the whole gradient and the reduced shard", r)
-				}
-				t.Logf("rank %d, stage %d: gradients %d B (peak %d B), optimizer %d B; counted peak of a step beyond the weights %d B (one process: %d B)",
-					r, stage, got.mem.Gradients, got.mem.GradientsPeak, got.mem.Optimizer, got.peak, one.peak)
+				checkRankMemory(t, stage, lay, one, got, P, r)
 			}
 		})
 	}
@@ -571,6 +591,25 @@ func TestShardedStateReshards(t *testing.T) {
 	require.NoError(t, ConsolidateState(dir, &full))
 	want := readState(t, full.Bytes())
 	assert.Equal(t, "2", want.meta["step"])
+
+	// ReadStateInfo: the same parameters and step from the shards'
+	// headers and from the consolidated file.
+	info, err := ReadStateInfo(dir)
+	require.NoError(t, err)
+	assert.Equal(t, 2, info.WorldSize)
+	assert.Equal(t, int64(2), info.Step)
+	flatInfo := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(flatInfo, StateFileName), full.Bytes(), 0o600))
+	one, err := ReadStateInfo(flatInfo)
+	require.NoError(t, err)
+	assert.Equal(t, 0, one.WorldSize)
+	assert.Equal(t, int64(2), one.Step)
+	assert.ElementsMatch(t, info.Params, one.Params)
+	var params []ShardParam
+	for _, p := range loadTiny(t, "qwen3-tiny").Params() {
+		params = append(params, ShardParam{Name: p.Name, Size: len(p.Data)})
+	}
+	assert.Equal(t, params, info.Params, "the model's parameters in order")
 
 	// The reference: one process's state after the same two steps.
 	ref := loadTiny(t, "qwen3-tiny")
@@ -732,6 +771,12 @@ func TestShardedStateErrors(t *testing.T) {
 			o, err := m.NewDeviceAdamW(cfg)
 			require.NoError(t, err)
 			assert.Error(t, o.LoadStateFile(d), "DeviceAdamW refuses it too")
+			// The headers alone show every spoiling but a renamed
+			// parameter (which only the model tells).
+			if _, err := ReadStateInfo(d); tc.name != "another parameter" && tc.name != "fewer parameters" {
+				require.Error(t, err, "ReadStateInfo")
+				assert.Contains(t, err.Error(), tc.want)
+			}
 		})
 	}
 }

@@ -56,8 +56,8 @@ func (r *Recorder) admit(id string, n int) (*admission, *apiError) {
 		s = r.newSessionLocked(id)
 	}
 	if s.s.Reward != nil {
-		return nil, &apiError{status: http.StatusConflict, typ: "invalid_request_error", param: "user",
-			msg: fmt.Sprintf("session %q has ended: its reward is set", id)}
+		return nil, &apiError{Status: http.StatusConflict, Type: "invalid_request_error", Param: "user",
+			Message: fmt.Sprintf("session %q has ended: its reward is set", id)}
 	}
 	r.clock++
 	s.used = r.clock
@@ -247,7 +247,7 @@ func generationError(ctx context.Context, err error) *apiError {
 	case errors.Is(err, lm.ErrSampling):
 		return badRequest("", "%v", err)
 	case errors.Is(err, ErrUnavailable):
-		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", msg: err.Error()}
+		return &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Message: err.Error()}
 	}
 	return internalError(err)
 }
@@ -258,7 +258,7 @@ func generationError(ctx context.Context, err error) *apiError {
 var ErrUnavailable = errors.New("record: sampler unavailable")
 
 func internalError(err error) *apiError {
-	return &apiError{status: http.StatusInternalServerError, typ: "server_error", msg: err.Error()}
+	return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: err.Error()}
 }
 
 // reply builds the assistant message of generation g: its text without

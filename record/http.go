@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentrl/agentrl/internal/httpjson"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/reward"
 )
@@ -69,8 +70,8 @@ func (r *Recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 // notFound is OpenAI's 404 for an unknown path.
 func (r *Recorder) notFound(w http.ResponseWriter, req *http.Request) {
-	writeError(w, &apiError{status: http.StatusNotFound, typ: "invalid_request_error",
-		msg: fmt.Sprintf("Invalid URL (%s %s)", req.Method, req.URL.Path)})
+	writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error",
+		Message: fmt.Sprintf("Invalid URL (%s %s)", req.Method, req.URL.Path)})
 }
 
 // allow answers 405 unless req's method is method.
@@ -79,45 +80,34 @@ func allow(w http.ResponseWriter, req *http.Request, method string) bool {
 		return true
 	}
 	w.Header().Set("Allow", method)
-	writeError(w, &apiError{status: http.StatusMethodNotAllowed, typ: "invalid_request_error",
-		msg: fmt.Sprintf("Method Not Allowed (%s %s; allowed: %s)", req.Method, req.URL.Path, method)})
+	writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
+		Message: fmt.Sprintf("Method Not Allowed (%s %s; allowed: %s)", req.Method, req.URL.Path, method)})
 	return false
 }
 
 // writeError writes OpenAI's error object.
 func writeError(w http.ResponseWriter, e *apiError) {
 	var param *string
-	if e.param != "" {
-		param = &e.param
+	if e.Param != "" {
+		param = &e.Param
 	}
-	writeJSON(w, e.status, map[string]any{"error": map[string]any{
-		"message": e.msg, "type": e.typ, "param": param, "code": nil,
+	writeJSON(w, e.Status, map[string]any{"error": map[string]any{
+		"message": e.Message, "type": e.Type, "param": param, "code": nil,
 	}})
 }
 
 // writeJSON writes v with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		b = []byte(`{"error": {"message": "encoding the answer failed", "type": "server_error", "param": null, "code": null}}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	httpjson.WriteJSON(w, status, v, func(error) []byte {
+		return []byte(`{"error": {"message": "encoding the answer failed", "type": "server_error", "param": null, "code": null}}`)
+	})
 }
 
 // readBody reads a request body of at most maxBodyBytes.
 func readBody(w http.ResponseWriter, req *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, maxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error",
-				msg: fmt.Sprintf("the request body is larger than %d bytes", maxBodyBytes)})
-		} else {
-			writeError(w, badRequest("", "reading the request body: %v", err))
-		}
+	body, aerr := httpjson.ReadBody(w, req, maxBodyBytes, "invalid_request_error", "the request body is larger than %d bytes")
+	if aerr != nil {
+		writeError(w, aerr)
 		return nil, false
 	}
 	return body, true
@@ -462,7 +452,7 @@ func (r *Recorder) handleReward(w http.ResponseWriter, req *http.Request, id str
 		return
 	}
 	var rr rewardRequest
-	if err := unmarshalObject(body, &rr); err != nil {
+	if err := httpjson.UnmarshalObject(body, &rr); err != nil {
 		writeError(w, badRequest("", "%v", err))
 		return
 	}
@@ -490,12 +480,12 @@ func (r *Recorder) handleReward(w http.ResponseWriter, req *http.Request, id str
 
 // sessionError maps an error of the session API to its answer.
 func sessionError(err error) *apiError {
-	e := &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", msg: err.Error()}
+	e := &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: err.Error()}
 	switch {
 	case errors.Is(err, ErrUnknownSession):
-		e.status = http.StatusNotFound
+		e.Status = http.StatusNotFound
 	case errors.Is(err, ErrSessionEnded), errors.Is(err, ErrSessionExists):
-		e.status = http.StatusConflict
+		e.Status = http.StatusConflict
 	}
 	return e
 }

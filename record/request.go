@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"reflect"
 	"strings"
 
+	"github.com/agentrl/agentrl/internal/httpjson"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 )
@@ -74,18 +74,11 @@ type streamOptions struct {
 
 // apiError is a refused request: an HTTP status and OpenAI's error
 // object fields.
-type apiError struct {
-	status int
-	typ    string
-	param  string
-	msg    string
-}
-
-func (e *apiError) Error() string { return e.msg }
+type apiError = httpjson.Error
 
 // badRequest is a 400 "invalid_request_error", OpenAI's type for it.
 func badRequest(param, format string, a ...any) *apiError {
-	return &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: param, msg: fmt.Sprintf(format, a...)}
+	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Message: fmt.Sprintf(format, a...)}
 }
 
 // chatPlan is a validated chat request.
@@ -109,7 +102,7 @@ type chatPlan struct {
 // decodeChat parses and validates a chat completions body.
 func decodeChat(body []byte) (*chatPlan, *apiError) {
 	var req chatRequest
-	if err := unmarshalObject(body, &req); err != nil {
+	if err := httpjson.UnmarshalObject(body, &req); err != nil {
 		return nil, badRequest("", "%v", err)
 	}
 	if err := req.unsupported(); err != nil {
@@ -177,50 +170,6 @@ func decodeChat(body []byte) (*chatPlan, *apiError) {
 	p.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage != nil && *req.StreamOptions.IncludeUsage
 	p.returnTokenIDs = req.ReturnTokenIDs != nil && *req.ReturnTokenIDs
 	return p, nil
-}
-
-// unmarshalObject decodes a JSON object into v, with errors that name
-// the field and the JSON type expected rather than Go types.
-func unmarshalObject(body []byte, v any) error {
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return errors.New("the request body must be a JSON object")
-	}
-	if err := json.Unmarshal(trimmed, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			field := te.Field
-			if field == "" {
-				field = "body"
-			}
-			return fmt.Errorf("%s: want %s, got JSON %s", field, jsonKind(te.Type), te.Value)
-		}
-		return fmt.Errorf("JSON decode error: %w", err)
-	}
-	return nil
-}
-
-// jsonKind names the JSON value a Go type takes.
-func jsonKind(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer in range"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.String:
-		return "a string"
-	case reflect.Slice, reflect.Array:
-		return "a list"
-	case reflect.Map, reflect.Struct:
-		return "an object"
-	}
-	return t.String()
 }
 
 // unsupported refuses what this server does not implement, rather than
@@ -433,7 +382,7 @@ type wireToolCall struct {
 // templates objects; Qwen's render them with tojson).
 func parseMessage(raw json.RawMessage) (tokenizer.Message, error) {
 	var w wireMessage
-	if err := unmarshalObject(raw, &w); err != nil {
+	if err := httpjson.UnmarshalObject(raw, &w); err != nil {
 		return tokenizer.Message{}, err
 	}
 	if w.Role == nil {

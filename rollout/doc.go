@@ -20,6 +20,24 @@
 // which. The engine never re-renders or re-tokenises earlier turns, so
 // each sampler request's prompt is exactly the trajectory so far.
 //
+// # Partial rollouts
+//
+// A sampler may interrupt a turn — an inference fleet whose weights are
+// published in the middle of it (fleet.Config.PartialRollouts), a server
+// paused in abort mode — and return what it sampled so far with
+// lm.FinishAbort and the WeightVersion that sampled it. The engine then
+// does not throw the turn away: it sends the trajectory so far with
+// those tokens appended, asking for the rest of the turn's token budget,
+// and joins the pieces into one turn (at most Config.MaxResumes times).
+// Each piece keeps its own tokens and log-probabilities exactly as its
+// weights sampled them, and Turn.Segments records which version sampled
+// which tokens (Trajectory.TokenVersions, token by token), so that a
+// trainer bounds staleness and corrects the mismatch token by token. A
+// stop string that spans a cut, which neither piece's sampler could see,
+// ends the turn where an uninterrupted sampler would have; a Seed does
+// not reproduce an interrupted turn's uninterrupted sample (each piece
+// draws from its own request).
+//
 // # Tool-call formats
 //
 // Each model family writes tool calls in its own format and reads results

@@ -100,6 +100,12 @@ type Config struct {
 	MaxConcurrentTools int
 	// MaxConcurrent bounds the trajectories in flight; 0 means 256.
 	MaxConcurrent int
+	// MaxResumes bounds how many times one turn is continued after its
+	// sampler interrupted it (lm.FinishAbort: a weight update landed in
+	// the middle of the turn; see "Partial rollouts" in the package
+	// documentation); 0 means DefaultMaxResumes. A turn interrupted once
+	// more fails its trajectory with an error wrapping ErrInterrupted.
+	MaxResumes int
 	// Batch, when not nil, puts a Batcher with this configuration in
 	// front of Sampler for each Run. Leave it nil for policy.Model: the
 	// model already admits each turn into its running batch, and a
@@ -129,7 +135,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("%w: Tokenizer is nil", ErrConfig)
 	case cfg.MaxTurns < 0 || cfg.MaxResponseTokens < 0 || cfg.MaxTotalTokens < 0 ||
 		cfg.MaxToolCalls < 0 || cfg.MaxCallsPerTurn < 0 || cfg.ToolTimeout < 0 ||
-		cfg.MaxConcurrentTools < 0 || cfg.MaxConcurrent < 0:
+		cfg.MaxConcurrentTools < 0 || cfg.MaxConcurrent < 0 || cfg.MaxResumes < 0:
 		return nil, fmt.Errorf("%w: negative limit", ErrConfig)
 	case cfg.MaxTurns == 0 && cfg.MaxResponseTokens == 0 && cfg.MaxTotalTokens == 0:
 		return nil, fmt.Errorf("%w: one of MaxTurns, MaxResponseTokens and MaxTotalTokens must bound a trajectory", ErrConfig)
@@ -150,6 +156,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 	}
 	if cfg.MaxConcurrentTools == 0 {
 		cfg.MaxConcurrentTools = 16
+	}
+	if cfg.MaxResumes == 0 {
+		cfg.MaxResumes = DefaultMaxResumes
 	}
 	if cfg.MaxConcurrent == 0 {
 		cfg.MaxConcurrent = 256
@@ -533,19 +542,8 @@ func (e *Engine) episode(ctx context.Context, sampler lm.Sampler, j *job, env En
 		params := j.params
 		params.MaxNewTokens = limit
 		t0 := time.Now()
-		gens, err := sampler.Generate(ctx, []lm.GenerateRequest{{
-			Prompt:  t.Tokens[:len(t.Tokens):len(t.Tokens)], // no spare capacity for the sampler to write into
-			Params:  params,
-			Session: j.session,
-		}})
+		g, segs, err := e.generateTurn(ctx, sampler, t.Tokens, params, j.session)
 		if err != nil {
-			return fmt.Errorf("turn %d: generate: %w", turn, err)
-		}
-		if len(gens) != 1 {
-			return fmt.Errorf("turn %d: sampler returned %d generations for 1 request", turn, len(gens))
-		}
-		g := gens[0]
-		if err := checkGeneration(g, limit); err != nil {
 			return fmt.Errorf("turn %d: %w", turn, err)
 		}
 		tr := Turn{
@@ -553,6 +551,11 @@ func (e *Engine) episode(ctx context.Context, sampler lm.Sampler, j *job, env En
 			Finish: g.FinishReason, StopToken: g.StopToken, StopString: g.StopString,
 			CachedTokens: g.CachedTokens, WeightVersion: g.WeightVersion, Latency: time.Since(t0),
 			State: state,
+		}
+		for _, sg := range segs {
+			sg.Start += tr.Start
+			sg.End += tr.Start
+			tr.Segments = append(tr.Segments, sg)
 		}
 		tr.ResultEnd = tr.End
 		t.Tokens = append(t.Tokens, g.Tokens...)
@@ -623,6 +626,127 @@ func (e *Engine) episode(ctx context.Context, sampler lm.Sampler, j *job, env En
 		}
 		cur.ResultEnd = len(t.Tokens)
 		state = fb.State
+	}
+}
+
+// DefaultMaxResumes is Config.MaxResumes's default: the interruptions
+// one turn survives.
+const DefaultMaxResumes = 16
+
+// ErrInterrupted is wrapped by the error of a trajectory whose turn its
+// sampler interrupted more than Config.MaxResumes times.
+var ErrInterrupted = errors.New("rollout: turn interrupted too often")
+
+// generateTurn samples one turn after the tokens so far. A generation
+// the sampler interrupts (lm.FinishAbort: a weight update) is continued
+// from the prefix it reached, with the rest of the turn's token budget,
+// until one ends; the turn's generation is the pieces joined, and segs
+// say which tokens each piece holds (offsets within the turn) and the
+// weight version that sampled them — nil for a turn sampled in one
+// piece. A Stop string that spans a cut, which neither piece's sampler
+// saw, ends the turn where an uninterrupted sampler would have.
+func (e *Engine) generateTurn(ctx context.Context, sampler lm.Sampler, tokens []int, params lm.SampleParams, session string) (lm.Generation, []Segment, error) {
+	limit := params.MaxNewTokens
+	var joined lm.Generation
+	var segs []Segment
+	haveLogp, haveRaw := true, true
+	prompt := tokens[:len(tokens):len(tokens)] // no spare capacity for the sampler to write into
+	for resumes := 0; ; resumes++ {
+		gens, err := sampler.Generate(ctx, []lm.GenerateRequest{{Prompt: prompt, Params: params, Session: session}})
+		if err != nil {
+			return lm.Generation{}, nil, fmt.Errorf("generate: %w", err)
+		}
+		if len(gens) != 1 {
+			return lm.Generation{}, nil, fmt.Errorf("sampler returned %d generations for 1 request", len(gens))
+		}
+		g := gens[0]
+		if err := checkGeneration(g, params.MaxNewTokens); err != nil {
+			return lm.Generation{}, nil, err
+		}
+		if resumes == 0 {
+			if g.FinishReason != lm.FinishAbort {
+				return g, nil, nil // the common case: one piece
+			}
+			joined.CachedTokens = g.CachedTokens
+		}
+		start := len(joined.Tokens)
+		joined.Tokens = append(joined.Tokens, g.Tokens...)
+		haveLogp = haveLogp && (len(g.LogProbs) > 0 || len(g.Tokens) == 0)
+		haveRaw = haveRaw && (len(g.RawLogProbs) > 0 || len(g.Tokens) == 0)
+		joined.LogProbs = append(joined.LogProbs, g.LogProbs...)
+		joined.RawLogProbs = append(joined.RawLogProbs, g.RawLogProbs...)
+		if len(g.Tokens) > 0 {
+			segs = append(segs, Segment{Start: start, End: len(joined.Tokens), WeightVersion: g.WeightVersion})
+		}
+		if len(segs) == 0 {
+			// The turn's version is that of its first token; a turn
+			// without tokens takes its last piece's.
+			joined.WeightVersion = g.WeightVersion
+		} else {
+			joined.WeightVersion = segs[0].WeightVersion
+		}
+		joined.FinishReason, joined.StopToken, joined.StopString = g.FinishReason, g.StopToken, g.StopString
+		if g.FinishReason != lm.FinishAbort {
+			break
+		}
+		if limit > 0 && len(joined.Tokens) >= limit {
+			joined.FinishReason = lm.FinishLength // cut at its last token
+			break
+		}
+		if resumes == e.cfg.MaxResumes {
+			return lm.Generation{}, nil, fmt.Errorf("%w: %d times (Config.MaxResumes %d)", ErrInterrupted, resumes+1, e.cfg.MaxResumes)
+		}
+		prompt = append(tokens[:len(tokens):len(tokens)], joined.Tokens...)
+		prompt = prompt[:len(prompt):len(prompt)]
+		if limit > 0 {
+			params.MaxNewTokens = limit - len(joined.Tokens)
+		}
+	}
+	if !haveLogp {
+		joined.LogProbs = nil
+	}
+	if !haveRaw {
+		joined.RawLogProbs = nil
+	}
+	e.stopAcrossCuts(&joined, tokens, params.Stop)
+	for len(segs) > 0 && segs[len(segs)-1].Start >= len(joined.Tokens) {
+		segs = segs[:len(segs)-1] // a stop string across a cut ended the turn earlier
+	}
+	if n := len(segs); n > 0 {
+		segs[n-1].End = min(segs[n-1].End, len(joined.Tokens))
+	}
+	if len(segs) == 1 {
+		segs = nil // one piece after all: its version is the turn's
+	}
+	return joined, segs, nil
+}
+
+// stopAcrossCuts ends g at the first of the stop strings that its
+// decoded text contains, when that comes before where g ended: a string
+// that spans the cut between two pieces of an interrupted turn.
+func (e *Engine) stopAcrossCuts(g *lm.Generation, prompt []int, stop []string) {
+	if len(stop) == 0 || len(g.Tokens) == 0 {
+		return
+	}
+	c := lm.NewStopChecker(lm.SampleParams{Stop: stop}, nil)
+	ts := lm.NewTextStream(e.cfg.Tokenizer.Decode, prompt)
+	for i, id := range g.Tokens {
+		st, end := c.Next(id, ts.Push(id))
+		if !end {
+			continue
+		}
+		if i == len(g.Tokens)-1 && g.FinishReason == lm.FinishStop {
+			return // where the sampler itself stopped
+		}
+		g.Tokens = g.Tokens[:i+1]
+		if g.LogProbs != nil {
+			g.LogProbs = g.LogProbs[:i+1]
+		}
+		if g.RawLogProbs != nil {
+			g.RawLogProbs = g.RawLogProbs[:i+1]
+		}
+		g.FinishReason, g.StopString, g.StopToken = lm.FinishStop, st.String, 0
+		return
 	}
 }
 

@@ -151,17 +151,60 @@ func (t *Trajectory) ResultTokens() int { return t.ResponseLen() - t.SampledToke
 // trajectory's staleness counts from. A trajectory without turns has
 // none.
 func (t *Trajectory) OldestWeightVersion() (int, bool) {
-	oldest, ok := 0, len(t.Turns) > 0
-	for i, tr := range t.Turns {
-		v, err := strconv.Atoi(tr.WeightVersion)
-		if err != nil {
-			return 0, false
-		}
-		if i == 0 || v < oldest {
-			oldest = v
+	vs, ok := t.TokenVersions()
+	if !ok || len(t.Turns) == 0 {
+		return 0, false
+	}
+	oldest, found := 0, false
+	for _, v := range vs {
+		if v >= 0 && (!found || v < oldest) {
+			oldest, found = v, true
 		}
 	}
-	return oldest, ok
+	if !found { // only empty turns: their own versions
+		for i, tr := range t.Turns {
+			v, _ := strconv.Atoi(tr.WeightVersion) // checked by TokenVersions
+			if i == 0 || v < oldest {
+				oldest = v
+			}
+		}
+	}
+	return oldest, true
+}
+
+// TokenVersions returns, for each token of Tokens, the weight version
+// that sampled it, read as the trainer's integer policy versions
+// (package fleet's WeightVersion) — a turn's WeightVersion, or for an
+// interrupted turn its Segment's — and −1 for the tokens no policy
+// sampled (prompt, tool results); and whether every turn (and segment)
+// had a version. This is what the trainer bounds the staleness of, token
+// by token.
+func (t *Trajectory) TokenVersions() ([]int, bool) {
+	vs := make([]int, len(t.Tokens))
+	for i := range vs {
+		vs[i] = -1
+	}
+	set := func(start, end int, version string) bool {
+		v, err := strconv.Atoi(version)
+		if err != nil || v < 0 || start < 0 || end > len(vs) || start > end {
+			return false
+		}
+		for i := start; i < end; i++ {
+			vs[i] = v
+		}
+		return true
+	}
+	for _, tr := range t.Turns {
+		if !set(tr.Start, tr.End, tr.WeightVersion) {
+			return nil, false
+		}
+		for _, sg := range tr.Segments {
+			if !set(sg.Start, sg.End, sg.WeightVersion) {
+				return nil, false
+			}
+		}
+	}
+	return vs, true
 }
 
 // ToolRewards returns the Reward of each tool call that reported one, in
@@ -230,8 +273,18 @@ type Turn struct {
 	// CachedTokens is the sampler's count of prompt tokens reused.
 	CachedTokens int
 	// WeightVersion names the weights that generated the turn, when the
-	// sampler knows (lm.Generation.WeightVersion); "" otherwise.
+	// sampler knows (lm.Generation.WeightVersion); "" otherwise. For a
+	// turn a weight update interrupted, those of its first piece (the
+	// oldest); Segments then names each piece's.
 	WeightVersion string
+	// Segments, for a turn that its sampler interrupted and the engine
+	// continued (a partial rollout), are its pieces in order: the tokens
+	// each holds (Tokens[Start:End], together Tokens[Turn.Start:Turn.End])
+	// and the weights that sampled them, each token's log-probabilities
+	// (Trajectory.LogProbs, RawLogProbs) those of its piece's weights.
+	// Nil for a turn sampled in one piece, whose tokens WeightVersion
+	// names.
+	Segments []Segment
 	// Calls indexes this turn's calls in Trajectory.ToolCalls.
 	Calls []int
 	// Reward is the environment's reward for the turn (Feedback.Reward);
@@ -246,6 +299,13 @@ type Turn struct {
 	// Latency is the wall-clock time of the Generate call, queueing
 	// included.
 	Latency time.Duration
+}
+
+// Segment is the piece of a turn one weight version sampled.
+type Segment struct {
+	// Tokens[Start:End] were sampled by the weights WeightVersion names.
+	Start, End    int
+	WeightVersion string
 }
 
 // ToolCall is one tool call of a turn.

@@ -71,7 +71,7 @@ func (c chatSampler) Generate(ctx context.Context, reqs []lm.GenerateRequest) ([
 		return nil, fmt.Errorf("%w: %w", record.ErrUnavailable, err)
 	case err != nil:
 		return nil, err
-	case out.aborted:
+	case out.cut(len(reqs)):
 		return nil, fmt.Errorf("%w: the generation was aborted by a pause or a weight update", record.ErrUnavailable)
 	}
 	for i := range out.gens {
@@ -87,8 +87,8 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	if s.chat == nil {
-		writeOpenAIError(w, &apiError{status: http.StatusNotFound, typ: "NotFoundError",
-			msg: fmt.Sprintf("Invalid URL (%s %s): this server has no chat template (serve.Config.Chat)", r.Method, r.URL.Path)})
+		writeOpenAIError(w, &apiError{Status: http.StatusNotFound, Type: "NotFoundError",
+			Message: fmt.Sprintf("Invalid URL (%s %s): this server has no chat template (serve.Config.Chat)", r.Method, r.URL.Path)})
 		return true
 	}
 	s.chat.ServeHTTP(w, r)

@@ -9,13 +9,13 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentrl/agentrl/internal/httpjson"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/openai"
@@ -75,18 +75,11 @@ type completionRequest struct {
 
 // apiError is a request the server refuses: status, and vLLM's
 // ErrorResponse fields.
-type apiError struct {
-	status int
-	typ    string
-	param  string
-	msg    string
-}
-
-func (e *apiError) Error() string { return e.msg }
+type apiError = httpjson.Error
 
 // badRequest is a 400 with vLLM's type "BadRequestError".
 func badRequest(param, format string, a ...any) *apiError {
-	return &apiError{status: http.StatusBadRequest, typ: "BadRequestError", param: param, msg: fmt.Sprintf(format, a...)}
+	return &apiError{Status: http.StatusBadRequest, Type: "BadRequestError", Param: param, Message: fmt.Sprintf(format, a...)}
 }
 
 // plan is a validated completion request: one lm.GenerateRequest per
@@ -161,51 +154,16 @@ func decodeCompletion(body []byte, lim limits) (*plan, *apiError) {
 }
 
 // unmarshalObject decodes a JSON object into v, with errors that name
-// the field and the JSON type expected rather than Go types.
+// the field and the JSON value expected (httpjson.UnmarshalObject), and
+// the byte of a syntax error.
 func unmarshalObject(body []byte, v any) error {
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return errors.New("the request body must be a JSON object")
+	err := httpjson.UnmarshalObject(body, v)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		// The decoder's own error, which UnmarshalObject wraps.
+		return fmt.Errorf("JSON decode error at byte %d: %v", se.Offset, errors.Unwrap(err))
 	}
-	if err := json.Unmarshal(trimmed, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			field := te.Field
-			if field == "" {
-				field = "body"
-			}
-			return fmt.Errorf("%s: want %s, got JSON %s", field, jsonKind(te.Type), te.Value)
-		}
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return fmt.Errorf("JSON decode error at byte %d: %v", se.Offset, err)
-		}
-		return fmt.Errorf("JSON decode error: %w", err)
-	}
-	return nil
-}
-
-// jsonKind names the JSON value a Go type takes.
-func jsonKind(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer in range"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.String:
-		return "a string"
-	case reflect.Slice, reflect.Array:
-		return "a list"
-	case reflect.Map, reflect.Struct:
-		return "an object"
-	}
-	return t.String()
+	return err
 }
 
 // unsupported rejects what this server does not implement, rather than
@@ -503,7 +461,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := s.render(p, out)
 	if err != nil {
-		writeOpenAIError(w, &apiError{status: http.StatusInternalServerError, typ: "InternalServerError", msg: err.Error()})
+		writeOpenAIError(w, &apiError{Status: http.StatusInternalServerError, Type: "InternalServerError", Message: err.Error()})
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
@@ -512,20 +470,20 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 // unknownModel is vLLM's 404 for a "model" that is neither the served
 // model nor a loaded adapter (OpenAIModelRegistry.check_model).
 func unknownModel(name string) *apiError {
-	return &apiError{status: http.StatusNotFound, typ: "NotFoundError", param: "model", msg: fmt.Sprintf("The model `%s` does not exist.", name)}
+	return &apiError{Status: http.StatusNotFound, Type: "NotFoundError", Param: "model", Message: fmt.Sprintf("The model `%s` does not exist.", name)}
 }
 
 // generationError maps a failed generation to its answer.
 func generationError(err error, r *http.Request) *apiError {
 	switch {
 	case errors.Is(err, ErrClosed):
-		return &apiError{status: http.StatusServiceUnavailable, typ: "ServiceUnavailableError", msg: "The server is shutting down."}
+		return &apiError{Status: http.StatusServiceUnavailable, Type: "ServiceUnavailableError", Message: "The server is shutting down."}
 	case r.Context().Err() != nil:
 		return badRequest("", "Client disconnected")
 	case errors.Is(err, policy.ErrInput), errors.Is(err, lm.ErrSampling):
 		return badRequest("", "%v", err)
 	}
-	return &apiError{status: http.StatusInternalServerError, typ: "InternalServerError", msg: err.Error()}
+	return &apiError{Status: http.StatusInternalServerError, Type: "InternalServerError", Message: err.Error()}
 }
 
 // render builds the response body.
@@ -547,10 +505,7 @@ func (s *Server) render(p *plan, out outcome) (*completionResponse, error) {
 		resp.Usage.PromptTokens += len(pr)
 	}
 	for i, req := range p.reqs {
-		var g lm.Generation
-		if !out.aborted {
-			g = out.gens[i]
-		}
+		g := out.gen(i)
 		c, err := s.renderChoice(i, req, g, p, out)
 		if err != nil {
 			return nil, err
@@ -562,7 +517,7 @@ func (s *Server) render(p *plan, out outcome) (*completionResponse, error) {
 	// vLLM reports the last prompt's cached tokens (serving.py,
 	// request_output_to_completion_response); here those of its first
 	// sample, the one that continues a cached prefix.
-	if !out.aborted && len(out.gens) > 0 {
+	if len(out.gens) > 0 {
 		resp.Usage.PromptTokensDetails.CachedTokens = out.gens[len(out.gens)-p.n].CachedTokens
 	}
 	return resp, nil
@@ -572,7 +527,7 @@ func (s *Server) render(p *plan, out outcome) (*completionResponse, error) {
 func (s *Server) renderChoice(i int, req lm.GenerateRequest, g lm.Generation, p *plan, out outcome) (choice, error) {
 	c := choice{Index: i}
 	switch {
-	case out.aborted:
+	case g.FinishReason == lm.FinishAbort:
 		c.FinishReason = "abort"
 	case g.FinishReason == lm.FinishLength:
 		c.FinishReason = "length"

@@ -170,8 +170,18 @@
 // log-probabilities, no max_new_tokens 0, ignores skip_special_tokens,
 // takes one adapter per request (lora_path the same for every prompt), and
 // returns the log-probabilities of LogprobsMode (raw or processed), where
-// SGLang by default scales by the temperature but does not truncate; an
-// aborted generation answers no partial tokens.
+// SGLang by default scales by the temperature but does not truncate.
+//
+// # Partial output
+//
+// A pause or reload in abort mode ends each generation in flight with
+// finish_reason "abort" ({"type": "abort"} from /generate) and answers
+// what it generated until then — its tokens, their log-probabilities,
+// and the weight version that generated them — as vLLM and SGLang do: a
+// client continues it under the new weights by sending the prompt with
+// those tokens appended (policy/openai.Config.Partial returns it as
+// lm.FinishAbort; package rollout continues the turn). A generation
+// aborted before its first token answers none.
 //
 // The reload endpoints read any folder the process can read, as vLLM's
 // development endpoints and SGLang's do: serve on localhost or a private

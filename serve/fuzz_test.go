@@ -31,8 +31,8 @@ func FuzzDecodeCompletion(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p, err := decodeCompletion(body, lim)
 		if err != nil {
-			if err.status < 400 || err.status >= 500 || err.msg == "" || http.StatusText(err.status) == "" {
-				t.Fatalf("refusal %d %q for %q", err.status, err.msg, body)
+			if err.Status < 400 || err.Status >= 500 || err.Message == "" || http.StatusText(err.Status) == "" {
+				t.Fatalf("refusal %d %q for %q", err.Status, err.Message, body)
 			}
 			return
 		}
@@ -90,8 +90,8 @@ func FuzzDecodeGenerate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p, err := decodeGenerate(body, lim)
 		if err != nil {
-			if err.status < 400 || err.status >= 500 || err.msg == "" || http.StatusText(err.status) == "" {
-				t.Fatalf("refusal %d %q for %q", err.status, err.msg, body)
+			if err.Status < 400 || err.Status >= 500 || err.Message == "" || http.StatusText(err.Status) == "" {
+				t.Fatalf("refusal %d %q for %q", err.Status, err.Message, body)
 			}
 			return
 		}
@@ -141,8 +141,8 @@ func FuzzDecodeAdapterRequests(f *testing.F) {
 		for i, decode := range []func([]byte) (adapterRequest, *apiError){decodeVLLMLoad, decodeVLLMUnload, decodeSGLangLoad, decodeSGLangUnload} {
 			req, err := decode(body)
 			if err != nil {
-				if err.status < 400 || err.status >= 500 || err.msg == "" || http.StatusText(err.status) == "" {
-					t.Fatalf("decoder %d: refusal %d %q for %q", i, err.status, err.msg, body)
+				if err.Status < 400 || err.Status >= 500 || err.Message == "" || http.StatusText(err.Status) == "" {
+					t.Fatalf("decoder %d: refusal %d %q for %q", i, err.Status, err.Message, body)
 				}
 				continue
 			}
@@ -167,8 +167,8 @@ func FuzzParseLoraPath(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte, n int) {
 		name, err := parseLoraPath(raw, n)
 		if err != nil {
-			if err.status != http.StatusBadRequest || err.msg == "" {
-				t.Fatalf("refusal %d %q for %q", err.status, err.msg, raw)
+			if err.Status != http.StatusBadRequest || err.Message == "" {
+				t.Fatalf("refusal %d %q for %q", err.Status, err.Message, raw)
 			}
 			return
 		}

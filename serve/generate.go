@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentrl/agentrl/internal/httpjson"
 	"github.com/agentrl/agentrl/lm"
 )
 
@@ -415,7 +416,7 @@ func parseSGLangSamplingFields(raw json.RawMessage, lim limits) (p lm.SamplePara
 func samplingError(err error) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return fmt.Errorf("%s: want %s, got JSON %s", te.Field, jsonKind(te.Type), te.Value)
+		return fmt.Errorf("%s: want %s, got JSON %s", te.Field, httpjson.JSONKind(te.Type), te.Value)
 	}
 	if msg, ok := strings.CutPrefix(err.Error(), "json: "); ok {
 		return errors.New(msg) // "unknown field \"x\""
@@ -514,7 +515,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	for i := range p.reqs {
 		o, err := s.renderGenerate(i, p, out, time.Since(start))
 		if err != nil {
-			writeGenerateError(w, &apiError{status: http.StatusInternalServerError, typ: "InternalServerError", msg: err.Error()})
+			writeGenerateError(w, &apiError{Status: http.StatusInternalServerError, Type: "InternalServerError", Message: err.Error()})
 			return
 		}
 		outputs[i] = o
@@ -532,14 +533,12 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 // trim_matched_stop); finish_reason is {"type": "stop", "matched": the
 // stop or end-of-sequence token, or the stop string}, {"type": "length",
 // "length": the bound on new tokens} or, for a pause or reload in abort
-// mode, {"type": "abort", "message": "Aborted", …} with no tokens
+// mode, {"type": "abort", "message": "Aborted", …} with the tokens
+// generated until then, as SGLang answers an aborted request
 // (schedule_batch.py, FINISH_*.to_json).
 func (s *Server) renderGenerate(i int, p *generatePlan, out outcome, elapsed time.Duration) (generateOutput, error) {
 	req := p.reqs[i]
-	var g lm.Generation
-	if !out.aborted {
-		g = out.gens[i]
-	}
+	g := out.gen(i)
 	o := generateOutput{
 		OutputIDs: append([]int{}, g.Tokens...),
 		MetaInfo: generateMeta{
@@ -548,7 +547,7 @@ func (s *Server) renderGenerate(i int, p *generatePlan, out outcome, elapsed tim
 		},
 	}
 	switch {
-	case out.aborted:
+	case g.FinishReason == lm.FinishAbort:
 		o.MetaInfo.FinishReason = map[string]any{"type": "abort", "message": "Aborted", "status_code": nil, "err_type": nil}
 	case g.FinishReason == lm.FinishLength:
 		o.MetaInfo.FinishReason = map[string]any{"type": "length", "length": req.Params.MaxNewTokens}
@@ -583,5 +582,5 @@ func (s *Server) renderGenerate(i int, p *generatePlan, out outcome, elapsed tim
 // writeGenerateError answers a refused /generate request with SGLang's
 // {"error": {"message"}} (http_server.py, _create_error_response).
 func writeGenerateError(w http.ResponseWriter, e *apiError) {
-	writeJSON(w, e.status, map[string]any{"error": map[string]any{"message": e.msg}})
+	writeJSON(w, e.Status, map[string]any{"error": map[string]any{"message": e.Message}})
 }

@@ -35,7 +35,7 @@ type adapterRequest struct {
 // invalidUserInput is vLLM's 400 for an adapter request it refuses
 // (serving.py, _check_load_lora_adapter_request).
 func invalidUserInput(msg string) *apiError {
-	return &apiError{status: http.StatusBadRequest, typ: "InvalidUserInput", msg: msg}
+	return &apiError{Status: http.StatusBadRequest, Type: "InvalidUserInput", Message: msg}
 }
 
 // fieldRequired is the refusal of a body without a required field, as
@@ -90,10 +90,10 @@ func adapterError(err error, req adapterRequest, r *http.Request) *apiError {
 	case errors.Is(err, ErrAdapterLoaded):
 		return invalidUserInput(fmt.Sprintf("The lora adapter '%s' has already been loaded. If you want to load the adapter in place, set 'load_inplace' to True.", req.name))
 	case errors.Is(err, ErrUnknownAdapter):
-		return &apiError{status: http.StatusNotFound, typ: "NotFoundError", msg: fmt.Sprintf("The lora adapter '%s' cannot be found.", req.name)}
+		return &apiError{Status: http.StatusNotFound, Type: "NotFoundError", Message: fmt.Sprintf("The lora adapter '%s' cannot be found.", req.name)}
 	case adapterNotFound(err):
 		// LoRAAdapterNotFoundError, a VLLMNotFoundError.
-		return &apiError{status: http.StatusNotFound, typ: "NotFoundError", msg: fmt.Sprintf("Loading lora %s failed: No adapter found for %s", req.name, req.path)}
+		return &apiError{Status: http.StatusNotFound, Type: "NotFoundError", Message: fmt.Sprintf("Loading lora %s failed: No adapter found for %s", req.name, req.path)}
 	}
 	return reloadError(err, r)
 }

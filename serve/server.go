@@ -61,8 +61,10 @@ var ErrClosed = errors.New("serve: server closed")
 // Causes with which the server cancels a generation in flight.
 var (
 	// errAborted: a pause or a weight update in abort mode; the request
-	// answers with finish_reason "abort".
-	errAborted = errors.New("serve: request aborted")
+	// answers with finish_reason "abort" and what it generated so far
+	// (the model returns it for a cancellation caused by
+	// lm.ErrInterrupted).
+	errAborted = fmt.Errorf("serve: request aborted: %w", lm.ErrInterrupted)
 	// errRetracted: SGLang's pause mode "retract"; the request starts
 	// over once generation continues.
 	errRetracted = errors.New("serve: request retracted")
@@ -341,8 +343,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		methods, ok = map[string]http.HandlerFunc{http.MethodGet: s.handleModel}, true
 	}
 	if !ok {
-		writeOpenAIError(w, &apiError{status: http.StatusNotFound, typ: "NotFoundError",
-			msg: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)})
+		writeOpenAIError(w, &apiError{Status: http.StatusNotFound, Type: "NotFoundError",
+			Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)})
 		return
 	}
 	h, ok := methods[r.Method]
@@ -353,8 +355,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		sort.Strings(allow)
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeOpenAIError(w, &apiError{status: http.StatusMethodNotAllowed, typ: "MethodNotAllowedError",
-			msg: fmt.Sprintf("Method Not Allowed (%s %s; allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", "))})
+		writeOpenAIError(w, &apiError{Status: http.StatusMethodNotAllowed, Type: "MethodNotAllowedError",
+			Message: fmt.Sprintf("Method Not Allowed (%s %s; allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", "))})
 		return
 	}
 	h(w, r)
@@ -496,14 +498,39 @@ func (s *Server) done(c *call) {
 
 // outcome is what one completion request's generation came to.
 type outcome struct {
+	// gens are the generations, one per request; when aborted, those
+	// the abort cut end with lm.FinishAbort and hold what they
+	// generated until then, and gens is nil when the abort came before
+	// the model generated anything.
 	gens    []lm.Generation
 	eng     *engine
 	aborted bool
 }
 
+// gen returns generation i: what the model generated, or an empty
+// aborted one when the abort came first.
+func (o outcome) gen(i int) lm.Generation {
+	if i < len(o.gens) {
+		return o.gens[i]
+	}
+	return lm.Generation{FinishReason: lm.FinishAbort}
+}
+
+// cut reports whether an abort cut any of the n generations.
+func (o outcome) cut(n int) bool {
+	for i := range n {
+		if o.gen(i).FinishReason == lm.FinishAbort {
+			return true
+		}
+	}
+	return false
+}
+
 // generate runs reqs in one Model.Generate call on the current weights,
 // or on the loaded adapter of that name when adapter is not "". A pause
-// or reload in abort mode ends it with outcome.aborted; a retracting
+// or reload in abort mode ends it with outcome.aborted, each generation
+// it cut holding what it generated on those weights (lm.FinishAbort),
+// which outcome.eng names; a retracting
 // pause makes it start over, on the weights served when generation
 // continues.
 func (s *Server) generate(ctx context.Context, reqs []lm.GenerateRequest, n int, adapter string) (outcome, error) {
@@ -518,14 +545,16 @@ func (s *Server) generate(ctx context.Context, reqs []lm.GenerateRequest, n int,
 		}
 		gens, err := s.gen(c.ctx, c.eng.model, batch)
 		cause := context.Cause(c.ctx)
-		if err == nil && c.eng.prefix != nil {
-			// Before done: the model cannot be closed under us.
+		aborted := errors.Is(cause, errAborted)
+		if err == nil && !aborted && c.eng.prefix != nil {
+			// Before done: the model cannot be closed under us. An
+			// aborted batch's sequences kept no KV cache.
 			c.eng.prefix.record(batch, gens, c.eng.model)
 		}
 		s.done(c)
 		switch {
 		case err == nil:
-			return outcome{gens: gens, eng: c.eng}, nil
+			return outcome{gens: gens, eng: c.eng, aborted: aborted}, nil
 		case ctx.Err() != nil:
 			return outcome{}, ctx.Err()
 		case errors.Is(cause, errRetracted):

@@ -19,11 +19,11 @@ import (
 func reloadError(err error, r *http.Request) *apiError {
 	switch {
 	case errors.Is(err, ErrClosed):
-		return &apiError{status: http.StatusServiceUnavailable, typ: "ServiceUnavailableError", msg: err.Error()}
+		return &apiError{Status: http.StatusServiceUnavailable, Type: "ServiceUnavailableError", Message: err.Error()}
 	case r.Context().Err() != nil:
 		return badRequest("", "Client disconnected")
 	case errors.Is(err, context.DeadlineExceeded):
-		return &apiError{status: http.StatusGatewayTimeout, typ: "TimeoutError", msg: err.Error()}
+		return &apiError{Status: http.StatusGatewayTimeout, Type: "TimeoutError", Message: err.Error()}
 	}
 	return badRequest("", "%v", err)
 }
@@ -87,7 +87,7 @@ func (s *Server) handleUpdateWeightsFromDisk(w http.ResponseWriter, r *http.Requ
 	_, held, err := s.reload(r.Context(), *req.ModelPath, o)
 	if err != nil {
 		e := reloadError(err, r)
-		fail(e.status, fmt.Sprintf("Failed to update weights: %v.\nRolling back to original weights.", e.msg))
+		fail(e.Status, fmt.Sprintf("Failed to update weights: %v.\nRolling back to original weights.", e.Message))
 		return
 	}
 	writeJSON(w, http.StatusOK, updateResult{Success: true, Message: "Succeeded to update model weights.", NumPausedRequests: held})
@@ -166,11 +166,11 @@ func (s *Server) handleCollectiveRPC(w http.ResponseWriter, r *http.Request) {
 		var ae *apiError
 		if !errors.As(err, &ae) {
 			ae = reloadError(err, r)
-			if ae.status == http.StatusGatewayTimeout && req.Timeout != nil {
-				ae.msg = fmt.Sprintf("collective_rpc %s timed out after %gs: %s", *req.Method, *req.Timeout, ae.msg)
+			if ae.Status == http.StatusGatewayTimeout && req.Timeout != nil {
+				ae.Message = fmt.Sprintf("collective_rpc %s timed out after %gs: %s", *req.Method, *req.Timeout, ae.Message)
 			}
 		}
-		writeDetail(w, ae.status, ae.msg)
+		writeDetail(w, ae.Status, ae.Message)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string][]any{"results": {nil}})
@@ -340,7 +340,7 @@ func pauseError(err error) *apiError {
 	if errors.Is(err, ErrClosed) {
 		status = http.StatusServiceUnavailable
 	}
-	return &apiError{status: status, typ: http.StatusText(status), msg: fmt.Sprintf("Failed to pause generation: %v", err)}
+	return &apiError{Status: status, Type: http.StatusText(status), Message: fmt.Sprintf("Failed to pause generation: %v", err)}
 }
 
 // queryBool parses a query flag as pydantic does (true/false, 1/0,

@@ -29,6 +29,16 @@
 //
 //	{"sft": {"acc": …, "tool_calls": …}, "rl": {…}, "sessions": {…}, "seconds": …}
 //
+// The run folder (-out) holds sft-model/ and model/ (the policy after SFT
+// and after RL) and metrics.jsonl: the SFT policy's held-out evaluation
+// at step 0 (val/heldout/acc, tool_calls, no_tool), the trainer's row for
+// every RL step, the RL policy's evaluation in the last. A run holds the
+// folder locked; one whose metrics log holds rows is refused.
+//
+// At the defaults, seed 1 (docs/benchmarks.md), the held-out accuracy
+// through the agent rose from 45.7% after SFT to 90.6% after RL, and the
+// episodes that answer without the calculator fell from 52.3% to 0.4%.
+//
 //	go run ./examples/anyagent                       # the default run
 //	go run ./examples/anyagent -init runs/anyagent-X/sft-model -rl-steps 40
 package main

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/agentrl/agentrl/examples/anyagent/agent"
 	"github.com/agentrl/agentrl/examples/internal/arith"
+	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/policy/policytest"
 	"github.com/agentrl/agentrl/record"
 )
@@ -69,9 +71,11 @@ func TestProgram(t *testing.T) {
 		t.Skip("trains a tiny model")
 	}
 	var out, errOut bytes.Buffer
-	code := program(context.Background(), []string{"-out", t.TempDir(), "-hidden", "16", "-layers", "1", "-heads", "2", "-kv-heads", "1",
+	dir := t.TempDir()
+	args := []string{"-out", dir, "-hidden", "16", "-layers", "1", "-heads", "2", "-kv-heads", "1",
 		"-head-dim", "8", "-ffn", "32", "-sft-samples", "32", "-sft-steps", "2", "-rl-steps", "2", "-prompts", "2", "-n", "2",
-		"-eval", "2", "-max-response", "16", "-mini-batch", "0"}, &out, &errOut)
+		"-eval", "2", "-max-response", "16", "-mini-batch", "0"}
+	code := program(context.Background(), args, &out, &errOut)
 	require.Equal(t, 0, code, "%s", errOut.String())
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	var r struct {
@@ -84,6 +88,24 @@ func TestProgram(t *testing.T) {
 	assert.Equal(t, r.Sessions.Episodes, r.Sessions.Posted)
 	assert.GreaterOrEqual(t, r.Sessions.Calls, r.Sessions.Episodes)
 	assert.Contains(t, out.String(), "policy      acc")
+	assert.Contains(t, errOut.String(), "sft policy: acc ")
+
+	// metrics.jsonl: the SFT policy's evaluation at step 0, a row per
+	// RL step, the RL policy's evaluation in the last.
+	rows, err := metrics.ReadFile(filepath.Join(dir, "metrics.jsonl"))
+	require.NoError(t, err)
+	require.Len(t, rows, 3)
+	assert.Equal(t, []int{0, 1, 2}, []int{rows[0].Step, rows[1].Step, rows[2].Step})
+	assert.Equal(t, r.SFT.Acc, rows[0].Values["val/heldout/acc"])
+	assert.Equal(t, r.RL.Acc, rows[2].Values["val/heldout/acc"])
+	assert.Equal(t, r.RL.ToolCalls, rows[2].Values["val/heldout/tool_calls"])
+	assert.Contains(t, rows[1].Values, "critic/score/mean")
+	assert.NotContains(t, rows[1].Values, "val/heldout/acc")
+
+	// The folder holds a run now: a second one is refused before any work.
+	errOut.Reset()
+	assert.Equal(t, 1, program(context.Background(), args, &out, &errOut))
+	assert.Contains(t, errOut.String(), "holds an earlier run")
 }
 
 // TestFlags: bad settings are refused with a message.

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/agentrl/agentrl/examples/internal/arith"
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/lm"
+	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/progress"
@@ -222,6 +222,18 @@ type evaluation struct {
 	NoTool    float64 `json:"no_tool"`    // episodes without a call
 }
 
+// metrics are e's figures under the names metrics.jsonl gives them.
+func (e evaluation) metrics() map[string]float64 {
+	return map[string]float64{"val/heldout/acc": e.Acc, "val/heldout/tool_calls": e.ToolCalls, "val/heldout/no_tool": e.NoTool}
+}
+
+// String is e in words, for the log.
+func (e evaluation) String() string {
+	return fmt.Sprintf("acc %.3f, %.2f tool calls per episode, %.3f without a call", e.Acc, e.ToolCalls, e.NoTool)
+}
+
+// evaluate runs the agent k times on each of probs through src, with
+// params, and says how it did.
 func evaluate(ctx context.Context, src *record.Source, probs []arith.Problem, params lm.SampleParams, k int) (evaluation, error) {
 	reqs := make([]rollout.Request, len(probs))
 	for i, p := range probs {
@@ -257,8 +269,13 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if dir == "" {
 		dir = filepath.Join("runs", "anyagent-"+time.Now().UTC().Format("20060102-150405"))
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("run folder: %w", err)
+	rd, err := setup.LockRunDir(dir) // a second run on the folder stops at once
+	if err != nil {
+		return err
+	}
+	defer rd.Release()
+	if err := rd.CheckNew("metrics.jsonl"); err != nil {
+		return err
 	}
 	model, err := openModel(o, tok)
 	if err != nil {
@@ -299,29 +316,47 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	cfg.Overlong = nil // the agent posts every reward; no reward function to shape
 	params := cfg.Sampling
 
+	mlog, err := metrics.Open(filepath.Join(dir, "metrics.jsonl"), metrics.Options{})
+	if err != nil {
+		return err
+	}
+	defer mlog.Close()
 	fmt.Fprintf(stderr, "evaluating the SFT policy through the agent on %d held-out problems × %d episodes\n", len(heldOut), o.n)
 	before, err := evaluate(ctx, src, heldOut, params, o.n)
 	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "sft policy: %s\n", before)
+	if err := mlog.Log(0, before.metrics()); err != nil {
 		return err
 	}
 	prompts := make([]agentrl.Prompt, len(train))
 	for i, p := range train {
 		prompts[i] = agentrl.Prompt{ID: p.ID, Messages: []rollout.Message{{Role: "user", Content: p.Text}}, GroundTruth: answers[p.Text]}
 	}
-	tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{Policy: model, Source: src, Prompts: prompts})
+	tr, err := agentrl.NewTrainer(cfg, agentrl.TrainerParts{Policy: model, Source: src, Prompts: prompts, Metrics: mlog})
 	if err != nil {
 		return err
 	}
-	if err := tr.Run(ctx, agentrl.RunConfig{Steps: o.rlSteps,
-		Recorder: progress.New(progress.Config{Out: stderr, Description: "grpo-tcr via the agent", Interval: 10 * time.Second})}); err != nil {
-		return err
+	after := before
+	if o.rlSteps > 0 {
+		err := tr.Run(ctx, agentrl.RunConfig{Steps: o.rlSteps,
+			Recorder: progress.New(progress.Config{Out: stderr, Description: "grpo-tcr via the agent", Interval: 10 * time.Second}),
+			// After the last step: the RL policy through the agent, in
+			// that step's row of metrics.jsonl.
+			Validate: func(ctx context.Context, _ int) (map[string]float64, error) {
+				fmt.Fprintf(stderr, "evaluating the RL policy through the agent\n")
+				var err error
+				if after, err = evaluate(ctx, src, heldOut, params, o.n); err != nil {
+					return nil, err
+				}
+				return after.metrics(), nil
+			}})
+		if err != nil {
+			return err
+		}
 	}
 	if err := model.Save(filepath.Join(dir, "model"), lm.SaveOptions{}); err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "evaluating the RL policy through the agent\n")
-	after, err := evaluate(ctx, src, heldOut, params, o.n)
-	if err != nil {
 		return err
 	}
 	st := src.Stats()

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/agentrl/agentrl/examples/internal/setup"
+	"github.com/agentrl/agentrl/loss"
+	"github.com/agentrl/agentrl/tool/search"
 )
 
 // checkValues checks each flag's value on its own.
@@ -67,6 +69,11 @@ func (o *options) checkValues() error {
 	case o.fleetStaleness < 0:
 		return bad("-fleet-staleness %d: want 0 (synchronous) or more", o.fleetStaleness)
 	}
+	if o.rolloutCorr != "" {
+		if _, err := loss.RolloutCorrectionPreset(o.rolloutCorr); err != nil {
+			return bad("-rollout-corr %q: want one of %s", o.rolloutCorr, strings.Join(loss.RolloutCorrectionPresets(), ", "))
+		}
+	}
 	return nil
 }
 
@@ -91,7 +98,8 @@ func (o *options) checkBatches() error {
 
 // checkJudge checks the judge's flags: -judge-url with a -judge-model
 // and a known -judge-mode; the other judge flags only with -judge-url;
-// -mcp-per-trajectory only with -mcp.
+// -mcp-per-trajectory only with -mcp; then the search flags
+// (checkSearch).
 func (o *options) checkJudge(fs *flag.FlagSet) error {
 	if o.judgeURL == "" {
 		var set []string
@@ -123,6 +131,36 @@ func (o *options) checkJudge(fs *flag.FlagSet) error {
 	}
 	if o.mcpPerTrajectory && len(o.mcp) == 0 {
 		return errors.New("-mcp-per-trajectory: only with -mcp, the servers")
+	}
+	return o.checkSearch(fs)
+}
+
+// checkSearch checks the search tool's flags: -search one http(s) URL,
+// -search-topk at least 1, a known -search-format; the other -search-
+// flags only with -search.
+func (o *options) checkSearch(fs *flag.FlagSet) error {
+	if o.search == "" {
+		var set []string
+		fs.Visit(func(f *flag.Flag) {
+			if strings.HasPrefix(f.Name, "search-") {
+				set = append(set, "-"+f.Name)
+			}
+		})
+		if len(set) > 0 {
+			return fmt.Errorf("%s: only with -search, the retrieval server", strings.Join(set, ", "))
+		}
+		return nil
+	}
+	if err := setup.CheckServerURLs("-search", o.search); err != nil {
+		return err
+	}
+	switch {
+	case len(setup.SplitList(o.search)) != 1:
+		return fmt.Errorf("-search: want one retrieval server, got %q", o.search)
+	case o.searchTopK < 1:
+		return fmt.Errorf("-search-topk %d: want 1 or more", o.searchTopK)
+	case search.Format(o.searchFormat) != search.FormatVerl && search.Format(o.searchFormat) != search.FormatSearchR1:
+		return fmt.Errorf("-search-format %q: want %s or %s", o.searchFormat, search.FormatVerl, search.FormatSearchR1)
 	}
 	return nil
 }

@@ -28,7 +28,7 @@ func checkFleetFlags(fs *flag.FlagSet, o options) error {
 	if o.fleetServers == "" {
 		var stray []string
 		fs.Visit(func(f *flag.Flag) {
-			if f.Name == "fleet-kind" || f.Name == "fleet-dir" || f.Name == "fleet-staleness" || f.Name == "fleet-version" {
+			if f.Name == "fleet-kind" || f.Name == "fleet-dir" || f.Name == "fleet-staleness" || f.Name == "fleet-version" || f.Name == "fleet-partial" {
 				stray = append(stray, "-"+f.Name)
 			}
 		})
@@ -45,6 +45,8 @@ func checkFleetFlags(fs *flag.FlagSet, o options) error {
 		return errors.New("-fleet-servers and -sampler URL both sample on servers: -fleet-servers trains on-policy (the servers get the weights after every step), -sampler off-policy (they keep theirs); give one")
 	case o.fleetDir == "":
 		return errors.New("-fleet-servers needs -fleet-dir, the folder the weights are published to, which every server reads under the same path")
+	case o.fleetPartial && o.loraRank > 0:
+		return errors.New("-fleet-partial with -lora-rank: partial rollouts across adapter updates are not supported (the adapter is switched between turns)")
 	case o.loraRank > 0 && !o.fleetVersion.Default():
 		return fmt.Errorf("-fleet-version %s with -lora-rank: the servers keep the base weights they were started with, whose version is not checked, and load each step's adapter by name", o.fleetVersion.String())
 	}
@@ -75,7 +77,7 @@ func openFleet(ctx context.Context, o options, stderr io.Writer) (*fleet.Fleet, 
 	if kind == fleet.SGLang {
 		sc.API, sc.LogprobsMode = openai.APISGLangGenerate, ""
 	}
-	fc := fleet.Config{Servers: servers, Dir: o.fleetDir, Sampler: sc}
+	fc := fleet.Config{Servers: servers, Dir: o.fleetDir, Sampler: sc, PartialRollouts: o.fleetPartial}
 	what := "weights"
 	if o.loraRank > 0 {
 		fc.Adapter, what = adapterName, "LoRA adapters ("+adapterName+"-vN)"

@@ -67,6 +67,19 @@
 // -mcp-per-trajectory gives each trajectory a session of its own, for
 // servers that keep state.
 //
+// -search adds a search tool (package tool/search: verl's "search"
+// function, whose one parameter query_list is a list of queries) over a
+// retrieval server that speaks Search-R1's API (POST /retrieve with
+// queries, topk and return_scores): Search-R1's e5 + FAISS server, the
+// servers of verl's search recipe, SkyRL or slime, or examples/retrieval's
+// BM25 one. -search-topk passages come back per query, written as
+// -search-format says (verl's text or Search-R1's). The server is asked
+// one query before anything trains, so that a wrong URL stops the run at
+// once. During training each HTTP attempt is bounded by -tool-timeout; a
+// call that fails (the server timed out, erred or died, after verl's
+// retries) is a failed tool result the model reads, counted in the step's
+// tool_errors/total.
+//
 // Everything is written under -out: metrics.jsonl (one line per step under
 // verl's metric names, validation metrics merged into the step's line),
 // metrics.png (the curves), checkpoints/step-N (params, optimizer state
@@ -110,7 +123,12 @@
 // after every step the trainer writes its weights into -fleet-dir and
 // has every server load them (package fleet); each turn is sampled by
 // one weight version and each trajectory's staleness is checked and
-// logged (async/staleness_*). With -lora-rank the policy trains LoRA
+// logged (async/staleness_*). With -fleet-partial a weight update does
+// not wait for the turns in flight: the servers abort them and the
+// rollout continues each from where it was cut under the new weights
+// (partial rollouts, fleet.Config.PartialRollouts), each token keeping
+// the version and log-probability that sampled it; the staleness bound
+// then holds token by token. With -lora-rank the policy trains LoRA
 // adapters on every projection and the servers keep their weights and
 // hot-load each step's adapter (grpotcr-lora-v00000042; vLLM needs
 // --enable-lora, --max-lora-rank and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True,
@@ -136,6 +154,13 @@
 // first, whatever they hold; the trainer then publishes version 0 once
 // more before its first rollout) or a version number.
 //
+// -rollout-corr names one of verl's rollout-correction presets
+// (loss.RolloutCorrectionPreset: decoupled_token_is, decoupled_seq_is_rs
+// — Seq-MIS —, bypass_ppo_clip, …) to correct the mismatch between the
+// sampler's and the trainer's probabilities; a bypass preset takes the
+// sampler's log-probabilities as the old policy's. An unknown name is a
+// usage error that lists the known ones.
+//
 // -sampler URL[,URL...] instead sends generation to OpenAI-compatible
 // servers (package policy/openai) without publishing anything: they keep
 // sampling from the weights they loaded, so after the first update the
@@ -160,6 +185,8 @@ import (
 	"github.com/agentrl/agentrl/device"
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/fleet"
+	"github.com/agentrl/agentrl/loss"
+	"github.com/agentrl/agentrl/tool/search"
 )
 
 func main() { setup.Main(run) }
@@ -189,6 +216,7 @@ type options struct {
 	// On-policy training against running inference servers.
 	fleetServers, fleetKind, fleetDir string
 	fleetStaleness                    int
+	fleetPartial                      bool
 	fleetVersion                      setup.FleetVersion
 	loraRank                          int
 	loraAlpha                         float64
@@ -199,6 +227,14 @@ type options struct {
 	mcp                               []string
 	mcpPerTrajectory                  bool
 	zero                              int // -zero: the sharding of a data-parallel job's training state
+
+	// A search tool over a retrieval server (Search-R1's /retrieve API).
+	search       string
+	searchTopK   int
+	searchFormat string
+	// rolloutCorr names verl's rollout-correction preset
+	// (loss.RolloutCorrectionPreset); "" corrects nothing.
+	rolloutCorr string
 }
 
 // synopsis is the first line of -h.
@@ -218,6 +254,7 @@ func registerFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.fleetDir, "fleet-dir", "", "folder the weights are published to, which every -fleet-servers server reads under the same path (required with -fleet-servers)")
 	fs.IntVar(&o.fleetStaleness, "fleet-staleness", 1, "with -fleet-servers, η: how many steps the rollouts may run ahead of training (0: synchronous)")
 	fs.Var(&o.fleetVersion, "fleet-version", setup.FleetVersionUsage)
+	fs.BoolVar(&o.fleetPartial, "fleet-partial", false, "with -fleet-servers, partial rollouts: a weight update aborts the turns in flight and the rollout continues each from where it was cut under the new weights (each token keeps its own version and log-probability), instead of waiting for them to end")
 	fs.IntVar(&o.loraRank, "lora-rank", 0, "train LoRA adapters of this rank on every projection (q/k/v/o/gate/up/down) instead of the full weights; with -fleet-servers the servers hot-load each step's adapter; 0 trains every weight")
 	fs.Float64Var(&o.loraAlpha, "lora-alpha", 0, "the LoRA adapters' lora_alpha (scale alpha/rank); 0 means the rank")
 	fs.StringVar(&o.sandbox, "sandbox", "local", `"local" (isolated Python pool) or a SandboxFusion base URL`)
@@ -259,6 +296,10 @@ func registerFlags(fs *flag.FlagSet, o *options) {
 		return nil
 	})
 	fs.BoolVar(&o.mcpPerTrajectory, "mcp-per-trajectory", false, "give each trajectory a session (a server process) of its own, for MCP servers that keep state")
+	fs.StringVar(&o.search, "search", "", "add verl's search tool: a retrieval server speaking Search-R1's API, its /retrieve URL or base URL (e.g. http://retriever:8000/retrieve; examples/retrieval serves one over BM25)")
+	fs.IntVar(&o.searchTopK, "search-topk", 3, "passages per query (Search-R1's and verl's topk)")
+	fs.StringVar(&o.searchFormat, "search-format", string(search.FormatVerl), `how the hits are written for the model: "verl" (verl's search tool: {"result": ...}) or "search-r1" (Search-R1's Doc i(Title: ...) text)`)
+	fs.StringVar(&o.rolloutCorr, "rollout-corr", "", "verl's rollout correction preset for the rollout–training mismatch, by its verl name ("+strings.Join(loss.RolloutCorrectionPresets(), ", ")+"); bypass_* presets take the sampler's log-probabilities as the old policy's; empty: no correction")
 	o.device.RegisterFlags(fs)
 	setup.ZeROFlag(fs, &o.zero)
 }

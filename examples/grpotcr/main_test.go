@@ -13,9 +13,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/examples/internal/setup/setuptest"
+	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 )
@@ -200,8 +202,16 @@ func TestUsage(t *testing.T) {
 		{"judge rubric", with("-judge-url", "http://judge:8000/v1", "-judge-model", "m", "-judge-rubric", "testdata/none.txt"), "-judge-rubric: open testdata/none.txt: no such file or directory"},
 		{"empty mcp", with("-mcp", " "), `invalid value " " for flag -mcp: empty server`},
 		{"mcp sessions alone", with("-mcp-per-trajectory"), "-mcp-per-trajectory: only with -mcp, the servers"},
+		{"search flags alone", with("-search-topk", "5", "-search-format", "search-r1"), "-search-format, -search-topk: only with -search, the retrieval server"},
+		{"search url", with("-search", "retriever:8000"), `-search: "retriever:8000" is not an http(s) URL (want scheme://host:port)`},
+		{"two search servers", with("-search", "http://a:8000,http://b:8000"), `-search: want one retrieval server, got "http://a:8000,http://b:8000"`},
+		{"search topk", with("-search", "http://a:8000", "-search-topk", "0"), "-search-topk 0: want 1 or more"},
+		{"search format", with("-search", "http://a:8000", "-search-format", "json"), `-search-format "json": want verl or search-r1`},
 		{"fleet version alone", with("-fleet-version", "adopt"), "-fleet-version: only with -fleet-servers, the servers to train against"},
 		{"fleet version", with("-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-fleet-version", "latest"), `invalid value "latest" for flag -fleet-version: want start, adopt, reset or a version number ≥ 0`},
+		{"fleet partial alone", with("-fleet-partial"), "-fleet-partial: only with -fleet-servers, the servers to train against"},
+		{"fleet partial with lora", with("-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-fleet-partial", "-lora-rank", "4"), "-fleet-partial with -lora-rank: partial rollouts across adapter updates are not supported (the adapter is switched between turns)"},
+		{"unknown rollout correction", with("-rollout-corr", "seq_mis"), `-rollout-corr "seq_mis": want one of ` + strings.Join(loss.RolloutCorrectionPresets(), ", ")},
 		{"fleet version with lora", with("-fleet-servers", "http://gpu0:8000", "-fleet-dir", "shared", "-fleet-version", "3", "-lora-rank", "4"), "-fleet-version 3 with -lora-rank: the servers keep the base weights they were started with, whose version is not checked, and load each step's adapter by name"},
 	}
 	for _, c := range cases {
@@ -276,5 +286,44 @@ func TestRuntimeErrors(t *testing.T) {
 		assert.Equal(t, 1, code)
 		assert.Contains(t, stderr, "grpotcr: model: device cuda:1: ")
 		assert.Contains(t, stderr, gerr.Error())
+	}
+}
+
+// TestRolloutCorrectionFlag: -rollout-corr puts verl's preset of that
+// name into the loss, field for field as loss.RolloutCorrectionPreset
+// gives it, and a bypass preset takes the sampler's log-probabilities as
+// the old policy's (the trainer refuses bypass with recomputed ones);
+// without the flag nothing is corrected and the old log-probabilities
+// are recomputed, as agentrl.GRPOTCR has it.
+func TestRolloutCorrectionFlag(t *testing.T) {
+	model := tinyCheckpoint(t)
+	cases := []struct {
+		preset string
+		old    agentrl.OldLogProbsSource
+		want   loss.RolloutCorrection
+	}{
+		{"", agentrl.OldLogProbsRecompute, loss.RolloutCorrection{}},
+		{"decoupled_seq_is_rs", agentrl.OldLogProbsRecompute, loss.RolloutCorrection{
+			RolloutIS: loss.ISSequence, RolloutISThreshold: loss.DefaultISThreshold,
+			RolloutRS: loss.RSSeqSumK1, RolloutRSThreshold: "0.5_2.0"}},
+		{"decoupled_token_is", agentrl.OldLogProbsRecompute, loss.RolloutCorrection{
+			RolloutIS: loss.ISToken, RolloutISThreshold: loss.DefaultISThreshold}},
+		{"bypass_ppo_clip", agentrl.OldLogProbsRollout, loss.RolloutCorrection{
+			BypassMode: true, LossType: loss.BypassPPOClip}},
+	}
+	for _, c := range cases {
+		t.Run(c.preset, func(t *testing.T) {
+			args := []string{"-model", model, "-train", "testdata/train.jsonl"}
+			if c.preset != "" {
+				args = append(args, "-rollout-corr", c.preset)
+			}
+			var stderr bytes.Buffer
+			o, err := parseFlags(args, &stderr)
+			require.NoError(t, err, stderr.String())
+			cfg := trainerConfig(o, false)
+			assert.Equal(t, c.want, cfg.Loss.RolloutCorrection)
+			assert.Equal(t, c.old, cfg.OldLogProbs)
+			require.NoError(t, cfg.Validate())
+		})
 	}
 }

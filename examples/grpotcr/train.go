@@ -16,6 +16,7 @@ import (
 	"github.com/agentrl/agentrl/fleet"
 	"github.com/agentrl/agentrl/hftrain"
 	"github.com/agentrl/agentrl/lm"
+	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/metrics/plot"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/progress"
@@ -216,6 +217,15 @@ func trainerConfig(o options, onFleet bool) agentrl.TrainerConfig {
 		cfg.Overlong.Buffer = o.overlongBuffer
 	}
 	cfg.Seed = o.seed
+	if o.rolloutCorr != "" {
+		// Checked by checkValues.
+		cfg.Loss.RolloutCorrection, _ = loss.RolloutCorrectionPreset(o.rolloutCorr)
+		if cfg.Loss.RolloutCorrection.BypassMode {
+			// Bypass mode takes the sampler's log-probabilities as the
+			// old policy's: nothing is recomputed.
+			cfg.OldLogProbs = agentrl.OldLogProbsRollout
+		}
+	}
 	if o.loraRank > 0 {
 		cfg.LoRA = &policy.LoRAConfig{Rank: o.loraRank, Alpha: o.loraAlpha, TargetModules: []string{policy.LoRAAllLinear}}
 	}

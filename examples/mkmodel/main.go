@@ -43,8 +43,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/policy/toymodel"
@@ -101,31 +99,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err := o.shape.Config().Validate(); err != nil {
 		return o, err
 	}
-	if err := checkEmpty(o.out); err != nil {
+	if err := setup.CheckEmpty(o.out); err != nil {
 		return o, fmt.Errorf("-out %s: %w", o.out, err)
 	}
 	return o, nil
-}
-
-// checkEmpty accepts a folder that does not exist yet or is empty.
-func checkEmpty(dir string) error {
-	entries, err := os.ReadDir(dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
-	case err != nil:
-		return err
-	case len(entries) > 0:
-		return fmt.Errorf("not empty (it holds %s%s): choose a new folder", entries[0].Name(), more(len(entries)-1))
-	}
-	return nil
-}
-
-func more(n int) string {
-	if n == 0 {
-		return ""
-	}
-	return fmt.Sprintf(" and %d more", n)
 }
 
 // run is the program after main, with its exit status (setup.Run); the

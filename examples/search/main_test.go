@@ -18,7 +18,10 @@ import (
 
 	"github.com/agentrl/agentrl/examples/internal/arith"
 	"github.com/agentrl/agentrl/examples/internal/setup"
+	"github.com/agentrl/agentrl/lm"
+	"github.com/agentrl/agentrl/policy/policytest"
 	"github.com/agentrl/agentrl/policy/tokenizer"
+	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool/search"
 	"github.com/agentrl/agentrl/tool/search/bm25"
@@ -53,9 +56,14 @@ func TestRunTiny(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		extra []string
+		sft   string // the start of the line that describes the SFT data
 	}{
-		{"embedded", nil},
-		{"running server", []string{"-retriever", hs.URL + "/retrieve", "-topk", "2"}},
+		// An SFT encyclopedia of its own: about 300 passages, other names
+		// than the shipped corpus's (so none is left out as held out).
+		{"embedded", []string{"-sft-world", "300"},
+			"sft: 32 trajectories over 1150 questions of an SFT encyclopedia of 300 passages (0 left out: a query missed its passage; 0 about a held-out subject; "},
+		// The shipped train questions, searched on the running server.
+		{"running server", []string{"-retriever", hs.URL + "/retrieve", "-topk", "2", "-sft-world", "0"}, "sft: 32 trajectories over 913 train questions (0 left out"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -82,7 +90,7 @@ func TestRunTiny(t *testing.T) {
 			}
 			assert.Contains(t, stdout.String(), "SFT+GRPO-TCR")
 			assert.Contains(t, stdout.String(), ", 0 failed")
-			assert.Contains(t, stderr.String(), "sft: 32 trajectories over 913 train questions (0 left out")
+			assert.Contains(t, stderr.String(), tc.sft)
 			for _, f := range []string{"metrics.jsonl", "sft_metrics.jsonl", "model/config.json", "model/model.safetensors", "model/tokenizer.json"} {
 				_, err := os.Stat(filepath.Join(dir, f))
 				assert.NoError(t, err, f)
@@ -142,7 +150,7 @@ func TestQuestions(t *testing.T) {
 // guessing one answers at once with an answer of the same kind.
 func TestBuildSFT(t *testing.T) {
 	ctx := context.Background()
-	url, stop, err := serveEncyclopedia(ctx, &bytes.Buffer{})
+	url, stop, err := serveCorpus(ctx, encyclopedia.Corpus(), &bytes.Buffer{})
 	require.NoError(t, err)
 	defer stop()
 	client, err := search.NewClient(search.ClientConfig{URL: url, TopK: 1})
@@ -221,6 +229,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"-retriever", "localhost:8000"}, `-retriever: "localhost:8000" is not an http(s) URL (want scheme://host:port)`},
 		{[]string{"-no-search-frac", "1.5"}, "-no-search-frac 1.5: want within [0, 1]"},
 		{[]string{"-sft-samples", "4"}, "-sft-samples 4: want at least -sft-batch 16"},
+		{[]string{"-sft-world", "-1"}, "-sft-world -1: want 0 (the shipped train questions) or more"},
 		{[]string{"-rl-steps", "-1"}, "-rl-steps -1: want ≥ 0"},
 		{[]string{"extra"}, `unexpected arguments ["extra"]`},
 	} {
@@ -228,5 +237,61 @@ func TestUsage(t *testing.T) {
 		assert.Equal(t, 2, program(context.Background(), c.args, &stdout, &stderr), c.args)
 		assert.Equal(t, "search: "+c.msg+"\n"+setup.HelpPointer("search")+"\n", stderr.String())
 		assert.Empty(t, stdout.String())
+	}
+}
+
+// TestEvaluationOfAScriptedExpert rules out the evaluation and the reward
+// as the reason a policy scores low: a scripted sampler that writes, for
+// every held-out question, the calls and the answer the SFT trajectories
+// teach (a search per evidence passage, with the queries the program
+// generates, then the answer) scores avg@2 = 1 through the program's own
+// engine, search tool, embedded BM25 server and Search-R1's exact-match
+// reward, with one tool call per hop; the same calls with the answer of
+// another question score 0.
+func TestEvaluationOfAScriptedExpert(t *testing.T) {
+	ctx := context.Background()
+	url, stop, err := serveCorpus(ctx, encyclopedia.Corpus(), &bytes.Buffer{})
+	require.NoError(t, err)
+	defer stop()
+	_, st, err := searchTool(url, 1)
+	require.NoError(t, err)
+	tok, err := newTokenizer()
+	require.NoError(t, err)
+	enc, err := encyclopedia.Generate(encyclopedia.DefaultConfig())
+	require.NoError(t, err)
+	test, err := questions(enc, "test")
+	require.NoError(t, err)
+	rf, err := reward.QAFunc(reward.SearchR1QA())
+	require.NoError(t, err)
+	params := lm.SampleParams{Temperature: 1, TopP: 1, TopK: -1, MaxNewTokens: 768}
+	for _, c := range []struct {
+		name  string
+		shift int // answer question i+shift's answer
+		want  float64
+	}{{"right answers", 0, 1}, {"another question's answers", 1, 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			ps := policytest.New(policytest.Config{Encode: tok.Encode, Decode: tok.Decode, EOS: tok.EOSIDs()})
+			hops := 0.0
+			for i, q := range test {
+				var turns []policytest.Response
+				for _, qy := range q.Queries {
+					turns = append(turns, policytest.Response{Text: callText(qy)})
+				}
+				answer := test[(i+c.shift)%len(test)].Answer
+				if c.shift != 0 && reward.NormalizeAnswer(answer) == reward.NormalizeAnswer(q.Answer) {
+					answer = "nobody"
+				}
+				turns = append(turns, policytest.Response{Text: answerText(answer)})
+				ps.HandleText(promptText(q), turns...)
+				hops += float64(q.Hops)
+			}
+			engine, err := arith.NewEngine(ps, tok, st, 768)
+			require.NoError(t, err)
+			e, err := arith.EvaluatePrompts(ctx, engine, rf, prompts(test), params, 2)
+			require.NoError(t, err)
+			assert.Equal(t, c.want, e.Avg)
+			assert.InDelta(t, hops/float64(len(test)), e.ToolCalls, 1e-9, "a search per hop")
+			assert.Zero(t, e.NoTool)
+		})
 	}
 }

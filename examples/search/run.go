@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/agentrl/agentrl"
@@ -40,18 +42,14 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	url := o.retriever
 	if url == "" {
 		var stop func()
-		if url, stop, err = serveEncyclopedia(ctx, stderr); err != nil {
+		if url, stop, err = serveCorpus(ctx, encyclopedia.Corpus(), stderr); err != nil {
 			return err
 		}
 		defer stop()
 	}
-	client, err := search.NewClient(search.ClientConfig{URL: url, TopK: o.topK, MaxAttempts: 3, RetryDelay: 100 * time.Millisecond})
+	client, st, err := searchTool(url, o.topK)
 	if err != nil {
 		return fmt.Errorf("-retriever: %w", err)
-	}
-	st, err := search.NewTool(client, search.ToolConfig{Format: search.FormatSearchR1})
-	if err != nil {
-		return err
 	}
 	enc, err := encyclopedia.Generate(encyclopedia.DefaultConfig()) // the shipped corpus and questions
 	if err != nil {
@@ -93,13 +91,9 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		mc.NumHiddenLayers, mc.HiddenSize, mc.NumParams(), url, o.topK, dir)
 
 	// SFT on generated search trajectories.
-	sft, err := buildSFT(ctx, train, tok, st, o.sftSamples, o.noSearchFrac, o.seed)
+	sft, err := sftData(ctx, o, tok, train, test, st, stderr)
 	if err != nil {
 		return err
-	}
-	if o.sftSteps > 0 {
-		fmt.Fprintf(stderr, "sft: %d trajectories over %d train questions (%d left out: a query missed its passage; %d answer without searching), %d updates of %d\n",
-			len(sft.Samples), len(train)-sft.Skipped, sft.Skipped, sft.NoSearch, o.sftSteps, o.sftBatch)
 	}
 	if err := arith.RunSFT(ctx, model, sft.Samples, arith.SFTOptions{Steps: o.sftSteps, Batch: o.sftBatch, LR: o.sftLR, Seed: o.seed},
 		dir, agentrl.DataParallel{}, stderr); err != nil {
@@ -176,11 +170,96 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	return arith.WriteJSONLine(stdout, o.n, []arith.Named{{Name: "sft", Eval: before}, {Name: "rl", Eval: after}}, time.Since(start))
 }
 
-// serveEncyclopedia indexes the shipped corpus with BM25 and serves it
-// over Search-R1's retrieval API on a loopback port; it returns the
-// /retrieve URL and the function that stops the server.
-func serveEncyclopedia(ctx context.Context, stderr io.Writer) (string, func(), error) {
-	ix, err := bm25.Build(ctx, encyclopedia.Corpus(), bm25.Config{})
+// sftWorldSeed is the seed of the encyclopedia -sft-world generates
+// (the shipped one's is 1): its names are other than the shipped
+// corpus's, and the same whatever -seed.
+const sftWorldSeed = 2
+
+// sftData generates the SFT trajectories. With -sft-world 0 they are
+// about the shipped corpus's train questions (train), searched with st.
+// Otherwise they are about every question of an encyclopedia of their
+// own, of about -sft-world passages, which an embedded BM25 server of its
+// own serves for as long as the trajectories take to generate; a question
+// about a passage whose title a held-out question (test) needs is left
+// out. The model then cannot lower its SFT loss by remembering the
+// subjects' names and answers, as it can on the shipped train questions
+// (913 about 240 subjects, each seen many times over the updates): only
+// copying the name from the question into the query, and the answer from
+// the passage, lowers it, and that is what the held-out questions need.
+func sftData(ctx context.Context, o options, tok *tokenizer.Bytes, train, test []question, st *search.Tool, stderr io.Writer) (sftSet, error) {
+	if o.sftWorld == 0 {
+		sft, err := buildSFT(ctx, train, tok, st, o.sftSamples, o.noSearchFrac, o.seed)
+		if err == nil && o.sftSteps > 0 {
+			fmt.Fprintf(stderr, "sft: %d trajectories over %d train questions (%d left out: a query missed its passage; %d answer without searching), %d updates of %d\n",
+				len(sft.Samples), len(train)-sft.Skipped, sft.Skipped, sft.NoSearch, o.sftSteps, o.sftBatch)
+		}
+		return sft, err
+	}
+	enc, err := encyclopedia.Generate(encyclopedia.Scaled(o.sftWorld, sftWorldSeed))
+	if err != nil {
+		return sftSet{}, err
+	}
+	var corpus bytes.Buffer
+	if err := enc.WriteCorpus(&corpus); err != nil {
+		return sftSet{}, err
+	}
+	url, stop, err := serveCorpus(ctx, &corpus, stderr)
+	if err != nil {
+		return sftSet{}, err
+	}
+	defer stop()
+	_, wst, err := searchTool(url, o.topK)
+	if err != nil {
+		return sftSet{}, err
+	}
+	heldOut := map[string]bool{}
+	for _, q := range test {
+		for _, t := range q.Titles {
+			heldOut[t] = true
+		}
+	}
+	var qs []question
+	leftOut := 0
+	for _, split := range []string{"train", "test"} {
+		part, err := questions(enc, split)
+		if err != nil {
+			return sftSet{}, err
+		}
+		for _, q := range part {
+			if slices.ContainsFunc(q.Titles, func(t string) bool { return heldOut[t] }) {
+				leftOut++
+				continue
+			}
+			qs = append(qs, q)
+		}
+	}
+	sft, err := buildSFT(ctx, qs, tok, wst, o.sftSamples, o.noSearchFrac, o.seed)
+	if err == nil && o.sftSteps > 0 {
+		fmt.Fprintf(stderr, "sft: %d trajectories over %d questions of an SFT encyclopedia of %d passages (%d left out: a query missed its passage; %d about a held-out subject; %d answer without searching), %d updates of %d\n",
+			len(sft.Samples), len(qs)-sft.Skipped, len(enc.Passages), sft.Skipped, leftOut, sft.NoSearch, o.sftSteps, o.sftBatch)
+	}
+	return sft, err
+}
+
+// searchTool is the search tool the policy calls: Search-R1's text for
+// the top topK hits of the retrieval server at url.
+func searchTool(url string, topK int) (*search.Client, *search.Tool, error) {
+	client, err := search.NewClient(search.ClientConfig{URL: url, TopK: topK, MaxAttempts: 3, RetryDelay: 100 * time.Millisecond})
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := search.NewTool(client, search.ToolConfig{Format: search.FormatSearchR1})
+	if err != nil {
+		return nil, nil, err
+	}
+	return client, st, nil
+}
+
+// serveCorpus indexes corpus (JSON Lines in Search-R1's format) with BM25
+// and serves it over Search-R1's retrieval API on a loopback port; it
+// returns the /retrieve URL and the function that stops the server.
+func serveCorpus(ctx context.Context, corpus io.Reader, stderr io.Writer) (string, func(), error) {
+	ix, err := bm25.Build(ctx, corpus, bm25.Config{})
 	if err != nil {
 		return "", nil, fmt.Errorf("indexing the encyclopedia: %w", err)
 	}

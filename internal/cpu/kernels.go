@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/agentrl/agentrl/internal/gemm"
 	"github.com/agentrl/agentrl/policy/backend"
 )
 
@@ -308,7 +307,7 @@ func (be *Backend) rope(heads, headDim int, r *rows, freqs []float32, out, x []f
 	})
 }
 
-// SwiGLUForward computes out = silu(gate)·up.
+// SwiGLUForward computes out = silu(gate)·up (gemm.Engine.SwiGLU).
 func (be *Backend) SwiGLUForward(out, gate, up backend.Buffer) error {
 	v, err := be.views("swiglu", out, gate, up)
 	if err != nil {
@@ -322,10 +321,7 @@ func (be *Backend) SwiGLUForward(out, gate, up backend.Buffer) error {
 	}
 	od, gd, ud := v[0], v[1], v[2]
 	be.parallelFor(len(od), 1<<14, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			g := gd[i]
-			od[i] = g * sigmoid(g) * ud[i]
-		}
+		be.ser.SwiGLU(od[lo:hi], gd[lo:hi], ud[lo:hi])
 	})
 	return nil
 }
@@ -345,21 +341,17 @@ func (be *Backend) SwiGLUBackward(dgate, dup, dout, gate, up backend.Buffer) err
 	}
 	dg, du, do, gd, ud := v[0], v[1], v[2], v[3], v[4]
 	be.parallelFor(len(do), 1<<14, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			g := gd[i]
-			sg := sigmoid(g)
-			if dg != nil {
-				dg[i] += do[i] * ud[i] * sg * (1 + g*(1-sg))
-			}
-			if du != nil {
-				du[i] += do[i] * g * sg
-			}
+		var dgc, duc []float32
+		if dg != nil {
+			dgc = dg[lo:hi]
 		}
+		if du != nil {
+			duc = du[lo:hi]
+		}
+		be.ser.SwiGLUGrad(dgc, duc, do[lo:hi], gd[lo:hi], ud[lo:hi])
 	})
 	return nil
 }
-
-func sigmoid(x float32) float32 { return 1 / (1 + gemm.Exp32(-x)) }
 
 // Add computes out = a + b.
 func (be *Backend) Add(out, a, b backend.Buffer) error {

@@ -3,6 +3,7 @@ package gemm
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +26,14 @@ var benchShapes = []struct {
 	{"linear_dx_512x1024x3072", false, false, 512, 1024, 3072},
 	{"linear_dW_3072x1024x512", true, false, 3072, 1024, 512},
 	{"decode_1x3072x1024", false, true, 1, 3072, 1024},
+	// examples/arith's main job: an SFT update's 16 sequences of about
+	// 225 tokens (3,600 rows) through the MLP's up projection (hidden
+	// 128 → 384), its down projection, the down weight's gradient, and a
+	// decode step of 64 sequences.
+	{"arith_up_3600x384x128", false, true, 3600, 384, 128},
+	{"arith_down_3600x128x384", false, true, 3600, 128, 384},
+	{"arith_dW_384x128x3600", true, false, 384, 128, 3600},
+	{"arith_decode_64x384x128", false, true, 64, 384, 128},
 }
 
 func benchOperands(tA, tB bool, m, n, k int) (a []float32, lda int, b []float32, ldb int, c []float32) {
@@ -68,6 +77,19 @@ func BenchmarkSgemm(b *testing.B) {
 			}
 			reportGflops(b, s.m, s.n, s.k, cpu0)
 		})
+		if strings.Contains(s.name, "decode") {
+			// The batch-variant few-row path (WithBatchVariantFewRows).
+			b.Run(fmt.Sprintf("agentrl-batch-variant/%s", s.name), func(b *testing.B) {
+				e := New(WithBatchVariantFewRows())
+				cpu0 := cpuTime()
+				for b.Loop() {
+					if err := e.Sgemm(s.tA, s.tB, s.m, s.n, s.k, 1, a, lda, bb, ldb, 0, c, s.n); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportGflops(b, s.m, s.n, s.k, cpu0)
+			})
+		}
 		b.Run(fmt.Sprintf("gonum/%s", s.name), func(b *testing.B) {
 			tA, tB := blas.NoTrans, blas.NoTrans
 			if s.tA {

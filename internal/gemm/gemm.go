@@ -36,6 +36,7 @@ const (
 type Engine struct {
 	kern    kernel
 	workers int
+	fewDot  bool      // WithBatchVariantFewRows
 	bufs    sync.Pool // *[]float32 scratch for packed panels
 }
 
@@ -58,6 +59,21 @@ func WithWorkers(n int) Option {
 // that have AVX2.
 func WithGeneric() Option {
 	return func(e *Engine) { e.kern = genericKernel() }
+}
+
+// WithBatchVariantFewRows gives up batch invariance where it costs most:
+// a product of at most MR rows (6 on the AVX2 kernel: decoding a few
+// sequences) with B stored n×k — a linear layer's weight — is computed as
+// dot products, eight partial sums per element added at the end, which
+// reads B as it is stored instead of transposing it into panels. For one
+// row that is about 2.5 times faster; but an element's bits then depend on
+// whether its row was in a product of few rows or of many, so what a
+// sampler records for a token is no longer, bit for bit, what the
+// training forward computes (the difference is float32 rounding). Every
+// other product keeps the fixed chain. Without the AVX2 kernel the option
+// changes nothing.
+func WithBatchVariantFewRows() Option {
+	return func(e *Engine) { e.fewDot = true }
 }
 
 // New returns an Engine using the fastest micro-kernel this CPU supports.
@@ -106,6 +122,10 @@ func (e *Engine) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []floa
 		scaleC(m, n, beta, c, ldc)
 	}
 	if k == 0 || alpha == 0 {
+		return nil
+	}
+	if e.fewDot && transB && m <= e.kern.mr && e.kern.dot4 != nil {
+		e.dotRows(transA, m, n, k, alpha, a, lda, b, ldb, c, ldc)
 		return nil
 	}
 	if m <= smallM && !transB && e.kern.axpy != nil {
@@ -286,6 +306,60 @@ func (e *Engine) blocked(transA, transB bool, m, n, k int, alpha float32, a []fl
 			wg.Wait()
 		}
 	}
+}
+
+// dotRows is the batch-variant path for few rows with B stored n×k:
+// c_ij ← c_ij + alpha·(x_i·b_j), the dot product over k in the kernel's
+// dot4 (four columns at a time, eight partial sums each) with the last
+// k mod 8 terms added in order after it. Columns are split among the
+// workers in groups of four.
+func (e *Engine) dotRows(transA bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	k8 := k &^ 7
+	xs := make([]float32, m*k)
+	for i := range m {
+		for p := range k {
+			if transA {
+				xs[i*k+p] = a[p*lda+i]
+			} else {
+				xs[i*k+p] = a[i*lda+p]
+			}
+		}
+	}
+	run := func(g0, g1 int) {
+		var d [4]float32
+		for i := range m {
+			x := xs[i*k : (i+1)*k]
+			for j := g0 * 4; j < min(g1*4, n); j += 4 {
+				if j+4 > n { // the last columns, fewer than four
+					for jj := j; jj < n; jj++ {
+						var s float32
+						for p := range k {
+							s += x[p] * b[jj*ldb+p]
+						}
+						c[i*ldc+jj] += alpha * s
+					}
+					continue
+				}
+				d = [4]float32{}
+				if k8 > 0 {
+					e.kern.dot4(x[:k8], b[j*ldb:], ldb, &d)
+				}
+				for r := range 4 {
+					s := d[r]
+					for p := k8; p < k; p++ {
+						s += x[p] * b[(j+r)*ldb+p]
+					}
+					c[i*ldc+j+r] += alpha * s
+				}
+			}
+		}
+	}
+	groups := (n + 3) / 4
+	workers := e.workers
+	if 2*m*n*k < serialFlops {
+		workers = 1
+	}
+	parallelRange(workers, groups, run)
 }
 
 // fewGroup is the B micro-panels fewRows packs and uses at a time.

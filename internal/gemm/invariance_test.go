@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -211,6 +212,62 @@ func TestPackA(t *testing.T) {
 		for p := range k {
 			for i := range 6 {
 				require.Equal(t, alpha*src[p*7+i], dst[p*6+i], "cols k=%d p=%d i=%d", k, p, i)
+			}
+		}
+	}
+}
+
+// TestBatchVariantFewRows: with WithBatchVariantFewRows, products of at
+// most MR rows with B stored n×k agree with the batch-invariant chain to
+// float32 rounding (relative 1e-5 of the sum of |terms|), for every
+// column count (groups of four and the columns after them), k with and
+// without a tail past a multiple of 8, A stored either way, beta ≠ 0;
+// products of more rows are unchanged to the bit.
+func TestBatchVariantFewRows(t *testing.T) {
+	inv, fast := New(), New(WithBatchVariantFewRows())
+	if fast.kern.dot4 == nil {
+		t.Skip("no dot kernel on this CPU or build")
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, c := range []struct {
+		m, n, k int
+		transA  bool
+	}{{1, 3072, 1024, false}, {1, 7, 13, false}, {3, 9, 8, true}, {6, 384, 128, false}, {2, 5, 3, false}, {7, 64, 64, false}} {
+		lda := c.k
+		if c.transA {
+			lda = c.m
+		}
+		a := make([]float32, c.m*c.k)
+		b := make([]float32, c.n*c.k)
+		c0 := make([]float32, c.m*c.n)
+		for i := range a {
+			a[i] = float32(r.NormFloat64())
+		}
+		for i := range b {
+			b[i] = float32(r.NormFloat64())
+		}
+		for i := range c0 {
+			c0[i] = float32(r.NormFloat64())
+		}
+		want, got := append([]float32(nil), c0...), append([]float32(nil), c0...)
+		require.NoError(t, inv.Sgemm(c.transA, true, c.m, c.n, c.k, 0.5, a, lda, b, c.k, 2, want, c.n))
+		require.NoError(t, fast.Sgemm(c.transA, true, c.m, c.n, c.k, 0.5, a, lda, b, c.k, 2, got, c.n))
+		if c.m > fast.kern.mr {
+			assert.Equal(t, want, got, "%d rows: the invariant path", c.m)
+			continue
+		}
+		for i := range c.m {
+			for j := range c.n {
+				var mag float64
+				for p := range c.k {
+					av := a[i*c.k+p]
+					if c.transA {
+						av = a[p*c.m+i]
+					}
+					mag += math.Abs(float64(av) * float64(b[j*c.k+p]))
+				}
+				mag = 2*math.Abs(float64(c0[i*c.n+j])) + 0.5*mag
+				assert.InDelta(t, want[i*c.n+j], got[i*c.n+j], 1e-5*mag+1e-30, "%dx%dx%d element (%d,%d)", c.m, c.n, c.k, i, j)
 			}
 		}
 	}

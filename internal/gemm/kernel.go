@@ -41,10 +41,19 @@ type kernel struct {
 	axpy func(alpha float32, x, y []float32)
 	// expShift sets x[i] = e^(x[i]−shift) and returns the float64 sum.
 	expShift func(x []float32, shift float32) float64
+	// swiglu and swigluGrad are Engine.SwiGLU and Engine.SwiGLUGrad.
+	swiglu     func(out, gate, up []float32)
+	swigluGrad func(dgate, dup, dout, gate, up []float32)
+	// dot4 sets out[r] = Σ_i x[i]·y[r·ldy+i] for r < 4 (len(x) a multiple
+	// of 8) in 8-lane partial sums: the batch-variant few-row path. Nil
+	// where the kernel has none (WithBatchVariantFewRows then changes
+	// nothing).
+	dot4 func(x, y []float32, ldy int, out *[4]float32)
 }
 
 func genericKernel() kernel {
-	return kernel{name: "generic-4x4", mr: 4, nr: 4, micro: microGeneric, expShift: expShiftGeneric}
+	return kernel{name: "generic-4x4", mr: 4, nr: 4, micro: microGeneric, expShift: expShiftGeneric,
+		swiglu: swigluGeneric, swigluGrad: swigluGradGeneric}
 }
 
 // microGeneric is the portable 4×4 micro-kernel: sixteen scalar

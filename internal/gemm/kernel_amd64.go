@@ -10,7 +10,8 @@ import "golang.org/x/sys/cpu"
 func bestKernel() kernel {
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 		return kernel{name: "avx2-fma-6x16", mr: 6, nr: 16, micro: microAVX2, rows: rowsAVX2, rowPanels: rowPanelsAVX2,
-			packT: packTAVX2, packRows: packRowsAVX2, packCols: packColsAVX2, axpy: axpyAVX2, expShift: expShiftAVX2Go}
+			packT: packTAVX2, packRows: packRowsAVX2, packCols: packColsAVX2, axpy: axpyAVX2, expShift: expShiftAVX2Go,
+			swiglu: swigluAVX2Go, swigluGrad: swigluGradAVX2Go, dot4: dot4AVX2}
 	}
 	return genericKernel()
 }
@@ -53,6 +54,15 @@ func packCols6(k int, src *float32, lds int, alpha float32, dst *float32)
 
 //go:noescape
 func expShiftAVX2(n int, x *float32, shift float32) float64
+
+//go:noescape
+func swigluAVX2(n int, out, gate, up *float32)
+
+//go:noescape
+func swigluGradAVX2(n int, dg, du, dout, gate, up *float32, which int)
+
+//go:noescape
+func dot4FMA(n int, x, y *float32, ldy int, out *float32)
 
 //go:noescape
 func axpyFMA(n int, alpha float32, x, y *float32)
@@ -152,4 +162,52 @@ func expShiftAVX2Go(x []float32, shift float32) float64 {
 		s = expShiftAVX2(n8, &x[0], shift)
 	}
 	return s + expShiftGeneric(x[n8:], shift)
+}
+
+// swigluAVX2Go runs the assembly over the multiple of 8 and the generic
+// code (the same operations) over the rest.
+func swigluAVX2Go(out, gate, up []float32) {
+	n8 := len(out) &^ 7
+	if n8 > 0 {
+		_, _ = gate[n8-1], up[n8-1]
+		swigluAVX2(n8, &out[0], &gate[0], &up[0])
+	}
+	swigluGeneric(out[n8:], gate[n8:], up[n8:])
+}
+
+func swigluGradAVX2Go(dgate, dup, dout, gate, up []float32) {
+	n8 := len(dout) &^ 7
+	if n8 > 0 && (dgate != nil || dup != nil) {
+		_, _ = gate[n8-1], up[n8-1]
+		which := 0
+		dg, du := &dout[0], &dout[0] // not written unless which says so
+		if dgate != nil {
+			_ = dgate[n8-1]
+			dg, which = &dgate[0], which|1
+		}
+		if dup != nil {
+			_ = dup[n8-1]
+			du, which = &dup[0], which|2
+		}
+		swigluGradAVX2(n8, dg, du, &dout[0], &gate[0], &up[0], which)
+	}
+	var dg, du []float32
+	if dgate != nil {
+		dg = dgate[n8:]
+	}
+	if dup != nil {
+		du = dup[n8:]
+	}
+	swigluGradGeneric(dg, du, dout[n8:], gate[n8:], up[n8:])
+}
+
+// dot4AVX2 sets out[r] = Σ_{i<len(x)} x[i]·y[r·ldy+i] for r < 4; len(x) is
+// a multiple of 8 and y holds 3·ldy + len(x) floats.
+func dot4AVX2(x, y []float32, ldy int, out *[4]float32) {
+	if len(x) == 0 {
+		*out = [4]float32{}
+		return
+	}
+	_ = y[3*ldy+len(x)-1]
+	dot4FMA(len(x), &x[0], &y[0], ldy, &out[0])
 }

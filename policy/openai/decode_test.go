@@ -32,6 +32,13 @@ func TestDecodeCompletion(t *testing.T) {
 				FinishReason: lm.FinishStopToken, StopToken: 151645},
 		},
 		{
+			// vLLM's abort (a pause or weight update in abort mode):
+			// the tokens generated until then.
+			name: "abort: the partial output", body: choice(lp3 + `,"finish_reason":"abort"`), params: logp,
+			want: lm.Generation{Tokens: []int{11, 22, 151645}, LogProbs: []float32{-0.5, -1.25, 0}, RawLogProbs: []float32{-0.5, -1.25, 0},
+				FinishReason: lm.FinishAbort},
+		},
+		{
 			name: "stop token id", body: choice(lp3 + `,"finish_reason":"stop","stop_reason":151645`), params: lm.SampleParams{},
 			want: lm.Generation{Tokens: []int{11, 22, 151645}, FinishReason: lm.FinishStopToken, StopToken: 151645},
 		},
@@ -88,7 +95,6 @@ func TestDecodeCompletion(t *testing.T) {
 		{name: "missing logprob", body: choice(`,"logprobs":{"tokens":["token_id:1","token_id:3"],"token_logprobs":[-1]},"finish_reason":"length"`), params: logp, err: "want 2 token log-probs"},
 		{name: "null logprob", body: choice(`,"logprobs":{"tokens":["token_id:1"],"token_logprobs":[null]},"finish_reason":"length"`), params: logp, err: "token_logprobs[0] is null"},
 		{name: "positive logprob", body: choice(`,"logprobs":{"tokens":["token_id:1"],"token_logprobs":[0.5]},"finish_reason":"length"`), params: logp, err: "token_logprobs[0] is 0.5"},
-		{name: "abort", body: choice(lp3 + `,"finish_reason":"abort"`), err: `finish_reason "abort"`},
 		{name: "no finish reason", body: choice(lp3 + `,"finish_reason":null`), err: "no finish_reason"},
 		{name: "eos without tokens", body: choice(`,"token_ids":[],"finish_reason":"stop"`), err: "no tokens"},
 		{name: "bad stop_reason", body: choice(lp3 + `,"finish_reason":"stop","stop_reason":[1]`), err: "neither a token id nor a string"},
@@ -160,7 +166,7 @@ func FuzzDecodeCompletion(f *testing.F) {
 				}
 			}
 			switch g.FinishReason {
-			case lm.FinishLength, lm.FinishStop, lm.FinishStopToken:
+			case lm.FinishLength, lm.FinishStop, lm.FinishStopToken, lm.FinishAbort:
 			default:
 				t.Fatalf("finish reason %q", g.FinishReason)
 			}

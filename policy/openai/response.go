@@ -207,6 +207,10 @@ func decodeCompletionModel(body []byte, p lm.SampleParams, mode LogprobsMode) (l
 	switch *c.FinishReason {
 	case "length":
 		g.FinishReason = lm.FinishLength
+	case "abort":
+		// vLLM's FinishReason.ABORT (a pause or weight update in abort
+		// mode): the tokens generated until then.
+		g.FinishReason = lm.FinishAbort
 	case "stop":
 		if err := stopReason(&g, c.StopReason); err != nil {
 			return lm.Generation{}, "", err

@@ -165,6 +165,15 @@ type Config struct {
 	// server like a 5xx answer. Responses without a version (vLLM's) are
 	// not checked. nil checks nothing.
 	WeightVersion func(server int) string
+	// Partial makes a generation that the server aborted — a pause or a
+	// weight update in abort mode, finish_reason "abort" (vLLM) or
+	// {"type": "abort"} (SGLang) — come back as it is, lm.FinishAbort
+	// with the tokens and log-probabilities generated until then and the
+	// weight version that generated them, for the caller to continue
+	// from (a partial rollout: package rollout continues the turn).
+	// Without it the request is tried again from the start, and fails
+	// with an error wrapping ErrAborted when no try is left.
+	Partial bool
 }
 
 // Sampler is a lm.Sampler over vLLM-compatible /v1/completions
@@ -557,13 +566,13 @@ func (s *Sampler) attempt(ctx context.Context, b *backend, r *lm.GenerateRequest
 	default:
 		g, model, err = decodeCompletionModel(data, p, s.cfg.LogprobsMode)
 	}
-	if errors.Is(err, ErrAborted) {
-		// The server, not the request, ended it (a pause or a weight
-		// update): another try, perhaps elsewhere, can succeed.
-		return lm.Generation{}, retryable{fmt.Errorf("POST %s: %w", b.url, err)}
-	}
 	if err != nil {
 		return lm.Generation{}, fmt.Errorf("POST %s: %w", b.url, err)
+	}
+	if g.FinishReason == lm.FinishAbort && !s.cfg.Partial {
+		// The server, not the request, ended it (a pause or a weight
+		// update): another try, perhaps elsewhere, can succeed.
+		return lm.Generation{}, retryable{fmt.Errorf("POST %s: %w after %d tokens", b.url, ErrAborted, len(g.Tokens))}
 	}
 	if adapter != "" && model != "" && model != adapter {
 		// vLLM names the adapter that answered: another model's tokens

@@ -13,9 +13,10 @@ import (
 )
 
 // ErrAborted is wrapped by the error for a generation the server aborted
-// (SGLang's finish_reason {"type": "abort"}: a pause or a weight update
-// in abort mode, an /abort_request). It is tried again, on another
-// server when there is one, like a 5xx answer.
+// (SGLang's finish_reason {"type": "abort"}, vLLM's "abort": a pause or a
+// weight update in abort mode, an /abort_request) when Config.Partial is
+// not set. It is tried again, on another server when there is one, like
+// a 5xx answer.
 var ErrAborted = errors.New("openai: generation aborted by the server")
 
 // generateRequest is the body of SGLang's POST /generate for one prompt
@@ -157,7 +158,9 @@ type finishReason struct {
 // integer "matched" (a stop_token_ids or end-of-sequence token, which
 // must be the last token) is FinishStopToken, with a string one of p's
 // stop strings FinishStop, with none FinishStopToken on the last token;
-// "length" is FinishLength; "abort" an error wrapping ErrAborted.
+// "length" is FinishLength; "abort" FinishAbort, with the tokens
+// generated before the server aborted the request (the sampler turns it
+// into an error wrapping ErrAborted unless Config.Partial).
 // CachedTokens and WeightVersion come from meta_info.cached_tokens and
 // meta_info.weight_version.
 func decodeGenerate(body []byte, p lm.SampleParams, mode LogprobsMode) (lm.Generation, error) {
@@ -198,8 +201,8 @@ func decodeGenerate(body []byte, p lm.SampleParams, mode LogprobsMode) (lm.Gener
 	if err != nil {
 		return lm.Generation{}, err
 	}
-	if reason.Type == "abort" {
-		return lm.Generation{}, fmt.Errorf("%w: %q", ErrAborted, reason.Message)
+	if g.Tokens == nil && reason.Type == "abort" {
+		g.Tokens = []int{} // an abort before the first token may name none
 	}
 	if g.Tokens == nil {
 		return lm.Generation{}, fmt.Errorf("%w: no token ids (neither output_ids nor meta_info.output_token_logprobs)", ErrBadResponse)
@@ -224,7 +227,12 @@ func decodeGenerate(body []byte, p lm.SampleParams, mode LogprobsMode) (lm.Gener
 		fileLogprobs(&g, lp, p, mode)
 	}
 
-	if err := sglangFinish(&g, reason, p); err != nil {
+	if reason.Type == "abort" {
+		// What the server generated before it aborted the request (a
+		// pause or a weight update in abort mode): the caller decides
+		// whether to continue from it (Config.Partial).
+		g.FinishReason = lm.FinishAbort
+	} else if err := sglangFinish(&g, reason, p); err != nil {
 		return lm.Generation{}, err
 	}
 	if m.CachedTokens != nil {

@@ -120,8 +120,15 @@ func TestDecodeGenerate(t *testing.T) {
 			want: lm.Generation{Tokens: []int{5}, FinishReason: lm.FinishLength},
 		},
 		{
-			name: "abort", body: sglang(`[]`, `{"type":"abort","message":"Aborted","status_code":null,"err_type":null}`, ""),
-			err: `generation aborted by the server: "Aborted"`, is: ErrAborted,
+			// The tokens generated before the abort, as SGLang returns
+			// them (slime's partial rollouts keep them).
+			name: "abort: the partial output", body: sglang(sgIDs3, `{"type":"abort","message":"Aborted","status_code":null,"err_type":null}`, sgLP3),
+			params: logp, want: lm.Generation{Tokens: []int{11, 22, 151645}, LogProbs: []float32{-0.5, -1.25, 0}, RawLogProbs: []float32{-0.5, -1.25, 0},
+				FinishReason: lm.FinishAbort, CachedTokens: 2, WeightVersion: "default"},
+		},
+		{
+			name: "abort before the first token", body: sglang(`[]`, `{"type":"abort","message":"Aborted","status_code":null,"err_type":null}`, ""),
+			want: lm.Generation{Tokens: []int{}, FinishReason: lm.FinishAbort, CachedTokens: 2, WeightVersion: "default"},
 		},
 		{name: "not json", body: []byte(`<html>`), err: "want a JSON object"},
 		{name: "a batch answer", body: []byte(`[{"output_ids":[1]}]`), err: "want a JSON object"},
@@ -170,8 +177,9 @@ func TestDecodeGenerate(t *testing.T) {
 		})
 	}
 	// An abort is the server's doing, not a malformed answer.
-	_, err := decodeGenerate(sglang(`[]`, `{"type":"abort"}`, ""), logp, RawLogprobs)
-	assert.NotErrorIs(t, err, ErrBadResponse)
+	g, err := decodeGenerate([]byte(`{"meta_info":{"finish_reason":{"type":"abort"}}}`), logp, RawLogprobs)
+	require.NoError(t, err)
+	assert.Equal(t, lm.Generation{Tokens: []int{}, LogProbs: []float32{}, RawLogProbs: []float32{}, FinishReason: lm.FinishAbort}, g)
 }
 
 func TestNewGenerateRequest(t *testing.T) {
@@ -269,7 +277,7 @@ func FuzzDecodeGenerate(f *testing.F) {
 			}
 		}
 		switch g.FinishReason {
-		case lm.FinishLength:
+		case lm.FinishLength, lm.FinishAbort:
 		case lm.FinishStop:
 			if g.StopString != "x" {
 				t.Fatalf("stop string %q was not asked for", g.StopString)

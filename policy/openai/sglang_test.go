@@ -134,6 +134,29 @@ func TestSGLangAbort(t *testing.T) {
 	assert.Equal(t, 3, int(always.calls.Load()))
 }
 
+// TestPartialAbort: with Config.Partial an aborted generation comes
+// back at the first try, as the server answered it — its tokens, their
+// log-probabilities and the version that generated them — with
+// lm.FinishAbort, through either API.
+func TestPartialAbort(t *testing.T) {
+	const sglangAborted = `{"text":"","output_ids":[7,8],"meta_info":{"id":"a1","finish_reason":{"type":"abort","message":"Aborted",` +
+		`"status_code":null,"err_type":null},"prompt_tokens":2,"weight_version":"3","completion_tokens":2,"cached_tokens":0,` +
+		`"output_token_logprobs":[[-0.25,7,null],[-2.5,8,null]]}}`
+	f := &fakeSGLang{answer: func(int64) string { return sglangAborted }}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	s := newSampler(t, []string{srv.URL}, func(c *openai.Config) { c.API = openai.APISGLangGenerate; c.Partial = true })
+	req := sgReq
+	req.Params.Logprobs = true
+	gens, err := s.Generate(context.Background(), []lm.GenerateRequest{req})
+	require.NoError(t, err)
+	// At temperature 1 SGLang's scaled log-probabilities are the raw
+	// ones too.
+	assert.Equal(t, lm.Generation{Tokens: []int{7, 8}, LogProbs: []float32{-0.25, -2.5}, RawLogProbs: []float32{-0.25, -2.5},
+		FinishReason: lm.FinishAbort, WeightVersion: "3"}, gens[0])
+	assert.Equal(t, 1, int(f.calls.Load()), "not tried again")
+}
+
 // TestSGLangWeightVersion: meta_info.weight_version is checked against
 // Config.WeightVersion as metadata.weight_version is for completions.
 func TestSGLangWeightVersion(t *testing.T) {

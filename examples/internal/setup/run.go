@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 )
 
@@ -38,10 +39,41 @@ func Run[O any](ctx context.Context, name string, args []string, stdout, stderr 
 }
 
 // Main runs run with the command line and a context that ends on
-// SIGINT or SIGTERM, and exits with its status.
+// SIGINT or SIGTERM, and exits with its status. With AGENTRL_CPUPROFILE
+// set to a file name, the whole run is CPU-profiled into it (runtime/pprof;
+// read it with go tool pprof).
 func Main(run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	stopProfile, err := startProfile(os.Getenv("AGENTRL_CPUPROFILE"))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "AGENTRL_CPUPROFILE: %v\n", err)
+		os.Exit(2)
+	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	if err := stopProfile(); err != nil {
+		fmt.Fprintf(os.Stderr, "AGENTRL_CPUPROFILE: %v\n", err)
+		code = max(code, 1)
+	}
 	stop()
 	os.Exit(code)
+}
+
+// startProfile starts a CPU profile into the file path names, and
+// returns the function that ends it; with path empty it does nothing.
+func startProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }

@@ -197,6 +197,23 @@ func CheckFile(path string) error {
 	return nil
 }
 
+// CheckEmpty accepts a folder for a program to write into that does
+// not exist yet or is empty; otherwise it says what the folder holds.
+func CheckEmpty(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case len(entries) == 1:
+		return fmt.Errorf("not empty (it holds %s): choose a new folder", entries[0].Name())
+	case len(entries) > 1:
+		return fmt.Errorf("not empty (it holds %s and %d more): choose a new folder", entries[0].Name(), len(entries)-1)
+	}
+	return nil
+}
+
 // CheckURLs accepts "local" or comma-separated http(s) URLs.
 func CheckURLs(name, spec string) error {
 	if spec == "local" {

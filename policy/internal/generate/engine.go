@@ -170,7 +170,14 @@ func (e *Engine) Config() Config { return e.cfg }
 // policy.Model.Generate documents: the requests join the sequences the
 // engine is decoding, and the call returns as soon as its own requests
 // have finished, or at once with ctx's error when ctx ends (its
-// sequences then leave the batch at the next step).
+// sequences then leave the batch at the next step). When ctx ends with
+// cause lm.ErrInterrupted (context.CancelCauseFunc), the call instead
+// waits for the scheduler to let its sequences go — at the end of the
+// step under way — and returns, with no error, the finished ones whole
+// and the others as far as they got, with lm.FinishAbort: their tokens
+// and log-probabilities exactly as sampled (a request still waiting for
+// admission has none). Their KV blocks are freed, and a Session keeps
+// the sequence it held before the call.
 func (e *Engine) Generate(ctx context.Context, reqs []lm.GenerateRequest) ([]lm.Generation, error) {
 	spec := e.model.Spec()
 	for i, r := range reqs {
@@ -182,6 +189,13 @@ func (e *Engine) Generate(ctx context.Context, reqs []lm.GenerateRequest) ([]lm.
 		return nil, nil
 	}
 	if err := ctx.Err(); err != nil {
+		if errors.Is(context.Cause(ctx), lm.ErrInterrupted) {
+			out := make([]lm.Generation, len(reqs))
+			for i := range out {
+				out[i].FinishReason = lm.FinishAbort
+			}
+			return out, nil
+		}
 		return nil, err
 	}
 	job := &genJob{ctx: ctx, done: make(chan struct{}), left: len(reqs)}
@@ -206,7 +220,12 @@ func (e *Engine) Generate(ctx context.Context, reqs []lm.GenerateRequest) ([]lm.
 	select {
 	case <-job.done:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		if !errors.Is(context.Cause(ctx), lm.ErrInterrupted) {
+			return nil, ctx.Err()
+		}
+		// Interrupted: the scheduler hands the sequences back at its
+		// next step (or they finished or failed meanwhile).
+		<-job.done
 	}
 	if job.err != nil {
 		return nil, job.err
@@ -214,6 +233,9 @@ func (e *Engine) Generate(ctx context.Context, reqs []lm.GenerateRequest) ([]lm.
 	out := make([]lm.Generation, len(job.states))
 	for i, st := range job.states {
 		out[i] = st.out
+		if job.interrupted && !st.done {
+			out[i].FinishReason = lm.FinishAbort
+		}
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package generate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -18,6 +19,10 @@ type genJob struct {
 	err    error         // set before done is closed
 	left   int           // unfinished states; scheduler only
 	ended  bool          // done is closed; scheduler only
+	// interrupted is set (before done is closed) when the scheduler let
+	// the job's unfinished sequences go because its context ended with
+	// cause lm.ErrInterrupted: their outputs are what they sampled.
+	interrupted bool
 }
 
 // finish closes the job's done channel with err (nil on success) once.
@@ -161,9 +166,13 @@ func (s *scheduler) fail(err error) {
 // whose caller has gone, and forgets waiting ones of such calls.
 func (s *scheduler) dropEnded() {
 	pool := s.e.pool
+	var interrupted []*genJob
 	gone := func(st *genState) bool {
 		if !st.job.ended && st.job.ctx.Err() == nil {
 			return false
+		}
+		if !st.job.ended && !slices.Contains(interrupted, st.job) && errors.Is(context.Cause(st.job.ctx), lm.ErrInterrupted) {
+			interrupted = append(interrupted, st.job)
 		}
 		if st.seq != nil && pool != nil {
 			pool.drop(st.seq)
@@ -173,6 +182,12 @@ func (s *scheduler) dropEnded() {
 	}
 	s.running = slices.DeleteFunc(s.running, gone)
 	s.waiting = slices.DeleteFunc(s.waiting, gone)
+	// A call interrupted (lm.ErrInterrupted) gets its sequences back as
+	// they are, now that no step will touch them.
+	for _, j := range interrupted {
+		j.interrupted = true
+		j.finish(nil)
+	}
 }
 
 // stepPlan is one forward step: the sequences it advances, the tokens
