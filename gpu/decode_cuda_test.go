@@ -65,10 +65,11 @@ func decodeCounters(t *testing.T, be *Backend, m *policy.Model, batch int) Count
 	return Counters{Launches: per(d.Launches), Kernels: kernels, Gemms: per(d.Gemms), HtoD: per(d.HtoD), HtoDBytes: per(d.HtoDBytes),
 		DtoH: per(d.DtoH), DtoHBytes: per(d.DtoHBytes), DtoD: per(d.DtoD), StreamSyncs: per(d.StreamSyncs),
 		HtoDAsync: per(d.HtoDAsync), LateUploads: per(d.LateUploads),
-		// Rounded down: between generations the engine's goroutine may
-		// make a round trip or two of its own (the KV cache released or
-		// grown), landing in either run.
-		WorkerCalls: d.WorkerCalls / extra,
+		// Rounded to the nearest: between generations the engine's
+		// goroutine may make a round trip of its own (the KV cache
+		// released or grown), landing in either run, so the difference
+		// may hold one call more or less than one per step.
+		WorkerCalls: (d.WorkerCalls + extra/2) / extra,
 		// Not per step: the engine's goroutine queues the last step's
 		// ReleaseStep after Generate has returned or before, so the
 		// difference may hold one call more or less.
