@@ -315,20 +315,20 @@ func (e *Engine) blocked(transA, transB bool, m, n, k int, alpha float32, a []fl
 // workers in groups of four.
 func (e *Engine) dotRows(transA bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 	k8 := k &^ 7
-	xs := make([]float32, m*k)
-	for i := range m {
-		for p := range k {
-			if transA {
+	// The rows of op(A), read in place unless A is stored k×m.
+	xs, ldx := a, lda
+	if transA {
+		xs, ldx = make([]float32, m*k), k
+		for i := range m {
+			for p := range k {
 				xs[i*k+p] = a[p*lda+i]
-			} else {
-				xs[i*k+p] = a[i*lda+p]
 			}
 		}
 	}
 	run := func(g0, g1 int) {
 		var d [4]float32
 		for i := range m {
-			x := xs[i*k : (i+1)*k]
+			x := xs[i*ldx : i*ldx+k]
 			for j := g0 * 4; j < min(g1*4, n); j += 4 {
 				if j+4 > n { // the last columns, fewer than four
 					for jj := j; jj < n; jj++ {
