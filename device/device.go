@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/agentrl/agentrl/gpu"
 )
 
 // ErrInvalid marks a -device or -precision value, or a combination of
@@ -188,6 +190,10 @@ type Config struct {
 	// reproducible only at one batch composition. It applies to the CPU
 	// only.
 	BatchVariant bool
+	// GPU holds further options for the CUDA backend (profiling, graph
+	// tracing, the launch queue), applied after the device and
+	// precision; the CPU ignores them.
+	GPU []gpu.Option
 }
 
 // Flag names and usage texts of RegisterFlags.

@@ -90,14 +90,14 @@ func openCUDA(ctx context.Context, c Config, model policy.Config) (*Device, erro
 		p = DefaultPrecision(model.HiddenSize)
 		why = autoReason(model.HiddenSize)
 	}
-	g, err := gpu.New(ctx, gpu.WithDevice(c.Device.Ordinal), gpu.WithPrecision(gpuPrecision(p)))
+	g, err := gpu.New(ctx, append([]gpu.Option{gpu.WithDevice(c.Device.Ordinal), gpu.WithPrecision(gpuPrecision(p))}, c.GPU...)...)
 	if err != nil {
 		if errors.Is(err, gpu.ErrNotCompiled) {
 			return nil, fmt.Errorf("this binary was built without the %s build tag: %w", BuildTag, err)
 		}
 		return nil, err
 	}
-	d := &Device{be: g, gpu: g, cfg: Config{Device: c.Device, Precision: p}}
+	d := &Device{be: g, gpu: g, cfg: Config{Device: c.Device, Precision: p, GPU: c.GPU}}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%v: %s; precision %v (%s)", c.Device, g.Name(), p, why)
 	if hd := model.HeadDim; hd > 0 {

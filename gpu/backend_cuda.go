@@ -592,8 +592,19 @@ func (be *Backend) Name() string { return be.name }
 // WithAttention).
 func (be *Backend) TensorCoreAttention(headDim int) bool { return be.cfg.tensorCoreAttention(headDim) }
 
-// Stats returns the caching allocator's counters as of the last call.
-func (be *Backend) Stats() CacheStats { return *be.stats.Load() }
+// Stats returns the caching allocator's counters, with every call made
+// before it counted: the calls still in the launch queue (Alloc and Free
+// join it) are sent to the worker first. On a closed Backend it returns
+// the counters as of its last call.
+func (be *Backend) Stats() CacheStats {
+	if err := be.run(func() error { return nil }); err != nil && !errors.Is(err, ErrClosed) {
+		// A queued call failed: the next call that can report it does.
+		be.q.mu.Lock()
+		be.q.held = errors.Join(be.q.held, err)
+		be.q.mu.Unlock()
+	}
+	return *be.stats.Load()
+}
 
 // run executes f on the worker thread after checking that the Backend is
 // open and running the pending optimizer pass (flushOpt), and publishes

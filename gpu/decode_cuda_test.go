@@ -3,8 +3,10 @@
 package gpu
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -173,8 +175,9 @@ func TestDecodeMatchesCPU(t *testing.T) {
 // reads the device memory of then, so a replay with stale inputs would
 // repeat the captured step's tokens.
 func TestDecodeGraphs(t *testing.T) {
+	var trace bytes.Buffer
 	gen := func(graphs bool) ([]lm.Generation, Counters, int64) {
-		be := newOrSkip(t, WithPrecision(FP32), WithCUDAGraphs(graphs))
+		be := newOrSkip(t, WithPrecision(FP32), WithCUDAGraphs(graphs), WithGraphTrace(&trace))
 		m := decodeModel(t, be, 2)
 		seed := uint64(4)
 		reqs := []lm.GenerateRequest{
@@ -191,6 +194,7 @@ func TestDecodeGraphs(t *testing.T) {
 		return out, after.Sub(before), m.GenerateStats().Steps
 	}
 	plain, pc, _ := gen(false)
+	require.Zero(t, trace.Len(), "no records traced without graphs")
 	got, gc, steps := gen(true)
 	t.Logf("%d steps; graphs: %d captured, %d replayed, %d fallbacks", steps, gc.GraphCaptures, gc.GraphReplays, gc.GraphFallbacks)
 	require.Zero(t, pc.GraphCaptures+pc.GraphReplays, "WithCUDAGraphs(false)")
@@ -208,6 +212,11 @@ func TestDecodeGraphs(t *testing.T) {
 	require.Zero(t, gc.GraphFallbacks)
 	require.Equal(t, uint64(2), gc.GraphCaptures)
 	require.Equal(t, uint64(steps-6), gc.GraphReplays)
+	// The trace says the same, record by record, and names what differs
+	// between the alternating records: the staged data's address.
+	require.Equal(t, 2, strings.Count(trace.String(), "captured (error: <nil>)"), trace.String())
+	require.Equal(t, int(steps-6), strings.Count(trace.String(), ", replayed"), trace.String())
+	require.Contains(t, trace.String(), "differs from the record before at call ")
 	// Every launch of a replayed step is counted as well.
 	require.Equal(t, pc.Launches, gc.Launches)
 	require.Equal(t, pc.Gemms, gc.Gemms)

@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 )
 
@@ -120,6 +121,7 @@ type config struct {
 	actCache    int64    // bytes of activation copies kept (WithActivationCache)
 	queue       bool     // WithLaunchQueue
 	graphs      bool     // WithCUDAGraphs
+	graphTrace  io.Writer
 }
 
 func defaultConfig() config {
@@ -172,6 +174,14 @@ func WithLaunchQueue(on bool) Option { return func(c *config) { c.queue = on } }
 // layout, sampling parameters) is uploaded in place before the launch.
 // Where capture fails, the work runs as plain launches.
 func WithCUDAGraphs(on bool) Option { return func(c *config) { c.graphs = on } }
+
+// WithGraphTrace writes a line to w for every record of queued work (see
+// WithCUDAGraphs): its calls, what became of it (sent, captured,
+// replayed, not capturable) and, when it differs from the record before
+// it, the first call that differs, by index and by the values of both.
+// It says why a workload's steps do not replay; w is written from the
+// backend's worker thread only.
+func WithGraphTrace(w io.Writer) Option { return func(c *config) { c.graphTrace = w } }
 
 // WithDevice selects the CUDA device by ordinal (default 0).
 func WithDevice(ordinal int) Option { return func(c *config) { c.device = ordinal } }

@@ -8,6 +8,7 @@ package gpu
 import "C"
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -58,6 +59,9 @@ type launchQueue struct {
 	mu  sync.Mutex
 	ops []func() error
 	ups []*staged
+	// held is the error of queued calls sent by a method that returns
+	// none (Stats): the next call that returns an error reports it.
+	held error
 }
 
 // staged is host data bound for the device: data until the worker
@@ -173,9 +177,14 @@ func (be *Backend) queueOp(op func() error) error {
 // as launches or a graph. The first error stops the calls after it.
 func (be *Backend) drainQueue() error {
 	be.q.mu.Lock()
-	ops, ups := be.q.ops, be.q.ups
-	be.q.ops, be.q.ups = nil, nil
+	ops, ups, held := be.q.ops, be.q.ups, be.q.held
+	be.q.ops, be.q.ups, be.q.held = nil, nil, nil
 	be.q.mu.Unlock()
+	if held != nil {
+		// The calls queued after the failed one went with it; these
+		// follow them (their staged data holds no device memory yet).
+		return held
+	}
 	if err := be.uploadStaged(ups); err != nil {
 		return fmt.Errorf("gpu: uploading a step's data: %w", err)
 	}
@@ -345,6 +354,7 @@ type graphs struct {
 	exec  map[string]*graphExec
 	seen  map[string]int
 	clock uint64
+	last  []byte // the record before, for WithGraphTrace
 }
 
 type graphExec struct {
@@ -415,10 +425,16 @@ func (be *Backend) endRecord() error {
 	if e, ok := g.exec[key]; ok {
 		e.used = g.clock
 		be.counters.GraphReplays++
+		be.traceRecord(r, "replayed")
 		return be.dr.graphLaunch(e.exec, be.stream)
 	}
 	n := g.seen[key]
 	if n < 0 || n == 0 {
+		if n < 0 {
+			be.traceRecord(r, "sent (not capturable)")
+		} else {
+			be.traceRecord(r, "sent (first sighting)")
+		}
 		if n == 0 {
 			if len(g.seen) >= 16*graphsMax {
 				clear(g.seen)
@@ -428,6 +444,7 @@ func (be *Backend) endRecord() error {
 		return sendAll(r.ops)
 	}
 	exec, err := be.capture(r.ops)
+	be.traceRecord(r, fmt.Sprintf("captured (error: %v)", err))
 	if err != nil {
 		// Not capturable (or the capture failed): never tried again.
 		g.seen[key] = -1
@@ -491,4 +508,47 @@ func opKey(tag byte, vals ...uint64) []byte {
 		k = binary.LittleEndian.AppendUint64(k, v)
 	}
 	return k
+}
+
+// traceRecord writes r's line to the WithGraphTrace writer, if any.
+func (be *Backend) traceRecord(r *record, what string) {
+	w := be.cfg.graphTrace
+	if w == nil {
+		return
+	}
+	prev := be.graphs.last
+	be.graphs.last = r.key
+	line := fmt.Sprintf("record %d: %d calls, %d key bytes, %s", be.graphs.clock, len(r.ops), len(r.key), what)
+	if prev != nil && !bytes.Equal(prev, r.key) {
+		a, b := splitKey(prev), splitKey(r.key)
+		i := 0
+		for i < len(a) && i < len(b) && bytes.Equal(a[i], b[i]) {
+			i++
+		}
+		var was, now []byte
+		if i < len(a) {
+			was = a[i]
+		}
+		if i < len(b) {
+			now = b[i]
+		}
+		line += fmt.Sprintf("; differs from the record before at call %d of %d/%d: %x -> %x", i, len(a), len(b), was, now)
+	}
+	fmt.Fprintln(w, line)
+}
+
+// splitKey cuts a record key into its calls' keys (each behind its
+// 4-byte length, as issue appends them).
+func splitKey(k []byte) [][]byte {
+	var out [][]byte
+	for len(k) >= 4 {
+		n := int(binary.LittleEndian.Uint32(k))
+		k = k[4:]
+		if n > len(k) {
+			n = len(k)
+		}
+		out = append(out, k[:n])
+		k = k[n:]
+	}
+	return out
 }

@@ -40,6 +40,15 @@ func TestQueuedErrorComesBack(t *testing.T) {
 	require.NoError(t, be.Download(got, y, 0))
 	require.Equal(t, []float32{2, 4, 6, 8}, got, "the Backend works after the error")
 
+	// Stats sends the queue but returns no error: the next call does.
+	big2, err := be.Alloc(huge)
+	require.NoError(t, err)
+	_ = be.Stats()
+	err = be.Synchronize()
+	require.ErrorIs(t, err, errOutOfMemory, "the failure Stats sent is reported by the next call")
+	require.NoError(t, be.Synchronize(), "and only once")
+	require.NoError(t, be.Free(big2))
+
 	plain := newOrSkip(t, WithLaunchQueue(false))
 	_, err = plain.Alloc(huge)
 	require.ErrorIs(t, err, errOutOfMemory, "without the queue the call returns its own error")

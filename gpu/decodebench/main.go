@@ -7,6 +7,7 @@
 //
 //	decodebench [-models 0.6b,4b] [-batches 32,128,256] [-prompt 512] [-new 512] [-hf hf.jsonl] [-json out.json] [-table table.txt]
 //	            [-budget 9m] [-split=false] [-serve=false] [-host-init] [-device …] [-precision …]
+//	            [-kernels kernels.txt] [-graph-trace trace.txt]
 //
 // The weights are drawn on the device where the backend can
 // (policy.WithBackendInit: the 4B model's 4 billion normals take seconds
@@ -33,12 +34,18 @@
 //	trips      round trips to the backend's worker thread and uploads per step
 //	graphs     decode steps replayed from a CUDA graph (of all steps)
 //
+// -kernels profiles each batch's decode steps after the points, on a
+// backend of its own made gpu.WithProfile, and writes the device time of
+// each kernel per step; -graph-trace writes why steps were or were not
+// replayed from a CUDA graph (gpu.WithGraphTrace).
+//
 // With -device cpu and -models tiny it runs anywhere (a smoke test).
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,6 +56,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,6 +102,8 @@ type options struct {
 	budget    time.Duration // start no point after this long (0: no limit)
 	hostInit  bool          // draw the weights on the host
 	tableFile string
+	kernels   string // write the per-step kernel profile here
+	trace     string // write the CUDA graph trace here
 	dev       device.Config
 }
 
@@ -148,6 +158,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.budget, "budget", 0, "start no new point after this long (0: no limit)")
 	fs.BoolVar(&o.hostInit, "host-init", false, "draw the random weights on the host, not on the device")
 	fs.StringVar(&o.tableFile, "table", "", "write the table here too, again after every point")
+	fs.StringVar(&o.kernels, "kernels", "", "after the points, profile each batch's decode steps on a profiled backend and write the device time of each kernel per step here (and to stdout)")
+	fs.StringVar(&o.trace, "graph-trace", "", "write a line per record of queued GPU work here: captured, replayed or sent, and the first call that differs from the record before (gpu.WithGraphTrace)")
 	o.dev.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -181,7 +193,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.trace != "" {
+		f, err := os.Create(o.trace)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		bw := bufio.NewWriter(f)
+		defer bw.Flush()
+		o.dev.GPU = append(o.dev.GPU, gpu.WithGraphTrace(bw))
+	}
 	var results []result
+	var profiles bytes.Buffer
 	start := time.Now()
 	for _, name := range o.models {
 		// report writes what is measured so far: the model's rows (after
@@ -196,7 +219,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			printTable(stdout, results)
 			return fmt.Errorf("model %s: %w", name, err)
 		}
+		if o.kernels != "" {
+			err := profileModel(ctx, o, name, start, &profiles, stderr)
+			if werr := os.WriteFile(o.kernels, profiles.Bytes(), 0o644); err == nil {
+				err = werr
+			}
+			if err != nil {
+				return fmt.Errorf("model %s: profile: %w", name, err)
+			}
+		}
 	}
+	stdout.Write(profiles.Bytes())
 	printTable(stdout, results)
 	return writeReport(o, results)
 }
@@ -536,5 +569,114 @@ func printTable(w io.Writer, rs []result) {
 			r.Model, r.Batch, r.E2E, hfs, vs, r.Decode, r.Floor, 100*r.Decode/r.Floor, serveS, sv,
 			fmt.Sprintf("%.0f+%.0f", r.LaunchesPerStep, r.BlasPerStep), r.Preemptions,
 			fmt.Sprintf("%.1f/%.1f", r.WorkerCallsPerStep, r.UploadsPerStep), fmt.Sprintf("%d/%d", r.GraphReplays, r.Steps))
+	}
+}
+
+// profileSteps is how many decode steps profileModel profiles per batch.
+const profileSteps = 16
+
+// profileModel writes, for each batch, the device time of every kernel
+// per decode step to w: the profile of a Generate of profileSteps+1 new
+// tokens less that of a Generate of one (the same prefill), divided by
+// profileSteps. It runs on a backend of its own made WithProfile (two
+// events per call, no CUDA graphs), so its times are the kernels' alone.
+func profileModel(ctx context.Context, o options, name string, t0 time.Time, w io.Writer, stderr io.Writer) error {
+	js, _ := shape(name)
+	cfg, err := policy.ParseConfig([]byte(js))
+	if err != nil {
+		return err
+	}
+	dc := o.dev
+	dc.GPU = append(append([]gpu.Option(nil), o.dev.GPU...), gpu.WithProfile(true))
+	d, err := device.Open(ctx, dc, cfg)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	g, ok := d.Backend().(*gpu.Backend)
+	if !ok {
+		return fmt.Errorf("-kernels needs a CUDA device, not %s", d.Backend().Name())
+	}
+	mopts := []policy.ModelOption{policy.WithBackend(g), policy.WithGenerateOptions(policy.GenerateOptions{GPUMemoryUtilization: o.util})}
+	if !o.hostInit {
+		mopts = append(mopts, policy.WithBackendInit())
+	}
+	m, err := policy.New(cfg, 1, mopts...)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if _, err := m.Generate(ctx, requests(cfg.VocabSize, 2, 8, 4, 0)); err != nil {
+		return err
+	}
+	for _, b := range o.batches {
+		if o.overBudget(t0, stderr, fmt.Sprintf("%s batch %d profile", name, b)) {
+			return nil
+		}
+		var prof [2][]gpu.KernelTime
+		for i, news := range []int{1, 1 + profileSteps} {
+			if _, err := g.Profile(); err != nil { // starts the record over
+				return err
+			}
+			if _, err := m.Generate(ctx, requests(cfg.VocabSize, b, o.prompt, news, 7)); err != nil {
+				return err
+			}
+			if prof[i], err = g.Profile(); err != nil {
+				return err
+			}
+		}
+		printProfile(w, fmt.Sprintf("%s batch %d", name, b), prof[0], prof[1], profileSteps)
+		fmt.Fprintf(stderr, "%s batch %d: profiled\n", name, b)
+	}
+	return nil
+}
+
+// printProfile writes the kernels of (long − short)/steps, largest first,
+// and the short run's total (the prefill and first token).
+func printProfile(w io.Writer, title string, short, long []gpu.KernelTime, steps int) {
+	type row struct {
+		name  string
+		calls float64
+		us    float64
+	}
+	by := map[string]*row{}
+	var order []string
+	add := func(ks []gpu.KernelTime, sign float64) {
+		for _, k := range ks {
+			r := by[k.Name]
+			if r == nil {
+				r = &row{name: k.Name}
+				by[k.Name] = r
+				order = append(order, k.Name)
+			}
+			r.calls += sign * float64(k.Calls)
+			r.us += sign * float64(k.Total) / float64(time.Microsecond)
+		}
+	}
+	add(long, 1)
+	add(short, -1)
+	var rows []*row
+	var total, prefill float64
+	for _, n := range order {
+		r := by[n]
+		r.calls /= float64(steps)
+		r.us /= float64(steps)
+		if r.calls > 0 || r.us > 0 {
+			rows = append(rows, r)
+			total += r.us
+		}
+	}
+	for _, k := range short {
+		prefill += float64(k.Total) / float64(time.Microsecond)
+	}
+	slices.SortFunc(rows, func(a, b *row) int { return cmp.Compare(b.us, a.us) })
+	fmt.Fprintf(w, "\n%s: device time per decode step %.0f µs (kernels of %d steps); prefill and first token %.1f ms\n", title, total, steps, prefill/1e3)
+	fmt.Fprintf(w, "%-36s %10s %10s %7s\n", "kernel", "calls", "µs", "share")
+	for _, r := range rows {
+		share := 0.0
+		if total > 0 {
+			share = 100 * r.us / total
+		}
+		fmt.Fprintf(w, "%-36s %10.1f %10.1f %6.1f%%\n", r.name, r.calls, r.us, share)
 	}
 }

@@ -552,9 +552,12 @@ extern "C" __global__ void sample_rows(const float* logits, int vocab, const int
     return;
   }
   float invT = __int_as_float(pr[6]), topp = __int_as_float(pr[7]), minp = __int_as_float(pr[8]);
-  float zmaxT = zmax * invT;
+  // Rounded products, never fused into the subtraction: with a fused
+  // multiply-add the maximal logit's d would be the rounding error of
+  // zmax·invT, below 0 half the time, and min-p 1 would keep nothing.
+  float zmaxT = __fmul_rn(zmax, invT);
   float dlo = minp > 0.f ? fmaxf(logf(minp), -103.f) : -103.f;
-#define SR_D(x) ((x) * invT - zmaxT)
+#define SR_D(x) (__fmul_rn((x), invT) - zmaxT)
 
   // Pass 2: candidates and their total weight.
   unsigned long long cw = 0, cn = 0;
@@ -697,6 +700,12 @@ extern "C" __global__ void sample_rows(const float* logits, int vocab, const int
     __syncthreads();
     tok = -1;
     for (int i = 0; i < nw; i++) tok = max(tok, fi[i]);
+  }
+  if (tok < 0) {
+    // Nothing kept (not reachable with the rounded d above): no token
+    // rather than a read before the row.
+    if (tid == 0) o[0] = -1, o[1] = 0, o[2] = 0;
+    return;
   }
   if (tid == 0) {
     o[0] = tok;
