@@ -46,7 +46,25 @@ CUresult cuStreamDestroy(CUstream) { return CUDA_SUCCESS; }
 static bool capturing = false;  // see "stream capture and graphs" below
 static bool capturing_now() { return capturing; }
 CUresult cuStreamSynchronize(CUstream) { return capturing_now() ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS; }
+// FAKECUDA_NOOP=1 makes kernels, products and memsets do nothing (fresh
+// memory is zeroed instead of NaN-filled, and its pages are touched only
+// when written): what is left is the host's side of every call, to
+// measure how long the Go code takes to issue a workload (the decode
+// step's host time) on a machine without a GPU. Results are meaningless.
+static bool noop() {
+  static const bool on = [] {
+    const char* v = getenv("FAKECUDA_NOOP");
+    return v != nullptr && v[0] == '1';
+  }();
+  return on;
+}
 CUresult cuMemAlloc(CUdeviceptr* p, size_t n) {
+  if (noop()) {
+    void* z = calloc(1, n == 0 ? 1 : n);
+    if (z == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+    *p = (CUdeviceptr)z;
+    return CUDA_SUCCESS;
+  }
   void* q = malloc(n);
   if (q == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   // Fresh device memory is not zeroed: fill with a NaN pattern so that a
@@ -83,6 +101,7 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void* s, size_t n, CUstream) {
   return CUDA_SUCCESS;
 }
 CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream) {
+  if (noop()) return CUDA_SUCCESS;
   run_or_record([=] {
     unsigned int* p = (unsigned int*)d;
     for (size_t i = 0; i < n; i++) p[i] = v;
@@ -161,6 +180,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
                         void** params, void**) {
   auto* k = (decltype(&emu_kernels[0]))f;
   if (gx == 0 || gy == 0 || gz == 0 || bx * by * bz == 0 || bx * by * bz > 1024 || smem > 227 * 1024) return CUDA_ERROR_INVALID_VALUE;
+  if (noop()) return CUDA_SUCCESS;
   // The arguments are copied (as cuLaunchKernel does): a captured launch
   // runs later with the values of now.
   std::vector<std::vector<char>> args(k->nargs);
@@ -230,6 +250,7 @@ int cublasGemmStridedBatchedEx(void*, int ta, int tb, int m, int n, int k, const
   if (lda < std::max(1, ta ? k : m) || ldb < std::max(1, tb ? n : k) || ldc < std::max(1, m)) return 7;
   float al = *(const float*)alpha, be = *(const float*)beta;
   count_gemm(ta, tb, m, n, k, at, lda, sA, ldb, sB, be, ldc, sC, batch);
+  if (noop()) return 0;
   run_or_record([=] {
   for (int b = 0; b < batch; b++)
     for (int i = 0; i < m; i++)

@@ -4,6 +4,9 @@
 # against them: the whole Go side of the backend, end to end, without a GPU.
 # Usage, from the repository root:
 #   bash gpu/kernels/emu/fakecuda.sh [./PACKAGE] [-test.run regexp ...]
+#   bash gpu/kernels/emu/fakecuda.sh --libs DIR   (only build the libraries into DIR,
+#       for a tagged program: LD_LIBRARY_PATH=DIR; with FAKECUDA_NOOP=1 the kernels,
+#       products and memsets do nothing, to time the host's side of a workload)
 # PACKAGE (default ./gpu) is the package whose tagged tests run, in its own
 # folder, e.g. ./device or . (the trainer's TestTrainerStepOnCUDA).
 # Slow (every CUDA thread is an OS thread); needs g++ ≥ 11 and the CUDA
@@ -21,6 +24,11 @@ sed -e 's|^#include <cuda_bf16.h>||' \
 python3 "$emu/gen_wrappers.py" "$tmp/all.cu" >"$tmp/wrappers.inc"
 g++ -std=c++20 -O2 -ffp-contract=off -fno-strict-aliasing -fPIC -shared -pthread -I"$emu" -I"$tmp" -o "$tmp/libcuda.so.1" "$emu/fakecuda.cc"
 cp "$tmp/libcuda.so.1" "$tmp/libcublas.so.13"
+if [[ ${1:-} == --libs ]]; then
+	mkdir -p "$2"
+	cp "$tmp/libcuda.so.1" "$tmp/libcublas.so.13" "$2"/
+	exit 0
+fi
 pkg=./gpu
 if [[ $# -gt 0 && ( $1 == . || $1 == ./* ) ]]; then
 	pkg=$1
