@@ -217,3 +217,22 @@ func kvCacheBytes(s backend.KVCacheSpec, bf16 bool) int64 {
 	}
 	return 2 * el * int64(s.Layers) * int64(s.Blocks) * int64(s.BlockSize) * int64(s.Width())
 }
+
+// stageSlot is the room a staged array of n bytes takes in a round
+// trip's upload block: the smallest power of two of at least stageAlign
+// bytes that holds it. The arrays after a growing one (a decode step's
+// block tables gain a block every few steps somewhere in a batch) then
+// keep their offsets, and the block its size, until it doubles: the
+// step's launches, which take those addresses, stay the same, and its
+// CUDA graph replays (WithCUDAGraphs). The room left over costs bytes of
+// a copy of kilobytes.
+func stageSlot(n int) int {
+	p := stageAlign
+	for p < n {
+		p *= 2
+	}
+	return p
+}
+
+// stageAlign is the least room, and the alignment, of a staged array.
+const stageAlign = 256

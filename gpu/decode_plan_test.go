@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentrl/agentrl/policy/backend"
@@ -156,4 +157,21 @@ func TestKVCacheBytes(t *testing.T) {
 	s := backend.KVCacheSpec{Layers: 28, KVHeads: 8, HeadDim: 128, BlockSize: 16, Blocks: 1}
 	require.Equal(t, int64(1835008), kvCacheBytes(s, true))
 	require.Equal(t, int64(3670016), kvCacheBytes(s, false))
+}
+
+func TestStageSlot(t *testing.T) {
+	for _, c := range []struct{ n, want int }{
+		{0, 256}, {1, 256}, {256, 256}, {257, 512}, {1000, 1024}, {1024, 1024}, {1025, 2048}, {70000, 131072},
+	} {
+		assert.Equal(t, c.want, stageSlot(c.n), "n=%d", c.n)
+	}
+	// A block table growing from 40 to 200 kilobytes moves the arrays
+	// after it twice (at 64 and 128 KiB), not at every 256 bytes.
+	moves := 0
+	for n := 40 << 10; n < 200<<10; n += 4 {
+		if stageSlot(n+4) != stageSlot(n) {
+			moves++
+		}
+	}
+	assert.Equal(t, 2, moves)
 }

@@ -50,9 +50,6 @@ const queueMax = 4096
 // loop); the least recently replayed goes first.
 const graphsMax = 8
 
-// stageAlign aligns each staged array in the step's device block.
-const stageAlign = 256
-
 // launchQueue is what callers queued for the worker: calls and staged
 // uploads, guarded by mu (callers may be on any goroutine).
 type launchQueue struct {
@@ -221,7 +218,7 @@ type stager struct {
 func (be *Backend) uploadStaged(ups []*staged) error {
 	total := 0
 	for _, s := range ups {
-		total += (len(s.data) + stageAlign - 1) / stageAlign * stageAlign
+		total += stageSlot(len(s.data))
 	}
 	if total == 0 {
 		return nil
@@ -241,7 +238,7 @@ func (be *Backend) uploadStaged(ups []*staged) error {
 		copy(host[off:], s.data)
 		n := len(s.data)
 		s.arena, s.ptr, s.data = a, p+devPtr(off), nil
-		off += (n + stageAlign - 1) / stageAlign * stageAlign
+		off += stageSlot(n)
 	}
 	return be.htodStaged(p, host[:total])
 }

@@ -46,9 +46,10 @@ CUresult cuStreamDestroy(CUstream) { return CUDA_SUCCESS; }
 static bool capturing = false;  // see "stream capture and graphs" below
 static bool capturing_now() { return capturing; }
 CUresult cuStreamSynchronize(CUstream) { return capturing_now() ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS; }
-// FAKECUDA_NOOP=1 makes kernels, products and memsets do nothing (fresh
-// memory is zeroed instead of NaN-filled, and its pages are touched only
-// when written): what is left is the host's side of every call, to
+// FAKECUDA_NOOP=1 makes kernels, products and memsets do nothing and
+// downloads read zeros (fresh memory is zeroed instead of NaN-filled, and
+// its pages are touched only when written): what is left is the host's
+// side of every call, to
 // measure how long the Go code takes to issue a workload (the decode
 // step's host time) on a machine without a GPU. Results are meaningless.
 static bool noop() {
@@ -81,6 +82,11 @@ CUresult cuMemcpyHtoD(CUdeviceptr d, const void* s, size_t n) {
 }
 CUresult cuMemcpyDtoH(void* d, CUdeviceptr s, size_t n) {
   if (capturing_now()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (noop()) {
+    // No kernel wrote the results: zeros (token 0 for a sampled row).
+    memset(d, 0, n);
+    return CUDA_SUCCESS;
+  }
   memcpy(d, (void*)s, n);
   return CUDA_SUCCESS;
 }
@@ -108,7 +114,14 @@ CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream) {
   });
   return CUDA_SUCCESS;
 }
-CUresult cuMemGetInfo(size_t* f, size_t* t) { *f = *t = (size_t)1 << 34; return CUDA_SUCCESS; }
+// The device's memory: 16 GiB, or FAKECUDA_MEM_GIB (with FAKECUDA_NOOP,
+// what a workload sizes from it, a KV cache, is mostly never touched).
+CUresult cuMemGetInfo(size_t* f, size_t* t) {
+  size_t gib = 16;
+  if (const char* v = getenv("FAKECUDA_MEM_GIB")) gib = strtoull(v, nullptr, 10);
+  *f = *t = gib << 30;
+  return CUDA_SUCCESS;
+}
 CUresult cuModuleLoadData(CUmodule* m, const void*) { *m = (CUmodule)&ctx_dummy; return CUDA_SUCCESS; }
 CUresult cuModuleUnload(CUmodule) { return CUDA_SUCCESS; }
 CUresult cuModuleGetFunction(CUfunction* f, CUmodule, const char* name) {
