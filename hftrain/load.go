@@ -153,7 +153,7 @@ func OpenDevice(ctx context.Context, dc device.Config, mc policy.Config, log io.
 // openForRank is device.Open for this rank of the job (DeviceForRank).
 func openForRank(ctx context.Context, dc device.Config, mc policy.Config, env dist.Env, log io.Writer) (*device.Device, error) {
 	rc := DeviceForRank(dc, env)
-	if rc == dc {
+	if rc.Device == dc.Device { // DeviceForRank changes the device only
 		return device.Open(ctx, dc, mc)
 	}
 	d, err := device.Open(ctx, rc, mc)
