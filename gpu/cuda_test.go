@@ -447,3 +447,26 @@ func TestConcurrentUse(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+// TestEmbeddingBackwardBits: the table gradient of ids that repeat (300
+// positions over 7 ids) is the CPU backend's to the bit, twice in a row:
+// each id's rows are added in increasing position, no atomics.
+func TestEmbeddingBackwardBits(t *testing.T) {
+	g := newOrSkip(t, WithPrecision(FP32))
+	c := cpu.New()
+	rng := rand.New(rand.NewPCG(9, 10))
+	const n, dim, vocab = 300, 24, 11
+	ids := make([]int32, n)
+	for i := range ids {
+		ids[i] = int32(rng.IntN(7)) * 3 % vocab
+	}
+	dout := randn(rng, n*dim, 1)
+	table := randn(rng, vocab*dim, 1)
+	want := upload(t, c, table)
+	require.NoError(t, c.EmbeddingBackward(want, upload(t, c, dout), ids, dim))
+	for run := range 2 {
+		got := upload(t, g, table)
+		require.NoError(t, g.EmbeddingBackward(got, upload(t, g, dout), ids, dim))
+		require.Equal(t, download(t, c, want), download(t, g, got), "run %d", run)
+	}
+}

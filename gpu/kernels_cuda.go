@@ -147,8 +147,10 @@ func (be *Backend) EmbeddingForward(out, table backend.Buffer, ids []int32, dim 
 	})
 }
 
-// EmbeddingBackward scatter-adds output gradients into the table gradient
-// (atomic adds: repeated ids accumulate in an unspecified order).
+// EmbeddingBackward adds output gradients into the table gradient: each
+// id's rows in increasing position, as the CPU backend adds them, so the
+// result is the same bits on every run and on both backends (the ids are
+// grouped on the host, embeddingGroups; no atomics).
 func (be *Backend) EmbeddingBackward(dtable, dout backend.Buffer, ids []int32, dim int) error {
 	v, err := resolveAll(be, "embedding backward", dtable, dout)
 	if err != nil {
@@ -157,14 +159,14 @@ func (be *Backend) EmbeddingBackward(dtable, dout backend.Buffer, ids []int32, d
 	if err := backend.CheckEmbedding(dout, dtable, ids, dim); err != nil {
 		return err
 	}
-	st := be.stageInts(ids)
+	grp, u := embeddingGroups(ids)
+	st := be.stageInts(grp)
 	return be.enqueue([]*buffer{v[0]}, func() error {
-		sc := &scratch{be: be}
-		defer sc.done()
 		defer func() { _ = be.unstage(st) }()
-		idp := st.addr()
-		n := int64(len(ids)) * int64(dim)
-		return be.elementwise("embedding_bwd", n, v[0].ptr, v[1].ptr, idp, int32(len(ids)), int32(dim))
+		if u == 0 {
+			return nil
+		}
+		return be.elementwise("embedding_bwd", int64(u)*int64(dim), v[0].ptr, v[1].ptr, st.addr(), int32(u), int32(dim))
 	})
 }
 

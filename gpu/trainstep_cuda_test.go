@@ -73,10 +73,12 @@ func stepCounts(t *testing.T, layers int, lens []int) Counters {
 // bytes), at the round trip of its first download; attention's query
 // tiles (one tile of 16 bytes per sequence: 32, a plain copy at their
 // first use); backward — dL/dlogp (4T, Upload), one asynchronous copy of
-// its staged targets and token ids (for the embedding's scatter; two
-// 256-byte slots: 512) at the gradient norm's round trip, key tiles (one
-// of 24 bytes per sequence: 48, plain). 5 copies, 2 of them asynchronous:
-// 1,024 + 32 + 4T + 512 + 48 = 1,808 bytes. Device-to-host copies:
+// its staged targets (a 256-byte slot) and token ids grouped by id for
+// the embedding's gradient (embeddingGroups: the 48 distinct ids, 49
+// offsets and the 48 positions, 580 bytes in a 1,024-byte slot; a slot
+// is a power of two, stageSlot) at the gradient norm's round trip, key
+// tiles (one of 24 bytes per sequence: 48, plain). 5 copies, 2 of them
+// asynchronous: 1,024 + 32 + 4T + 1,280 + 48 = 2,576 bytes. Device-to-host copies:
 // log-probs and entropies (4T each) and the gradient norm (8 bytes): 3
 // copies, 392 bytes. So 6 host synchronizations (3 plain uploads, 3
 // downloads), and no cuMemAlloc/Free once the allocator is warm.
@@ -101,7 +103,7 @@ func TestTrainStepStructure(t *testing.T) {
 		name := fmt.Sprintf("%d layers", layers)
 		require.Equal(t, uint64(5), c.HtoD, name)
 		require.Equal(t, uint64(2), c.HtoDAsync, name)
-		require.Equal(t, uint64(4*256+32+4*T+2*256+48), c.HtoDBytes, name)
+		require.Equal(t, uint64(4*256+32+4*T+256+1024+48), c.HtoDBytes, name)
 		require.Equal(t, uint64(3), c.DtoH, name)
 		require.Equal(t, uint64(8*T+8), c.DtoHBytes, name)
 		require.Zero(t, c.DeviceAllocs, name+": cuMemAlloc")
@@ -131,5 +133,58 @@ func TestTrainStepStructure(t *testing.T) {
 	}
 	for k, n := range counts[3].Sub(counts[1]).Kernels {
 		t.Logf("  per layer %-22s %d", k, n/2)
+	}
+}
+
+// TestTrainingRunToRun (issue #35, item 4): three training steps of a
+// Qwen3-shaped model in bf16 — tied embedding with repeated token ids,
+// tensor-core attention, the fused optimizer — twice from the same seed
+// on fresh backends end with the same weights, bit for bit. On a GPU it
+// checks that nothing reduces in an order that changes from run to run
+// (float atomics, a nondeterministic cuBLAS algorithm).
+func TestTrainingRunToRun(t *testing.T) {
+	run := func() map[string][]float32 {
+		be := newOrSkip(t, WithPrecision(BF16))
+		cfg := policy.Config{
+			ModelType: policy.ModelQwen3, VocabSize: 256, HiddenSize: 64, IntermediateSize: 96,
+			NumHiddenLayers: 2, NumAttentionHeads: 4, NumKeyValueHeads: 2, HeadDim: 16,
+			MaxPositionEmbeddings: 128, RMSNormEps: 1e-6, RopeTheta: 1e4, TieWordEmbeddings: true,
+		}
+		m, err := policy.New(cfg, 7, policy.WithBackend(be), policy.WithBackendInit())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = m.Close() })
+		opt, err := m.NewDeviceAdamW(policy.AdamWConfig{LR: 1e-2})
+		require.NoError(t, err)
+		var toks [][]int
+		var grads [][]float32
+		for b, n := range []int{40, 33, 17} {
+			seq, g := make([]int, n), make([]float32, n)
+			for i := range seq {
+				seq[i] = (5*b + 3*i) % 11 // 11 ids, each many times
+				g[i] = -0.02 * float32(1+i%3)
+			}
+			toks, grads = append(toks, seq), append(grads, g)
+		}
+		ctx := context.Background()
+		for range 3 {
+			_, back, err := m.Forward(ctx, lm.TokenBatch{Tokens: toks}, true)
+			require.NoError(t, err)
+			require.NoError(t, back(ctx, grads, nil))
+			_, err = opt.ClipGradNorm(1)
+			require.NoError(t, err)
+			_, err = opt.Step()
+			require.NoError(t, err)
+			require.NoError(t, opt.ZeroGrad())
+		}
+		out := map[string][]float32{}
+		for _, p := range m.Params() {
+			out[p.Name] = append([]float32(nil), p.Data...)
+		}
+		return out
+	}
+	first, second := run(), run()
+	require.NotEmpty(t, first)
+	for name, w := range first {
+		require.Equal(t, w, second[name], "%s differs between two runs", name)
 	}
 }

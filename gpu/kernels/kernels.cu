@@ -123,14 +123,22 @@ extern "C" __global__ void embedding_fwd(float* out, const float* table, const i
   }
 }
 
-// embedding_bwd scatter-adds dtable[ids[t]] += dout[t]; repeated ids add
-// through atomics.
-extern "C" __global__ void embedding_bwd(float* dtable, const float* dout, const int* ids, int n, int dim) {
-  long long total = (long long)n * dim;
+// embedding_bwd adds dout's rows into dtable's: dtable[id] += dout[t] for
+// every position t of id, in increasing t, as the CPU backend does, so the
+// sums are the same bits on every run and on both backends (no atomics).
+// grp lays out the u distinct ids: grp[0:u] the ids, grp[u:2u+1] the
+// offsets of their positions in grp[2u+1:], each id's ascending (see
+// embeddingGroups). One thread per (distinct id, column).
+extern "C" __global__ void embedding_bwd(float* dtable, const float* dout, const int* grp, int u, int dim) {
+  long long total = (long long)u * dim;
+  const int* off = grp + u;
+  const int* pos = grp + 2 * u + 1;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
-    long long t = i / dim;
-    int c = (int)(i % dim);
-    atomicAdd(&dtable[(long long)ids[t] * dim + c], dout[i]);
+    int g = (int)(i / dim), c = (int)(i % dim);
+    float* dst = dtable + (long long)grp[g] * dim + c;
+    float acc = *dst;
+    for (int k = off[g]; k < off[g + 1]; k++) acc += dout[(long long)pos[k] * dim + c];
+    *dst = acc;
   }
 }
 
