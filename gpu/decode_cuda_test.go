@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/backend"
 )
 
 // decodeModel is a Qwen3-shaped model of the given depth, small enough
@@ -260,4 +262,37 @@ func TestDecodeGraphsGrowingTables(t *testing.T) {
 	c := after.Sub(before)
 	t.Logf("%d steps; graphs: %d captured, %d replayed", steps, c.GraphCaptures, c.GraphReplays)
 	require.GreaterOrEqual(t, c.GraphReplays, uint64(steps-10))
+}
+
+// TestSampleRowsMinPOne: with min-p 1 only the largest logit is a
+// candidate, whatever the temperature. On a GPU, nvcc fused
+// z·(1/T) − max·(1/T) into a multiply-add, whose value at the maximum is
+// the rounding error of max·(1/T) (negative half the time): no candidate
+// was left, and the kernel answered −1 after reading before the row. The
+// emulator fuses the same way when built with EMU_CONTRACT=1 (as .ci/run
+// runs this test); sample_rows now rounds the products first.
+func TestSampleRowsMinPOne(t *testing.T) {
+	be := newOrSkip(t, WithPrecision(FP32))
+	rng := rand.New(rand.NewPCG(3, 4))
+	const rows, vocab = 64, 40
+	z := make([]float32, rows*vocab)
+	want := make([]int32, rows)
+	for r := range rows {
+		for i := range vocab {
+			z[r*vocab+i] = float32(rng.NormFloat64() * 3)
+			if z[r*vocab+i] > z[r*vocab+int(want[r])] {
+				want[r] = int32(i)
+			}
+		}
+	}
+	sr := make([]backend.SampleRow, rows)
+	for r := range sr {
+		sr[r] = backend.SampleRow{Temperature: 0.7 + 0.01*float64(r), MinP: 1, Seed: uint64(r)}
+	}
+	out := make([]backend.SampleResult, rows)
+	require.NoError(t, be.SampleRows(upload(t, be, z), vocab, sr, out))
+	for r, res := range out {
+		require.Equal(t, want[r], res.Token, "row %d", r)
+		require.InDelta(t, 0, res.LogProb, 1e-6, "row %d: the only candidate", r)
+	}
 }

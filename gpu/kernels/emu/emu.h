@@ -78,10 +78,20 @@ inline double atomicAdd(double* p, double v) {
   return o;
 }
 
-// Intrinsics with round-to-nearest and no contraction (check.sh compiles
-// with -ffp-contract=off).
-inline float __fmul_rn(float a, float b) { return a * b; }
-inline float __fadd_rn(float a, float b) { return a + b; }
+// Intrinsics with round-to-nearest and no contraction, even where the
+// emulator is compiled to contract like nvcc (fakecuda.sh with
+// EMU_CONTRACT=1): the empty asm makes the rounded value opaque, so it
+// cannot be fused into the operation that uses it.
+inline float emu_opaque(float r) {
+#if defined(__x86_64__)
+  asm("" : "+x"(r));
+#else
+  asm("" : "+w"(r));
+#endif
+  return r;
+}
+inline float __fmul_rn(float a, float b) { return emu_opaque(a * b); }
+inline float __fadd_rn(float a, float b) { return emu_opaque(a + b); }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fsqrt_rn(float a) { return std::sqrt(a); }
 

@@ -22,7 +22,16 @@ sed -e 's|^#include <cuda_bf16.h>||' \
     -e 's|extern __shared__ float \([a-z_]*\)\[\];|float* \1 = emu_smem.data();|' \
     "$tmp/all.cu" >"$tmp/kernels_emu.inc"
 python3 "$emu/gen_wrappers.py" "$tmp/all.cu" >"$tmp/wrappers.inc"
-g++ -std=c++20 -O2 -ffp-contract=off -fno-strict-aliasing -fPIC -shared -pthread -I"$emu" -I"$tmp" -o "$tmp/libcuda.so.1" "$emu/fakecuda.cc"
+# EMU_CONTRACT=1 fuses multiplies and adds into FMAs where the compiler
+# likes, as nvcc does by default on a GPU (x86-64 with FMA), so that a
+# kernel whose result needs an unfused rounding (__fmul_rn) is caught
+# here; by default nothing is fused and the emulator's arithmetic is the
+# source's, operation by operation.
+contract=(-ffp-contract=off)
+if [[ ${EMU_CONTRACT:-0} == 1 ]]; then
+	contract=(-ffp-contract=fast -mfma)
+fi
+g++ -std=c++20 -O2 "${contract[@]}" -fno-strict-aliasing -fPIC -shared -pthread -I"$emu" -I"$tmp" -o "$tmp/libcuda.so.1" "$emu/fakecuda.cc"
 cp "$tmp/libcuda.so.1" "$tmp/libcublas.so.13"
 if [[ ${1:-} == --libs ]]; then
 	mkdir -p "$2"
