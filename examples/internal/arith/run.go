@@ -215,9 +215,10 @@ func RunSFT(ctx context.Context, model *policy.Model, data []agentrl.SFTSample, 
 	opt.LR = o.LR
 	opt.WeightDecay = 0.01
 	// Copying digits from the prompt (an induction-head circuit) appears
-	// only after a plateau of loss ≈ 1.1 whose length varies from run to
-	// run (≈ 400 updates in examples/arith's measured default run, > 1300
-	// with 1400 steps); the rate must stay high while the model is on it.
+	// only after a plateau of loss ≈ 1.1 whose length varies from seed to
+	// seed (500–1000 updates of examples/arith's 2000); the rate must stay
+	// high while the model is on it (ScheduleWSD), and a lower peak (2e-3
+	// rather than 3e-3) left the plateau sooner on most seeds, 5e-3 later.
 	opt.Schedule = sched
 	log, err := metrics.Open(filepath.Join(dir, "sft_metrics.jsonl"), metrics.Options{})
 	if err != nil {
