@@ -44,6 +44,8 @@ type options struct {
 	// SFT.
 	sftSamples, sftSteps, sftBatch int
 	sftLR                          float64
+	sftSchedule                    string  // arith.ScheduleCosine or arith.ScheduleWSD
+	sftWarmup, sftDecay            float64 // fractions of the SFT updates warming up, and (WSD) decaying
 	noToolFrac                     float64
 
 	// RL.
@@ -97,7 +99,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.sftSamples, "sft-samples", 12800, "generated SFT trajectories")
 	fs.IntVar(&o.sftSteps, "sft-steps", 2000, "SFT updates")
 	fs.IntVar(&o.sftBatch, "sft-batch", 16, "SFT sequences per update")
-	fs.Float64Var(&o.sftLR, "sft-lr", 3e-3, "SFT peak learning rate (cosine decay to a tenth)")
+	fs.Float64Var(&o.sftLR, "sft-lr", 2e-3, "SFT peak learning rate (the default before -sft-schedule wsd: 3e-3)")
+	fs.StringVar(&o.sftSchedule, "sft-schedule", arith.ScheduleWSD, `SFT learning-rate schedule after the warm-up: "wsd" (the peak held, then cosine decay to a tenth over the last -sft-decay of the updates) or "cosine" (decay to a tenth of the peak over the remaining updates; with -sft-lr 3e-3, the default before)`)
+	fs.Float64Var(&o.sftWarmup, "sft-warmup", 0.05, "fraction of the SFT updates warming the learning rate up linearly")
+	fs.Float64Var(&o.sftDecay, "sft-decay", 0.2, "with -sft-schedule wsd: fraction of the SFT updates decaying the learning rate at the end")
 	fs.Float64Var(&o.noToolFrac, "no-tool-frac", 0.5, "fraction of SFT trajectories that compute the expression in their head (a rough guess) instead of calling the tool")
 	fs.IntVar(&o.rlSteps, "rl-steps", arith.DefaultRLSteps, "GRPO-TCR steps")
 	fs.IntVar(&o.prompts, "prompts", arith.DefaultPrompts, "prompts per RL step")
@@ -150,6 +155,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-sft-samples %d: want at least -sft-batch %d", o.sftSamples, o.sftBatch)
 	case !(o.sftLR > 0) || math.IsInf(o.sftLR, 0):
 		return o, fmt.Errorf("-sft-lr %v: want finite and > 0", o.sftLR)
+	case o.sftSchedule != arith.ScheduleCosine && o.sftSchedule != arith.ScheduleWSD:
+		return o, fmt.Errorf("-sft-schedule %q: want %s or %s", o.sftSchedule, arith.ScheduleCosine, arith.ScheduleWSD)
+	case !(o.sftWarmup > 0 && o.sftWarmup < 1):
+		return o, fmt.Errorf("-sft-warmup %g: want within (0, 1)", o.sftWarmup)
+	case !(o.sftDecay > 0 && o.sftDecay <= 1-o.sftWarmup):
+		return o, fmt.Errorf("-sft-decay %g: want within (0, 1 − -sft-warmup]", o.sftDecay)
 	case !(o.rlLR > 0) || math.IsInf(o.rlLR, 0):
 		return o, fmt.Errorf("-rl-lr %v: want finite and > 0", o.rlLR)
 	case !(o.temperature >= 0) || math.IsInf(o.temperature, 0):
@@ -511,9 +522,12 @@ func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.
 	if o.sftSteps == 0 {
 		return nil
 	}
-	fmt.Fprintf(stderr, "sft: %d trajectories (%.0f%% answer without the tool), %d updates of %d\n",
-		len(data), 100*o.noToolFrac, o.sftSteps, o.sftBatch)
-	return arith.RunSFT(ctx, model, data, arith.SFTOptions{Steps: o.sftSteps, Batch: o.sftBatch, LR: o.sftLR, Seed: o.seed}, dir, dp, stderr)
+	fmt.Fprintf(stderr, "sft: %d trajectories (%.0f%% answer without the tool), %d updates of %d, lr %g %s\n",
+		len(data), 100*o.noToolFrac, o.sftSteps, o.sftBatch, o.sftLR, o.sftSchedule)
+	return arith.RunSFT(ctx, model, data, arith.SFTOptions{
+		Steps: o.sftSteps, Batch: o.sftBatch, LR: o.sftLR, Seed: o.seed,
+		Schedule: o.sftSchedule, WarmupFrac: o.sftWarmup, DecayFrac: o.sftDecay,
+	}, dir, dp, stderr)
 }
 
 // rlConfig is the task's GRPO-TCR (arith.RLConfig) with the flags'

@@ -63,6 +63,35 @@ func TestRLConfig(t *testing.T) {
 	}
 }
 
+// The SFT schedule: the zero options are the cosine decay after a 5%
+// warm-up the stage always had; WSD holds the peak until its decay.
+func TestSFTSchedule(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    SFTOptions
+		want policy.Schedule
+	}{
+		{"zero: cosine, 5% warm-up", SFTOptions{Steps: 2000},
+			policy.CosineSchedule{WarmupSteps: 100, TotalSteps: 2000, MinLRRatio: 0.1}},
+		{"tiny: one warm-up step", SFTOptions{Steps: 3, Schedule: ScheduleCosine},
+			policy.CosineSchedule{WarmupSteps: 1, TotalSteps: 3, MinLRRatio: 0.1}},
+		{"cosine, 10% warm-up", SFTOptions{Steps: 1000, Schedule: ScheduleCosine, WarmupFrac: 0.1},
+			policy.CosineSchedule{WarmupSteps: 100, TotalSteps: 1000, MinLRRatio: 0.1}},
+		{"wsd, default decay", SFTOptions{Steps: 2000, Schedule: ScheduleWSD},
+			policy.WSDSchedule{WarmupSteps: 100, DecaySteps: 400, TotalSteps: 2000, MinLRRatio: 0.1}},
+		{"wsd, 30% decay", SFTOptions{Steps: 2000, Schedule: ScheduleWSD, WarmupFrac: 0.05, DecayFrac: 0.3},
+			policy.WSDSchedule{WarmupSteps: 100, DecaySteps: 600, TotalSteps: 2000, MinLRRatio: 0.1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.o.schedule()
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+	_, err := SFTOptions{Steps: 10, Schedule: "linear"}.schedule()
+	assert.ErrorContains(t, err, `SFT schedule "linear"`)
+}
+
 func TestEngineConfig(t *testing.T) {
 	tok, err := NewTokenizer()
 	require.NoError(t, err)
