@@ -425,19 +425,16 @@ func (be *Backend) endRecord() error {
 		be.traceRecord(r, "replayed")
 		return be.dr.graphLaunch(e.exec, be.stream)
 	}
-	n := g.seen[key]
-	if n < 0 || n == 0 {
-		if n < 0 {
-			be.traceRecord(r, "sent (not capturable)")
-		} else {
-			be.traceRecord(r, "sent (first sighting)")
+	switch n := g.seen[key]; {
+	case n < 0:
+		be.traceRecord(r, "sent (not capturable)")
+		return sendAll(r.ops)
+	case n == 0:
+		be.traceRecord(r, "sent (first sighting)")
+		if len(g.seen) >= 16*graphsMax {
+			clear(g.seen)
 		}
-		if n == 0 {
-			if len(g.seen) >= 16*graphsMax {
-				clear(g.seen)
-			}
-			g.seen[key] = 1
-		}
+		g.seen[key] = 1
 		return sendAll(r.ops)
 	}
 	exec, err := be.capture(r.ops)

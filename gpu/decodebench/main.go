@@ -302,35 +302,18 @@ func readHF(path string) (map[hfKey]float64, error) {
 // benchModel measures one model at every batch, handing its rows so far
 // to report after each point.
 func benchModel(ctx context.Context, o options, name string, hf map[hfKey]float64, t0 time.Time, report func([]result) error, stderr io.Writer) error {
-	js, _ := shape(name)
-	cfg, err := policy.ParseConfig([]byte(js))
-	if err != nil {
-		return err
-	}
 	if o.overBudget(t0, stderr, "model "+name) {
 		return nil
 	}
-	d, err := device.Open(ctx, o.dev, cfg)
+	start := time.Now()
+	cfg, d, m, err := openModel(ctx, o, o.dev, name)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	fmt.Fprintln(stderr, "device:", d)
-	start := time.Now()
-	mopts := []policy.ModelOption{policy.WithBackend(d.Backend()), policy.WithGenerateOptions(policy.GenerateOptions{GPUMemoryUtilization: o.util})}
-	if _, ok := d.Backend().(backend.Initializer); ok && !o.hostInit {
-		mopts = append(mopts, policy.WithBackendInit())
-	}
-	m, err := policy.New(cfg, 1, mopts...)
-	if err != nil {
-		return err
-	}
 	closeModel := m.Close
 	defer func() { _ = closeModel() }()
-	// Warm-up: weights uploaded and converted, kernels loaded.
-	if _, err := m.Generate(ctx, requests(cfg.VocabSize, 2, 8, 4, 0)); err != nil {
-		return err
-	}
+	fmt.Fprintln(stderr, "device:", d)
 	fmt.Fprintf(stderr, "%s: %d parameters, ready in %.1fs\n", name, cfg.NumParams(), time.Since(start).Seconds())
 	bw := o.bandwidth
 	if bw == 0 {
@@ -403,6 +386,37 @@ func benchModel(ctx context.Context, o options, name string, hf map[hfKey]float6
 		}
 	}
 	return nil
+}
+
+// openModel opens the device dc for model name, makes the model on it
+// with random weights (drawn on the device where the backend can, unless
+// -host-init) and warms it up: weights uploaded and converted, kernels
+// loaded. The caller closes the model, then the device.
+func openModel(ctx context.Context, o options, dc device.Config, name string) (policy.Config, *device.Device, *policy.Model, error) {
+	js, _ := shape(name)
+	cfg, err := policy.ParseConfig([]byte(js))
+	if err != nil {
+		return cfg, nil, nil, err
+	}
+	d, err := device.Open(ctx, dc, cfg)
+	if err != nil {
+		return cfg, nil, nil, err
+	}
+	mopts := []policy.ModelOption{policy.WithBackend(d.Backend()), policy.WithGenerateOptions(policy.GenerateOptions{GPUMemoryUtilization: o.util})}
+	if _, ok := d.Backend().(backend.Initializer); ok && !o.hostInit {
+		mopts = append(mopts, policy.WithBackendInit())
+	}
+	m, err := policy.New(cfg, 1, mopts...)
+	if err == nil {
+		if _, err = m.Generate(ctx, requests(cfg.VocabSize, 2, 8, 4, 0)); err != nil {
+			_ = m.Close()
+		}
+	}
+	if err != nil {
+		_ = d.Close()
+		return cfg, nil, nil, err
+	}
+	return cfg, d, m, nil
 }
 
 // requests are batch greedy requests of prompt random tokens (seeded).
@@ -581,33 +595,17 @@ const profileSteps = 16
 // profileSteps. It runs on a backend of its own made WithProfile (two
 // events per call, no CUDA graphs), so its times are the kernels' alone.
 func profileModel(ctx context.Context, o options, name string, t0 time.Time, w io.Writer, stderr io.Writer) error {
-	js, _ := shape(name)
-	cfg, err := policy.ParseConfig([]byte(js))
-	if err != nil {
-		return err
-	}
 	dc := o.dev
 	dc.GPU = append(append([]gpu.Option(nil), o.dev.GPU...), gpu.WithProfile(true))
-	d, err := device.Open(ctx, dc, cfg)
+	cfg, d, m, err := openModel(ctx, o, dc, name)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
+	defer m.Close()
 	g, ok := d.Backend().(*gpu.Backend)
 	if !ok {
 		return fmt.Errorf("-kernels needs a CUDA device, not %s", d.Backend().Name())
-	}
-	mopts := []policy.ModelOption{policy.WithBackend(g), policy.WithGenerateOptions(policy.GenerateOptions{GPUMemoryUtilization: o.util})}
-	if !o.hostInit {
-		mopts = append(mopts, policy.WithBackendInit())
-	}
-	m, err := policy.New(cfg, 1, mopts...)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	if _, err := m.Generate(ctx, requests(cfg.VocabSize, 2, 8, 4, 0)); err != nil {
-		return err
 	}
 	for _, b := range o.batches {
 		if o.overBudget(t0, stderr, fmt.Sprintf("%s batch %d profile", name, b)) {
@@ -640,14 +638,12 @@ func printProfile(w io.Writer, title string, short, long []gpu.KernelTime, steps
 		us    float64
 	}
 	by := map[string]*row{}
-	var order []string
 	add := func(ks []gpu.KernelTime, sign float64) {
 		for _, k := range ks {
 			r := by[k.Name]
 			if r == nil {
 				r = &row{name: k.Name}
 				by[k.Name] = r
-				order = append(order, k.Name)
 			}
 			r.calls += sign * float64(k.Calls)
 			r.us += sign * float64(k.Total) / float64(time.Microsecond)
@@ -656,20 +652,21 @@ func printProfile(w io.Writer, title string, short, long []gpu.KernelTime, steps
 	add(long, 1)
 	add(short, -1)
 	var rows []*row
-	var total, prefill float64
-	for _, n := range order {
-		r := by[n]
+	for _, r := range by {
 		r.calls /= float64(steps)
 		r.us /= float64(steps)
 		if r.calls > 0 || r.us > 0 {
 			rows = append(rows, r)
-			total += r.us
 		}
+	}
+	slices.SortFunc(rows, func(a, b *row) int { return cmp.Or(cmp.Compare(b.us, a.us), cmp.Compare(a.name, b.name)) })
+	var total, prefill float64
+	for _, r := range rows {
+		total += r.us
 	}
 	for _, k := range short {
 		prefill += float64(k.Total) / float64(time.Microsecond)
 	}
-	slices.SortFunc(rows, func(a, b *row) int { return cmp.Compare(b.us, a.us) })
 	fmt.Fprintf(w, "\n%s: device time per decode step %.0f µs (kernels of %d steps); prefill and first token %.1f ms\n", title, total, steps, prefill/1e3)
 	fmt.Fprintf(w, "%-36s %10s %10s %7s\n", "kernel", "calls", "µs", "share")
 	for _, r := range rows {

@@ -49,9 +49,9 @@ CUresult cuStreamSynchronize(CUstream) { return capturing_now() ? CUDA_ERROR_STR
 // FAKECUDA_NOOP=1 makes kernels, products and memsets do nothing and
 // downloads read zeros (fresh memory is zeroed instead of NaN-filled, and
 // its pages are touched only when written): what is left is the host's
-// side of every call, to
-// measure how long the Go code takes to issue a workload (the decode
-// step's host time) on a machine without a GPU. Results are meaningless.
+// side of every call, to measure how long the Go code takes to issue a
+// workload (the decode step's host time) on a machine without a GPU.
+// Results are meaningless.
 static bool noop() {
   static const bool on = [] {
     const char* v = getenv("FAKECUDA_NOOP");
