@@ -34,6 +34,20 @@ func decodeModel(t *testing.T, be *Backend, layers int) *policy.Model {
 	return m
 }
 
+// countedGenerate runs one Generate and returns its generations, what it
+// sent the device (be's counters before and after) and its steps.
+func countedGenerate(t *testing.T, be *Backend, m *policy.Model, reqs []lm.GenerateRequest) ([]lm.Generation, Counters, int64) {
+	t.Helper()
+	before, err := be.Counters()
+	require.NoError(t, err)
+	s0 := m.GenerateStats().Steps
+	out, err := m.Generate(context.Background(), reqs)
+	require.NoError(t, err)
+	after, err := be.Counters()
+	require.NoError(t, err)
+	return out, after.Sub(before), m.GenerateStats().Steps - s0
+}
+
 // extraSteps is the decode steps decodeCounters divides by.
 const extraSteps = 3
 
@@ -47,13 +61,8 @@ func decodeCounters(t *testing.T, be *Backend, m *policy.Model, batch int) Count
 		for i := range reqs {
 			reqs[i] = lm.GenerateRequest{Prompt: []int{1 + i, 2, 3, 4, 5}, Params: lm.SampleParams{MaxNewTokens: n, Temperature: 0.8, TopK: 10, Seed: new(uint64)}}
 		}
-		before, err := be.Counters()
-		require.NoError(t, err)
-		_, err = m.Generate(context.Background(), reqs)
-		require.NoError(t, err)
-		after, err := be.Counters()
-		require.NoError(t, err)
-		return after.Sub(before)
+		_, c, _ := countedGenerate(t, be, m, reqs)
+		return c
 	}
 	const base, extra = 2, extraSteps
 	run(1) // the model's first generation uploads its weights
@@ -215,13 +224,7 @@ func TestDecodeGraphs(t *testing.T) {
 			{Prompt: []int{9, 8}, Params: lm.SampleParams{MaxNewTokens: 12, Logprobs: true}},
 			{Prompt: []int{30, 31, 32, 33}, Params: lm.SampleParams{MaxNewTokens: 12, Temperature: 0.7, TopP: 0.8, Seed: &seed, Logprobs: true}},
 		}
-		before, err := be.Counters()
-		require.NoError(t, err)
-		out, err := m.Generate(context.Background(), reqs)
-		require.NoError(t, err)
-		after, err := be.Counters()
-		require.NoError(t, err)
-		return out, after.Sub(before), m.GenerateStats().Steps
+		return countedGenerate(t, be, m, reqs)
 	}
 	plain, pc, _ := gen(false)
 	require.Zero(t, trace.Len(), "no records traced without graphs")
@@ -278,15 +281,7 @@ func TestDecodeGraphsGrowingTables(t *testing.T) {
 		}
 		reqs[i] = lm.GenerateRequest{Prompt: p, Params: lm.SampleParams{MaxNewTokens: 100}}
 	}
-	before, err := be.Counters()
-	require.NoError(t, err)
-	s0 := m.GenerateStats().Steps
-	_, err = m.Generate(context.Background(), reqs)
-	require.NoError(t, err)
-	after, err := be.Counters()
-	require.NoError(t, err)
-	steps := m.GenerateStats().Steps - s0
-	c := after.Sub(before)
+	_, c, steps := countedGenerate(t, be, m, reqs)
 	t.Logf("%d steps; graphs: %d captured, %d replayed", steps, c.GraphCaptures, c.GraphReplays)
 	require.GreaterOrEqual(t, c.GraphReplays, uint64(steps-10))
 }

@@ -13,6 +13,21 @@ import (
 	"github.com/agentrl/agentrl/policy"
 )
 
+// trainModel is a Qwen3-shaped model of the given layers over 256 ids on
+// be, its random weights drawn there from seed.
+func trainModel(t *testing.T, be *Backend, layers int, seed uint64) *policy.Model {
+	t.Helper()
+	cfg := policy.Config{
+		ModelType: policy.ModelQwen3, VocabSize: 256, HiddenSize: 64, IntermediateSize: 96,
+		NumHiddenLayers: layers, NumAttentionHeads: 4, NumKeyValueHeads: 2, HeadDim: 16,
+		MaxPositionEmbeddings: 128, RMSNormEps: 1e-6, RopeTheta: 1e4, TieWordEmbeddings: true,
+	}
+	m, err := policy.New(cfg, seed, policy.WithBackend(be), policy.WithBackendInit())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
 // stepCounts trains a Qwen3-shaped model of the given layers on the CUDA
 // backend — forward with gradients, backward from token-mean NLL
 // gradients, ClipGradNorm, AdamW on the device, ZeroGrad — once to warm
@@ -20,14 +35,8 @@ import (
 func stepCounts(t *testing.T, layers int, lens []int) Counters {
 	t.Helper()
 	be := newOrSkip(t, WithPrecision(BF16))
-	cfg := policy.Config{
-		ModelType: policy.ModelQwen3, VocabSize: 256, HiddenSize: 64, IntermediateSize: 96,
-		NumHiddenLayers: layers, NumAttentionHeads: 4, NumKeyValueHeads: 2, HeadDim: 16,
-		MaxPositionEmbeddings: 128, RMSNormEps: 1e-6, RopeTheta: 1e4, TieWordEmbeddings: true,
-	}
-	m, err := policy.New(cfg, 1, policy.WithBackend(be), policy.WithBackendInit())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = m.Close() })
+	m := trainModel(t, be, layers, 1)
+	vocab := m.Config().VocabSize
 	opt, err := m.NewDeviceAdamW(policy.AdamWConfig{LR: 1e-3})
 	require.NoError(t, err)
 	var toks [][]int
@@ -35,7 +44,7 @@ func stepCounts(t *testing.T, layers int, lens []int) Counters {
 	for b, n := range lens {
 		seq, g := make([]int, n), make([]float32, n)
 		for i := range seq {
-			seq[i] = (7*b + 13*i) % cfg.VocabSize
+			seq[i] = (7*b + 13*i) % vocab
 			if i > 0 {
 				g[i] = -0.01
 			}
@@ -144,15 +153,7 @@ func TestTrainStepStructure(t *testing.T) {
 // (float atomics, a nondeterministic cuBLAS algorithm).
 func TestTrainingRunToRun(t *testing.T) {
 	run := func() map[string][]float32 {
-		be := newOrSkip(t, WithPrecision(BF16))
-		cfg := policy.Config{
-			ModelType: policy.ModelQwen3, VocabSize: 256, HiddenSize: 64, IntermediateSize: 96,
-			NumHiddenLayers: 2, NumAttentionHeads: 4, NumKeyValueHeads: 2, HeadDim: 16,
-			MaxPositionEmbeddings: 128, RMSNormEps: 1e-6, RopeTheta: 1e4, TieWordEmbeddings: true,
-		}
-		m, err := policy.New(cfg, 7, policy.WithBackend(be), policy.WithBackendInit())
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = m.Close() })
+		m := trainModel(t, newOrSkip(t, WithPrecision(BF16)), 2, 7)
 		opt, err := m.NewDeviceAdamW(policy.AdamWConfig{LR: 1e-2})
 		require.NoError(t, err)
 		var toks [][]int
