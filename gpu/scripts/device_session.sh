@@ -38,13 +38,8 @@ unpack() {
 unpack gpu.test gpu/gpu.test
 unpack decodebench.bin gpu/decodebench.bin
 unpack trainbench gpu/trainbench
-# cuBLAS of a CUDA toolkit where there is one (else cublas_path.sh looks
-# in the Python packages).
-for d in /usr/local/cuda/lib64 /usr/local/cuda-*/targets/x86_64-linux/lib; do
-	[ -e "$d/libcublas.so.13" ] || [ -e "$d/libcublas.so.12" ] || continue
-	export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-	break
-done
+# cuBLAS where the loader, a CUDA toolkit or the Python packages have it.
+. gpu/scripts/cublas_path.sh
 export PYTHONUNBUFFERED=1
 finish() {
 	for f in decode06/table.txt kernels06.txt train/trainbench.md decode4b/table.txt kernels4b.txt; do
