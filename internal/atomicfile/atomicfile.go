@@ -8,6 +8,9 @@
 // On every failure the temporary file is removed and the target is left
 // as it was.
 //
+// Stage splits Write before the rename, so that a writer of several
+// files can write them all before putting any in place.
+//
 // Temporary files are named ".<name>.tmp-<random>" (IsTemp recognises
 // them). One left behind by a crash is never read, and the next write of
 // the same target removes it; so two writers of one path at the same time
@@ -46,27 +49,47 @@ func WriteFile(path string, data []byte, perm fs.FileMode) error {
 //
 // The errors name path; a missing folder is reported as such (errors.Is
 // fs.ErrNotExist), not as a failure to create the temporary file.
-func Write(path string, perm fs.FileMode, write func(io.Writer) error) (err error) {
+func Write(path string, perm fs.FileMode, write func(io.Writer) error) error {
+	s, err := Stage(path, perm, write)
+	if err != nil {
+		return err
+	}
+	return s.Commit()
+}
+
+// Staged is the new content of a file, written and synced aside by
+// Stage: Commit puts it in place, Abort discards it. Staging every file
+// of a set before committing any lets a writer of several files (the
+// shards of a checkpoint) fail without replacing one of them.
+type Staged struct {
+	path, dir, tmp string
+	done           bool
+}
+
+// Stage is Write without the rename: the temporary file, complete and
+// synced, waits for Commit or Abort. On error nothing is left behind, as
+// with Write.
+func Stage(path string, perm fs.FileMode, write func(io.Writer) error) (_ *Staged, err error) {
 	dir, base := filepath.Split(path)
 	dir = filepath.Clean(dir) // "" becomes "."
 	if base == "" {
-		return fmt.Errorf("atomic write %q: the path names no file", path)
+		return nil, fmt.Errorf("atomic write %q: the path names no file", path)
 	}
 	removeStaleTemps(dir, tempPrefix(base))
 	suffix, err := randomSuffix()
 	if err != nil {
-		return fmt.Errorf("atomic write %s: %w", path, err)
+		return nil, fmt.Errorf("atomic write %s: %w", path, err)
 	}
 	tmp := filepath.Join(dir, tempPrefix(base)+suffix)
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		// Name the folder when it is the problem, not the temporary file.
 		if st, serr := os.Stat(dir); serr != nil {
-			return fmt.Errorf("atomic write %s: folder: %w", path, serr)
+			return nil, fmt.Errorf("atomic write %s: folder: %w", path, serr)
 		} else if !st.IsDir() {
-			return fmt.Errorf("atomic write %s: %s is not a folder", path, dir)
+			return nil, fmt.Errorf("atomic write %s: %s is not a folder", path, dir)
 		}
-		return fmt.Errorf("atomic write %s: %w", path, err)
+		return nil, fmt.Errorf("atomic write %s: %w", path, err)
 	}
 	defer func() {
 		if err != nil {
@@ -75,23 +98,45 @@ func Write(path string, perm fs.FileMode, write func(io.Writer) error) (err erro
 		}
 	}()
 	if err := write(f); err != nil {
-		return fmt.Errorf("atomic write %s: %w", path, err)
+		return nil, fmt.Errorf("atomic write %s: %w", path, err)
 	}
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("atomic write %s: sync: %w", path, err)
+		return nil, fmt.Errorf("atomic write %s: sync: %w", path, err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("atomic write %s: close: %w", path, err)
+		return nil, fmt.Errorf("atomic write %s: close: %w", path, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("atomic write %s: %w", path, err)
+	return &Staged{path: path, dir: dir, tmp: tmp}, nil
+}
+
+// Commit renames the staged file over its path and fsyncs the folder;
+// if the rename fails, the temporary file is removed and the path left
+// as it was. A second Commit, or one after Abort, does nothing.
+func (s *Staged) Commit() error {
+	if s.done {
+		return nil
+	}
+	s.done = true
+	if err := os.Rename(s.tmp, s.path); err != nil {
+		os.Remove(s.tmp)
+		return fmt.Errorf("atomic write %s: %w", s.path, err)
 	}
 	// The new content is in place; a failed folder sync makes only the
 	// rename's durability uncertain, and the temporary file is gone.
-	if err := SyncDir(dir); err != nil {
-		return fmt.Errorf("atomic write %s: %w", path, err)
+	if err := SyncDir(s.dir); err != nil {
+		return fmt.Errorf("atomic write %s: %w", s.path, err)
 	}
 	return nil
+}
+
+// Abort removes the staged file, leaving its path as it was; after
+// Commit it does nothing.
+func (s *Staged) Abort() {
+	if s.done {
+		return
+	}
+	s.done = true
+	os.Remove(s.tmp)
 }
 
 // SyncDir fsyncs the folder dir, making the creation, renaming and

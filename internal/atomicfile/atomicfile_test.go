@@ -245,3 +245,49 @@ func BenchmarkWriteFile1MiB(b *testing.B) {
 		}
 	}
 }
+
+// TestStage: a staged file is invisible at its path until Commit, Abort
+// leaves the old content and no temporary file, and a failing write
+// stages nothing.
+func TestStage(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		commit bool
+		want   string
+	}{
+		{"commit", true, "new"},
+		{"abort", false, "old"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "f")
+			require.NoError(t, WriteFile(path, []byte("old"), 0o644))
+			s, err := Stage(path, 0o644, func(w io.Writer) error {
+				_, err := w.Write([]byte("new"))
+				return err
+			})
+			require.NoError(t, err)
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			assert.Equal(t, "old", string(b), "not in place before Commit")
+			assert.Len(t, entries(t, dir), 2, "the staged temporary file")
+			if tc.commit {
+				require.NoError(t, s.Commit())
+			} else {
+				s.Abort()
+			}
+			s.Abort() // no effect after either
+			require.NoError(t, s.Commit())
+			b, err = os.ReadFile(path)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, string(b))
+			assert.Equal(t, []string{"f"}, entries(t, dir))
+		})
+	}
+	dir := t.TempDir()
+	boom := errors.New("boom")
+	s, err := Stage(filepath.Join(dir, "f"), 0o644, func(io.Writer) error { return boom })
+	require.ErrorIs(t, err, boom)
+	assert.Nil(t, s)
+	assert.Empty(t, entries(t, dir))
+}
