@@ -21,7 +21,11 @@
 // F32, F16 and BF16 tensors convert to float32 exactly (subnormals,
 // infinities and NaN included); other dtypes are available as raw bytes.
 // The writer writes F32, BF16 (rounded to nearest even, as torch does) and
-// F16, or any dtype from raw little-endian bytes.
+// F16, or any dtype from raw little-endian bytes. A tensor's values may
+// also be supplied only when it is written (Tensor.Fill): the layout of
+// the files is computed from names, dtypes and shapes first, then the
+// data streams one tensor at a time, so that writing a checkpoint (in
+// shards or not) holds its largest tensor, not the model.
 //
 // Apart from internal/atomicfile, which replaces files atomically for the
 // whole module, safetensors depends on nothing else in agentrl.

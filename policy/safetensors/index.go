@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/agentrl/agentrl/internal/atomicfile"
 )
 
 // File names of a Hugging Face checkpoint folder (transformers'
@@ -232,23 +234,29 @@ func (c *Checkpoint) Close() error {
 // when all data fits in maxShardBytes (or maxShardBytes ≤ 0), otherwise
 // model-00001-of-0000N.safetensors shards filled in Write's order and a
 // model.safetensors.index.json. metadata goes into every file; transformers
-// expects {"format": "pt"}, which is added when absent. Each file is written
-// atomically, and a model.safetensors or index left by an earlier save that
-// would shadow the new files is removed.
+// expects {"format": "pt"}, which is added when absent. The shards and
+// their headers are laid out from the tensors' names, dtypes and shapes
+// before any data is written, and the data is streamed: tensors given by
+// Fill are read one at a time, so that the writer holds one of them (plus
+// about a MiB of buffers), not the model. Every file is written aside and
+// renamed into place only once all are complete, so that a failure (a
+// Fill's error included) leaves dir as it was; then a model.safetensors
+// or index left by an earlier save that would shadow the new files is
+// removed.
 func WriteCheckpoint(dir string, tensors []Tensor, metadata map[string]string, maxShardBytes int64) error {
 	meta := map[string]string{"format": "pt"}
 	for k, v := range metadata {
 		meta[k] = v
 	}
-	order, _, err := buildHeader(tensors, meta)
+	lay, err := buildHeader(tensors, meta)
 	if err != nil {
 		return err
 	}
 	var shards [][]Tensor
 	var cur []Tensor
 	var curBytes, total int64
-	for _, i := range order {
-		n, _ := tensors[i].byteSize()
+	for _, i := range lay.order {
+		n := lay.sizes[i]
 		if maxShardBytes > 0 && len(cur) > 0 && curBytes+n > maxShardBytes {
 			shards = append(shards, cur)
 			cur, curBytes = nil, 0
@@ -260,44 +268,72 @@ func WriteCheckpoint(dir string, tensors []Tensor, metadata map[string]string, m
 	if len(cur) > 0 || len(shards) == 0 {
 		shards = append(shards, cur)
 	}
-	if len(shards) == 1 {
-		if err := WriteFile(filepath.Join(dir, SingleFileName), shards[0], meta); err != nil {
+	names := []string{SingleFileName}
+	stale := IndexFileName // a stale index would make OpenCheckpoint read old shards
+	if len(shards) > 1 {
+		names = names[:0]
+		for k := range shards {
+			names = append(names, fmt.Sprintf("model-%05d-of-%05d.safetensors", k+1, len(shards)))
+		}
+		// transformers looks for model.safetensors before the index: a
+		// stale single file would shadow the new shards.
+		stale = SingleFileName
+	}
+	layouts := make([]layout, len(shards))
+	for k, ts := range shards {
+		if layouts[k], err = buildHeader(ts, meta); err != nil {
 			return err
 		}
-		// A stale index would make OpenCheckpoint read old shards.
-		if err := os.Remove(filepath.Join(dir, IndexFileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
+	}
+	var staged []*atomicfile.Staged
+	defer func() {
+		for _, f := range staged {
+			f.Abort() // after Commit, nothing
 		}
+	}()
+	stage := func(name string, write func(io.Writer) error) error {
+		f, err := atomicfile.Stage(filepath.Join(dir, name), 0o644, write)
+		if err != nil {
+			return fmt.Errorf("safetensors: %w", err)
+		}
+		staged = append(staged, f)
 		return nil
 	}
-	weightMap := make(map[string]string)
-	for k, s := range shards {
-		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", k+1, len(shards))
-		if err := WriteFile(filepath.Join(dir, name), s, meta); err != nil {
+	s := newStreamer(tensors)
+	for k, ts := range shards {
+		if err := stage(names[k], func(w io.Writer) error { return s.write(w, ts, layouts[k]) }); err != nil {
 			return err
 		}
-		for _, t := range s {
-			weightMap[t.Name] = name
+	}
+	if len(shards) > 1 {
+		weightMap := make(map[string]string)
+		for k, ts := range shards {
+			for _, t := range ts {
+				weightMap[t.Name] = names[k]
+			}
+		}
+		idx := struct {
+			Metadata  map[string]int64  `json:"metadata"`
+			WeightMap map[string]string `json:"weight_map"`
+		}{map[string]int64{"total_size": total}, weightMap}
+		data, err := json.MarshalIndent(idx, "", "  ")
+		if err != nil {
+			return err
+		}
+		data = append(data, '\n')
+		if err := stage(IndexFileName, func(w io.Writer) error {
+			_, err := w.Write(data)
+			return err
+		}); err != nil {
+			return err
 		}
 	}
-	idx := struct {
-		Metadata  map[string]int64  `json:"metadata"`
-		WeightMap map[string]string `json:"weight_map"`
-	}{map[string]int64{"total_size": total}, weightMap}
-	data, err := json.MarshalIndent(idx, "", "  ")
-	if err != nil {
-		return err
+	for _, f := range staged {
+		if err := f.Commit(); err != nil {
+			return fmt.Errorf("safetensors: %w", err)
+		}
 	}
-	data = append(data, '\n')
-	if err := writeAtomic(filepath.Join(dir, IndexFileName), func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	}); err != nil {
-		return err
-	}
-	// transformers looks for model.safetensors before the index: a stale
-	// single file would shadow the new shards.
-	if err := os.Remove(filepath.Join(dir, SingleFileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(filepath.Join(dir, stale)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	return nil

@@ -16,8 +16,9 @@ import (
 )
 
 // Tensor is one tensor to write: its values come from Float32, converted
-// to DType (F32, BF16 or F16), or from Raw, the little-endian bytes of any
-// dtype. Exactly one of them is set unless the tensor has no elements.
+// to DType (F32, BF16 or F16), from Raw, the little-endian bytes of any
+// dtype, or from Fill, called only when the tensor is written. Exactly one
+// of them is set unless the tensor has no elements.
 type Tensor struct {
 	Name  string
 	DType DType
@@ -26,6 +27,14 @@ type Tensor struct {
 	Float32 []float32
 	// Raw holds the encoded bytes, when Float32 is nil.
 	Raw []byte
+	// Fill, when Float32 and Raw are nil, supplies the values (converted
+	// to DType, which is F32, BF16 or F16) as the tensor is written: it is
+	// called once, in data order, with dst of the tensor's element count
+	// to fill row-major. The writers call one Fill at a time and reuse
+	// dst, so that writing a model whose tensors are read from elsewhere
+	// holds one tensor's values at a time, not the model's. Its error
+	// stops the write and is returned wrapped, naming the tensor.
+	Fill func(dst []float32) error
 }
 
 // ErrWrite marks tensors that cannot be written as given.
@@ -54,14 +63,16 @@ func (t *Tensor) byteSize() (int64, error) {
 	switch {
 	case t.Float32 != nil && t.Raw != nil:
 		return 0, fmt.Errorf("%w: tensor %q sets both Float32 and Raw", ErrWrite, t.Name)
-	case t.Float32 != nil || (t.Raw == nil && n == 0):
+	case t.Fill != nil && (t.Float32 != nil || t.Raw != nil):
+		return 0, fmt.Errorf("%w: tensor %q sets Fill and Float32 or Raw", ErrWrite, t.Name)
+	case t.Float32 != nil || t.Fill != nil || (t.Raw == nil && n == 0):
 		if t.DType != F32 && t.DType != BF16 && t.DType != F16 {
 			if n == 0 {
 				return 0, nil
 			}
 			return 0, fmt.Errorf("%w: tensor %q: float32 values convert only to F32, BF16 or F16, not %s", ErrUnsupportedDType, t.Name, t.DType)
 		}
-		if int64(len(t.Float32)) != n {
+		if t.Fill == nil && int64(len(t.Float32)) != n {
 			return 0, fmt.Errorf("%w: tensor %q: shape %v has %d elements, Float32 holds %d", ErrWrite, t.Name, t.Shape, n, len(t.Float32))
 		}
 	default:
@@ -78,40 +89,94 @@ func (t *Tensor) byteSize() (int64, error) {
 // it orders the data by element size, largest first, then by name, so that
 // every tensor starts at a multiple of its element size, and pads the
 // header with spaces to a multiple of 8 bytes. The output depends only on
-// the set of tensors, not on their order in the slice.
+// the set of tensors, not on their order in the slice. The header is
+// computed from the names, dtypes and shapes before any data is written;
+// a Fill that fails leaves w with part of the file (WriteFile leaves
+// none).
 func Write(w io.Writer, tensors []Tensor, metadata map[string]string) error {
-	order, header, err := buildHeader(tensors, metadata)
+	lay, err := buildHeader(tensors, metadata)
 	if err != nil {
 		return err
 	}
-	bw := bufio.NewWriterSize(w, 1<<20)
+	if err := newStreamer(tensors).write(w, tensors, lay); err != nil {
+		return fmt.Errorf("safetensors: %w", err)
+	}
+	return nil
+}
+
+// streamer writes the data of safetensors files through buffers that it
+// reuses from tensor to tensor and file to file: a write buffer, a chunk
+// of encoded values, and the values of one Fill tensor, so that writing
+// holds one tensor at a time (plus 1.25 MiB) beyond what the caller
+// holds.
+type streamer struct {
+	bw    *bufio.Writer
+	chunk []byte
+	// vals is made on the first Fill, of the largest Fill tensor's
+	// element count.
+	vals    []float32
+	maxFill int64
+}
+
+// newStreamer returns a streamer for files of (some of) tensors, which
+// are valid (buildHeader).
+func newStreamer(tensors []Tensor) *streamer {
+	s := &streamer{}
+	for i := range tensors {
+		if t := &tensors[i]; t.Fill != nil {
+			n, _ := t.byteSize()
+			s.maxFill = max(s.maxFill, n/int64(t.DType.Size()))
+		}
+	}
+	return s
+}
+
+// write writes one file of tensors, laid out by buildHeader, to w.
+func (s *streamer) write(w io.Writer, tensors []Tensor, lay layout) error {
+	if s.bw == nil {
+		s.bw = bufio.NewWriterSize(w, 1<<20)
+	} else {
+		s.bw.Reset(w)
+	}
+	bw := s.bw
 	var lenBuf [8]byte
-	binary.LittleEndian.PutUint64(lenBuf[:], uint64(len(header)))
+	binary.LittleEndian.PutUint64(lenBuf[:], uint64(len(lay.header)))
 	bw.Write(lenBuf[:])
-	bw.Write(header)
-	var chunk []byte
-	for _, i := range order {
+	bw.Write(lay.header)
+	for _, i := range lay.order {
 		t := &tensors[i]
-		if t.Float32 == nil {
+		vals := t.Float32
+		switch {
+		case t.Fill != nil:
+			if s.vals == nil {
+				s.vals = make([]float32, s.maxFill)
+			}
+			vals = s.vals[:lay.sizes[i]/int64(t.DType.Size())]
+			if err := t.Fill(vals); err != nil {
+				return fmt.Errorf("tensor %q: %w", t.Name, err)
+			}
+		case t.Float32 == nil:
 			if _, err := bw.Write(t.Raw); err != nil {
 				return err
 			}
 			continue
 		}
-		if chunk == nil {
-			chunk = make([]byte, chunkBytes)
+		if s.chunk == nil {
+			s.chunk = make([]byte, chunkBytes)
 		}
 		es := t.DType.Size()
-		for vals := t.Float32; len(vals) > 0; {
-			n := min(len(vals), len(chunk)/es)
-			encodeFloat32(t.DType, vals[:n], chunk)
-			if _, err := bw.Write(chunk[:n*es]); err != nil {
+		for len(vals) > 0 {
+			n := min(len(vals), len(s.chunk)/es)
+			encodeFloat32(t.DType, vals[:n], s.chunk)
+			if _, err := bw.Write(s.chunk[:n*es]); err != nil {
 				return err
 			}
 			vals = vals[n:]
 		}
 	}
-	return bw.Flush()
+	err := bw.Flush()
+	bw.Reset(nil) // let w go
+	return err
 }
 
 func encodeFloat32(dt DType, src []float32, dst []byte) {
@@ -131,18 +196,26 @@ func encodeFloat32(dt DType, src []float32, dst []byte) {
 	}
 }
 
-// buildHeader validates the tensors and returns their data order and the
-// padded JSON header.
-func buildHeader(tensors []Tensor, metadata map[string]string) ([]int, []byte, error) {
+// layout is a file's layout, computed from the tensors' names, dtypes
+// and shapes alone: the indices of the tensors in data order, the padded
+// JSON header and each tensor's data bytes.
+type layout struct {
+	order  []int
+	header []byte
+	sizes  []int64
+}
+
+// buildHeader validates the tensors and returns their layout.
+func buildHeader(tensors []Tensor, metadata map[string]string) (layout, error) {
 	sizes := make([]int64, len(tensors))
 	seen := make(map[string]bool, len(tensors))
 	for i := range tensors {
 		n, err := tensors[i].byteSize()
 		if err != nil {
-			return nil, nil, err
+			return layout{}, err
 		}
 		if seen[tensors[i].Name] {
-			return nil, nil, fmt.Errorf("%w: duplicate tensor name %q", ErrWrite, tensors[i].Name)
+			return layout{}, fmt.Errorf("%w: duplicate tensor name %q", ErrWrite, tensors[i].Name)
 		}
 		seen[tensors[i].Name] = true
 		sizes[i] = n
@@ -206,9 +279,9 @@ func buildHeader(tensors []Tensor, metadata map[string]string) ([]int, []byte, e
 		h.WriteByte(' ')
 	}
 	if h.Len() > MaxHeaderSize {
-		return nil, nil, fmt.Errorf("%w: header of %d bytes exceeds %d", ErrWrite, h.Len(), MaxHeaderSize)
+		return layout{}, fmt.Errorf("%w: header of %d bytes exceeds %d", ErrWrite, h.Len(), MaxHeaderSize)
 	}
-	return order, h.Bytes(), nil
+	return layout{order, h.Bytes(), sizes}, nil
 }
 
 func writeJSONString(b *bytes.Buffer, s string) {
@@ -224,10 +297,12 @@ func writeJSONString(b *bytes.Buffer, s string) {
 // config.json and the files of HF's save_pretrained, so that an inference
 // server running as another user can load a published checkpoint.
 func WriteFile(path string, tensors []Tensor, metadata map[string]string) error {
-	if _, _, err := buildHeader(tensors, metadata); err != nil {
+	lay, err := buildHeader(tensors, metadata)
+	if err != nil {
 		return err
 	}
-	return writeAtomic(path, func(w io.Writer) error { return Write(w, tensors, metadata) })
+	s := newStreamer(tensors)
+	return writeAtomic(path, func(w io.Writer) error { return s.write(w, tensors, lay) })
 }
 
 // writeAtomic replaces path with what write writes (internal/atomicfile),
