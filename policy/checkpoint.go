@@ -130,25 +130,27 @@ func (m *Model) Save(dir string, opts lm.SaveOptions) error {
 		})
 	}
 	m.mu.Unlock()
-	return writeModel(dir, m.cfg, opts, func(sp TensorSpec) ([]float32, error) { return weights[sp.Name], nil })
+	return WriteModel(dir, m.cfg, func(name string, dst []float32) error {
+		copy(dst, weights[name])
+		return nil
+	}, opts)
 }
 
 // WriteModel writes the Hugging Face checkpoint folder of a model of
 // configuration cfg whose weights are read elsewhere, exactly as
-// Model.Save writes it: read fills dst with the tensor name, for each
-// of cfg.TensorSpecs in turn (dst has the tensor's size, row-major).
+// Model.Save writes it: read fills dst with the tensor name, once for
+// each of cfg.TensorSpecs, in the order of the data in the files (by
+// name); dst has the tensor's size, row-major.
 // The folder's files are config.json (torch_dtype set to the written
 // dtype) and model.safetensors or its shards, each written atomically.
+//
+// The weights are streamed (safetensors.WriteCheckpoint with Fill): read
+// is called for one tensor at a time, into one buffer reused from tensor
+// to tensor, so that writing a model holds its largest tensor in float32
+// (plus about a MiB), not the model. An error of read stops the write,
+// wrapped and naming the tensor, and leaves dir as it was: no weights
+// file is replaced, and a folder that WriteModel made is removed.
 func WriteModel(dir string, cfg Config, read func(name string, dst []float32) error, opts lm.SaveOptions) error {
-	return writeModel(dir, cfg, opts, func(sp TensorSpec) ([]float32, error) {
-		data := make([]float32, sp.Size())
-		return data, read(sp.Name, data)
-	})
-}
-
-// writeModel writes the folder of WriteModel with the tensors weights
-// returns.
-func writeModel(dir string, cfg Config, opts lm.SaveOptions, weights func(sp TensorSpec) ([]float32, error)) error {
 	cfg, err := saveDType(cfg, opts)
 	if err != nil {
 		return err
@@ -160,19 +162,39 @@ func writeModel(dir string, cfg Config, opts lm.SaveOptions, weights func(sp Ten
 	specs := cfg.TensorSpecs()
 	tensors := make([]safetensors.Tensor, len(specs))
 	for i, sp := range specs {
-		data, err := weights(sp)
-		if err != nil {
-			return fmt.Errorf("policy: weights of %s: %w", sp.Name, err)
+		tensors[i] = safetensors.Tensor{Name: sp.Name, DType: dt, Shape: sp.Shape, Fill: func(dst []float32) error { return read(sp.Name, dst) }}
+	}
+	undo, err := mkdirs(dir)
+	if err != nil {
+		return err
+	}
+	if err := safetensors.WriteCheckpoint(dir, tensors, nil, opts.MaxShardBytes); err != nil {
+		undo()
+		return fmt.Errorf("policy: weights: %w", err)
+	}
+	return WriteConfig(dir, cfg)
+}
+
+// mkdirs makes dir and its missing parents, like os.MkdirAll, and
+// returns a func that removes the folders it made, those still empty.
+func mkdirs(dir string) (undo func(), err error) {
+	var made []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || filepath.Dir(d) == d {
+			break
 		}
-		tensors[i] = safetensors.Tensor{Name: sp.Name, DType: dt, Shape: sp.Shape, Float32: data}
+		made = append(made, d)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return nil, err
 	}
-	if err := WriteConfig(dir, cfg); err != nil {
-		return err
-	}
-	return safetensors.WriteCheckpoint(dir, tensors, nil, opts.MaxShardBytes)
+	return func() {
+		for _, d := range made {
+			if os.Remove(d) != nil {
+				return
+			}
+		}
+	}, nil
 }
 
 // saveDType is cfg with torch_dtype set to what opts writes (F32 by

@@ -181,6 +181,8 @@ func (s *ShardedAdamW) LoadStateFile(dir string) error {
 // ConsolidateState writes the optimizer state saved in dir — sharded or
 // not — to w in the unsharded format (StateFormat, what
 // AdamW.SaveState writes), whatever the number of ranks that wrote it.
+// It streams: one parameter's moment is read at a time, so that it holds
+// the largest parameter in float32 (plus about a MiB), not the state.
 func ConsolidateState(dir string, w io.Writer) error {
 	idx, err := readShardIndex(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -200,18 +202,19 @@ func ConsolidateState(dir string, w io.Writer) error {
 		return err
 	}
 	defer src.close()
+	// All exp_avg.* sort before all exp_avg_sq.*, so Write reads every
+	// parameter's first moment, then every second one, one at a time.
 	ts := make([]safetensors.Tensor, 0, 2*len(idx.Params))
 	off := 0
 	for _, p := range idx.Params {
-		m, v := make([]float32, p.Size), make([]float32, p.Size)
-		if err := src.read(off, off+p.Size, m, v); err != nil {
-			return err
-		}
-		off += p.Size
+		lo, hi := off, off+p.Size
+		off = hi
 		shape := []int{p.Size}
 		ts = append(ts,
-			safetensors.Tensor{Name: "exp_avg." + p.Name, DType: safetensors.F32, Shape: shape, Float32: m},
-			safetensors.Tensor{Name: "exp_avg_sq." + p.Name, DType: safetensors.F32, Shape: shape, Float32: v})
+			safetensors.Tensor{Name: "exp_avg." + p.Name, DType: safetensors.F32, Shape: shape,
+				Fill: func(dst []float32) error { return src.read(lo, hi, dst, nil) }},
+			safetensors.Tensor{Name: "exp_avg_sq." + p.Name, DType: safetensors.F32, Shape: shape,
+				Fill: func(dst []float32) error { return src.read(lo, hi, nil, dst) }})
 	}
 	meta := map[string]string{}
 	for k, v := range idx.Hyperparameters {
@@ -297,6 +300,8 @@ type momentSource struct {
 	locate func(lo, hi int, f func(file, off, n int) error) error
 	// names of the tensors in each file: the moments of a piece.
 	names func(file, piece int) (m, v string)
+	// buf is readF32Range's, made on its first call.
+	buf []byte
 }
 
 func (src *momentSource) close() {
@@ -307,7 +312,8 @@ func (src *momentSource) close() {
 	}
 }
 
-// read fills m and v with the moments of the flat range [lo, hi).
+// read fills m and v with the moments of the flat range [lo, hi); a nil
+// m or v is not read.
 func (src *momentSource) read(lo, hi int, m, v []float32) error {
 	at := 0
 	piece := 0
@@ -317,8 +323,11 @@ func (src *momentSource) read(lo, hi int, m, v []float32) error {
 		for _, x := range []struct {
 			name string
 			dst  []float32
-		}{{mn, m[at : at+n]}, {vn, v[at : at+n]}} {
-			if err := readF32Range(src.files[file], x.name, off, x.dst); err != nil {
+		}{{mn, m}, {vn, v}} {
+			if x.dst == nil {
+				continue
+			}
+			if err := src.readF32Range(src.files[file], x.name, off, x.dst[at:at+n]); err != nil {
 				return err
 			}
 		}
@@ -327,9 +336,9 @@ func (src *momentSource) read(lo, hi int, m, v []float32) error {
 	})
 }
 
-// readF32Range reads len(dst) floats of the F32 tensor name from
-// element off.
-func readF32Range(f *safetensors.File, name string, off int, dst []float32) error {
+// readF32Range reads len(dst) floats of the F32 tensor name of f from
+// element off, through src's buffer of 256 KiB.
+func (src *momentSource) readF32Range(f *safetensors.File, name string, off int, dst []float32) error {
 	if len(dst) == 0 {
 		return nil
 	}
@@ -337,12 +346,19 @@ func readF32Range(f *safetensors.File, name string, off int, dst []float32) erro
 	if err != nil {
 		return fmt.Errorf("policy: optimizer state: %w", err)
 	}
-	raw := make([]byte, 4*len(dst))
-	if _, err := sec.ReadAt(raw, 4*int64(off)); err != nil {
-		return fmt.Errorf("policy: optimizer state: reading %s[%d:%d]: %w", name, off, off+len(dst), err)
+	if src.buf == nil {
+		src.buf = make([]byte, 1<<18)
 	}
-	for i := range dst {
-		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	for done := 0; done < len(dst); {
+		part := dst[done:min(len(dst), done+len(src.buf)/4)]
+		b := src.buf[:4*len(part)]
+		if _, err := sec.ReadAt(b, 4*int64(off+done)); err != nil {
+			return fmt.Errorf("policy: optimizer state: reading %s[%d:%d]: %w", name, off, off+len(dst), err)
+		}
+		for i := range part {
+			part[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		done += len(part)
 	}
 	return nil
 }
