@@ -29,7 +29,9 @@
 // written is that of a one-process run's Model.Save, byte for byte. A
 // checkpoint of a LoRA run holds the adapter: it is loaded onto -base's
 // weights and written merged, W + scale·B·A (its lora_adapter/ folder
-// is what a server hot-loads instead).
+// is what a server hot-loads instead). The weights, and with -state the
+// moments, are streamed one tensor at a time: the program holds the
+// largest tensor in float32, not the model.
 //
 // Before writing anything the checkpoint is checked whole: its trainer
 // state, every optimizer shard its index lists (present, complete, of
