@@ -86,6 +86,11 @@ type SFTConfig struct {
 	MaxGradNorm float64
 	// Seed fixes the shuffled order of every epoch.
 	Seed uint64
+	// InOrder draws every epoch in the data's own order, batch after
+	// batch from the first sample, instead of shuffling it (Seed then
+	// orders nothing): a curriculum is the data laid out in the order it
+	// is to be trained on.
+	InOrder bool
 	// LoRA, when set, fine-tunes low-rank adapters instead of the full
 	// weights, as TrainerConfig.LoRA does for RL (A drawn from Seed).
 	LoRA *policy.LoRAConfig
@@ -262,7 +267,7 @@ func NewSFTTrainer(cfg SFTConfig, parts SFTParts) (*SFTTrainer, error) {
 			return nil, fmt.Errorf("%w: SFTConfig.MicroBatchSize %d does not divide the %d sequences each of the %d ranks trains per update", ErrTrainerConfig, cfg.MicroBatchSize, local, w)
 		}
 	}
-	sampler, err := dataset.NewSampler(len(data), dataset.SamplerConfig{BatchSize: cfg.BatchSize, Seed: cfg.Seed, Shuffle: true, DropLast: true})
+	sampler, err := dataset.NewSampler(len(data), dataset.SamplerConfig{BatchSize: cfg.BatchSize, Seed: cfg.Seed, Shuffle: !cfg.InOrder, DropLast: true})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTrainer, err)
 	}
@@ -509,6 +514,7 @@ func (s *SFTTrainer) fingerprint() []namedValue {
 		{"SFTConfig.Seed (high 32 bits)", float64(s.cfg.Seed >> 32)},
 		{"the number of SFT samples", float64(len(s.data))},
 		{"SFTConfig.BatchSize", float64(s.cfg.BatchSize)},
+		{"SFTConfig.InOrder", oneIf(s.cfg.InOrder)},
 		{"the micro-batch size", float64(s.microBatch())},
 		{"the steps done", float64(s.stepsDone)},
 		{"the optimizer's steps", float64(s.opt.Steps())},
@@ -519,3 +525,11 @@ func (s *SFTTrainer) fingerprint() []namedValue {
 // gradient bucket of NCCL); alone it does nothing. The trainer may be
 // stepped again after it.
 func (s *SFTTrainer) Close() error { return s.job.close() }
+
+// oneIf is 1 for true and 0 for false, for a fingerprint.
+func oneIf(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -23,6 +23,9 @@ type SFTState struct {
 	Seed uint64 `json:"seed"`
 	// Samples is the number of training sequences.
 	Samples int `json:"samples"`
+	// InOrder is SFTConfig.InOrder: a run drawing its data in order
+	// resumes only as one.
+	InOrder bool `json:"in_order,omitempty"`
 	// Sampler is the batch sampler's position.
 	Sampler dataset.SamplerState `json:"sampler"`
 	// OptimizerSteps is the optimizer's update count, checked against its
@@ -38,7 +41,7 @@ type SFTState struct {
 // folder) with an SFTState.
 func (s *SFTTrainer) SaveTo(dir string) error {
 	return saveTraining(dir, s.opt, s.model, SFTState{
-		Format: SFTStateFormat, Step: s.stepsDone, Seed: s.cfg.Seed, Samples: len(s.data),
+		Format: SFTStateFormat, Step: s.stepsDone, Seed: s.cfg.Seed, Samples: len(s.data), InOrder: s.cfg.InOrder,
 		Sampler: s.sampler.State(), OptimizerSteps: s.opt.Steps(), WorldSize: recordedSize(s.job),
 	}, shardOnly(s.job, s.opt))
 }
@@ -68,6 +71,8 @@ func (s *SFTTrainer) LoadFrom(dir string) error {
 		return fmt.Errorf("%w: %s: seed %d, but SFTConfig.Seed is %d", ErrCheckpoint, CheckpointStateFile, st.Seed, s.cfg.Seed)
 	case st.Samples != len(s.data):
 		return fmt.Errorf("%w: %s: %d samples, but the trainer has %d", ErrCheckpoint, CheckpointStateFile, st.Samples, len(s.data))
+	case st.InOrder != s.cfg.InOrder:
+		return fmt.Errorf("%w: %s: in_order %t, but SFTConfig.InOrder is %t", ErrCheckpoint, CheckpointStateFile, st.InOrder, s.cfg.InOrder)
 	}
 	if err := checkWorldSize(st.WorldSize, s.job.size(), s.allowResize); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/dataset"
+	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/stretchr/testify/assert"
@@ -176,4 +177,62 @@ func TestSFTTrainStopsOnCallbackAndContext(t *testing.T) {
 func TestSFTSamplesFrom(t *testing.T) {
 	got := agentrl.SFTSamplesFrom([]dataset.SFTExample{{InputIDs: []int{1, 2}, LossMask: []float32{0, 1}}})
 	assert.Equal(t, []agentrl.SFTSample{{IDs: []int{1, 2}, Mask: []float32{0, 1}}}, got)
+}
+
+// firstTokens records the first token of every sequence each forward
+// pass with gradients trains on: the batches an SFT trainer draws.
+type firstTokens struct {
+	*tabular
+	batches [][]int
+}
+
+func (m *firstTokens) Forward(ctx context.Context, batch lm.TokenBatch, withGrad bool) (lm.TokenStats, lm.BackwardFunc, error) {
+	if withGrad {
+		b := make([]int, len(batch.Tokens))
+		for i, toks := range batch.Tokens {
+			b[i] = toks[0]
+		}
+		m.batches = append(m.batches, b)
+	}
+	return m.tabular.Forward(ctx, batch, withGrad)
+}
+
+// TestSFTInOrder: with InOrder every epoch draws the data as laid out,
+// the last short batch dropped, and a checkpoint of such a run resumes
+// only a run drawing in order; without it the same seed shuffles.
+func TestSFTInOrder(t *testing.T) {
+	ctx := context.Background()
+	data := make([]agentrl.SFTSample, 3) // sample i starts with token i
+	for i := range data {
+		data[i] = agentrl.SFTSample{IDs: []int{i, 0, 1}, Mask: []float32{0, 1, 1}}
+	}
+	draw := func(inOrder bool) ([][]int, *agentrl.SFTTrainer) {
+		cfg := sftConfig(2)
+		cfg.Epochs, cfg.Seed, cfg.InOrder = 2, 3, inOrder
+		m := &firstTokens{tabular: newTabular(banditAlphabet)}
+		tr, err := agentrl.NewSFTTrainer(cfg, agentrl.SFTParts{Policy: m, Data: data})
+		require.NoError(t, err)
+		require.NoError(t, tr.Train(ctx, nil))
+		return m.batches, tr
+	}
+	got, inOrder := draw(true)
+	assert.Equal(t, [][]int{{0, 1}, {0, 1}}, got)
+	shuffled, _ := draw(false)
+	require.Len(t, shuffled, 2)
+	assert.NotEqual(t, got, shuffled, "seed 3 shuffles these 3 samples")
+
+	dir := t.TempDir()
+	require.NoError(t, inOrder.SaveTo(dir))
+	cfg := sftConfig(2)
+	cfg.Epochs, cfg.Seed = 2, 3
+	other, err := agentrl.NewSFTTrainer(cfg, agentrl.SFTParts{Policy: newTabular(banditAlphabet), Data: data})
+	require.NoError(t, err)
+	err = other.LoadFrom(dir)
+	require.ErrorIs(t, err, agentrl.ErrCheckpoint)
+	assert.ErrorContains(t, err, "in_order true, but SFTConfig.InOrder is false")
+	cfg.InOrder = true
+	same, err := agentrl.NewSFTTrainer(cfg, agentrl.SFTParts{Policy: newTabular(banditAlphabet), Data: data})
+	require.NoError(t, err)
+	require.NoError(t, same.LoadFrom(dir))
+	assert.Equal(t, 2, same.StepsDone())
 }
