@@ -126,6 +126,28 @@ func TestRunFromSavedSFTModel(t *testing.T) {
 	assert.Contains(t, err.Error(), "-init")
 }
 
+// -sft-tool-first trains on the curriculum: twice the same SFT model,
+// to the bit, and not the one of the usual mix.
+func TestSFTToolFirst(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sftModel := func(extra ...string) []byte {
+		dir := t.TempDir()
+		var stderr bytes.Buffer
+		args := tinyArgs(dir, append([]string{"-tool", "calculator", "-rl-steps", "0", "-sft-steps", "4"}, extra...)...)
+		require.NoError(t, run(ctx, args, &bytes.Buffer{}, &stderr), stderr.String())
+		if len(extra) > 0 {
+			assert.Contains(t, stderr.String(), "4 updates of 8, the first 50% on tool calls only")
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "sft-model", "model.safetensors"))
+		require.NoError(t, err)
+		return b
+	}
+	a, b := sftModel("-sft-tool-first", "0.5"), sftModel("-sft-tool-first", "0.5")
+	assert.True(t, bytes.Equal(a, b), "the same seed gives the same bits")
+	assert.False(t, bytes.Equal(a, sftModel()), "the curriculum changes the batches")
+}
+
 // -lora-rank trains adapters: the checkpoint carries them as a PEFT
 // folder whose base is the SFT model, and the adapter on that base
 // computes what the saved (merged) model does.
@@ -187,6 +209,7 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"-eval", "0"},
 		{"-sft-samples", "4", "-sft-batch", "8"},
 		{"-no-tool-frac", "1.5"},
+		{"-sft-tool-first", "NaN"},
 		{"-max-response", "8"},
 		{"extra"},
 		{"-tool", "abacus"},
@@ -348,6 +371,9 @@ func TestUsage(t *testing.T) {
 		{"rl lr", []string{"-rl-lr", "NaN"}, "-rl-lr NaN: want finite and > 0"},
 		{"temperature", []string{"-temperature", "-1"}, "-temperature -1: want finite and ≥ 0"},
 		{"no-tool fraction", []string{"-no-tool-frac", "2"}, "-no-tool-frac 2: want within [0, 1]"},
+		{"tool-first fraction", []string{"-sft-tool-first", "1"}, "-sft-tool-first 1: want within [0, 1)"},
+		{"negative tool-first", []string{"-sft-tool-first", "-0.1"}, "-sft-tool-first -0.1: want within [0, 1)"},
+		{"tool-first without tool calls", []string{"-sft-tool-first", "0.3", "-no-tool-frac", "1"}, "-sft-tool-first needs trajectories that call the tool: -no-tool-frac 1 makes none"},
 		{"short budget", []string{"-max-response", "8"}, "-max-response 8: want ≥ 16"},
 		{"lora rank", []string{"-lora-rank", "-1"}, "-lora-rank -1: want ≥ 0 (0: full weights)"},
 		{"lora alpha", []string{"-lora-alpha", "-1"}, "-lora-alpha -1: want finite and ≥ 0 (0: the rank)"},

@@ -47,6 +47,7 @@ type options struct {
 	sftSchedule                    string  // arith.ScheduleCosine or arith.ScheduleWSD
 	sftWarmup, sftDecay            float64 // fractions of the SFT updates warming up, and (WSD) decaying
 	noToolFrac                     float64
+	sftToolFirst                   float64 // fraction of the SFT updates, at the start, on tool-calling trajectories only
 
 	// RL.
 	rlSteps, prompts, n int
@@ -104,6 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.sftWarmup, "sft-warmup", 0.05, "fraction of the SFT updates warming the learning rate up linearly")
 	fs.Float64Var(&o.sftDecay, "sft-decay", 0.2, "with -sft-schedule wsd: fraction of the SFT updates decaying the learning rate at the end")
 	fs.Float64Var(&o.noToolFrac, "no-tool-frac", 0.5, "fraction of SFT trajectories that compute the expression in their head (a rough guess) instead of calling the tool")
+	fs.Float64Var(&o.sftToolFirst, "sft-tool-first", 0, "fraction of the SFT updates, at the start, whose batches hold only trajectories that call the tool (a curriculum); the rest draw the usual mix (-no-tool-frac); 0: the mix throughout")
 	fs.IntVar(&o.rlSteps, "rl-steps", arith.DefaultRLSteps, "GRPO-TCR steps")
 	fs.IntVar(&o.prompts, "prompts", arith.DefaultPrompts, "prompts per RL step")
 	fs.IntVar(&o.n, "n", arith.DefaultN, "samples per prompt, in RL and evaluation (the k of avg@k, pass@k, maj@k)")
@@ -167,6 +169,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-temperature %v: want finite and ≥ 0", o.temperature)
 	case !(o.noToolFrac >= 0 && o.noToolFrac <= 1):
 		return o, fmt.Errorf("-no-tool-frac %g: want within [0, 1]", o.noToolFrac)
+	case !(o.sftToolFirst >= 0 && o.sftToolFirst < 1):
+		return o, fmt.Errorf("-sft-tool-first %g: want within [0, 1)", o.sftToolFirst)
+	case o.sftToolFirst > 0 && o.noToolFrac == 1:
+		return o, errors.New("-sft-tool-first needs trajectories that call the tool: -no-tool-frac 1 makes none")
 	case o.maxResponse < 16:
 		return o, fmt.Errorf("-max-response %d: want ≥ 16", o.maxResponse)
 	case o.loraRank < 0:
@@ -384,7 +390,7 @@ func sftStage(ctx context.Context, o options, model *policy.Model, tok *tokenize
 	if err != nil {
 		return err
 	}
-	if err := runSFT(ctx, o, model, sft, dir, dp, stderr); err != nil {
+	if err := runSFT(ctx, o, model, sft, arith.SFTToolUse(len(train), o.noToolFrac, o.seed), dir, dp, stderr); err != nil {
 		return err
 	}
 	return saveModel(model, filepath.Join(dir, "sft-model"), tok)
@@ -518,15 +524,22 @@ func modelConfig(o options, tok *tokenizer.Bytes) (policy.Config, error) {
 	return cfg, nil
 }
 
-func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.SFTSample, dir string, dp agentrl.DataParallel, stderr io.Writer) error {
+// runSFT fine-tunes model on data, of which those tool marks call the
+// tool (arith.RunSFT with the flags' settings).
+func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.SFTSample, tool []bool, dir string, dp agentrl.DataParallel, stderr io.Writer) error {
 	if o.sftSteps == 0 {
 		return nil
 	}
-	fmt.Fprintf(stderr, "sft: %d trajectories (%.0f%% answer without the tool), %d updates of %d, lr %g %s\n",
-		len(data), 100*o.noToolFrac, o.sftSteps, o.sftBatch, o.sftLR, o.sftSchedule)
+	curriculum := ""
+	if o.sftToolFirst > 0 {
+		curriculum = fmt.Sprintf(", the first %.0f%% on tool calls only", 100*o.sftToolFirst)
+	}
+	fmt.Fprintf(stderr, "sft: %d trajectories (%.0f%% answer without the tool), %d updates of %d%s, lr %g %s\n",
+		len(data), 100*o.noToolFrac, o.sftSteps, o.sftBatch, curriculum, o.sftLR, o.sftSchedule)
 	return arith.RunSFT(ctx, model, data, arith.SFTOptions{
 		Steps: o.sftSteps, Batch: o.sftBatch, LR: o.sftLR, Seed: o.seed,
 		Schedule: o.sftSchedule, WarmupFrac: o.sftWarmup, DecayFrac: o.sftDecay,
+		ToolFirst: o.sftToolFirst, Tool: tool,
 	}, dir, dp, stderr)
 }
 

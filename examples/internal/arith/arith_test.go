@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -216,5 +218,102 @@ func TestHFCheckpointFiles(t *testing.T) {
 		assert.Equal(t, want[i].GroundTruth, p.GroundTruth)
 		assert.Equal(t, "arith", p.DataSource)
 		assert.Equal(t, probs[i].Expr, p.Extra["expr"])
+	}
+}
+
+// SFTToolUse marks exactly the trajectories BuildSFT writes with a tool
+// call, the share -no-tool-frac asks for answering with a guess.
+func TestSFTToolUse(t *testing.T) {
+	tok, err := NewTokenizer()
+	require.NoError(t, err)
+	spec := SpecFor(&tool.Calculator{})
+	probs := GenerateProblems(3, 200, "sft")
+	sft, err := BuildSFT(context.Background(), probs, tok, spec, 0.5, 3)
+	require.NoError(t, err)
+	uses := SFTToolUse(len(probs), 0.5, 3)
+	calls := 0
+	for i, s := range sft {
+		assert.Equal(t, strings.Contains(tok.Decode(s.IDs), CallOpen), uses[i], "trajectory %d", i)
+		if uses[i] {
+			calls++
+		}
+	}
+	assert.InDelta(t, 100, calls, 15, "about half call the tool")
+	assert.NotContains(t, SFTToolUse(50, 1, 3), true, "-no-tool-frac 1: none")
+	assert.NotContains(t, SFTToolUse(50, 0, 3), false, "-no-tool-frac 0: all")
+}
+
+// SFTOrder: the first ToolFirst of the updates train on tool calls
+// only, in passes over them; the rest are the batches the SFT trainer
+// draws by itself, from its first, so they hold the data's share of
+// guesses. The same options give the same order.
+func TestSFTOrder(t *testing.T) {
+	const n, batch, steps = 400, 8, 200
+	tool := SFTToolUse(n, 0.5, 4)
+	o := SFTOptions{Steps: steps, Batch: batch, Seed: 4, ToolFirst: 0.3}
+	order, err := SFTOrder(tool, o)
+	require.NoError(t, err)
+	require.Len(t, order, steps)
+	calls := 0
+	for _, t := range tool {
+		if t {
+			calls++
+		}
+	}
+	pass := calls / batch // updates per pass over the tool calls, the short last batch dropped
+	seen := map[int]int{}
+	for s, b := range order[:60] {
+		require.Len(t, b, batch)
+		for _, i := range b {
+			assert.True(t, tool[i], "update %d trains on guess %d", s+1, i)
+			seen[i]++
+		}
+		if s+1 == pass {
+			assert.Len(t, seen, pass*batch, "a pass draws each tool call at most once")
+		}
+	}
+	for i, c := range seen {
+		assert.LessOrEqual(t, c, (60+pass-1)/pass, "trajectory %d: once per pass", i)
+	}
+
+	// The rest: the trainer's own first batches over the whole data.
+	sampler, err := dataset.NewSampler(n, dataset.SamplerConfig{BatchSize: batch, Seed: 4, Shuffle: true, DropLast: true})
+	require.NoError(t, err)
+	guesses := 0
+	for s, b := range order[60:] {
+		assert.Equal(t, sampler.Next(), b, "update %d", 61+s)
+		for _, i := range b {
+			if !tool[i] {
+				guesses++
+			}
+		}
+	}
+	share := 1 - float64(calls)/n
+	assert.InDelta(t, share, float64(guesses)/(140*batch), 0.03, "the data's share of guesses")
+
+	again, err := SFTOrder(tool, o)
+	require.NoError(t, err)
+	assert.Equal(t, order, again)
+	o.Seed = 5
+	other, err := SFTOrder(tool, o)
+	require.NoError(t, err)
+	assert.NotEqual(t, order[:60], other[:60], "another seed, another order")
+
+	for _, tc := range []struct {
+		name string
+		tool []bool
+		o    SFTOptions
+		msg  string
+	}{
+		{"negative", tool, SFTOptions{Steps: 10, Batch: 8, ToolFirst: -0.1}, "SFT tool-first fraction -0.1: want within [0, 1)"},
+		{"all", tool, SFTOptions{Steps: 10, Batch: 8, ToolFirst: 1}, "SFT tool-first fraction 1: want within [0, 1)"},
+		{"NaN", tool, SFTOptions{Steps: 10, Batch: 8, ToolFirst: math.NaN()}, "SFT tool-first fraction NaN: want within [0, 1)"},
+		{"batch", tool, SFTOptions{Steps: 10, Batch: 0, ToolFirst: 0.5}, "SFT batch 0: want within [1, 400], the trajectories"},
+		{"too few tool calls", []bool{true, false, false, false}, SFTOptions{Steps: 10, Batch: 2, ToolFirst: 0.5}, "SFT tool-first batches of 2: only 1 trajectories call the tool"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := SFTOrder(tc.tool, tc.o)
+			assert.EqualError(t, err, tc.msg)
+		})
 	}
 }

@@ -170,13 +170,13 @@ func BuildSFT(ctx context.Context, probs []Problem, tok *tokenizer.Bytes, s Tool
 			return nil, fmt.Errorf("SFT problem %d: %s printed %q for %s, want %q", i, s.Tool.Name(), res.Content, p.Expr, want)
 		}
 	}
-	r := rand.New(rand.NewPCG(seed, 7))
+	tool := SFTToolUse(len(probs), noToolFrac, seed)
 	out := make([]agentrl.SFTSample, len(probs))
 	for i, p := range probs {
 		var smp agentrl.SFTSample
 		add := func(text string, mask float32) { AppendText(&smp, tok, text, mask) }
 		add(PromptText(p, s), 0)
-		if r.Float64() < noToolFrac {
+		if !tool[i] {
 			add(p.Expr+" = "+Answer(RoughGuess(p.Answer)), 1)
 		} else {
 			call := s.Call(p.Expr)
@@ -187,6 +187,19 @@ func BuildSFT(ctx context.Context, probs []Problem, tok *tokenizer.Bytes, s Tool
 		out[i] = smp
 	}
 	return out, nil
+}
+
+// SFTToolUse reports, for each of n problems, whether BuildSFT's
+// trajectory for it calls the tool (true) or answers with a guess
+// (false, a fraction noToolFrac of them): the draws BuildSFT makes from
+// seed.
+func SFTToolUse(n int, noToolFrac float64, seed uint64) []bool {
+	r := rand.New(rand.NewPCG(seed, 7))
+	tool := make([]bool, n)
+	for i := range tool {
+		tool[i] = r.Float64() >= noToolFrac
+	}
+	return tool
 }
 
 // callArgs are the arguments the trajectory's call passes, parsed as the

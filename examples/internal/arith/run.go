@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl"
+	"github.com/agentrl/agentrl/dataset"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/metrics"
 	"github.com/agentrl/agentrl/policy"
@@ -174,6 +175,71 @@ type SFTOptions struct {
 	WarmupFrac   float64 // fraction of Steps warming up linearly; 0 means 0.05
 	DecayFrac    float64 // with ScheduleWSD: fraction of Steps decaying at the end; 0 means 0.2
 	Seed         uint64  // shuffling
+	// ToolFirst is the fraction of Steps, at the start, whose batches
+	// hold only trajectories that call the tool (those Tool marks),
+	// before the data's usual mix (SFTOrder); 0 draws the data's
+	// shuffled epochs throughout.
+	ToolFirst float64
+	// Tool marks the data's trajectories that call the tool
+	// (SFTToolUse); required when ToolFirst > 0.
+	Tool []bool
+}
+
+// toolFirstSteps is the number of updates o.ToolFirst makes of o.Steps.
+func (o SFTOptions) toolFirstSteps() int {
+	return int(math.Round(o.ToolFirst * float64(o.Steps)))
+}
+
+// toolSeed salts the order of the tool-only batches away from that of
+// the whole data.
+const toolSeed = 0x746f6f6c // "tool"
+
+// SFTOrder is the order in which RunSFT trains on n trajectories of
+// which those tool marks call the tool, with o.ToolFirst > 0: o.Steps
+// batches of o.Batch indices. The first round(ToolFirst·Steps) are
+// shuffled passes over the tool-calling trajectories alone; the rest are
+// the batches the SFT trainer draws from the whole data by itself, from
+// its first (its shuffled epochs with o.Seed, the last short batch of
+// each dropped), so that they hold the usual share of guesses.
+func SFTOrder(tool []bool, o SFTOptions) ([][]int, error) {
+	k := o.toolFirstSteps()
+	var pool []int
+	for i, t := range tool {
+		if t {
+			pool = append(pool, i)
+		}
+	}
+	switch {
+	case !(o.ToolFirst >= 0 && o.ToolFirst < 1):
+		return nil, fmt.Errorf("SFT tool-first fraction %g: want within [0, 1)", o.ToolFirst)
+	case o.Batch < 1 || o.Batch > len(tool):
+		return nil, fmt.Errorf("SFT batch %d: want within [1, %d], the trajectories", o.Batch, len(tool))
+	case k > 0 && len(pool) < o.Batch:
+		return nil, fmt.Errorf("SFT tool-first batches of %d: only %d trajectories call the tool", o.Batch, len(pool))
+	}
+	all := make([]int, len(tool))
+	for i := range all {
+		all[i] = i
+	}
+	return append(passes(pool, o.Batch, k, o.Seed^toolSeed), passes(all, o.Batch, o.Steps-k, o.Seed)...), nil
+}
+
+// passes is count batches of size from pool: pool shuffled
+// (dataset.Permutation with seed, epoch after epoch), each pass's last
+// short batch dropped, as the SFT trainer draws its data.
+func passes(pool []int, size, count int, seed uint64) [][]int {
+	out := make([][]int, 0, count)
+	for e := 0; len(out) < count; e++ {
+		perm := dataset.Permutation(len(pool), seed, e)
+		for b := 0; b+size <= len(perm) && len(out) < count; b += size {
+			batch := make([]int, size)
+			for i, p := range perm[b : b+size] {
+				batch[i] = pool[p]
+			}
+			out = append(out, batch)
+		}
+	}
+	return out
 }
 
 // schedule is the learning-rate schedule o describes.
@@ -200,7 +266,8 @@ func (o SFTOptions) schedule() (policy.Schedule, error) {
 // sequences (AdamW, weight decay 0.01, o's learning-rate schedule,
 // gradients clipped to norm 1), logging each update to
 // dir/sft_metrics.jsonl and the progress to stderr, and reports the loss
-// per trained token on the first 256 sequences afterwards.
+// per trained token on the first 256 sequences afterwards. With
+// o.ToolFirst it trains on the data in SFTOrder's order.
 func RunSFT(ctx context.Context, model *policy.Model, data []agentrl.SFTSample, o SFTOptions, dir string, dp agentrl.DataParallel, stderr io.Writer) error {
 	if o.Steps == 0 {
 		return nil
@@ -209,7 +276,25 @@ func RunSFT(ctx context.Context, model *policy.Model, data []agentrl.SFTSample, 
 	if err != nil {
 		return err
 	}
-	per := max(len(data)/o.Batch, 1)
+	train, inOrder := data, false
+	if o.ToolFirst != 0 {
+		// The trainer draws the curriculum in order: data laid out batch
+		// by batch as SFTOrder says, one epoch of exactly o.Steps updates.
+		if len(o.Tool) != len(data) {
+			return fmt.Errorf("SFT tool-first: %d trajectories marked, want the %d of the data", len(o.Tool), len(data))
+		}
+		order, err := SFTOrder(o.Tool, o)
+		if err != nil {
+			return err
+		}
+		train, inOrder = make([]agentrl.SFTSample, 0, o.Steps*o.Batch), true
+		for _, b := range order {
+			for _, i := range b {
+				train = append(train, data[i])
+			}
+		}
+	}
+	per := max(len(train)/o.Batch, 1)
 	epochs := (o.Steps + per - 1) / per
 	opt := policy.DefaultAdamWConfig()
 	opt.LR = o.LR
@@ -226,8 +311,8 @@ func RunSFT(ctx context.Context, model *policy.Model, data []agentrl.SFTSample, 
 	}
 	defer log.Close()
 	tr, err := agentrl.NewSFTTrainer(agentrl.SFTConfig{
-		BatchSize: o.Batch, Epochs: epochs, Optimizer: opt, MaxGradNorm: 1, Seed: o.Seed,
-	}, agentrl.SFTParts{Policy: model, Data: data, Metrics: log, DataParallel: dp})
+		BatchSize: o.Batch, Epochs: epochs, Optimizer: opt, MaxGradNorm: 1, Seed: o.Seed, InOrder: inOrder,
+	}, agentrl.SFTParts{Policy: model, Data: train, Metrics: log, DataParallel: dp})
 	if err != nil {
 		return err
 	}
