@@ -46,8 +46,12 @@
 //
 // The run folder (-out, default ./runs/search-<timestamp>) holds
 // metrics.jsonl (one line per RL step, verl's names, held-out metrics at
-// steps 0 and last), sft_metrics.jsonl, and model/ (the trained policy, a
-// Hugging Face checkpoint folder with the byte tokenizer's tokenizer.json).
+// steps 0 and last), sft_metrics.jsonl, validation/0.jsonl and
+// validation/<last step>.jsonl (every held-out response with its prompt,
+// ground truth and score, as verl's trainer.validation_data_dir holds
+// them: what the policy searched for and answered), and model/ (the
+// trained policy, a Hugging Face checkpoint folder with the byte
+// tokenizer's tokenizer.json).
 // A run holds the folder locked (run.lock, package runlock); a folder
 // whose metrics logs hold an earlier run's rows is refused before any
 // work.

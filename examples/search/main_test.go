@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -99,6 +100,26 @@ func TestRunTiny(t *testing.T) {
 			for _, f := range []string{"metrics.jsonl", "sft_metrics.jsonl", "model/config.json", "model/model.safetensors", "model/tokenizer.json"} {
 				_, err := os.Stat(filepath.Join(dir, f))
 				assert.NoError(t, err, f)
+			}
+			// The held-out responses before and after RL (step 1), 4
+			// questions × 4 samples, in verl's validation-dump layout.
+			for _, step := range []string{"0", "1"} {
+				b, err := os.ReadFile(filepath.Join(dir, "validation", step+".jsonl"))
+				require.NoError(t, err)
+				rows := strings.Split(strings.TrimSpace(string(b)), "\n")
+				require.Len(t, rows, 16)
+				for _, row := range rows {
+					var g struct {
+						Input, Output, GTS string
+						Score              float64
+						Step               int
+					}
+					require.NoError(t, json.Unmarshal([]byte(row), &g), row)
+					assert.True(t, strings.HasPrefix(g.Input, "<|im_start|>user\n"), row)
+					assert.True(t, strings.HasPrefix(g.GTS, `{"target":`), row)
+					assert.Contains(t, []float64{0, 1}, g.Score)
+					assert.Equal(t, step, strconv.Itoa(g.Step))
+				}
 			}
 			// The folder now holds a run: a second one is refused.
 			stderr.Reset()

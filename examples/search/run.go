@@ -115,6 +115,10 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("evaluating the SFT policy: %w", err)
 	}
+	generations := filepath.Join(dir, "validation")
+	if err := arith.WriteGenerations(generations, 0, before.Generations); err != nil {
+		return err
+	}
 
 	// GRPO-TCR with the search tool in the loop.
 	order := shuffled(train, o.seed)
@@ -142,13 +146,13 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		err := tr.Run(ctx, agentrl.RunConfig{
 			Steps:    o.rlSteps,
 			Recorder: progress.New(progress.Config{Out: stderr, Description: "grpo-tcr", Interval: 10 * time.Second}),
-			Validate: func(ctx context.Context, _ int) (map[string]float64, error) {
+			Validate: func(ctx context.Context, step int) (map[string]float64, error) {
 				fmt.Fprintf(stderr, "evaluating the RL policy on %d held-out questions × %d samples\n", len(heldOut), o.n)
 				var err error
 				if after, err = arith.EvaluatePrompts(ctx, engine, rf, heldOut, params, o.n); err != nil {
 					return nil, fmt.Errorf("evaluating the RL policy: %w", err)
 				}
-				return after.Metrics, nil
+				return after.Metrics, arith.WriteGenerations(generations, step, after.Generations)
 			},
 		})
 		if err != nil {
