@@ -327,14 +327,15 @@ func (ix *Index) Search(ctx context.Context, query string, topK int) ([]search.H
 }
 
 func (ix *Index) search(ctx context.Context, query string, topK int) ([]search.Hit, error) {
+	topK = min(topK, ix.Len()) // no more hits than documents (and topK+1 below cannot overflow)
 	if topK <= 0 {
 		return []search.Hit{}, nil
 	}
 	// One hit more than asked says whether the top topK are determined
 	// by their scores: they are unless the next hit ties with the last.
 	// Only then is the query run again with ties ranked by id, which
-	// costs loading the id of every matching document (2.5× the time of
-	// a question's search over 100k passages).
+	// costs loading the id of every matching document (about 2× the
+	// time of a whole question's search over 100k passages).
 	res, err := ix.query(ctx, query, topK+1, false)
 	if err == nil && len(res.Hits) > topK && res.Hits[topK].Score == res.Hits[topK-1].Score {
 		res, err = ix.query(ctx, query, topK, true)

@@ -3,6 +3,7 @@ package bm25_test
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -258,4 +259,16 @@ func TestBuildErrors(t *testing.T) {
 	cancel()
 	_, err = bm25.Build(ctx, strings.NewReader(threeDocs), bm25.Config{})
 	assert.ErrorIs(t, err, context.Canceled)
+}
+
+// TestHugeTopK: a top k beyond the corpus (up to the largest int) gives
+// every matching document, not an overflow or a huge allocation.
+func TestHugeTopK(t *testing.T) {
+	ix := build(t, threeDocs, bm25.Config{})
+	for _, k := range []int{4, math.MaxInt} {
+		hits, err := ix.Search(context.Background(), "fox owl", k)
+		require.NoError(t, err)
+		assert.NotEmpty(t, hits)
+		assert.LessOrEqual(t, len(hits), 3)
+	}
 }
