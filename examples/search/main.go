@@ -56,7 +56,7 @@
 // whose metrics logs hold an earlier run's rows is refused before any
 // work.
 //
-//	go run ./examples/search                               # the default run, about 10 minutes on 2 cores
+//	go run ./examples/search                               # the default run, 10–13 minutes on 2 cores
 //	go run ./examples/search -seed 2 -rl-steps 240         # another seed, longer RL
 //	go run ./examples/retrieval -encyclopedia -addr 127.0.0.1:8000 &
 //	go run ./examples/search -retriever http://127.0.0.1:8000/retrieve
