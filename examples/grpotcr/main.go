@@ -62,8 +62,10 @@
 //
 // -mcp adds the tools of a Model Context Protocol server (package
 // tool/mcp) beside the code interpreter: a stdio server's command line,
-// split at spaces (-mcp "npx -y @modelcontextprotocol/server-everything"),
-// or a streamable-HTTP URL; repeat it for several servers.
+// split into words as a shell splits them, quotes included, but run
+// without a shell (-mcp "npx -y @modelcontextprotocol/server-filesystem
+// '/data/my files'"), or a streamable-HTTP URL; repeat it for several
+// servers.
 // -mcp-per-trajectory gives each trajectory a session of its own, for
 // servers that keep state.
 //
@@ -291,6 +293,11 @@ func registerFlags(fs *flag.FlagSet, o *options) {
 	fs.Func("mcp", "tools of a Model Context Protocol server: the command line of a stdio server (e.g. \"npx -y @modelcontextprotocol/server-everything\"), or a streamable-HTTP URL; repeat for several servers", func(v string) error {
 		if strings.TrimSpace(v) == "" {
 			return errors.New("empty server")
+		}
+		if !isURL(v) {
+			if _, err := mcpCommand(v); err != nil {
+				return err
+			}
 		}
 		o.mcp = append(o.mcp, v)
 		return nil

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -201,6 +203,8 @@ func TestUsage(t *testing.T) {
 		{"judge mode", with("-judge-url", "http://judge:8000/v1", "-judge-model", "m", "-judge-mode", "listwise"), `-judge-mode "listwise": want ranking or pointwise`},
 		{"judge rubric", with("-judge-url", "http://judge:8000/v1", "-judge-model", "m", "-judge-rubric", "testdata/none.txt"), "-judge-rubric: open testdata/none.txt: no such file or directory"},
 		{"empty mcp", with("-mcp", " "), `invalid value " " for flag -mcp: empty server`},
+		{"mcp quote left open", with("-mcp", `npx -y "server`), `invalid value "npx -y \"server" for flag -mcp: splitting the command line: 1:8: reached EOF without closing quote `+"`\"`"},
+		{"mcp only a comment", with("-mcp", "# nothing"), `invalid value "# nothing" for flag -mcp: no command`},
 		{"mcp sessions alone", with("-mcp-per-trajectory"), "-mcp-per-trajectory: only with -mcp, the servers"},
 		{"search flags alone", with("-search-topk", "5", "-search-format", "search-r1"), "-search-format, -search-topk: only with -search, the retrieval server"},
 		{"search url", with("-search", "retriever:8000"), `-search: "retriever:8000" is not an http(s) URL (want scheme://host:port)`},
@@ -326,4 +330,52 @@ func TestRolloutCorrectionFlag(t *testing.T) {
 			require.NoError(t, cfg.Validate())
 		})
 	}
+}
+
+// TestMCPCommand: a stdio server's command line is split as a POSIX
+// shell splits words (the expected words written by hand from sh's
+// rules), and an http(s) value is an endpoint, not a command.
+func TestMCPCommand(t *testing.T) {
+	t.Setenv("AGENTRL_TEST_DATA", "/srv/data")
+	for _, c := range []struct {
+		line string
+		want []string
+	}{
+		{"npx -y @modelcontextprotocol/server-everything", []string{"npx", "-y", "@modelcontextprotocol/server-everything"}},
+		{"  npx\t-y   server  ", []string{"npx", "-y", "server"}},
+		{`npx -y @modelcontextprotocol/server-filesystem '/data/my files' "/tmp/a b"`, []string{"npx", "-y", "@modelcontextprotocol/server-filesystem", "/data/my files", "/tmp/a b"}},
+		{`server /a\ b`, []string{"server", "/a b"}},
+		{`server $AGENTRL_TEST_DATA '$AGENTRL_TEST_DATA'`, []string{"server", "/srv/data", "$AGENTRL_TEST_DATA"}},
+	} {
+		got, err := mcpCommand(c.line)
+		require.NoError(t, err, c.line)
+		assert.Equal(t, c.want, got, c.line)
+		cfg, err := mcpConfig(c.line, false, time.Second, io.Discard)
+		require.NoError(t, err)
+		assert.Equal(t, c.want, cfg.Command)
+		assert.Empty(t, cfg.URL)
+	}
+	cfg, err := mcpConfig("https://tools.example/mcp", true, time.Second, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "https://tools.example/mcp", cfg.URL)
+	assert.Empty(t, cfg.Command)
+	assert.True(t, cfg.PerTrajectory)
+	for _, bad := range []string{`a "b`, `a 'b`, "a $(rm -rf x)", "", "   "} {
+		_, err := mcpCommand(bad)
+		assert.Error(t, err, "%q", bad)
+	}
+}
+
+// FuzzMCPCommand: any line splits into words or fails with an error,
+// never a panic.
+func FuzzMCPCommand(f *testing.F) {
+	for _, s := range []string{"npx -y server", `a "b c" 'd'`, `a\ b`, "$(x)", "`x`", "a && b", "${X:-y}", "~/x", "{a,b}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		words, err := mcpCommand(line)
+		if err == nil {
+			require.NotEmpty(t, words)
+		}
+	})
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"mvdan.cc/sh/v3/shell"
+
 	"github.com/agentrl/agentrl/examples/internal/setup"
 	"github.com/agentrl/agentrl/tool"
 	"github.com/agentrl/agentrl/tool/mcp"
@@ -33,7 +35,11 @@ func openTools(ctx context.Context, o options, stderr io.Writer) (*toolSet, erro
 	}
 	ts := &toolSet{list: []tool.Tool{code}, harness: harness, closers: []func() error{closeCode}}
 	for _, spec := range o.mcp {
-		c, err := mcp.Connect(ctx, mcpConfig(spec, o.mcpPerTrajectory, o.toolTimeout, stderr))
+		cfg, err := mcpConfig(spec, o.mcpPerTrajectory, o.toolTimeout, stderr)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("-mcp %q: %w", spec, err), ts.Close())
+		}
+		c, err := mcp.Connect(ctx, cfg)
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("-mcp %q: %w", spec, err), ts.Close())
 		}
@@ -83,17 +89,38 @@ func searchTool(ctx context.Context, o options, stderr io.Writer) (*search.Tool,
 
 // mcpConfig is the client configuration of one -mcp value: a
 // streamable-HTTP endpoint (an http(s) URL) or the command line of a
-// stdio server, split at spaces.
-// Each call is bounded by -tool-timeout; the server's standard error goes
-// to the program's.
-func mcpConfig(spec string, perTrajectory bool, timeout time.Duration, stderr io.Writer) mcp.Config {
+// stdio server, split into words by mcpCommand. Each call is bounded by
+// -tool-timeout; the server's standard error goes to the program's.
+func mcpConfig(spec string, perTrajectory bool, timeout time.Duration, stderr io.Writer) (mcp.Config, error) {
 	c := mcp.Config{PerTrajectory: perTrajectory, CallTimeout: timeout, Stderr: stderr}
-	if strings.HasPrefix(spec, "http://") || strings.HasPrefix(spec, "https://") {
+	if isURL(spec) {
 		c.URL = spec
-	} else {
-		c.Command = strings.Fields(spec)
+		return c, nil
 	}
-	return c
+	var err error
+	c.Command, err = mcpCommand(spec)
+	return c, err
+}
+
+// isURL reports whether an -mcp value names a streamable-HTTP endpoint.
+func isURL(spec string) bool {
+	return strings.HasPrefix(spec, "http://") || strings.HasPrefix(spec, "https://")
+}
+
+// mcpCommand splits a stdio server's command line into words as a POSIX
+// shell splits a command's arguments (mvdan.cc/sh's shell.Fields): quotes
+// and backslashes group words ("npx -y server-filesystem '/data/my
+// files'"), $VAR and ~ expand from the environment; command substitution
+// and globs are refused or left as they are, and nothing runs a shell.
+func mcpCommand(line string) ([]string, error) {
+	words, err := shell.Fields(line, nil)
+	if err != nil {
+		return nil, fmt.Errorf("splitting the command line: %w", err)
+	}
+	if len(words) == 0 {
+		return nil, errors.New("no command")
+	}
+	return words, nil
 }
 
 // Close stops the sandbox and the MCP servers.

@@ -55,11 +55,11 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	train, err := questions(enc, "train")
+	train, err := questions(enc, "train", o.query)
 	if err != nil {
 		return err
 	}
-	test, err := questions(enc, "test")
+	test, err := questions(enc, "test", o.query)
 	if err != nil {
 		return err
 	}
@@ -115,6 +115,10 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("evaluating the SFT policy: %w", err)
 	}
+	generations := filepath.Join(dir, "validation")
+	if err := arith.WriteGenerations(generations, 0, before.Generations); err != nil {
+		return err
+	}
 
 	// GRPO-TCR with the search tool in the loop.
 	order := shuffled(train, o.seed)
@@ -142,13 +146,13 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		err := tr.Run(ctx, agentrl.RunConfig{
 			Steps:    o.rlSteps,
 			Recorder: progress.New(progress.Config{Out: stderr, Description: "grpo-tcr", Interval: 10 * time.Second}),
-			Validate: func(ctx context.Context, _ int) (map[string]float64, error) {
+			Validate: func(ctx context.Context, step int) (map[string]float64, error) {
 				fmt.Fprintf(stderr, "evaluating the RL policy on %d held-out questions × %d samples\n", len(heldOut), o.n)
 				var err error
 				if after, err = arith.EvaluatePrompts(ctx, engine, rf, heldOut, params, o.n); err != nil {
 					return nil, fmt.Errorf("evaluating the RL policy: %w", err)
 				}
-				return after.Metrics, nil
+				return after.Metrics, arith.WriteGenerations(generations, step, after.Generations)
 			},
 		})
 		if err != nil {
@@ -188,10 +192,10 @@ const sftWorldSeed = 2
 // the passage, lowers it, and that is what the held-out questions need.
 func sftData(ctx context.Context, o options, tok *tokenizer.Bytes, train, test []question, st *search.Tool, stderr io.Writer) (sftSet, error) {
 	if o.sftWorld == 0 {
-		sft, err := buildSFT(ctx, train, tok, st, o.sftSamples, o.noSearchFrac, o.seed)
+		sft, err := buildSFT(ctx, train, tok, st, o.sftSamples, o.maxResponse, o.noSearchFrac, o.seed)
 		if err == nil && o.sftSteps > 0 {
-			fmt.Fprintf(stderr, "sft: %d trajectories over %d train questions (%d left out: a query missed its passage; %d answer without searching), %d updates of %d\n",
-				len(sft.Samples), len(train)-sft.Skipped, sft.Skipped, sft.NoSearch, o.sftSteps, o.sftBatch)
+			fmt.Fprintf(stderr, "sft: %d trajectories over %d train questions (%d left out: a query missed its passage; %d longer than -max-response; %d answer without searching), %d updates of %d\n",
+				len(sft.Samples), len(train)-sft.Skipped-sft.TooLong, sft.Skipped, sft.TooLong, sft.NoSearch, o.sftSteps, o.sftBatch)
 		}
 		return sft, err
 	}
@@ -221,7 +225,7 @@ func sftData(ctx context.Context, o options, tok *tokenizer.Bytes, train, test [
 	var qs []question
 	leftOut := 0
 	for _, split := range []string{"train", "test"} {
-		part, err := questions(enc, split)
+		part, err := questions(enc, split, o.query)
 		if err != nil {
 			return sftSet{}, err
 		}
@@ -233,10 +237,10 @@ func sftData(ctx context.Context, o options, tok *tokenizer.Bytes, train, test [
 			qs = append(qs, q)
 		}
 	}
-	sft, err := buildSFT(ctx, qs, tok, wst, o.sftSamples, o.noSearchFrac, o.seed)
+	sft, err := buildSFT(ctx, qs, tok, wst, o.sftSamples, o.maxResponse, o.noSearchFrac, o.seed)
 	if err == nil && o.sftSteps > 0 {
-		fmt.Fprintf(stderr, "sft: %d trajectories over %d questions of an SFT encyclopedia of %d passages (%d left out: a query missed its passage; %d about a held-out subject; %d answer without searching), %d updates of %d\n",
-			len(sft.Samples), len(qs)-sft.Skipped, len(enc.Passages), sft.Skipped, leftOut, sft.NoSearch, o.sftSteps, o.sftBatch)
+		fmt.Fprintf(stderr, "sft: %d trajectories over %d questions of an SFT encyclopedia of %d passages (%d left out: a query missed its passage; %d longer than -max-response; %d about a held-out subject; %d answer without searching), %d updates of %d\n",
+			len(sft.Samples), len(qs)-sft.Skipped-sft.TooLong, len(enc.Passages), sft.Skipped, sft.TooLong, leftOut, sft.NoSearch, o.sftSteps, o.sftBatch)
 	}
 	return sft, err
 }
@@ -294,11 +298,17 @@ func shuffled(qs []question, seed uint64) []question {
 	return out
 }
 
+// promptRoom is the room a prompt takes in the model's positions, with
+// room to spare: the longest question's chat prompt is about 100 tokens.
+const promptRoom = 256
+
 // modelConfig is a small Qwen3 over the byte tokenizer: the flags' body,
-// head size hidden/heads, half as many key/value heads, 1024 positions.
+// head size hidden/heads, half as many key/value heads, 1024 positions
+// or, for a larger -max-response, as many as a prompt and the response
+// take.
 func modelConfig(o options, tok *tokenizer.Bytes) policy.Config {
 	c := toymodel.Shape{Hidden: o.hidden, Layers: o.layers, Heads: o.heads, KVHeads: o.heads / 2,
-		HeadDim: o.hidden / o.heads, FFN: o.ffn, MaxPosition: 1024}.Config()
+		HeadDim: o.hidden / o.heads, FFN: o.ffn, MaxPosition: max(1024, promptRoom+o.maxResponse)}.Config()
 	eos, _ := tok.TokenID(arith.ImEnd)
 	c.VocabSize, c.EOSTokenIDs, c.RopeTheta = tok.VocabSize(), []int{eos}, 10000
 	return c

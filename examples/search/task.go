@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/examples/internal/arith"
 	"github.com/agentrl/agentrl/policy/tokenizer"
@@ -80,9 +82,26 @@ var secondHop = map[string]string{
 // kind: its name and the kind's word.
 func query(name, kind string) string { return name + " " + kindWords[kind] }
 
+// The ways a question's first search can be written (-query).
+const (
+	// queryQuestion searches with the question itself, as the models of
+	// Search-R1 and its successors often begin: the subject's name is in
+	// it, with the words of its kind ("town", "born", "river"), and BM25
+	// finds the passage about it at top 1 for all but a few kinds.
+	queryQuestion = "question"
+	// queryName searches with the subject's name and its kind's word
+	// (query), which the model has to cut out of the question.
+	queryName = "name"
+)
+
 // questions returns the encyclopedia's questions of split, with the
-// titles of their evidence and the queries that find them.
-func questions(enc *encyclopedia.Encyclopedia, split string) ([]question, error) {
+// titles of their evidence and the queries that find them: the first
+// written as first says (queryQuestion or queryName), the second hop's
+// always the name the first passage gives and its kind's word.
+func questions(enc *encyclopedia.Encyclopedia, split, first string) ([]question, error) {
+	if first != queryQuestion && first != queryName {
+		return nil, fmt.Errorf("first query %q: want %q or %q", first, queryQuestion, queryName)
+	}
 	titles := make(map[string]string, len(enc.Passages))
 	for _, p := range enc.Passages {
 		titles[p.ID] = p.Title
@@ -99,7 +118,11 @@ func questions(enc *encyclopedia.Encyclopedia, split string) ([]question, error)
 				return nil, fmt.Errorf("encyclopedia question %q of kind %s: no query for its passage %d", q.Text, q.Kind, i+1)
 			}
 			x.Titles = append(x.Titles, titles[id])
-			x.Queries = append(x.Queries, query(titles[id], kinds[i]))
+			qy := query(titles[id], kinds[i])
+			if i == 0 && first == queryQuestion {
+				qy = q.Text
+			}
+			x.Queries = append(x.Queries, qy)
 		}
 		out = append(out, x)
 	}
@@ -141,41 +164,32 @@ type sftSet struct {
 	Samples  []agentrl.SFTSample
 	NoSearch int // trajectories that answer without searching
 	Skipped  int // questions left out: a right query did not find its passage
+	TooLong  int // questions left out: their searches and answer outrun the response budget
 }
 
 // buildSFT generates n SFT trajectories from the train questions, laid
 // out as the rollout engine produces them: the prompt (mask 0); for each
 // passage of the question's evidence, the call that searches for it
-// (its title and a word of its kind, query; mask 1) and the search tool's real answer in ChatML glue (mask
-// 0); then the answer in <answer> tags and the end of the turn (mask 1).
-// The second query of a two-hop question is a name the first passage
-// gives, so the trajectories teach the model to copy names from the
-// question and from passages, and the answer from the last passage.
+// (the question's query for it, mask 1) and the search tool's real answer
+// in ChatML glue (mask 0); then the answer in <answer> tags and the end
+// of the turn (mask 1). The second query of a two-hop question is a name
+// the first passage gives, so the trajectories teach the model to copy
+// the question (or the name in it) into its first query, a name from the
+// passage into its second, and the answer from the last passage.
 //
 // The tool results are the search tool's own, through the retrieval
 // server: a trajectory is right by construction only if each query finds
 // its passage, so questions whose queries do not are left out and
-// counted. A fraction noSearch of the trajectories instead answer at
+// counted, as are those whose searching response would be longer than
+// maxResponse tokens (a rollout could not write it). A fraction noSearch of the trajectories instead answer at
 // once with a guess — the answer of a random train question of the same
 // kind, as a model that has not read the passage might — so the SFT
 // policy often skips the search and is wrong: the habit RL has to
 // unlearn.
-func buildSFT(ctx context.Context, qs []question, tok *tokenizer.Bytes, st tool.Tool, n int, noSearch float64, seed uint64) (sftSet, error) {
-	results := map[string]string{}
-	search := func(query string) (string, error) {
-		if r, ok := results[query]; ok {
-			return r, nil
-		}
-		args, _ := json.Marshal(map[string][]string{"query_list": {query}})
-		res, err := st.Call(ctx, args)
-		if err != nil {
-			return "", fmt.Errorf("searching %q for the SFT trajectories: %w", query, err)
-		}
-		if res.Failed {
-			return "", fmt.Errorf("searching %q for the SFT trajectories: %s", query, res.Content)
-		}
-		results[query] = res.Content
-		return res.Content, nil
+func buildSFT(ctx context.Context, qs []question, tok *tokenizer.Bytes, st tool.Tool, n, maxResponse int, noSearch float64, seed uint64) (sftSet, error) {
+	results, err := searchAll(ctx, st, qs)
+	if err != nil {
+		return sftSet{}, err
 	}
 	var set sftSet
 	byKind := map[string][]string{}
@@ -183,10 +197,7 @@ func buildSFT(ctx context.Context, qs []question, tok *tokenizer.Bytes, st tool.
 	for _, q := range qs {
 		ok := true
 		for i, title := range q.Titles {
-			r, err := search(q.Queries[i])
-			if err != nil {
-				return sftSet{}, err
-			}
+			r := results[q.Queries[i]]
 			// The hit is written `(Title: "<title>")`, JSON-escaped or not.
 			if !strings.Contains(r, `"`+title+`"`) && !strings.Contains(r, `\"`+title+`\"`) {
 				ok = false
@@ -196,11 +207,16 @@ func buildSFT(ctx context.Context, qs []question, tok *tokenizer.Bytes, st tool.
 			set.Skipped++
 			continue
 		}
+		if len(tok.Encode(searchingText(q, results))) > maxResponse {
+			set.TooLong++
+			continue
+		}
 		usable = append(usable, q)
 		byKind[q.Kind] = append(byKind[q.Kind], q.Answer)
 	}
 	if len(usable) == 0 {
-		return sftSet{}, fmt.Errorf("no train question's queries find their passages (%d questions)", len(qs))
+		return sftSet{}, fmt.Errorf("no question's queries find their passages within a response of %d tokens (%d questions, %d whose queries miss, %d too long)",
+			maxResponse, len(qs), set.Skipped, set.TooLong)
 	}
 	r := rand.New(rand.NewPCG(seed, 11))
 	set.Samples = make([]agentrl.SFTSample, n)
@@ -217,7 +233,7 @@ func buildSFT(ctx context.Context, qs []question, tok *tokenizer.Bytes, st tool.
 			for _, qy := range q.Queries {
 				call := callText(qy)
 				add(call, 1)
-				add(rollout.ChatML{}.Render(call, []string{results[qy]}), 0)
+				add(toolTurn(call, results[qy]), 0)
 			}
 			add(answerText(q.Answer), 1)
 		}
@@ -225,3 +241,63 @@ func buildSFT(ctx context.Context, qs []question, tok *tokenizer.Bytes, st tool.
 	}
 	return set, nil
 }
+
+// toolTurn is the text the rollout engine appends after the model's call
+// turn: the end of that turn and the tool's answer as the next user turn,
+// in ChatML.
+func toolTurn(call, result string) string { return rollout.ChatML{}.Render(call, []string{result}) }
+
+// searchingText is the response of q's searching trajectory, given each
+// query's result: each call and the tool's answer, then the answer.
+func searchingText(q question, results map[string]string) string {
+	var b strings.Builder
+	for _, qy := range q.Queries {
+		call := callText(qy)
+		b.WriteString(call + toolTurn(call, results[qy]))
+	}
+	return b.String() + answerText(q.Answer)
+}
+
+// searchAll calls st once for each distinct query of qs, concurrently
+// (the search client sends concurrent calls to the retrieval server
+// together, in batches), and returns each query's result.
+func searchAll(ctx context.Context, st tool.Tool, qs []question) (map[string]string, error) {
+	results := map[string]string{}
+	var queries []string
+	for _, q := range qs {
+		for _, qy := range q.Queries {
+			if _, ok := results[qy]; !ok {
+				results[qy] = ""
+				queries = append(queries, qy)
+			}
+		}
+	}
+	contents := make([]string, len(queries))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(searchConcurrency)
+	for i, query := range queries {
+		g.Go(func() error {
+			args, _ := json.Marshal(map[string][]string{"query_list": {query}})
+			res, err := st.Call(gctx, args)
+			if err != nil {
+				return fmt.Errorf("searching %q for the SFT trajectories: %w", query, err)
+			}
+			if res.Failed {
+				return fmt.Errorf("searching %q for the SFT trajectories: %s", query, res.Content)
+			}
+			contents[i] = res.Content
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for i, query := range queries {
+		results[query] = contents[i]
+	}
+	return results, nil
+}
+
+// searchConcurrency is how many of the SFT trajectories' searches are in
+// flight at once: one full batch of the search client's (64 queries).
+const searchConcurrency = 64

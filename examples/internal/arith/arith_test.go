@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -316,4 +317,24 @@ func TestSFTOrder(t *testing.T) {
 			assert.EqualError(t, err, tc.msg)
 		})
 	}
+}
+
+// TestWriteGenerations: one JSON object per line in <step>.jsonl, the
+// step set on every row, tags and ampersands as they are (the expected
+// bytes written by hand from encoding/json's rules: fields in struct
+// order, no spaces, HTML escaping off).
+func TestWriteGenerations(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "validation")
+	gens := []Generation{
+		{Input: "<|im_start|>user\nQ?", Output: "<answer>A & B</answer>", GTS: `{"target":["A & B"]}`, Score: 1, Acc: true, Pred: "A & B"},
+		{Input: "q", Output: "", GTS: "x", Score: 0, Step: 99},
+	}
+	require.NoError(t, WriteGenerations(dir, 7, gens))
+	b, err := os.ReadFile(filepath.Join(dir, "7.jsonl"))
+	require.NoError(t, err)
+	assert.Equal(t, `{"input":"<|im_start|>user\nQ?","output":"<answer>A & B</answer>","gts":"{\"target\":[\"A & B\"]}","score":1,"step":7,"acc":true,"pred":"A & B"}`+"\n"+
+		`{"input":"q","output":"","gts":"x","score":0,"step":7,"acc":false,"pred":""}`+"\n", string(b))
+	assert.Equal(t, 99, gens[1].Step, "the caller's slice is left as it was")
+	// A folder that cannot be made (under a file) is an error.
+	assert.Error(t, WriteGenerations(filepath.Join(dir, "7.jsonl", "sub"), 0, gens))
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -218,6 +219,42 @@ type Eval struct {
 	ToolCalls      float64            // mean tool calls per response
 	NoTool         float64            // fraction of responses that answered without a call
 	Metrics        map[string]float64 // eval.Result.Map: verl's val-core/val-aux keys
+	Generations    []Generation       // every response, by prompt then sample
+}
+
+// Generation is one evaluated response, as verl's trainer writes its
+// validation generations (trainer.validation_data_dir: one JSON object per
+// line, with keys input, output, gts, score and step, and the reward's
+// extra values, here acc and pred). Step is set by WriteGenerations.
+type Generation struct {
+	Input  string  `json:"input"`  // the prompt text
+	Output string  `json:"output"` // the response, tool results included as the model saw them
+	GTS    string  `json:"gts"`    // the ground truth
+	Score  float64 `json:"score"`
+	Step   int     `json:"step"`
+	Acc    bool    `json:"acc"`
+	Pred   string  `json:"pred"` // the answer the reward read
+}
+
+// WriteGenerations writes gens to dir/<step>.jsonl (the folder made if
+// needed; the file written atomically), one JSON object per line with
+// step set, HTML characters unescaped (the tags of tool calls stay
+// readable, as Python's json.dumps leaves them).
+func WriteGenerations(dir string, step int, gens []Generation) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return atomicfile.Write(filepath.Join(dir, strconv.Itoa(step)+".jsonl"), 0o644, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		for _, g := range gens {
+			g.Step = step
+			if err := enc.Encode(g); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // Evaluate samples k responses per problem and computes avg@k, pass@k and
@@ -269,6 +306,8 @@ func EvaluatePrompts(ctx context.Context, engine *rollout.Engine, rf reward.Func
 		noTools[i] = noTool
 		recs[i] = eval.Record{DataSource: source, PromptID: t.ID, Score: out.Score, Acc: out.Acc, Pred: out.Pred,
 			Extra: map[string]float64{"tool_calls": float64(len(t.ToolCalls)), "no_tool_answer": noTool}}
+		e.Generations = append(e.Generations, Generation{Input: p.Text, Output: t.Response, GTS: p.GroundTruth,
+			Score: out.Score, Acc: out.Acc, Pred: out.Pred})
 	}
 	e.ToolCalls = stat.Mean(calls, nil)
 	e.NoTool = stat.Mean(noTools, nil)

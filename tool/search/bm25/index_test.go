@@ -3,6 +3,7 @@ package bm25_test
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -141,6 +142,41 @@ func TestTiesInCorpusOrder(t *testing.T) {
 	assert.Equal(t, hits[0].Score, hits[2].Score)
 }
 
+// TestTiesInOneBatch: 20 rows of the same text among 60, indexed in one
+// batch (whose documents bleve numbers in the order its concurrent
+// analysis finishes), come back in row order from every build, in
+// memory and on disk: all of them (the ties end before the cut), and the
+// first 5 (the cut falls among the ties, so the next row ties with the
+// last one returned).
+func TestTiesInOneBatch(t *testing.T) {
+	var b strings.Builder
+	var tied []string
+	for i := range 60 {
+		text := "filler words number " + strconv.Itoa(i)
+		if i%3 == 1 {
+			text = "lantern harbour"
+			tied = append(tied, strconv.Itoa(i))
+		}
+		b.WriteString(`{"id": "` + strconv.Itoa(i) + `", "contents": "\"T\"\n` + text + `"}` + "\n")
+	}
+	for n := range 4 {
+		cfg := bm25.Config{}
+		if n == 3 {
+			cfg.Dir = filepath.Join(t.TempDir(), "idx")
+		}
+		ix := build(t, b.String(), cfg)
+		for _, k := range []int{5, 30} {
+			hits, err := ix.Search(context.Background(), "lantern", k)
+			require.NoError(t, err)
+			var ids []string
+			for _, h := range hits {
+				ids = append(ids, h.Document.ID)
+			}
+			assert.Equal(t, tied[:min(k, len(tied))], ids, "build %d, top %d", n, k)
+		}
+	}
+}
+
 // TestOnDisk builds an index on disk, reopens it and gets the same hits;
 // a second Build into the same directory, and Open of a directory that
 // is not an index, fail clearly.
@@ -223,4 +259,16 @@ func TestBuildErrors(t *testing.T) {
 	cancel()
 	_, err = bm25.Build(ctx, strings.NewReader(threeDocs), bm25.Config{})
 	assert.ErrorIs(t, err, context.Canceled)
+}
+
+// TestHugeTopK: a top k beyond the corpus (up to the largest int) gives
+// every matching document, not an overflow or a huge allocation.
+func TestHugeTopK(t *testing.T) {
+	ix := build(t, threeDocs, bm25.Config{})
+	for _, k := range []int{4, math.MaxInt} {
+		hits, err := ix.Search(context.Background(), "fox owl", k)
+		require.NoError(t, err)
+		assert.NotEmpty(t, hits)
+		assert.LessOrEqual(t, len(hits), 3)
+	}
 }
