@@ -203,7 +203,7 @@ func TestUsage(t *testing.T) {
 		{"judge mode", with("-judge-url", "http://judge:8000/v1", "-judge-model", "m", "-judge-mode", "listwise"), `-judge-mode "listwise": want ranking or pointwise`},
 		{"judge rubric", with("-judge-url", "http://judge:8000/v1", "-judge-model", "m", "-judge-rubric", "testdata/none.txt"), "-judge-rubric: open testdata/none.txt: no such file or directory"},
 		{"empty mcp", with("-mcp", " "), `invalid value " " for flag -mcp: empty server`},
-		{"mcp quote left open", with("-mcp", `npx -y "server`), `invalid value "npx -y \"server" for flag -mcp: splitting the command line: 1:8: reached EOF without closing quote `+"`\"`"},
+		{"mcp quote left open", with("-mcp", `npx -y "server`), `invalid value "npx -y \"server" for flag -mcp: splitting the command line: 1:8: reached EOF without closing quote ` + "`\"`"},
 		{"mcp only a comment", with("-mcp", "# nothing"), `invalid value "# nothing" for flag -mcp: no command`},
 		{"mcp sessions alone", with("-mcp-per-trajectory"), "-mcp-per-trajectory: only with -mcp, the servers"},
 		{"search flags alone", with("-search-topk", "5", "-search-format", "search-r1"), "-search-format, -search-topk: only with -search, the retrieval server"},
