@@ -221,25 +221,37 @@ func SFTOrder(tool []bool, o SFTOptions) ([][]int, error) {
 	for i := range all {
 		all[i] = i
 	}
-	return append(passes(pool, o.Batch, k, o.Seed^toolSeed), passes(all, o.Batch, o.Steps-k, o.Seed)...), nil
+	first, err := passes(pool, o.Batch, k, o.Seed^toolSeed)
+	if err != nil {
+		return nil, err
+	}
+	rest, err := passes(all, o.Batch, o.Steps-k, o.Seed)
+	if err != nil {
+		return nil, err
+	}
+	return append(first, rest...), nil
 }
 
-// passes is count batches of size from pool: pool shuffled
-// (dataset.Permutation with seed, epoch after epoch), each pass's last
-// short batch dropped, as the SFT trainer draws its data.
-func passes(pool []int, size, count int, seed uint64) [][]int {
-	out := make([][]int, 0, count)
-	for e := 0; len(out) < count; e++ {
-		perm := dataset.Permutation(len(pool), seed, e)
-		for b := 0; b+size <= len(perm) && len(out) < count; b += size {
-			batch := make([]int, size)
-			for i, p := range perm[b : b+size] {
-				batch[i] = pool[p]
-			}
-			out = append(out, batch)
-		}
+// passes is count batches of size from pool, as the SFT trainer draws
+// its data: a dataset.Sampler over pool, shuffled with seed epoch after
+// epoch, each epoch's last short batch dropped.
+func passes(pool []int, size, count int, seed uint64) ([][]int, error) {
+	if count == 0 {
+		return nil, nil
 	}
-	return out
+	s, err := dataset.NewSampler(len(pool), dataset.SamplerConfig{BatchSize: size, Seed: seed, Shuffle: true, DropLast: true})
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]int, count)
+	for b := range out {
+		batch := s.Next()
+		for i, p := range batch {
+			batch[i] = pool[p]
+		}
+		out[b] = batch
+	}
+	return out, nil
 }
 
 // schedule is the learning-rate schedule o describes.
