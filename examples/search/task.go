@@ -194,6 +194,7 @@ func buildSFT(ctx context.Context, qs []question, tok *tokenizer.Bytes, st tool.
 	var set sftSet
 	byKind := map[string][]string{}
 	var usable []question
+	var responses []agentrl.SFTSample // usable[i]'s searching response
 	for _, q := range qs {
 		ok := true
 		for i, title := range q.Titles {
@@ -207,11 +208,13 @@ func buildSFT(ctx context.Context, qs []question, tok *tokenizer.Bytes, st tool.
 			set.Skipped++
 			continue
 		}
-		if len(tok.Encode(searchingText(q, results))) > maxResponse {
+		resp := searching(q, results, tok)
+		if len(resp.IDs) > maxResponse {
 			set.TooLong++
 			continue
 		}
 		usable = append(usable, q)
+		responses = append(responses, resp)
 		byKind[q.Kind] = append(byKind[q.Kind], q.Answer)
 	}
 	if len(usable) == 0 {
@@ -221,41 +224,36 @@ func buildSFT(ctx context.Context, qs []question, tok *tokenizer.Bytes, st tool.
 	r := rand.New(rand.NewPCG(seed, 11))
 	set.Samples = make([]agentrl.SFTSample, n)
 	for i := range set.Samples {
-		q := usable[r.IntN(len(usable))]
+		j := r.IntN(len(usable))
+		q := usable[j]
 		var smp agentrl.SFTSample
-		add := func(text string, mask float32) { arith.AppendText(&smp, tok, text, mask) }
-		add(promptText(q), 0)
+		arith.AppendText(&smp, tok, promptText(q), 0)
 		if r.Float64() < noSearch {
 			guesses := byKind[q.Kind]
-			add(answerText(guesses[r.IntN(len(guesses))]), 1)
+			arith.AppendText(&smp, tok, answerText(guesses[r.IntN(len(guesses))]), 1)
 			set.NoSearch++
 		} else {
-			for _, qy := range q.Queries {
-				call := callText(qy)
-				add(call, 1)
-				add(toolTurn(call, results[qy]), 0)
-			}
-			add(answerText(q.Answer), 1)
+			smp.IDs = append(smp.IDs, responses[j].IDs...)
+			smp.Mask = append(smp.Mask, responses[j].Mask...)
 		}
 		set.Samples[i] = smp
 	}
 	return set, nil
 }
 
-// toolTurn is the text the rollout engine appends after the model's call
-// turn: the end of that turn and the tool's answer as the next user turn,
-// in ChatML.
-func toolTurn(call, result string) string { return rollout.ChatML{}.Render(call, []string{result}) }
-
-// searchingText is the response of q's searching trajectory, given each
-// query's result: each call and the tool's answer, then the answer.
-func searchingText(q question, results map[string]string) string {
-	var b strings.Builder
+// searching is the response of q's searching trajectory, given each
+// query's result, laid out as the rollout engine produces it: each call
+// (mask 1) and the search tool's answer in ChatML glue (mask 0), then the
+// answer and the end of the turn (mask 1).
+func searching(q question, results map[string]string, tok *tokenizer.Bytes) agentrl.SFTSample {
+	var smp agentrl.SFTSample
 	for _, qy := range q.Queries {
 		call := callText(qy)
-		b.WriteString(call + toolTurn(call, results[qy]))
+		arith.AppendText(&smp, tok, call, 1)
+		arith.AppendText(&smp, tok, rollout.ChatML{}.Render(call, []string{results[qy]}), 0)
 	}
-	return b.String() + answerText(q.Answer)
+	arith.AppendText(&smp, tok, answerText(q.Answer), 1)
+	return smp
 }
 
 // searchAll calls st once for each distinct query of qs, concurrently
