@@ -37,8 +37,10 @@
 // steps 0 and last), sft_metrics.jsonl, curves.png, model/ (the trained
 // policy, a Hugging Face checkpoint folder), checkpoints/ (the trainer's
 // resumable checkpoint), sft-model/ (the policy after SFT; -init starts
-// a later run's RL from such a folder, skipping SFT), and heldout.jsonl
-// and train.jsonl (the held-out and the RL problems as verl prompt sets).
+// a later run's RL from such a folder, skipping SFT), heldout.jsonl
+// and train.jsonl (the held-out and the RL problems as verl prompt sets),
+// and validation/<step>.jsonl (every held-out response before RL, step 0,
+// and after it, with its score: verl's validation_data_dir layout).
 // A run holds the folder locked (run.lock, package runlock) from its
 // start: a second run on it stops at once, naming the process of the
 // first. A folder whose metrics logs hold an earlier run's rows is

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,6 +67,30 @@ func TestRunEndToEnd(t *testing.T) {
 				assert.GreaterOrEqual(t, m["pass@4"], m["avg@4"])
 			}
 			assert.Contains(t, stdout.String(), "avg@4")
+			// Every held-out response is in validation/<step>.jsonl, step 0
+			// before RL and 1 after its one step: 4 problems × 4 samples,
+			// whose mean acc is the row's avg@4.
+			for step, stage := range []string{"sft", "rl"} {
+				b, err := os.ReadFile(filepath.Join(dir, "validation", fmt.Sprintf("%d.jsonl", step)))
+				require.NoError(t, err, stage)
+				rows := strings.Split(strings.TrimSpace(string(b)), "\n")
+				require.Len(t, rows, 16, stage)
+				correct := 0
+				for _, r := range rows {
+					var g struct {
+						Step int  `json:"step"`
+						Acc  bool `json:"acc"`
+					}
+					require.NoError(t, json.Unmarshal([]byte(r), &g), r)
+					assert.Equal(t, step, g.Step)
+					if g.Acc {
+						correct++
+					}
+				}
+				var m map[string]float64
+				require.NoError(t, json.Unmarshal(got[stage], &m))
+				assert.InDelta(t, m["avg@4"], float64(correct)/16, 1e-9, stage)
+			}
 			for _, f := range []string{"metrics.jsonl", "sft_metrics.jsonl", "curves.png", "model/config.json",
 				"model/model.safetensors", "model/byte_tokenizer.json", "checkpoints/latest", "checkpoints/step-1/trainer_state.json",
 				"sft-model/config.json", "sft-model/byte_tokenizer.json", "heldout.jsonl", "train.jsonl"} {

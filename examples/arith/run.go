@@ -337,6 +337,10 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("evaluating the SFT policy: %w", err)
 	}
+	generations := filepath.Join(dir, "validation")
+	if err := arith.WriteGenerations(generations, 0, before.Generations); err != nil {
+		return err
+	}
 
 	// GRPO-TCR with the tool in the loop.
 	rlProblems := generateProblems(o.seed+1, o.prompts*max(o.rlSteps, 1), "rl")
@@ -362,7 +366,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	}
 	after := before
 	if o.rlSteps > 0 {
-		after, err = runRL(ctx, o, tr, engine, rf, heldOut, spec, params, stderr)
+		after, err = runRL(ctx, o, tr, engine, rf, heldOut, spec, params, generations, stderr)
 		if err != nil {
 			return err
 		}
@@ -553,19 +557,20 @@ func rlConfig(o options) agentrl.TrainerConfig {
 }
 
 func runRL(ctx context.Context, o options, tr *agentrl.Trainer, engine *rollout.Engine,
-	rf reward.Func, heldOut []problem, spec toolSpec, params lm.SampleParams, stderr io.Writer) (arith.Eval, error) {
+	rf reward.Func, heldOut []problem, spec toolSpec, params lm.SampleParams, generations string, stderr io.Writer) (arith.Eval, error) {
 	var after arith.Eval
 	err := tr.Run(ctx, agentrl.RunConfig{
 		Steps:    o.rlSteps,
 		Recorder: progress.New(progress.Config{Out: stderr, Description: "grpo-tcr", Interval: 10 * time.Second}),
-		// The held-out evaluation after the last step joins its row.
-		Validate: func(ctx context.Context, _ int) (map[string]float64, error) {
+		// The held-out evaluation after the last step joins its row; its
+		// responses go to generations/<step>.jsonl.
+		Validate: func(ctx context.Context, step int) (map[string]float64, error) {
 			fmt.Fprintf(stderr, "evaluating the RL policy on %d held-out problems × %d samples\n", len(heldOut), o.n)
 			var err error
 			if after, err = evaluate(ctx, engine, rf, heldOut, spec, params, o.n); err != nil {
 				return nil, fmt.Errorf("evaluating the RL policy: %w", err)
 			}
-			return after.Metrics, nil
+			return after.Metrics, arith.WriteGenerations(generations, step, after.Generations)
 		},
 	})
 	return after, err

@@ -345,6 +345,7 @@ func TestEvaluationOfAScriptedExpert(t *testing.T) {
 			assert.Equal(t, c.want, e.Avg)
 			assert.InDelta(t, hops/float64(len(test)), e.ToolCalls, 1e-9, "a search per hop")
 			assert.Zero(t, e.NoTool)
+			assert.Equal(t, c.want, e.ToolAcc, "every answer searched first")
 		})
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/agentrl/agentrl/lm"
 	"github.com/agentrl/agentrl/loss"
 	"github.com/agentrl/agentrl/policy"
+	"github.com/agentrl/agentrl/policy/policytest"
 	"github.com/agentrl/agentrl/policy/tokenizer"
 	"github.com/agentrl/agentrl/tool"
 )
@@ -337,4 +338,49 @@ func TestWriteGenerations(t *testing.T) {
 	assert.Equal(t, 99, gens[1].Step, "the caller's slice is left as it was")
 	// A folder that cannot be made (under a file) is an error.
 	assert.Error(t, WriteGenerations(filepath.Join(dir, "7.jsonl", "sub"), 0, gens))
+}
+
+// TestEvaluateToolAcc scores a scripted policy on four problems, one
+// sample each, through the task's engine, calculator and reward: it
+// calls the tool and copies the result (right), calls it and writes
+// another number (wrong), guesses the exact answer without a call
+// (right), guesses roughly (wrong). So avg@1 = 2/4, answers without a
+// tool 2/4, 1 tool call per 2 answers, and right with the tool 1/2.
+func TestEvaluateToolAcc(t *testing.T) {
+	ctx := context.Background()
+	tok, err := NewTokenizer()
+	require.NoError(t, err)
+	spec := SpecFor(&tool.Calculator{})
+	probs := GenerateProblems(3, 4, "eval")
+	answers := []string{strconv.FormatInt(probs[0].Answer, 10), strconv.FormatInt(probs[1].Answer+1, 10),
+		strconv.FormatInt(probs[2].Answer, 10), RoughGuess(probs[3].Answer)}
+	require.NotEqual(t, answers[3], strconv.FormatInt(probs[3].Answer, 10), "a rough guess that happens to be exact")
+	ps := policytest.New(policytest.Config{Encode: tok.Encode, Decode: tok.Decode, EOS: tok.EOSIDs()})
+	for i, p := range probs {
+		var turns []policytest.Response
+		if i < 2 {
+			turns = append(turns, policytest.Text(spec.Call(p.Expr)))
+		}
+		turns = append(turns, policytest.Text(Answer(answers[i])))
+		ps.HandleText(PromptText(p, spec), turns...)
+	}
+	engine, err := NewEngine(ps, tok, spec.Tool, 128)
+	require.NoError(t, err)
+	rf, err := NewReward()
+	require.NoError(t, err)
+	e, err := Evaluate(ctx, engine, rf, probs, spec, lm.SampleParams{Temperature: 1, TopP: 1, TopK: -1, MaxNewTokens: 128}, 1)
+	require.NoError(t, err)
+	assert.Equal(t, 0.5, e.Avg)
+	assert.Equal(t, 0.5, e.NoTool)
+	assert.Equal(t, 0.5, e.ToolCalls)
+	assert.Equal(t, 0.5, e.ToolAcc)
+	require.Len(t, e.Generations, 4)
+	for i, g := range e.Generations {
+		assert.Equal(t, answers[i], g.Pred, "problem %d", i)
+	}
+
+	var out bytes.Buffer
+	PrintTable(&out, 1, []Named{{Name: "scripted", Eval: e}})
+	assert.Contains(t, out.String(), "right w/ tool")
+	assert.Regexp(t, `scripted\s+50\.0%\s+50\.0%\s+50\.0%\s+0\.50\s+50\.0%\s+50\.0%`, out.String())
 }

@@ -218,6 +218,7 @@ type Eval struct {
 	Avg, Pass, Maj float64            // avg@k, pass@k and maj@k of the accuracy
 	ToolCalls      float64            // mean tool calls per response
 	NoTool         float64            // fraction of responses that answered without a call
+	ToolAcc        float64            // accuracy of the responses with at least one call (0 if none had one)
 	Metrics        map[string]float64 // eval.Result.Map: verl's val-core/val-aux keys
 	Generations    []Generation       // every response, by prompt then sample
 }
@@ -292,6 +293,7 @@ func EvaluatePrompts(ctx context.Context, engine *rollout.Engine, rf reward.Func
 	calls := make([]float64, len(trajs))
 	noTools := make([]float64, len(trajs))
 	var e Eval
+	var withTool, rightWithTool int
 	for i, t := range trajs {
 		p := prompts[t.Request]
 		out, err := rf(ctx, p.RewardInput(&t))
@@ -304,6 +306,12 @@ func EvaluatePrompts(ctx context.Context, engine *rollout.Engine, rf reward.Func
 		}
 		calls[i] = float64(len(t.ToolCalls))
 		noTools[i] = noTool
+		if len(t.ToolCalls) > 0 {
+			withTool++
+			if out.Acc {
+				rightWithTool++
+			}
+		}
 		recs[i] = eval.Record{DataSource: source, PromptID: t.ID, Score: out.Score, Acc: out.Acc, Pred: out.Pred,
 			Extra: map[string]float64{"tool_calls": float64(len(t.ToolCalls)), "no_tool_answer": noTool}}
 		e.Generations = append(e.Generations, Generation{Input: p.Text, Output: t.Response, GTS: p.GroundTruth,
@@ -311,6 +319,9 @@ func EvaluatePrompts(ctx context.Context, engine *rollout.Engine, rf reward.Func
 	}
 	e.ToolCalls = stat.Mean(calls, nil)
 	e.NoTool = stat.Mean(noTools, nil)
+	if withTool > 0 {
+		e.ToolAcc = float64(rightWithTool) / float64(withTool)
+	}
 	res, err := eval.Evaluate(ctx, recs, eval.DefaultConfig())
 	if err != nil {
 		return Eval{}, err
@@ -335,13 +346,17 @@ type Named struct {
 }
 
 // PrintTable writes the before/after table: avg@k, pass@k, maj@k, tool
-// calls per answer and answers without a tool call, a row per evaluation.
+// calls per answer, answers without a tool call and the accuracy of the
+// answers with one, a row per evaluation. avg@k is about (1 − answers
+// w/o tool) × right w/ tool when answers without the tool are guesses,
+// so the last two columns say whether a policy loses by not calling the
+// tool or by miscopying what it returned.
 func PrintTable(w io.Writer, k int, rows []Named) {
-	fmt.Fprintf(w, "\n%-14s %8s %8s %8s %14s %18s\n", "policy", fmt.Sprintf("avg@%d", k), fmt.Sprintf("pass@%d", k),
-		fmt.Sprintf("maj@%d", k), "tool calls/ans", "answers w/o tool")
+	fmt.Fprintf(w, "\n%-14s %8s %8s %8s %14s %18s %16s\n", "policy", fmt.Sprintf("avg@%d", k), fmt.Sprintf("pass@%d", k),
+		fmt.Sprintf("maj@%d", k), "tool calls/ans", "answers w/o tool", "right w/ tool")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%-14s %7.1f%% %7.1f%% %7.1f%% %14.2f %17.1f%%\n", r.Name, 100*r.Eval.Avg, 100*r.Eval.Pass, 100*r.Eval.Maj,
-			r.Eval.ToolCalls, 100*r.Eval.NoTool)
+		fmt.Fprintf(w, "%-14s %7.1f%% %7.1f%% %7.1f%% %14.2f %17.1f%% %15.1f%%\n", r.Name, 100*r.Eval.Avg, 100*r.Eval.Pass, 100*r.Eval.Maj,
+			r.Eval.ToolCalls, 100*r.Eval.NoTool, 100*r.Eval.ToolAcc)
 	}
 	fmt.Fprintln(w)
 }
