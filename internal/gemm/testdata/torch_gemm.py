@@ -36,6 +36,12 @@ SHAPES = [  # name, transA, transB, m, n, k: the same list as bench_test.go
     ("linear_dx_512x1024x3072", False, False, 512, 1024, 3072),
     ("linear_dW_3072x1024x512", True, False, 3072, 1024, 512),
     ("decode_1x3072x1024", False, True, 1, 3072, 1024),
+    # examples/arith's main job (hidden 128, MLP 384): an SFT update's
+    # 3,600 tokens and a 64-row decode step.
+    ("arith_up_3600x384x128", False, True, 3600, 384, 128),
+    ("arith_down_3600x128x384", False, True, 3600, 128, 384),
+    ("arith_dW_384x128x3600", True, False, 384, 128, 3600),
+    ("arith_decode_64x384x128", False, True, 64, 384, 128),
 ]
 
 
