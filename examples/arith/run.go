@@ -48,6 +48,7 @@ type options struct {
 	sftWarmup, sftDecay            float64 // fractions of the SFT updates warming up, and (WSD) decaying
 	noToolFrac                     float64
 	sftToolFirst                   float64 // fraction of the SFT updates, at the start, on tool-calling trajectories only
+	sftBalance                     bool    // SFT problems in equal shares of 4- to 7-digit answers
 
 	// RL.
 	rlSteps, prompts, n int
@@ -106,6 +107,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.sftDecay, "sft-decay", 0.2, "with -sft-schedule wsd: fraction of the SFT updates decaying the learning rate at the end")
 	fs.Float64Var(&o.noToolFrac, "no-tool-frac", 0.5, "fraction of SFT trajectories that compute the expression in their head (a rough guess) instead of calling the tool")
 	fs.Float64Var(&o.sftToolFirst, "sft-tool-first", 0, "fraction of the SFT updates, at the start, whose batches hold only trajectories that call the tool (a curriculum); the rest draw the usual mix (-no-tool-frac); 0: the mix throughout")
+	fs.BoolVar(&o.sftBalance, "sft-balance", false, "draw the SFT problems in equal shares of 4-, 5-, 6- and 7-digit answers instead of as the generator draws them (about 11/47/32/10%)")
 	fs.IntVar(&o.rlSteps, "rl-steps", arith.DefaultRLSteps, "GRPO-TCR steps")
 	fs.IntVar(&o.prompts, "prompts", arith.DefaultPrompts, "prompts per RL step")
 	fs.IntVar(&o.n, "n", arith.DefaultN, "samples per prompt, in RL and evaluation (the k of avg@k, pass@k, maj@k)")
@@ -390,6 +392,9 @@ func runFolder(out string) (string, *setup.RunDir, error) {
 // real output and saves it as dir/sft-model.
 func sftStage(ctx context.Context, o options, model *policy.Model, tok *tokenizer.Bytes, spec toolSpec, dir string, dp agentrl.DataParallel, stderr io.Writer) error {
 	train := generateProblems(o.seed, o.sftSamples, "sft")
+	if o.sftBalance {
+		train = arith.GenerateBalancedProblems(o.seed, o.sftSamples, "sft")
+	}
 	sft, err := arith.BuildSFT(ctx, train, tok, spec.ToolSpec, o.noToolFrac, o.seed)
 	if err != nil {
 		return err
@@ -534,12 +539,15 @@ func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.
 	if o.sftSteps == 0 {
 		return nil
 	}
-	curriculum := ""
+	curriculum, lengths := "", ""
 	if o.sftToolFirst > 0 {
 		curriculum = fmt.Sprintf(", the first %.0f%% on tool calls only", 100*o.sftToolFirst)
 	}
-	fmt.Fprintf(stderr, "sft: %d trajectories (%.0f%% answer without the tool), %d updates of %d%s, lr %g %s\n",
-		len(data), 100*o.noToolFrac, o.sftSteps, o.sftBatch, curriculum, o.sftLR, o.sftSchedule)
+	if o.sftBalance {
+		lengths = ", answers of 4 to 7 digits in equal shares"
+	}
+	fmt.Fprintf(stderr, "sft: %d trajectories (%.0f%% answer without the tool%s), %d updates of %d%s, lr %g %s\n",
+		len(data), 100*o.noToolFrac, lengths, o.sftSteps, o.sftBatch, curriculum, o.sftLR, o.sftSchedule)
 	return arith.RunSFT(ctx, model, data, arith.SFTOptions{
 		Steps: o.sftSteps, Batch: o.sftBatch, LR: o.sftLR, Seed: o.seed,
 		Schedule: o.sftSchedule, WarmupFrac: o.sftWarmup, DecayFrac: o.sftDecay,

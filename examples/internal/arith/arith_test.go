@@ -384,3 +384,46 @@ func TestEvaluateToolAcc(t *testing.T) {
 	assert.Contains(t, out.String(), "right w/ tool")
 	assert.Regexp(t, `scripted\s+50\.0%\s+50\.0%\s+50\.0%\s+0\.50\s+50\.0%\s+50\.0%`, out.String())
 }
+
+// TestGenerateBalancedProblems: n = 10 gives 3, 3, 2 and 2 answers of
+// 4, 5, 6 and 7 digits (n/4 each, the shorter n mod 4 = 2 lengths one
+// more), numbered in order, each a problem GenerateProblems draws from
+// the same seed, in the same order, with its answer right.
+func TestGenerateBalancedProblems(t *testing.T) {
+	calc := &tool.Calculator{}
+	for _, seed := range []uint64{1, 2, 77} {
+		got := GenerateBalancedProblems(seed, 10, "sft")
+		require.Len(t, got, 10)
+		byLen := map[int]int{}
+		for i, p := range got {
+			assert.Equal(t, "sft-"+strconv.Itoa(i), p.ID)
+			byLen[len(strconv.FormatInt(p.Answer, 10))]++
+			v, err := calc.Evaluate(p.Expr)
+			require.NoError(t, err)
+			assert.Equal(t, strconv.FormatInt(p.Answer, 10), v.String(), p.Expr)
+		}
+		assert.Equal(t, map[int]int{4: 3, 5: 3, 6: 2, 7: 2}, byLen, "seed %d", seed)
+
+		drawn := GenerateProblems(seed, 2000, "x")
+		j := 0
+		for _, p := range got {
+			for j < len(drawn) && drawn[j].Text != p.Text {
+				j++
+			}
+			require.Less(t, j, len(drawn), "seed %d: %q is not among the drawn problems, in order", seed, p.Text)
+			assert.Equal(t, drawn[j].Expr, p.Expr)
+			j++
+		}
+	}
+}
+
+// TestGenerateProblemsPinned pins the first problem of seed 1, as the
+// generator gave it before drawing one problem became a function of its
+// own, so that a change in the draws (which would change every run's
+// data) fails here. 9116·73 = 665,468; − 955 − 860 = 663,653.
+func TestGenerateProblemsPinned(t *testing.T) {
+	assert.Equal(t, Problem{ID: "sft-0",
+		Text:   "A ship carries 9116 crates of 73 kg each. It unloads 955 kg, then 860 kg more. How many kg are still on board?",
+		Expr:   "9116*73-955-860",
+		Answer: 663653, Steps: 3}, GenerateProblems(1, 1, "sft")[0])
+}
