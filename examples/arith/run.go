@@ -49,6 +49,7 @@ type options struct {
 	noToolFrac                     float64
 	sftToolFirst                   float64 // fraction of the SFT updates, at the start, on tool-calling trajectories only
 	sftBalance                     bool    // SFT problems in equal shares of 4- to 7-digit answers
+	sftTrainGuesses                bool    // train the guessed digits of the trajectories without the tool
 
 	// RL.
 	rlSteps, prompts, n int
@@ -108,6 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.noToolFrac, "no-tool-frac", 0.5, "fraction of SFT trajectories that compute the expression in their head (a rough guess) instead of calling the tool")
 	fs.Float64Var(&o.sftToolFirst, "sft-tool-first", 0, "fraction of the SFT updates, at the start, whose batches hold only trajectories that call the tool (a curriculum); the rest draw the usual mix (-no-tool-frac); 0: the mix throughout")
 	fs.BoolVar(&o.sftBalance, "sft-balance", false, "draw the SFT problems in equal shares of 4-, 5-, 6- and 7-digit answers instead of as the generator draws them (about 11/47/32/10%)")
+	fs.BoolVar(&o.sftTrainGuesses, "sft-train-guesses", true, "train the guessed digits of the SFT trajectories that answer without the tool; false takes them out of the loss (the rest of those trajectories is trained)")
 	fs.IntVar(&o.rlSteps, "rl-steps", arith.DefaultRLSteps, "GRPO-TCR steps")
 	fs.IntVar(&o.prompts, "prompts", arith.DefaultPrompts, "prompts per RL step")
 	fs.IntVar(&o.n, "n", arith.DefaultN, "samples per prompt, in RL and evaluation (the k of avg@k, pass@k, maj@k)")
@@ -399,7 +401,13 @@ func sftStage(ctx context.Context, o options, model *policy.Model, tok *tokenize
 	if err != nil {
 		return err
 	}
-	if err := runSFT(ctx, o, model, sft, arith.SFTToolUse(len(train), o.noToolFrac, o.seed), dir, dp, stderr); err != nil {
+	toolUse := arith.SFTToolUse(len(train), o.noToolFrac, o.seed)
+	if !o.sftTrainGuesses {
+		if err := arith.UntrainGuesses(sft, toolUse, tok); err != nil {
+			return err
+		}
+	}
+	if err := runSFT(ctx, o, model, sft, toolUse, dir, dp, stderr); err != nil {
 		return err
 	}
 	return saveModel(model, filepath.Join(dir, "sft-model"), tok)
@@ -545,6 +553,9 @@ func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.
 	}
 	if o.sftBalance {
 		lengths = ", answers of 4 to 7 digits in equal shares"
+	}
+	if !o.sftTrainGuesses {
+		lengths += ", guessed digits untrained"
 	}
 	fmt.Fprintf(stderr, "sft: %d trajectories (%.0f%% answer without the tool%s), %d updates of %d%s, lr %g %s\n",
 		len(data), 100*o.noToolFrac, lengths, o.sftSteps, o.sftBatch, curriculum, o.sftLR, o.sftSchedule)

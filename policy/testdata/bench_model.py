@@ -31,6 +31,10 @@ each in tokens per wall-clock second and per CPU-second of the process.
 
     /usr/bin/python3 testdata/bench_model.py --arith
 
+--threads=N sets PyTorch's intra-op threads (default 2, the Go backend's
+workers on the development machine); compare --threads=1 (with
+OPENBLAS_NUM_THREADS=1) against the Go benchmarks at -cpu 1.
+
 Debian's torch does its matmuls through the system libblas.so.3; with
 the reference BLAS (the default when OpenBLAS is not installed) that is
 about 2 GFLOP/s. For a fair comparison run it against OpenBLAS (Debian
@@ -45,7 +49,11 @@ import time
 import torch
 import torch.nn.functional as F
 
-torch.set_num_threads(2)
+THREADS = 2
+for a in sys.argv[1:]:
+    if a.startswith("--threads="):
+        THREADS = int(a.split("=", 1)[1])
+torch.set_num_threads(THREADS)
 V, H, L, NH, NKV, HD, I = 8192, 384, 4, 6, 2, 64, 1152
 EPS, THETA = 1e-6, 1e6
 ARITH = "--arith" in sys.argv[1:]

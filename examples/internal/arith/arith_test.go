@@ -427,3 +427,40 @@ func TestGenerateProblemsPinned(t *testing.T) {
 		Expr:   "9116*73-955-860",
 		Answer: 663653, Steps: 3}, GenerateProblems(1, 1, "sft")[0])
 }
+
+// TestUntrainGuesses: after UntrainGuesses, a trajectory without the
+// tool trains exactly its expression, " = \boxed{", "}" and the end of
+// turn, and not the guess between the braces; a trajectory with the tool
+// keeps its mask; marks of the wrong length are refused.
+func TestUntrainGuesses(t *testing.T) {
+	tok, err := NewTokenizer()
+	require.NoError(t, err)
+	spec := SpecFor(&tool.Calculator{})
+	probs := GenerateProblems(4, 16, "sft")
+	toolUse := SFTToolUse(len(probs), 0.5, 9)
+	require.Contains(t, toolUse, true)
+	require.Contains(t, toolUse, false)
+	sft, err := BuildSFT(context.Background(), probs, tok, spec, 0.5, 9)
+	require.NoError(t, err)
+	before, err := BuildSFT(context.Background(), probs, tok, spec, 0.5, 9)
+	require.NoError(t, err)
+	require.NoError(t, UntrainGuesses(sft, toolUse, tok))
+	for i, s := range sft {
+		if toolUse[i] {
+			assert.Equal(t, before[i].Mask, s.Mask, "problem %d calls the tool", i)
+			continue
+		}
+		var trained, untrained []int
+		for j, id := range s.IDs {
+			switch {
+			case s.Mask[j] == 1:
+				trained = append(trained, id)
+			case before[i].Mask[j] == 1:
+				untrained = append(untrained, id)
+			}
+		}
+		assert.Equal(t, probs[i].Expr+" = "+BoxedOpen+"}"+ImEnd, tok.Decode(trained), "problem %d", i)
+		assert.Equal(t, RoughGuess(probs[i].Answer), tok.Decode(untrained), "problem %d", i)
+	}
+	assert.Error(t, UntrainGuesses(sft, toolUse[1:], tok))
+}

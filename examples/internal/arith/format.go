@@ -395,3 +395,48 @@ func AppendText(smp *agentrl.SFTSample, tok *tokenizer.Bytes, text string, mask 
 		smp.Mask = append(smp.Mask, mask)
 	}
 }
+
+// UntrainGuesses takes the guessed digits of the trajectories that answer
+// without the tool (those tool marks false: SFTToolUse with BuildSFT's
+// fraction and seed) out of the loss: the tokens between the last
+// BoxedOpen (one token) and the last "}" of each such trajectory get
+// mask 0. The trajectory
+// still teaches answering without the tool, and its format; only the
+// digits, which the model cannot compute and which compete with copying
+// a tool's result at the same place (after \boxed{), are not trained.
+func UntrainGuesses(sft []agentrl.SFTSample, tool []bool, tok *tokenizer.Bytes) error {
+	if len(tool) != len(sft) {
+		return fmt.Errorf("untrain guesses: %d tool marks for %d trajectories", len(tool), len(sft))
+	}
+	open, close := tok.Encode(BoxedOpen), tok.Encode("}")
+	if len(open) != 1 || len(close) != 1 {
+		return fmt.Errorf("untrain guesses: %s or } is not one token", BoxedOpen)
+	}
+	for i := range sft {
+		if tool[i] {
+			continue
+		}
+		ids := sft[i].IDs
+		end := -1
+		for j := len(ids) - 1; j >= 0; j-- {
+			if ids[j] == close[0] {
+				end = j
+				break
+			}
+		}
+		start := -1
+		for j := end - 1; j >= 0; j-- {
+			if ids[j] == open[0] {
+				start = j
+				break
+			}
+		}
+		if end < 0 || start < 0 {
+			return fmt.Errorf("untrain guesses: trajectory %d has no %s…} answer", i, BoxedOpen)
+		}
+		for j := start + 1; j < end; j++ {
+			sft[i].Mask[j] = 0
+		}
+	}
+	return nil
+}
