@@ -58,6 +58,15 @@ type DataParallel struct {
 	// every rank must see, as it must to resume); the weights stay whole
 	// on every rank, so publications and saved models are the full model.
 	ZeRO int
+	// ZeROBF16Weights (with ZeRO 1 or 2) keeps the trained weights in
+	// bfloat16 only, whole on every rank, and shards their float32
+	// master copy with the moments (policy.ShardOptions.BF16Weights;
+	// DeepSpeed's bf16 ZeRO): 2 bytes a parameter of weights instead of
+	// 4, and 4/N of master. It needs a backend that holds bf16 weights
+	// (the GPU in bf16 precision). Saved models and publications are the
+	// bf16 weights (widened to float32 in the files); the checkpoints'
+	// optimizer shards hold the master, so a resume continues from it.
+	ZeROBF16Weights bool
 }
 
 // The stages of DataParallel.ZeRO.
@@ -137,6 +146,9 @@ func newJob(d DataParallel, field string) (job, error) {
 	if d.ZeRO < 0 || d.ZeRO > ShardGradients {
 		return nil, fmt.Errorf("%w: %s.ZeRO %d, want 0 (no sharding), %d (the optimizer state) or %d (and the gradients)", ErrTrainerConfig, field, d.ZeRO, ShardOptimizer, ShardGradients)
 	}
+	if d.ZeROBF16Weights && d.ZeRO == 0 {
+		return nil, fmt.Errorf("%w: %s.ZeROBF16Weights needs ZeRO 1 or 2 (the master weights are sharded with the optimizer state)", ErrTrainerConfig, field)
+	}
 	if d.Comm == nil || d.Comm.Size() <= 1 {
 		return &alone{}, nil
 	}
@@ -144,7 +156,7 @@ func newJob(d DataParallel, field string) (job, error) {
 	if b == 0 {
 		b = DefaultBucketBytes
 	}
-	return &ranks{comm: d.Comm, me: d.Comm.Rank(), n: d.Comm.Size(), bucket: max(b/4, 1), zero: d.ZeRO, field: field}, nil
+	return &ranks{comm: d.Comm, me: d.Comm.Rank(), n: d.Comm.Size(), bucket: max(b/4, 1), zero: d.ZeRO, bf16: d.ZeROBF16Weights, field: field}, nil
 }
 
 // recordedSize is the world size a checkpoint records: 0 (omitted)
@@ -217,6 +229,7 @@ type ranks struct {
 	bucket int  // float32 elements per bucket
 	joined bool // the ranks' configurations checked and weights broadcast
 	zero   int  // DataParallel.ZeRO
+	bf16   bool // DataParallel.ZeROBF16Weights
 	field  string
 
 	opt   policy.Optimizer // the trainer's
@@ -254,7 +267,7 @@ func (j *ranks) join(ctx context.Context, opt policy.Optimizer, fingerprint []na
 		n += float64(len(p.Data))
 	}
 	fingerprint = append(fingerprint, namedValue{"the number of trained parameters", n}, namedValue{"the number of parameter tensors", float64(len(params))},
-		namedValue{"DataParallel.ZeRO", float64(j.zero)})
+		namedValue{"DataParallel.ZeRO", float64(j.zero)}, namedValue{"DataParallel.ZeROBF16Weights", float64(b2f(j.bf16))})
 	if err := j.same(ctx, fingerprint); err != nil {
 		return err
 	}

@@ -334,6 +334,7 @@ func TestZeROConfig(t *testing.T) {
 		{"stage 3", agentrl.DataParallel{Comm: fakeComm{size: 2}, ZeRO: 3}, "TrainerParts.DataParallel.ZeRO 3"},
 		{"stage -1", agentrl.DataParallel{ZeRO: -1}, "ZeRO -1"},
 		{"a host policy", agentrl.DataParallel{Comm: fakeComm{size: 2}, ZeRO: 1}, "needs a policy that keeps its training state on its backend"},
+		{"bf16 weights without ZeRO", agentrl.DataParallel{Comm: fakeComm{size: 2}, ZeROBF16Weights: true}, "ZeROBF16Weights needs ZeRO 1 or 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			parts := eng()

@@ -21,10 +21,21 @@ import (
 // rank's shard with DataParallel.ZeRO 2), GradientsPeak their most at
 // once (with ZeRO 2, the shard plus the layers a backward holds and the
 // reductions' staging); Optimizer the AdamW moments (the rank's shard
-// with ZeRO); Activations the most a training pass held at once (0 where
-// the policy does not say: a policy other than *policy.Model).
+// with ZeRO); Master the float32 master weights held apart from the
+// weights (the rank's shard with DataParallel.ZeROBF16Weights, whose
+// Weights are bf16; 0 otherwise); Activations the most a training pass
+// held at once (0 where the policy does not say: a policy other than
+// *policy.Model).
 type RankMemory struct {
-	Weights, Gradients, GradientsPeak, Optimizer, Activations int64
+	Weights, Gradients, GradientsPeak, Optimizer, Master, Activations int64
+}
+
+// b2f is 1 for true, 0 for false.
+func b2f(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // addTo writes the figures under memory/… into a metrics map.
@@ -36,6 +47,9 @@ func (r RankMemory) addTo(out map[string]float64) {
 	out["memory/gradients_bytes"] = float64(r.Gradients)
 	out["memory/gradients_peak_bytes"] = float64(r.GradientsPeak)
 	out["memory/optimizer_bytes"] = float64(r.Optimizer)
+	if r.Master != 0 {
+		out["memory/master_bytes"] = float64(r.Master)
+	}
 	out["memory/activations_bytes"] = float64(r.Activations)
 }
 
@@ -78,7 +92,8 @@ func memoryOf(opt policy.Optimizer) (RankMemory, error) {
 	if err != nil {
 		return RankMemory{}, fmt.Errorf("agentrl: memory: %w", err)
 	}
-	return RankMemory{Weights: mem.Weights, Gradients: mem.Gradients, GradientsPeak: mem.GradientsPeak, Optimizer: mem.Optimizer, Activations: mem.Activations}, nil
+	return RankMemory{Weights: mem.Weights, Gradients: mem.Gradients, GradientsPeak: mem.GradientsPeak, Optimizer: mem.Optimizer, Master: mem.Master,
+		Activations: mem.Activations}, nil
 }
 
 // ShardingPolicy is a policy whose training state can be sharded over
@@ -106,7 +121,7 @@ func (j *ranks) newOptimizer(p lm.Trainable, cfg policy.AdamWConfig) (policy.Opt
 	j.coll = dist.Buffers(j.comm, be)
 	dc, onDevice := j.comm.(dist.DeviceComm)
 	onDevice = onDevice && dc.Backend() == be
-	s, err := sp.NewShardedAdamW(cfg, j.coll, policy.ShardOptions{Stage: j.zero, UnitElements: j.bucket, Overlap: !onDevice})
+	s, err := sp.NewShardedAdamW(cfg, j.coll, policy.ShardOptions{Stage: j.zero, UnitElements: j.bucket, Overlap: !onDevice, BF16Weights: j.bf16})
 	if err != nil {
 		return nil, fmt.Errorf("%w: sharded optimizer: %w", ErrTrainer, err)
 	}
@@ -128,11 +143,12 @@ func (j *ranks) sharding(ctx context.Context) (RankMemory, ZeROMetrics, error) {
 		z.ReduceScatterSeconds, z.AllGatherSeconds = c.ReduceScatterSeconds, c.AllGatherSeconds
 	}
 	v := []float64{float64(mem.Weights), float64(mem.Gradients), float64(mem.GradientsPeak), float64(mem.Optimizer), float64(mem.Activations),
-		z.ReduceScatterSeconds, z.AllGatherSeconds}
+		z.ReduceScatterSeconds, z.AllGatherSeconds, float64(mem.Master)}
 	if err := j.reduce(ctx, v, dist.Max); err != nil {
 		return mem, z, err
 	}
-	mem = RankMemory{Weights: int64(v[0]), Gradients: int64(v[1]), GradientsPeak: int64(v[2]), Optimizer: int64(v[3]), Activations: int64(v[4])}
+	mem = RankMemory{Weights: int64(v[0]), Gradients: int64(v[1]), GradientsPeak: int64(v[2]), Optimizer: int64(v[3]), Activations: int64(v[4]),
+		Master: int64(v[7])}
 	z.ReduceScatterSeconds, z.AllGatherSeconds = v[5], v[6]
 	return mem, z, nil
 }

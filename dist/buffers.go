@@ -29,8 +29,8 @@ type BufferComm struct {
 // Counters are the collectives a BufferComm ran since the last
 // TakeCounters: the bytes of the send buffers of the reduce-scatters (4
 // per float32 element: the gradient before its reduction), of the
-// receive buffers of the all-gathers (the weights assembled), and the
-// seconds in each.
+// receive buffers of the all-gathers (the weights assembled: 2 bytes an
+// element in bf16 buffers), and the seconds in each.
 type Counters struct {
 	ReduceScatterBytes, AllGatherBytes     int64
 	ReduceScatterSeconds, AllGatherSeconds float64
@@ -73,7 +73,7 @@ func (b *BufferComm) AllGather(ctx context.Context, send, recv backend.Buffer) e
 	start := time.Now()
 	err := b.run(ctx, send, recv, true, func(s, r Buf) error { return b.comm.AllGather(ctx, s, r) })
 	b.count(func(c *Counters) {
-		c.AllGatherBytes += 4 * int64(recv.Len())
+		c.AllGatherBytes += b.elemBytes(recv) * int64(recv.Len())
 		c.AllGatherSeconds += time.Since(start).Seconds()
 	})
 	return err
@@ -95,6 +95,15 @@ func (b *BufferComm) TakeCounters() Counters {
 	c := b.counters
 	b.counters = Counters{}
 	return c
+}
+
+// elemBytes is the bytes of one element of buf: 2 in a bf16 buffer
+// (backend.BF16Weights), else 4.
+func (b *BufferComm) elemBytes(buf backend.Buffer) int64 {
+	if hw, ok := b.be.(backend.BF16Weights); ok && hw.IsBF16(buf) {
+		return 2
+	}
+	return 4
 }
 
 func (b *BufferComm) count(f func(*Counters)) {

@@ -74,6 +74,9 @@ func (e *ncclEngine) run(ctx context.Context, c coll) error {
 	gc := gpu.Collective{Kind: ncclKind(c.kind), Op: ncclOp(c.op), Root: c.root}
 	if d, ok := c.recv.(Device); ok {
 		gc.Recv, gc.RecvOff, gc.Type, gc.Count = d.Buffer, d.Off, gpu.Float32, d.N
+		if e.be.IsBF16(d.Buffer) {
+			gc.Type = gpu.BFloat16 // weights held in bf16 (policy's ShardOptions.BF16Weights)
+		}
 		if s, ok := c.send.(Device); ok {
 			gc.Send, gc.SendOff = s.Buffer, s.Off
 			if c.kind == kAllGather {

@@ -700,7 +700,7 @@ func (be *Backend) Alloc(n int) (backend.Buffer, error) {
 
 // Free returns b's memory to the caching allocator.
 func (be *Backend) Free(b backend.Buffer) error {
-	gb, err := resolve(be, "free", b)
+	gb, err := resolveAny(be, "free", b)
 	if err != nil {
 		return err
 	}
@@ -715,9 +715,10 @@ func (be *Backend) Free(b backend.Buffer) error {
 	})
 }
 
-// Upload copies src into dst[off:].
+// Upload copies src into dst[off:] (rounded to bfloat16 into a bf16
+// buffer).
 func (be *Backend) Upload(dst backend.Buffer, off int, src []float32) error {
-	d, err := resolve(be, "upload dst", dst)
+	d, err := resolveAny(be, "upload dst", dst)
 	if err != nil {
 		return err
 	}
@@ -730,12 +731,20 @@ func (be *Backend) Upload(dst backend.Buffer, off int, src []float32) error {
 	if len(src) == 0 {
 		return nil
 	}
+	if d.half {
+		h := make([]uint16, len(src))
+		for i, f := range src {
+			h[i] = bf16FromFloat32(f)
+		}
+		return be.runW([]*buffer{d}, func() error { return be.htod(d.ptr+devPtr(2*off), unsafe.Pointer(&h[0]), 2*len(h)) })
+	}
 	return be.runW([]*buffer{d}, func() error { return be.htod(d.ptr+devPtr(4*off), unsafe.Pointer(&src[0]), 4*len(src)) })
 }
 
-// Download copies src[off:off+len(dst)] into dst.
+// Download copies src[off:off+len(dst)] into dst (widened from a bf16
+// buffer).
 func (be *Backend) Download(dst []float32, src backend.Buffer, off int) error {
-	s, err := resolve(be, "download src", src)
+	s, err := resolveAny(be, "download src", src)
 	if err != nil {
 		return err
 	}
@@ -748,6 +757,14 @@ func (be *Backend) Download(dst []float32, src backend.Buffer, off int) error {
 	if len(dst) == 0 {
 		return nil
 	}
+	if s.half {
+		h := make([]uint16, len(dst))
+		err := be.run(func() error { return be.dtohBytes(unsafe.Pointer(&h[0]), s.ptr+devPtr(2*off), 2*len(h)) })
+		for i, b := range h {
+			dst[i] = bf16ToFloat32(b)
+		}
+		return err
+	}
 	return be.run(func() error {
 		// cuMemcpyDtoH runs on the legacy stream, which waits for the
 		// Backend's (blocking) stream: the kernels that wrote src finish first.
@@ -755,9 +772,11 @@ func (be *Backend) Download(dst []float32, src backend.Buffer, off int) error {
 	})
 }
 
-// Copy copies n elements from src[srcOff:] to dst[dstOff:] on the stream.
+// Copy copies n elements from src[srcOff:] to dst[dstOff:] on the stream:
+// rounded to bfloat16 into a bf16 buffer from a float32 one, widened the
+// other way.
 func (be *Backend) Copy(dst backend.Buffer, dstOff int, src backend.Buffer, srcOff, n int) error {
-	v, err := resolveAll(be, "copy", dst, src)
+	v, err := resolveW(be, "copy", 3, dst, src)
 	if err != nil {
 		return err
 	}
@@ -777,21 +796,28 @@ func (be *Backend) Copy(dst backend.Buffer, dstOff int, src backend.Buffer, srcO
 		return nil
 	}
 	return be.enqueue([]*buffer{v[0]}, func() error {
-		be.counters.DtoD++
-		dst, src := v[0].ptr+devPtr(4*dstOff), v[1].ptr+devPtr(4*srcOff)
-		return be.issue(opKey('C', uint64(dst), uint64(src), uint64(n)), func() error {
-			return be.dr.check("cuMemcpyDtoDAsync", C.drv_dtod(be.dr.d, C.ulonglong(dst), C.ulonglong(src), C.size_t(4*n), be.stream))
-		})
+		dst, src := v[0].ptr+devPtr(v[0].elemBytes()*dstOff), v[1].ptr+devPtr(v[1].elemBytes()*srcOff)
+		switch {
+		case v[0].half && !v[1].half: // rounded, as Upload rounds
+			return be.elementwise("f32_to_bf16", int64(n), dst, src, int64(n))
+		case !v[0].half && v[1].half: // widened, as Download widens
+			return be.elementwise("bf16_to_f32", int64(n), dst, src, int64(n))
+		}
+		return be.dtod(dst, src, v[0].elemBytes()*n)
 	})
 }
 
 // ---- helpers on the worker thread -------------------------------------------
 
 func (be *Backend) memset(p devPtr, val float32, n int) error {
+	return be.memsetBits(p, math.Float32bits(val), n)
+}
+
+// memsetBits sets n 32-bit words at p to bits.
+func (be *Backend) memsetBits(p devPtr, bits uint32, n int) error {
 	if n == 0 {
 		return nil
 	}
-	bits := math.Float32bits(val)
 	return be.issue(opKey('M', uint64(p), uint64(bits), uint64(n)), func() error {
 		return be.dr.check("cuMemsetD32Async", C.drv_memset32(be.dr.d, C.ulonglong(p), C.uint(bits), C.size_t(n), be.stream))
 	})
@@ -901,9 +927,13 @@ func (be *Backend) prep(s *scratch, p devPtr, n int64) (operand, error) {
 // weight returns the GEMM operand of the weight buffer b: in BF16
 // precision its converted copy from the weight cache (made again only
 // after b has been written), or a conversion into scratch when the cache
-// is off; the data itself in the other precisions.
+// is off; the data itself in the other precisions. A bf16 buffer is its
+// own operand (halfWeight).
 func (be *Backend) weight(s *scratch, b *buffer) (operand, error) {
 	n := int64(b.n)
+	if b.half {
+		return be.halfWeight(b)
+	}
 	if be.cfg.precision != BF16 || n == 0 {
 		return operand{b.ptr, opF32}, nil
 	}
@@ -1068,14 +1098,28 @@ func b2i(b bool) int32 {
 
 // dtoh copies len(dst) float32 values from device address src.
 func (be *Backend) dtoh(dst []float32, src devPtr) error {
+	return be.dtohBytes(unsafe.Pointer(&dst[0]), src, 4*len(dst))
+}
+
+// dtohBytes copies bytes bytes from device address src to host memory dst.
+func (be *Backend) dtohBytes(dst unsafe.Pointer, src devPtr, bytes int) error {
 	if err := be.settle(); err != nil {
 		return err
 	}
 	be.queuedWork = false
 	be.counters.DtoH++
-	be.counters.DtoHBytes += uint64(4 * len(dst))
+	be.counters.DtoHBytes += uint64(bytes)
 	return be.profiled("memcpy DtoH", func() error {
-		return be.dr.check("cuMemcpyDtoH", C.drv_dtoh(be.dr.d, unsafe.Pointer(&dst[0]), C.ulonglong(src), C.size_t(4*len(dst))))
+		return be.dr.check("cuMemcpyDtoH", C.drv_dtoh(be.dr.d, dst, C.ulonglong(src), C.size_t(bytes)))
+	})
+}
+
+// dtod queues a copy of bytes bytes from device address src to dst on
+// the stream.
+func (be *Backend) dtod(dst, src devPtr, bytes int) error {
+	be.counters.DtoD++
+	return be.issue(opKey('C', uint64(dst), uint64(src), uint64(bytes)), func() error {
+		return be.dr.check("cuMemcpyDtoDAsync", C.drv_dtod(be.dr.d, C.ulonglong(dst), C.ulonglong(src), C.size_t(bytes), be.stream))
 	})
 }
 

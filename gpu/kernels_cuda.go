@@ -45,7 +45,7 @@ func (be *Backend) Gemm(g backend.Gemm, a, b, c backend.Buffer) error {
 
 // LinearForward computes y = x·Wᵀ + bias.
 func (be *Backend) LinearForward(s backend.Linear, y, x, w, bias backend.Buffer) error {
-	v, err := resolveAll(be, "linear", y, x, w, bias)
+	v, err := resolveW(be, "linear", 1<<2|1<<3, y, x, w, bias)
 	if err != nil {
 		return err
 	}
@@ -69,8 +69,12 @@ func (be *Backend) LinearForward(s backend.Linear, y, x, w, bias backend.Buffer)
 			return fmt.Errorf("linear forward: %w", err)
 		}
 		if v[3] != nil {
+			bp, err := be.widen(sc, v[3])
+			if err != nil {
+				return fmt.Errorf("linear forward bias: %w", err)
+			}
 			n := int64(s.Rows) * int64(s.Out)
-			return be.elementwise("bias_add", n, v[0].ptr, v[3].ptr, int32(s.Rows), int32(s.Out))
+			return be.elementwise("bias_add", n, v[0].ptr, bp, int32(s.Rows), int32(s.Out))
 		}
 		return nil
 	})
@@ -78,7 +82,7 @@ func (be *Backend) LinearForward(s backend.Linear, y, x, w, bias backend.Buffer)
 
 // LinearBackward accumulates dx += dy·W, dW += dyᵀ·x and db += Σ_rows dy.
 func (be *Backend) LinearBackward(s backend.Linear, dx, dw, db, dy, x, w backend.Buffer) error {
-	v, err := resolveAll(be, "linear backward", dx, dw, db, dy, x, w)
+	v, err := resolveW(be, "linear backward", 1<<5, dx, dw, db, dy, x, w)
 	if err != nil {
 		return err
 	}
@@ -129,7 +133,7 @@ func (be *Backend) LinearBackward(s backend.Linear, dx, dw, db, dy, x, w backend
 
 // EmbeddingForward gathers rows of the table.
 func (be *Backend) EmbeddingForward(out, table backend.Buffer, ids []int32, dim int) error {
-	v, err := resolveAll(be, "embedding", out, table)
+	v, err := resolveW(be, "embedding", 1<<1, out, table)
 	if err != nil {
 		return err
 	}
@@ -143,6 +147,9 @@ func (be *Backend) EmbeddingForward(out, table backend.Buffer, ids []int32, dim 
 		defer func() { _ = be.unstage(st) }()
 		idp := st.addr()
 		n := int64(len(ids)) * int64(dim)
+		if v[1].half {
+			return be.elementwise("embedding_fwd_bf16", n, v[0].ptr, v[1].ptr, idp, int32(len(ids)), int32(dim))
+		}
 		return be.elementwise("embedding_fwd", n, v[0].ptr, v[1].ptr, idp, int32(len(ids)), int32(dim))
 	})
 }
@@ -173,7 +180,7 @@ func (be *Backend) EmbeddingBackward(dtable, dout backend.Buffer, ids []int32, d
 // RMSNormForward normalizes each row by its root mean square (a block of
 // rowThreads(dim) threads per row).
 func (be *Backend) RMSNormForward(rows, dim int, eps float32, out, rstd, x, w backend.Buffer) error {
-	v, err := resolveAll(be, "rmsnorm", out, rstd, x, w)
+	v, err := resolveW(be, "rmsnorm", 1<<3, out, rstd, x, w)
 	if err != nil {
 		return err
 	}
@@ -185,15 +192,21 @@ func (be *Backend) RMSNormForward(rows, dim int, eps float32, out, rstd, x, w ba
 		if v[1] != nil {
 			rp = v[1].ptr
 		}
+		sc := &scratch{be: be}
+		defer sc.done()
+		wp, err := be.widen(sc, v[3])
+		if err != nil {
+			return err
+		}
 		return be.launch("rmsnorm_fwd", [3]uint32{uint32(rows), 1, 1}, [3]uint32{rowThreads(dim), 1, 1}, 0,
-			v[0].ptr, rp, v[2].ptr, v[3].ptr, int32(rows), int32(dim), eps)
+			v[0].ptr, rp, v[2].ptr, wp, int32(rows), int32(dim), eps)
 	})
 }
 
 // RMSNormBackward accumulates dx (a block per row) and dw (a
 // deterministic two-stage reduction over the rows: dwPlan).
 func (be *Backend) RMSNormBackward(rows, dim int, dx, dw, dout, x, w, rstd backend.Buffer) error {
-	v, err := resolveAll(be, "rmsnorm backward", dx, dw, dout, x, w, rstd)
+	v, err := resolveW(be, "rmsnorm backward", 1<<4, dx, dw, dout, x, w, rstd)
 	if err != nil {
 		return err
 	}
@@ -207,9 +220,15 @@ func (be *Backend) RMSNormBackward(rows, dim int, dx, dw, dout, x, w, rstd backe
 		return fmt.Errorf("%w: rmsnorm dw has %d elements, want %d", backend.ErrShape, dw.Len(), dim)
 	}
 	return be.enqueue([]*buffer{v[0], v[1]}, func() error {
+		sc := &scratch{be: be}
+		defer sc.done()
 		if v[0] != nil {
+			wp, err := be.widen(sc, v[4])
+			if err != nil {
+				return err
+			}
 			if err := be.launch("rmsnorm_bwd_dx", [3]uint32{uint32(rows), 1, 1}, [3]uint32{rowThreads(dim), 1, 1}, 0,
-				v[0].ptr, v[2].ptr, v[3].ptr, v[4].ptr, v[5].ptr, int32(rows), int32(dim)); err != nil {
+				v[0].ptr, v[2].ptr, v[3].ptr, wp, v[5].ptr, int32(rows), int32(dim)); err != nil {
 				return err
 			}
 		}
@@ -219,8 +238,6 @@ func (be *Backend) RMSNormBackward(rows, dim int, dx, dw, dout, x, w, rstd backe
 		// dw in two deterministic stages (kernels.cu): partial sums of
 		// row chunks per column, then the chunks of each column.
 		chunks, chunkRows := dwPlan(rows)
-		sc := &scratch{be: be}
-		defer sc.done()
 		part, err := sc.get(8 * chunks * dim)
 		if err != nil {
 			return err
@@ -539,7 +556,7 @@ func (be *Backend) Axpy(alpha float32, x, y backend.Buffer) error {
 // logits is one GEMM into scratch, folded into per-row running statistics
 // (max, Σe^(z−m), Σe^(z−m)·z in float64) by lm_stats.
 func (be *Backend) LogProbEntropy(s backend.LMHead, targets []int32, logp, entropy, lse, h, w backend.Buffer) error {
-	v, err := resolveAll(be, "logprob", logp, entropy, lse, h, w)
+	v, err := resolveW(be, "logprob", 1<<4, logp, entropy, lse, h, w)
 	if err != nil {
 		return err
 	}
@@ -629,7 +646,7 @@ func offset(o operand, n int) operand {
 // writes the products' bf16 operand directly) and accumulates
 // dh += InvTemp·dZ·W_chunk and dW_chunk += InvTemp·dZᵀ·h with two GEMMs.
 func (be *Backend) LogProbEntropyBackward(s backend.LMHead, targets []int32, dh, dw, dlogp, dentropy, h, w, lse, entropy backend.Buffer) error {
-	v, err := resolveAll(be, "logprob backward", dh, dw, dlogp, dentropy, h, w, lse, entropy)
+	v, err := resolveW(be, "logprob backward", 1<<5, dh, dw, dlogp, dentropy, h, w, lse, entropy)
 	if err != nil {
 		return err
 	}
@@ -735,7 +752,7 @@ func (be *Backend) LogProbEntropyBackward(s backend.LMHead, targets []int32, dh,
 
 // Logits projects only the selected rows of h: out = InvTemp·h[rows]·Wᵀ.
 func (be *Backend) Logits(s backend.LMHead, rows []int32, out, h, w backend.Buffer) error {
-	v, err := resolveAll(be, "logits", out, h, w)
+	v, err := resolveW(be, "logits", 1<<2, out, h, w)
 	if err != nil {
 		return err
 	}

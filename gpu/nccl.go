@@ -72,7 +72,8 @@ func (k CollKind) String() string {
 
 // CollType is the element type of a collective: the buffers are float32
 // backend buffers, and a Float64 or Uint8 collective reads their memory
-// as that type (host data staged through them).
+// as that type (host data staged through them); a BFloat16 collective
+// moves bf16 buffers (Backend.AllocBF16), element for element.
 type CollType int
 
 // Element types, with nccl.h's ncclDataType_t values.
@@ -80,6 +81,9 @@ const (
 	Uint8   CollType = 1 // ncclUint8
 	Float32 CollType = 7 // ncclFloat32
 	Float64 CollType = 8 // ncclFloat64
+	// BFloat16 (ncclBfloat16, NCCL ≥ 2.10): Send and Recv are bf16
+	// buffers, and offsets and spans are in their elements.
+	BFloat16 CollType = 9
 )
 
 // size is the bytes of one element.
@@ -87,6 +91,8 @@ func (t CollType) size() int {
 	switch t {
 	case Uint8:
 		return 1
+	case BFloat16:
+		return 2
 	case Float64:
 		return 8
 	}
@@ -121,8 +127,17 @@ type Collective struct {
 }
 
 // spans returns the elements of Send and Recv the collective touches,
-// in float32 words, for nranks ranks.
+// in float32 words (BFloat16: in bf16 elements), for nranks ranks.
 func (c Collective) spans(nranks int) (send, recv int) {
+	if c.Type == BFloat16 {
+		switch c.Kind {
+		case ReduceScatter:
+			return c.Count * nranks, c.Count
+		case AllGather:
+			return c.Count, c.Count * nranks
+		}
+		return c.Count, c.Count
+	}
 	bytes := c.Count * c.Type.size()
 	words := (bytes + 3) / 4
 	switch c.Kind {
@@ -139,7 +154,7 @@ func (c Collective) check(nranks int) error {
 	switch {
 	case c.Kind < AllReduce || c.Kind > Broadcast:
 		return fmt.Errorf("%w: unknown collective %v", backend.ErrArg, c.Kind)
-	case c.Type != Uint8 && c.Type != Float32 && c.Type != Float64:
+	case c.Type != Uint8 && c.Type != Float32 && c.Type != Float64 && c.Type != BFloat16:
 		return fmt.Errorf("%w: %v: element type %d", backend.ErrArg, c.Kind, int(c.Type))
 	case c.Op != Sum && c.Op != Max && c.Op != Min:
 		return fmt.Errorf("%w: %v: reduction %d", backend.ErrArg, c.Kind, int(c.Op))

@@ -243,21 +243,28 @@ func (c *NCCL) Run(ctx context.Context, coll Collective) error {
 	if err := coll.check(c.size); err != nil {
 		return err
 	}
-	recv, err := resolve(c.be, "recv", coll.Recv)
+	res := resolve
+	if coll.Type == BFloat16 {
+		res = resolveAny
+	}
+	recv, err := res(c.be, "recv", coll.Recv)
 	if err != nil {
 		return err
 	}
 	send := recv
 	sendOff := coll.RecvOff
 	if coll.Send != nil {
-		if send, err = resolve(c.be, "send", coll.Send); err != nil {
+		if send, err = res(c.be, "send", coll.Send); err != nil {
 			return err
 		}
 		sendOff = coll.SendOff
 	}
+	if coll.Type == BFloat16 && (!recv.half || !send.half) {
+		return fmt.Errorf("%w: %v of BFloat16 elements needs bf16 buffers (AllocBF16)", backend.ErrBuffer, coll.Kind)
+	}
 	err = c.be.runW([]*buffer{recv}, func() error {
 		return c.lib.check(coll.Kind.String(), C.nccl_run(c.lib.n, C.int(coll.Kind),
-			C.ulonglong(send.ptr+devPtr(4*sendOff)), C.ulonglong(recv.ptr+devPtr(4*coll.RecvOff)),
+			C.ulonglong(send.ptr+devPtr(send.elemBytes()*sendOff)), C.ulonglong(recv.ptr+devPtr(recv.elemBytes()*coll.RecvOff)),
 			C.size_t(coll.Count), C.int(coll.Type), C.int(coll.Op), C.int(coll.Root), c.comm, c.be.stream))
 	})
 	if err != nil {

@@ -238,12 +238,15 @@ func (be *Backend) Scale(alpha float32, x backend.Buffer) error {
 // the pending optimizer pass scales or updates (ZeroGrad after a step)
 // joins the pass; any other fill is a cuMemsetD32Async.
 func (be *Backend) Fill(b backend.Buffer, val float32) error {
-	gb, err := resolve(be, "fill", b)
+	gb, err := resolveAny(be, "fill", b)
 	if err != nil {
 		return err
 	}
 	if gb == nil {
 		return fmt.Errorf("%w: fill of a nil buffer", backend.ErrBuffer)
+	}
+	if gb.half {
+		return be.enqueue([]*buffer{gb}, func() error { return be.fillHalf(gb, val) })
 	}
 	return be.runOpt([]*buffer{gb}, func() error {
 		op := &be.opt

@@ -22,8 +22,8 @@ var (
 
 // kernelNames lists every kernel the backend looks up in the module.
 var kernelNames = []string{
-	"fill_f32", "scale_f32", "rand_normal", "f32_to_bf16", "round_bf16", "add_f32", "axpy_f32",
-	"bias_add", "bias_grad", "embedding_fwd", "embedding_bwd",
+	"fill_f32", "scale_f32", "rand_normal", "f32_to_bf16", "round_bf16", "bf16_to_f32", "add_f32", "axpy_f32",
+	"bias_add", "bias_grad", "embedding_fwd", "embedding_fwd_bf16", "embedding_bwd",
 	"rmsnorm_fwd", "rmsnorm_bwd_dx", "rmsnorm_dw_partial", "rmsnorm_dw_finish", "rope",
 	"swiglu_fwd", "swiglu_bwd",
 	"attn_fwd", "attn_decode_partial", "attn_decode_combine", "attn_bwd_dot", "attn_bwd_dq", "attn_bwd_dkdv",

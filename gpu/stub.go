@@ -174,3 +174,9 @@ func (*Backend) Scale(float32, backend.Buffer) error { return ErrNotCompiled }
 
 // Synchronize returns ErrNotCompiled.
 func (*Backend) Synchronize() error { return ErrNotCompiled }
+
+// AllocBF16 returns ErrNotCompiled.
+func (*Backend) AllocBF16(int) (backend.Buffer, error) { return nil, ErrNotCompiled }
+
+// IsBF16 reports false: this build has no buffers.
+func (*Backend) IsBF16(backend.Buffer) bool { return false }

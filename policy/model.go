@@ -217,10 +217,12 @@ func (m *Model) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.gen.Reset()
+	// The weights first: an optimizer ending with a model that has
+	// weights (ShardOptions.BF16Weights) would widen them back.
+	m.w.free()
 	if m.devOpt != nil {
 		m.devOpt.free()
 	}
-	m.w.free()
 	return nil
 }
 

@@ -239,6 +239,11 @@ type Memory struct {
 	// Optimizer is the optimizer's state: AdamW's two moments, or this
 	// rank's shard of them.
 	Optimizer int64
+	// Master is the float32 master weights held apart from the weights
+	// the forward reads: this rank's shard of them with
+	// ShardOptions.BF16Weights (whose Weights are then bf16, 2 bytes a
+	// parameter); 0 otherwise, the weights being their own master.
+	Master int64
 	// Activations is the most a training pass of the model has held at
 	// once so far (its forward's activations kept for the backward, with
 	// the backward's own buffers); 0 before the first, and for a model
@@ -248,9 +253,14 @@ type Memory struct {
 
 // weightBytes sums the model's weight buffers; the caller holds the lock.
 func (o *DeviceAdamW) weightBytes() int64 {
+	hw, _ := o.model.be.(backend.BF16Weights)
 	var n int64
 	for _, p := range o.model.w.all() {
-		if p.w != nil {
+		switch {
+		case p.w == nil:
+		case hw != nil && hw.IsBF16(p.w):
+			n += 2 * int64(p.w.Len())
+		default:
 			n += 4 * int64(p.w.Len())
 		}
 	}

@@ -63,6 +63,23 @@ type ShardOptions struct {
 	// collectives run on the compute stream (dist over NCCL) the two
 	// are serialised either way.
 	Overlap bool
+	// BF16Weights keeps the model's trainable weights in bfloat16 only,
+	// 2 bytes a parameter, and their float32 master copy as this rank's
+	// shard in the optimizer, beside the moments (DeepSpeed's bf16 ZeRO):
+	// each rank updates its master shard, rounds it to bf16 and
+	// all-gathers the bf16 weights, which are what the forward reads. Per
+	// rank: 2P of weights and 12P/N of master and moments instead of 4P
+	// and 8P/N. The forward computes what BF16 precision computes from
+	// float32 weights holding the same bf16-rounded values: the products
+	// multiplied those in bf16 already; the embedding, the norms' weights
+	// and the biases, which a float32 forward reads unrounded, now read
+	// them rounded too. It needs a backend with backend.BF16Weights (the
+	// GPU backend in BF16 precision; the error wraps
+	// errors.ErrUnsupported elsewhere, the CPU backend computing in
+	// float32, and with a LoRA adapter). The model's weights, which Params
+	// gives, are the bf16 ones; the state files (SaveStateFile) hold the
+	// master shard.
+	BF16Weights bool
 }
 
 // ShardedAdamW is AdamW with its state sharded over the ranks of a
@@ -142,6 +159,12 @@ type ShardedAdamW struct {
 	fresh  []bool
 	stream *gradStream // stage 2's sink of the backward
 	meter  gradMeter   // gradient floats held beyond the shards
+	// hw (ShardOptions.BF16Weights): the backend's bf16 buffers, which
+	// hold the model's trainable weights; master the float32 master
+	// weights of this rank's blocks, one buffer of lay.block floats per
+	// unit (the padding zero). Nil without the option.
+	hw     backend.BF16Weights
+	master []backend.Buffer
 }
 
 var _ Optimizer = (*ShardedAdamW)(nil)
@@ -172,6 +195,12 @@ func (m *Model) NewShardedAdamW(cfg AdamWConfig, c Collectives, o ShardOptions) 
 	if !ok {
 		return nil, fmt.Errorf("%w: backend %s cannot run the optimizer (backend.Optimizer)", errors.ErrUnsupported, m.be.Name())
 	}
+	var hw backend.BF16Weights
+	if o.BF16Weights {
+		if hw, ok = m.be.(backend.BF16Weights); !ok {
+			return nil, fmt.Errorf("%w: backend %s cannot hold weights in bfloat16 (backend.BF16Weights): ShardOptions.BF16Weights", errors.ErrUnsupported, m.be.Name())
+		}
+	}
 	unit := o.UnitElements
 	if unit == 0 {
 		unit = DefaultShardUnitElements
@@ -184,6 +213,9 @@ func (m *Model) NewShardedAdamW(cfg AdamWConfig, c Collectives, o ShardOptions) 
 	}
 	if m.w.closed() {
 		return nil, fmt.Errorf("%w: the model is closed", ErrInput)
+	}
+	if hw != nil && len(m.w.adapter) > 0 {
+		return nil, fmt.Errorf("%w: ShardOptions.BF16Weights with a LoRA adapter (the adapter's products read float32 weights; its tensors are small anyway)", errors.ErrUnsupported)
 	}
 	params := m.w.trainable()
 	sizes := make([]int, len(params))
@@ -219,20 +251,94 @@ func (m *Model) NewShardedAdamW(cfg AdamWConfig, c Collectives, o ShardOptions) 
 		s.stream = newGradStream(s, params)
 		m.w.streamGradients()
 	}
+	if hw != nil {
+		if err := s.toBF16(hw); err != nil {
+			s.free()
+			return nil, err
+		}
+	}
 	m.devOpt = s.core
 	return s, nil
+}
+
+// toBF16 (ShardOptions.BF16Weights) copies this rank's blocks of the
+// model's float32 weights into the master shard, then replaces every
+// trainable weight buffer by a bf16 one holding its rounded values. The
+// caller holds the model's lock.
+func (s *ShardedAdamW) toBF16(hw backend.BF16Weights) error {
+	m := s.core.model
+	be := m.be
+	if err := m.w.sync(); err != nil {
+		return err
+	}
+	s.hw = hw
+	lay := s.lay
+	s.master = make([]backend.Buffer, lay.units)
+	for u := range lay.units {
+		b, err := be.Alloc(lay.block)
+		if err != nil {
+			return fmt.Errorf("policy: allocating the master weights' shard: %w", err)
+		}
+		s.master[u] = b
+		lo, hi := lay.own(lay.rank, u)
+		base := u*lay.unit + lay.rank*lay.block
+		for _, pc := range lay.pieces(lo, hi) {
+			if err := be.Copy(b, lo-base+pc.at, s.core.params[pc.i].w, pc.off, pc.n); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range s.core.params {
+		h, err := hw.AllocBF16(p.w.Len())
+		if err != nil {
+			return fmt.Errorf("policy: allocating the bf16 weights of %s: %w", p.spec.Name, err)
+		}
+		if err := be.Copy(h, 0, p.w, 0, p.w.Len()); err != nil {
+			_ = be.Free(h)
+			return fmt.Errorf("policy: rounding %s to bf16: %w", p.spec.Name, err)
+		}
+		_ = be.Free(p.w)
+		p.w = h
+	}
+	return nil
+}
+
+// toFloat32 gives the model float32 weight buffers again, widened from
+// the bf16 ones (the values the forward read), when the optimizer ends;
+// a buffer that cannot be widened (no memory) stays bf16, which the
+// kernels read as they did.
+func (s *ShardedAdamW) toFloat32() {
+	be := s.core.model.be
+	for _, p := range s.core.params {
+		if p.w == nil || !s.hw.IsBF16(p.w) {
+			continue
+		}
+		f, err := be.Alloc(p.w.Len())
+		if err != nil {
+			continue
+		}
+		if err := be.Copy(f, 0, p.w, 0, p.w.Len()); err != nil {
+			_ = be.Free(f)
+			continue
+		}
+		_ = be.Free(p.w)
+		p.w = f
+	}
 }
 
 // free releases the shards; the model's streamed gradients end with
 // them.
 func (s *ShardedAdamW) free() {
 	be := s.core.model.be
-	for _, b := range append(append(append([]backend.Buffer(nil), s.mom...), s.vel...), s.grad...) {
+	if s.hw != nil {
+		s.toFloat32()
+	}
+	for _, b := range append(append(append(append([]backend.Buffer(nil), s.mom...), s.vel...), s.grad...), s.master...) {
 		if b != nil {
 			_ = be.Free(b)
 		}
 	}
-	s.mom, s.vel, s.grad = nil, nil, nil
+	s.mom, s.vel, s.grad, s.master = nil, nil, nil, nil
 	if s.stream != nil {
 		s.stream.freeSpare()
 	}
@@ -260,8 +366,32 @@ func (s *ShardedAdamW) Params() ([]lm.Param, error) { return s.core.Params() }
 // LoadParams calls load with the current parameters and uploads what it
 // wrote (a checkpoint's restore, or rank 0's weights at the start of a
 // job): every rank loads the same values.
+//
+// With ShardOptions.BF16Weights the model's weights are the values
+// rounded to bf16, and this rank's master shard takes them unrounded.
 func (s *ShardedAdamW) LoadParams(load func([]lm.Param) error) error {
-	return s.core.LoadParams(load)
+	if err := s.core.LoadParams(load); err != nil || s.master == nil {
+		return err
+	}
+	// The host slices hold the loaded float32 values (the upload rounded
+	// only the backend's copies).
+	return s.core.locked(func() error {
+		be := s.core.model.be
+		lay := s.lay
+		for u := range lay.units {
+			lo, hi := lay.own(lay.rank, u)
+			base := u*lay.unit + lay.rank*lay.block
+			for _, pc := range lay.pieces(lo, hi) {
+				p := s.core.params[pc.i]
+				if err := be.Upload(s.master[u], lo-base+pc.at, p.data[pc.off:pc.off+pc.n]); err != nil {
+					return fmt.Errorf("policy: uploading the master weights of %s: %w", p.spec.Name, err)
+				}
+			}
+		}
+		// The host slices are not the backend's (rounded) weights.
+		s.core.model.w.stepped()
+		return nil
+	})
 }
 
 // ZeroGrad sets the gradients to zero: the model's (stage 1) and this
@@ -440,12 +570,16 @@ func (s *ShardedAdamW) StepContext(ctx context.Context) (float64, error) {
 		}
 		be := o.model.be
 		lay := s.lay
-		w, err := be.Alloc(lay.block)
+		alloc := be.Alloc
+		if s.hw != nil {
+			alloc = s.hw.AllocBF16 // the update's bf16 block and the unit gathered
+		}
+		w, err := alloc(lay.block)
 		if err != nil {
 			return fmt.Errorf("policy: allocating the update's scratch: %w", err)
 		}
 		defer be.Free(w)
-		all, err := be.Alloc(lay.unit)
+		all, err := alloc(lay.unit)
 		if err != nil {
 			return fmt.Errorf("policy: allocating the all-gather's buffer: %w", err)
 		}
@@ -454,15 +588,26 @@ func (s *ShardedAdamW) StepContext(ctx context.Context) (float64, error) {
 		// leaves them partly updated, as the backend holds them.
 		defer o.model.w.stepped()
 		for u := range lay.units {
-			lo, hi := lay.own(lay.rank, u)
-			base := u*lay.unit + lay.rank*lay.block
-			for _, pc := range lay.pieces(lo, hi) {
-				if err := be.Copy(w, lo-base+pc.at, o.params[pc.i].w, pc.off, pc.n); err != nil {
+			if s.master != nil {
+				// The master shard is updated in place and rounded into
+				// the bf16 block that the ranks gather.
+				if err := o.opt.AdamW(st, s.master[u], grads[u], s.mom[u], s.vel[u]); err != nil {
+					return fmt.Errorf("policy: AdamW on unit %d: %w", u+1, err)
+				}
+				if err := be.Copy(w, 0, s.master[u], 0, lay.block); err != nil {
 					return err
 				}
-			}
-			if err := o.opt.AdamW(st, w, grads[u], s.mom[u], s.vel[u]); err != nil {
-				return fmt.Errorf("policy: AdamW on unit %d: %w", u+1, err)
+			} else {
+				lo, hi := lay.own(lay.rank, u)
+				base := u*lay.unit + lay.rank*lay.block
+				for _, pc := range lay.pieces(lo, hi) {
+					if err := be.Copy(w, lo-base+pc.at, o.params[pc.i].w, pc.off, pc.n); err != nil {
+						return err
+					}
+				}
+				if err := o.opt.AdamW(st, w, grads[u], s.mom[u], s.vel[u]); err != nil {
+					return fmt.Errorf("policy: AdamW on unit %d: %w", u+1, err)
+				}
 			}
 			if err := s.coll.AllGather(ctx, w, all); err != nil {
 				return fmt.Errorf("policy: all-gather of unit %d of %d: %w", u+1, lay.units, err)
@@ -511,6 +656,7 @@ func (s *ShardedAdamW) Memory() (Memory, error) {
 		}
 		mem.Gradients += shard
 		mem.Optimizer = bufferBytes(s.mom...) + bufferBytes(s.vel...)
+		mem.Master = bufferBytes(s.master...)
 		mem.Activations = s.core.actPeak
 		return nil
 	})

@@ -30,7 +30,9 @@ import (
 //     F32 tensors "exp_avg" and "exp_avg_sq" hold the moments of rank
 //     r's blocks, unit after unit, padding excluded, with metadata
 //     "format" = ShardStateFormat, "step", "rank", "world_size", "unit"
-//     and "elements".
+//     and "elements"; with ShardOptions.BF16Weights (the index's
+//     "master") a third, "master", the float32 master weights of the
+//     same blocks.
 //
 // Every optimizer of this package reads both layouts, whatever the
 // number of ranks that wrote it: a ShardedAdamW takes its blocks under
@@ -64,6 +66,10 @@ type ShardIndex struct {
 	Params []ShardParam `json:"params"`
 	// Files are the shard files, rank by rank.
 	Files []string `json:"files"`
+	// Master: the shard files hold the float32 master weights of their
+	// blocks too (ShardOptions.BF16Weights, whose model's weights are
+	// bf16).
+	Master bool `json:"master,omitempty"`
 }
 
 // ShardParam is one trainable parameter of a ShardIndex.
@@ -85,19 +91,34 @@ func (c AdamWConfig) hyperparameters() map[string]string {
 // job writes its own into the same folder, which they must all see (a
 // shared file system), with no collective: the caller knows when they
 // are all done.
+//
+// With ShardOptions.BF16Weights the shard holds the master weights of
+// the blocks too (the model's weights, which a checkpoint saves through
+// Params, are their bf16 rounding).
 func (s *ShardedAdamW) SaveStateFile(dir string) error {
 	return s.core.locked(func() error {
 		lay := s.lay
 		be := s.core.model.be
 		n := lay.owned(lay.rank)
 		m, v := make([]float32, 0, n), make([]float32, 0, n)
+		var master []float32
+		if s.master != nil {
+			master = make([]float32, 0, n)
+		}
 		block := make([]float32, lay.block)
 		for u := range lay.units {
 			lo, hi := lay.own(lay.rank, u)
-			for _, x := range []struct {
+			parts := []struct {
 				dst *[]float32
 				src backend.Buffer
-			}{{&m, s.mom[u]}, {&v, s.vel[u]}} {
+			}{{&m, s.mom[u]}, {&v, s.vel[u]}}
+			if s.master != nil {
+				parts = append(parts, struct {
+					dst *[]float32
+					src backend.Buffer
+				}{&master, s.master[u]})
+			}
+			for _, x := range parts {
 				if err := be.Download(block, x.src, 0); err != nil {
 					return fmt.Errorf("policy: downloading the moments' shard: %w", err)
 				}
@@ -115,6 +136,9 @@ func (s *ShardedAdamW) SaveStateFile(dir string) error {
 			{Name: "exp_avg", DType: safetensors.F32, Shape: []int{n}, Float32: m},
 			{Name: "exp_avg_sq", DType: safetensors.F32, Shape: []int{n}, Float32: v},
 		}
+		if master != nil {
+			ts = append(ts, safetensors.Tensor{Name: "master", DType: safetensors.F32, Shape: []int{n}, Float32: master})
+		}
 		path := filepath.Join(dir, ShardFileName(lay.rank, lay.ranks))
 		if err := atomicfile.Write(path, 0o600, func(w io.Writer) error { return safetensors.Write(w, ts, meta) }); err != nil {
 			return fmt.Errorf("policy: optimizer shard: %w", err)
@@ -122,7 +146,8 @@ func (s *ShardedAdamW) SaveStateFile(dir string) error {
 		if lay.rank != 0 {
 			return nil
 		}
-		idx := ShardIndex{Format: ShardStateIndexFormat, WorldSize: lay.ranks, Unit: lay.unit, Step: s.core.step, Hyperparameters: s.core.cfg.hyperparameters()}
+		idx := ShardIndex{Format: ShardStateIndexFormat, WorldSize: lay.ranks, Unit: lay.unit, Step: s.core.step, Hyperparameters: s.core.cfg.hyperparameters(),
+			Master: s.master != nil}
 		for _, p := range s.core.params {
 			idx.Params = append(idx.Params, ShardParam{Name: p.spec.Name, Size: len(p.data)})
 		}
@@ -148,6 +173,14 @@ func (s *ShardedAdamW) SaveStateFile(dir string) error {
 // ranks (resharded), or from an unsharded one (StateFileName). The
 // trainable parameters must be those of the state, by name and size, in
 // order. On error the optimizer is unchanged.
+//
+// With ShardOptions.BF16Weights the master weights of the blocks come
+// from the state too when it has them (written with the option, at any
+// number of ranks); a state without them leaves the master weights as
+// LoadParams set them (the checkpoint's weights, bf16-rounded when they
+// were saved with the option). A state with master weights loaded
+// without the option gives only its moments: the weights are the
+// model's.
 func (s *ShardedAdamW) LoadStateFile(dir string) error {
 	src, err := openMoments(dir, s.core.params)
 	if err != nil {
@@ -158,11 +191,21 @@ func (s *ShardedAdamW) LoadStateFile(dir string) error {
 		lay := s.lay
 		be := s.core.model.be
 		m, v := make([][]float32, lay.units), make([][]float32, lay.units)
+		var master [][]float32
+		if s.master != nil && src.master {
+			master = make([][]float32, lay.units)
+		}
 		for u := range lay.units {
 			lo, hi := lay.own(lay.rank, u)
 			m[u], v[u] = make([]float32, lay.block), make([]float32, lay.block)
 			if err := src.read(lo, hi, m[u][:hi-lo], v[u][:hi-lo]); err != nil {
 				return err
+			}
+			if master != nil {
+				master[u] = make([]float32, lay.block)
+				if err := src.readMaster(lo, hi, master[u][:hi-lo]); err != nil {
+					return err
+				}
 			}
 		}
 		for u := range lay.units {
@@ -171,6 +214,11 @@ func (s *ShardedAdamW) LoadStateFile(dir string) error {
 			}
 			if err := be.Upload(s.vel[u], 0, v[u]); err != nil {
 				return err
+			}
+			if master != nil {
+				if err := be.Upload(s.master[u], 0, master[u]); err != nil {
+					return err
+				}
 			}
 		}
 		s.core.step = src.step
@@ -300,6 +348,9 @@ type momentSource struct {
 	locate func(lo, hi int, f func(file, off, n int) error) error
 	// names of the tensors in each file: the moments of a piece.
 	names func(file, piece int) (m, v string)
+	// master: the files hold the master weights too, as tensor "master"
+	// (a sharded state of ShardOptions.BF16Weights).
+	master bool
 	// buf is readF32Range's, made on its first call.
 	buf []byte
 }
@@ -330,6 +381,19 @@ func (src *momentSource) read(lo, hi int, m, v []float32) error {
 			if err := src.readF32Range(src.files[file], x.name, off, x.dst[at:at+n]); err != nil {
 				return err
 			}
+		}
+		at += n
+		return nil
+	})
+}
+
+// readMaster fills dst with the master weights of the flat range
+// [lo, hi); src.master must be set.
+func (src *momentSource) readMaster(lo, hi int, dst []float32) error {
+	at := 0
+	return src.locate(lo, hi, func(file, off, n int) error {
+		if err := src.readF32Range(src.files[file], "master", off, dst[at:at+n]); err != nil {
+			return err
 		}
 		at += n
 		return nil
@@ -492,7 +556,7 @@ func openShards(dir string, idx ShardIndex) (*momentSource, error) {
 	if lay.unit != idx.Unit {
 		return nil, fmt.Errorf("policy: optimizer state: %s: unit %d does not partition %d floats over %d ranks", ShardStateIndex, idx.Unit, lay.total, idx.WorldSize)
 	}
-	src := &momentSource{step: idx.Step, files: make([]*safetensors.File, idx.WorldSize)}
+	src := &momentSource{step: idx.Step, files: make([]*safetensors.File, idx.WorldSize), master: idx.Master}
 	for r, name := range idx.Files {
 		f, err := safetensors.Open(filepath.Join(dir, name))
 		if err != nil {
@@ -512,7 +576,11 @@ func openShards(dir string, idx ShardIndex) (*momentSource, error) {
 			}
 		}
 		n := lay.owned(r)
-		for _, t := range []string{"exp_avg", "exp_avg_sq"} {
+		tensors := []string{"exp_avg", "exp_avg_sq"}
+		if idx.Master {
+			tensors = append(tensors, "master")
+		}
+		for _, t := range tensors {
 			info, ok := f.Info(t)
 			if !ok || info.DType != safetensors.F32 || info.NumElements() != n {
 				src.close()

@@ -83,6 +83,8 @@ type options struct {
 
 	device device.Config // where the model trains (and a fleet's servers run)
 	zero   int           // -zero: the sharding of a data-parallel job's training state
+	// -zero-bf16: bf16 weights, their float32 master sharded
+	zeroBF16 bool
 }
 
 // synopsis is the first line of -h.
@@ -135,6 +137,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.serve, "serve", "", "run as an inference server of a fleet over this model folder (used by -fleet)")
 	o.device.RegisterFlags(fs)
 	setup.ZeROFlag(fs, &o.zero)
+	setup.ZeROBF16Flag(fs, &o.zeroBF16)
 	if err := setup.Parse(fs, args); err != nil {
 		return o, err
 	}
@@ -289,7 +292,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer job.Close()
-	job.ZeRO = o.zero
+	job.ZeRO, job.ZeROBF16Weights = o.zero, o.zeroBF16
 	if o.fleet > 0 && job.Env.Distributed() {
 		return errors.New("-fleet starts servers from one process: in a job of several ranks give running servers (-fleet-servers)")
 	}

@@ -228,7 +228,8 @@ type options struct {
 	judgeMode, judgeRubric            string
 	mcp                               []string
 	mcpPerTrajectory                  bool
-	zero                              int // -zero: the sharding of a data-parallel job's training state
+	zero                              int  // -zero: the sharding of a data-parallel job's training state
+	zeroBF16                          bool // -zero-bf16: bf16 weights, their float32 master sharded
 
 	// A search tool over a retrieval server (Search-R1's /retrieve API).
 	search       string
@@ -309,6 +310,7 @@ func registerFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.rolloutCorr, "rollout-corr", "", "verl's rollout correction preset for the rollout–training mismatch, by its verl name ("+strings.Join(loss.RolloutCorrectionPresets(), ", ")+"); bypass_* presets take the sampler's log-probabilities as the old policy's; empty: no correction")
 	o.device.RegisterFlags(fs)
 	setup.ZeROFlag(fs, &o.zero)
+	setup.ZeROBF16Flag(fs, &o.zeroBF16)
 }
 
 // parseFlags parses and checks the flags; a usage error says what is

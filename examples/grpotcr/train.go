@@ -64,7 +64,7 @@ func train(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer job.Close()
-	job.ZeRO = o.zero
+	job.ZeRO, job.ZeROBF16Weights = o.zero, o.zeroBF16
 	stdout, stderr = job.Output(stdout, stderr) // rank 0 prints
 	tools, err := openTools(ctx, o, stderr)
 	if err != nil {

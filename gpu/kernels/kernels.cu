@@ -63,6 +63,12 @@ extern "C" __global__ void round_bf16(float* y, const float* x, long long n) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) y[i] = __bfloat162float(__float2bfloat16_rn(x[i]));
 }
 
+// bf16_to_f32 widens bfloat16 to float32 (exact): a weight held in
+// bfloat16 only (Backend.AllocBF16) read where float32 is needed.
+extern "C" __global__ void bf16_to_f32(float* y, const __nv_bfloat16* x, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) y[i] = __bfloat162float(x[i]);
+}
+
 extern "C" __global__ void add_f32(float* out, const float* a, const float* b, long long n) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) out[i] = a[i] + b[i];
 }
@@ -120,6 +126,17 @@ extern "C" __global__ void embedding_fwd(float* out, const float* table, const i
     long long t = i / dim;
     int c = (int)(i % dim);
     out[i] = table[(long long)ids[t] * dim + c];
+  }
+}
+
+// embedding_fwd_bf16 is embedding_fwd from a table held in bfloat16,
+// each element widened exactly.
+extern "C" __global__ void embedding_fwd_bf16(float* out, const __nv_bfloat16* table, const int* ids, int n, int dim) {
+  long long total = (long long)n * dim;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+    long long t = i / dim;
+    int c = (int)(i % dim);
+    out[i] = __bfloat162float(table[(long long)ids[t] * dim + c]);
   }
 }
 

@@ -54,6 +54,13 @@ func ZeROFlag(fs *flag.FlagSet, stage *int) {
 	})
 }
 
+// ZeROBF16Flag registers -zero-bf16 on fs, into on: with -zero, the
+// trained weights in bf16 only and their float32 master sharded
+// (agentrl.DataParallel.ZeROBF16Weights).
+func ZeROBF16Flag(fs *flag.FlagSet, on *bool) {
+	fs.BoolVar(on, "zero-bf16", false, "with -zero, keep the trained weights in bf16 only (2 bytes a parameter) and shard their float32 master copy with the optimizer state (a GPU in bf16 precision)")
+}
+
 // HelpPointer is the line Run prints after a usage error of the program
 // called name.
 func HelpPointer(name string) string {

@@ -24,6 +24,10 @@ type Job struct {
 	// ZeRO is the trainers' sharding stage (DataParallel.ZeRO; the
 	// programs' -zero flag, ZeROFlag).
 	ZeRO int
+	// ZeROBF16Weights keeps the trained weights in bf16 with their
+	// float32 master sharded (DataParallel.ZeROBF16Weights; the
+	// programs' -zero-bf16 flag, ZeROBF16Flag).
+	ZeROBF16Weights bool
 
 	scratch string // the folder Dir gives ranks other than 0
 }
@@ -52,7 +56,7 @@ func JoinJob(ctx context.Context, dev *device.Device, stderr io.Writer) (*Job, e
 // DataParallel is the trainers' setting for the job
 // (TrainerParts.DataParallel, SFTParts.DataParallel).
 func (j *Job) DataParallel() agentrl.DataParallel {
-	return agentrl.DataParallel{Comm: j.Comm, ZeRO: j.ZeRO}
+	return agentrl.DataParallel{Comm: j.Comm, ZeRO: j.ZeRO, ZeROBF16Weights: j.ZeROBF16Weights}
 }
 
 // Leader reports whether this is rank 0, which prints and writes the

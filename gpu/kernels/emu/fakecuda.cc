@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 #include <cstdio>
 #include <cstdlib>
@@ -43,7 +44,7 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
 CUresult cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
 CUresult cuStreamCreate(CUstream* s, unsigned int) { *s = (CUstream)&ctx_dummy; return CUDA_SUCCESS; }
 CUresult cuStreamDestroy(CUstream) { return CUDA_SUCCESS; }
-static bool capturing = false;  // see "stream capture and graphs" below
+thread_local bool capturing = false;  // see "stream capture and graphs" below
 static bool capturing_now() { return capturing; }
 CUresult cuStreamSynchronize(CUstream) { return capturing_now() ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS; }
 // FAKECUDA_NOOP=1 makes kernels, products and memsets do nothing and
@@ -138,7 +139,7 @@ CUresult cuFuncSetAttribute(CUfunction, CUfunction_attribute, int) { return CUDA
 // often as it is called, reading the device memory of the moment: the
 // inputs a caller updated in place. Synchronous calls during a capture
 // fail, as they do on a GPU (cudaErrorStreamCaptureUnsupported).
-static std::vector<std::function<void()>> captured;
+thread_local std::vector<std::function<void()>> captured;
 struct FakeGraph {
   std::vector<std::function<void()>> ops;
 };
@@ -152,6 +153,17 @@ int fakecuda_record(std::function<void()>* f) {
 }
 // run_or_record runs f now, or keeps it when the stream captures: in the
 // library instance that owns the stream (libcuda.so.1), looked up once.
+//
+// The emulated kernels share the launch geometry (gridDim, blockDim) and
+// shared memory of this library instance, so the calls run one at a
+// time, whichever thread makes them: several Backends in one process
+// (the ranks of an in-process data-parallel test) each capture on their
+// own worker thread (capturing is per thread) and take turns to run.
+static std::mutex run_mu;
+static void run_locked(const std::function<void()>& f) {
+  std::lock_guard<std::mutex> lock(run_mu);
+  f();
+}
 static void run_or_record(std::function<void()> f) {
   using rec_t = int (*)(std::function<void()>*);
   static rec_t rec = [] {
@@ -161,7 +173,7 @@ static void run_or_record(std::function<void()> f) {
   auto* p = new std::function<void()>(f);
   if (rec != nullptr && rec(p)) return;
   if (rec == nullptr) delete p;
-  f();
+  run_locked(f);
 }
 CUresult cuStreamBeginCapture(CUstream, CUstreamCaptureMode) {
   if (capturing) return CUDA_ERROR_ILLEGAL_STATE;
@@ -183,7 +195,7 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec* e, CUgraph g, unsigned long lo
 }
 CUresult cuGraphLaunch(CUgraphExec e, CUstream) {
   if (capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  for (auto& op : ((FakeGraph*)e)->ops) op();
+  for (auto& op : ((FakeGraph*)e)->ops) run_locked(op);
   return CUDA_SUCCESS;
 }
 CUresult cuGraphExecDestroy(CUgraphExec e) { delete (FakeGraph*)e; return CUDA_SUCCESS; }
