@@ -135,12 +135,7 @@ func TestShardedBF16Weights(t *testing.T) {
 	cfg := AdamWConfig{LR: 1e-2, WeightDecay: 0.01, Eps: 1e-3}
 	for _, model := range []string{"qwen2-tiny", "qwen3-tiny"} {
 		t.Run(model, func(t *testing.T) {
-			g := loadGolden(t, model)
-			micro := [][]int{nil}
-			for i := range g.seqs {
-				micro[0] = append(micro[0], i)
-			}
-			w, u := unpack(g.seqs, g.tensors["w"]), unpack(g.seqs, g.tensors["u"])
+			g, micro, w, u := wholeBatch(t, model)
 			ctx := context.Background()
 
 			// The float32-weights reference, after one step and after k.
@@ -332,12 +327,7 @@ func TestShardedBF16WeightsRefused(t *testing.T) {
 func TestShardedBF16WeightsResume(t *testing.T) {
 	const model = "qwen2-tiny"
 	cfg := AdamWConfig{LR: 1e-2, WeightDecay: 0.01, Eps: 1e-3}
-	g := loadGolden(t, model)
-	micro := [][]int{nil}
-	for i := range g.seqs {
-		micro[0] = append(micro[0], i)
-	}
-	w, u := unpack(g.seqs, g.tensors["w"]), unpack(g.seqs, g.tensors["u"])
+	g, micro, w, u := wholeBatch(t, model)
 	ctx := context.Background()
 	opts := ShardOptions{Stage: ShardGradients, UnitElements: 1000, BF16Weights: true}
 	dir := t.TempDir()
@@ -406,4 +396,15 @@ func TestShardedBF16WeightsResume(t *testing.T) {
 		})
 	}
 	requireBitsF(t, "the saved model of rank 1 against rank 0's", saved[0], saved[1])
+}
+
+// wholeBatch is model's golden data as one micro-batch of all its
+// sequences, with the per-token loss weights w and u of the goldens.
+func wholeBatch(t *testing.T, model string) (g golden, micro [][]int, w, u [][]float32) {
+	g = loadGolden(t, model)
+	micro = [][]int{nil}
+	for i := range g.seqs {
+		micro[0] = append(micro[0], i)
+	}
+	return g, micro, unpack(g.seqs, g.tensors["w"]), unpack(g.seqs, g.tensors["u"])
 }
