@@ -19,6 +19,17 @@
 // a malformed call becomes a failed Result that says what was wrong, never
 // a crash; a tool that panics is recovered too.
 //
+// # Caching deterministic tools
+//
+// The n samples of a GRPO group mostly make the same call: the same
+// expression, the same query. Cache wraps a tool whose result is a
+// function of its arguments and runs each distinct call once (arguments
+// compared as JSON values; identical calls in flight share one run;
+// failures and errors are not kept). On a VM whose forks are slow, the
+// main job's 7,839 code-interpreter calls ran 1,293 times with it, and
+// its RL stage took 2 min 9 s instead of 5 min 23 s, with the same
+// weights to the bit (docs/benchmarks.md).
+//
 // # Sessions
 //
 // A tool whose calls within one conversation share state that other

@@ -69,3 +69,28 @@ func ExampleSandboxFusion_Check() {
 	}
 	fmt.Println("ready")
 }
+
+// A GRPO group's samples of one prompt often make the same call; a Cache
+// runs a deterministic tool once per distinct call and answers the rest
+// from the kept result.
+func ExampleNewCache() {
+	c, err := tool.NewCache(&tool.Calculator{}, tool.CacheConfig{})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for _, args := range []string{`{"expression": "123456 * 789"}`, `{"expression":"123456 * 789"}`, `{"expression": "2**20"}`} {
+		r, err := c.Call(ctx, json.RawMessage(args))
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(r.Content, r.Metadata["cache"])
+	}
+	st := c.Stats()
+	fmt.Printf("%d calls, %d run, %d from the cache\n", st.Calls, st.Executed, st.Hits)
+	// Output:
+	// 97406784 <nil>
+	// 97406784 hit
+	// 1048576 <nil>
+	// 3 calls, 2 run, 1 from the cache
+}

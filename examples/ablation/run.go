@@ -45,9 +45,10 @@ type options struct {
 	evalProblems int
 	evalSeed     uint64
 
-	parallel int
-	toolName string
-	smooth   int
+	parallel  int
+	toolName  string
+	toolCache int // results of identical tool calls kept; 0: none
+	smooth    int
 
 	device device.Config // where every run's model trains and is evaluated
 }
@@ -76,6 +77,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&o.evalSeed, "eval-seed", 1001, "seed of the held-out problems (1001: the main job's, its -seed 1 + 1000)")
 	fs.IntVar(&o.parallel, "parallel", 1, "runs at once (each run already uses every core)")
 	fs.StringVar(&o.toolName, "tool", "auto", `tool: "code_interpreter" (python sandbox), "calculator", or "auto" (the interpreter when python3 exists)`)
+	fs.IntVar(&o.toolCache, "tool-cache", tool.DefaultCacheSize, arith.ToolCacheUsage)
 	fs.IntVar(&o.smooth, "smooth", 10, "steps of the moving average of curves.png (1: none)")
 	o.device.RegisterFlags(fs)
 	if err := setup.Parse(fs, args); err != nil {
@@ -130,6 +132,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	case "auto", "code_interpreter", "calculator":
 	default:
 		return o, fmt.Errorf("-tool %q: want auto, code_interpreter or calculator", o.toolName)
+	}
+	if o.toolCache < 0 {
+		return o, fmt.Errorf("-tool-cache %d: want ≥ 0 (0: no cache)", o.toolCache)
 	}
 	if err := o.device.Validate(); err != nil {
 		return o, err
@@ -217,6 +222,13 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer closeTool()
+	tl, cache, err := arith.CacheTool(tl, o.toolCache)
+	if err != nil {
+		return err
+	}
+	if cache != nil {
+		defer func() { fmt.Fprintln(stderr, arith.CacheSummary(cache)) }()
+	}
 	r := &runner{
 		o: o, tok: tok, tool: tl, spec: arith.SpecFor(tl), stderr: stderr,
 		heldOut: arith.GenerateProblems(o.evalSeed, o.evalProblems, "eval"),

@@ -120,6 +120,34 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 }
 
+// TestToolCacheSameRun: the tool cache changes nothing a run learns or
+// reports: with and without it, the held-out responses and the trained
+// weights are the same bytes (the job is bit-reproducible), and the
+// cached run says how its calls were served.
+func TestToolCacheSameRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dirs := map[string]string{}
+	for _, cache := range []string{"0", "4096"} {
+		dir := t.TempDir()
+		dirs[cache] = dir
+		var stdout, stderr bytes.Buffer
+		require.NoError(t, run(ctx, tinyArgs(dir, "-tool", "auto", "-tool-cache", cache), &stdout, &stderr), stderr.String())
+		if cache == "0" {
+			assert.NotContains(t, stderr.String(), "answered by an identical call")
+		} else {
+			assert.Regexp(t, `: \d+ calls, \d+ run, \d+ answered by an identical call`, stderr.String())
+		}
+	}
+	for _, f := range []string{"validation/0.jsonl", "validation/1.jsonl", "sft-model/model.safetensors", "model/model.safetensors"} {
+		a, err := os.ReadFile(filepath.Join(dirs["0"], f))
+		require.NoError(t, err)
+		b, err := os.ReadFile(filepath.Join(dirs["4096"], f))
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(a, b), "%s differs with the tool cache", f)
+	}
+}
+
 // -init starts RL from a saved SFT policy: no SFT runs, and the SFT row
 // of the table is that policy's evaluation, the same as in the run that
 // saved it (evaluation is seeded).
@@ -236,6 +264,7 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"-no-tool-frac", "1.5"},
 		{"-sft-tool-first", "NaN"},
 		{"-max-response", "8"},
+		{"-tool-cache", "-1"},
 		{"extra"},
 		{"-tool", "abacus"},
 		{"-device", "tpu"},

@@ -63,7 +63,8 @@ type options struct {
 	evalProblems int
 	temperature  float64
 
-	toolName string
+	toolName  string
+	toolCache int // results of identical tool calls kept (tool.Cache); 0: none
 
 	init string // a saved model folder to start RL from instead of running SFT
 
@@ -122,6 +123,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.maxResponse, "max-response", arith.DefaultMaxResponse, "response budget in tokens (tool results included)")
 	fs.IntVar(&o.evalProblems, "eval", arith.DefaultEvalProblems, "held-out evaluation problems")
 	fs.Float64Var(&o.temperature, "temperature", arith.DefaultTemperature, "sampling temperature of rollouts and evaluation")
+	fs.IntVar(&o.toolCache, "tool-cache", tool.DefaultCacheSize, arith.ToolCacheUsage)
 	fs.StringVar(&o.init, "init", "", "start from this saved model folder (a run's sft-model or model) instead of running SFT")
 	fs.StringVar(&o.toolName, "tool", "auto", `tool: "code_interpreter" (python sandbox), "calculator", or "auto" (the interpreter when python3 exists)`)
 	fs.StringVar(&o.remote, "remote", "", "comma-separated base URLs of OpenAI-compatible servers: evaluate the served model instead of training")
@@ -180,6 +182,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-sft-tool-first %g: want within [0, 1)", o.sftToolFirst)
 	case o.sftToolFirst > 0 && o.noToolFrac == 1:
 		return o, errors.New("-sft-tool-first needs trajectories that call the tool: -no-tool-frac 1 makes none")
+	case o.toolCache < 0:
+		return o, fmt.Errorf("-tool-cache %d: want ≥ 0 (0: no cache)", o.toolCache)
 	case o.maxResponse < 16:
 		return o, fmt.Errorf("-max-response %d: want ≥ 16", o.maxResponse)
 	case o.loraRank < 0:
@@ -255,6 +259,10 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer closeTool()
+	tl, cache, err := arith.CacheTool(tl, o.toolCache)
+	if err != nil {
+		return err
+	}
 	spec := specFor(tl)
 
 	if o.remote != "" {
@@ -379,7 +387,13 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 		}
 	}
 
-	return writeOutputs(ctx, o, dir, model, tok, tr, tl.Name(), []string{heldOutFile, trainFile}, before, after, time.Since(start), stdout)
+	if err := writeOutputs(ctx, o, dir, model, tok, tr, tl.Name(), []string{heldOutFile, trainFile}, before, after, time.Since(start), stdout); err != nil {
+		return err
+	}
+	if cache != nil {
+		fmt.Fprintln(stderr, arith.CacheSummary(cache))
+	}
+	return nil
 }
 
 // runFolder is the run folder, out or runs/arith-TIME, made and locked

@@ -464,3 +464,51 @@ func TestUntrainGuesses(t *testing.T) {
 	}
 	assert.Error(t, UntrainGuesses(sft, toolUse[1:], tok))
 }
+
+// TestCacheToolInRollouts: the n samples of a problem make the same call;
+// with CacheTool the interpreter runs once per problem and every sample
+// sees what running it would print, so the evaluation's responses are
+// those of the uncached tool, byte for byte.
+func TestCacheToolInRollouts(t *testing.T) {
+	ctx := context.Background()
+	tl, closeTool, err := OpenTool("auto", &bytes.Buffer{}) // the interpreter where python3 exists
+	require.NoError(t, err)
+	defer closeTool()
+	tok, err := NewTokenizer()
+	require.NoError(t, err)
+	spec := SpecFor(tl)
+	probs := GenerateProblems(5, 3, "eval")
+	const n = 4
+	evaluate := func(with tool.Tool) Eval {
+		ps := policytest.New(policytest.Config{Encode: tok.Encode, Decode: tok.Decode, EOS: tok.EOSIDs()})
+		for _, p := range probs {
+			ps.HandleText(PromptText(p, spec), policytest.Text(spec.Call(p.Expr)), policytest.Text(Answer(strconv.FormatInt(p.Answer, 10))))
+		}
+		engine, err := NewEngine(ps, tok, with, 128)
+		require.NoError(t, err)
+		rf, err := NewReward()
+		require.NoError(t, err)
+		e, err := Evaluate(ctx, engine, rf, probs, spec, lm.SampleParams{Temperature: 1, TopP: 1, TopK: -1, MaxNewTokens: 128}, n)
+		require.NoError(t, err)
+		return e
+	}
+	want := evaluate(tl)
+	cached, cache, err := CacheTool(tl, 16)
+	require.NoError(t, err)
+	got := evaluate(cached)
+	require.Len(t, got.Generations, len(probs)*n)
+	assert.Equal(t, want.Generations, got.Generations)
+	assert.Equal(t, 1.0, got.Avg)
+	for _, g := range got.Generations {
+		assert.Contains(t, g.Output, "<tool_response>\n"+g.GTS, "the tool's output, as the model saw it")
+	}
+	st := cache.Stats()
+	assert.Equal(t, tool.CacheStats{Calls: int64(len(probs) * n), Hits: st.Hits, Shared: st.Shared, Executed: int64(len(probs))}, st)
+	assert.Equal(t, int64(len(probs)*(n-1)), st.Hits+st.Shared)
+	assert.Regexp(t, `^`+tl.Name()+`: 12 calls, 3 run, 9 answered by an identical call \(\d kept, \d in flight\)$`, CacheSummary(cache))
+
+	same, none, err := CacheTool(tl, 0)
+	require.NoError(t, err)
+	assert.Nil(t, none)
+	assert.Equal(t, tl, same)
+}

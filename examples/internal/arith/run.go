@@ -158,6 +158,32 @@ func OpenTool(name string, stderr io.Writer) (tool.Tool, func(), error) {
 	}
 }
 
+// ToolCacheUsage is the help of the -tool-cache flag of examples/arith
+// and examples/ablation.
+const ToolCacheUsage = "tool results kept and given again to identical calls (tool.Cache): a GRPO group's samples mostly make the same call, and a sandboxed execution costs tens of CPU-milliseconds; the task's calls print an integer expression, a function of the code; 0 runs every call"
+
+// CacheTool wraps t in a tool.Cache of size results, or returns t and a
+// nil cache when size is 0. The task's tool calls print an integer
+// expression, whose output is a function of the code, so a kept result
+// is what running the call again would print.
+func CacheTool(t tool.Tool, size int) (tool.Tool, *tool.Cache, error) {
+	if size == 0 {
+		return t, nil, nil
+	}
+	c, err := tool.NewCache(t, tool.CacheConfig{Size: size})
+	if err != nil {
+		return nil, nil, fmt.Errorf("-tool-cache: %w", err)
+	}
+	return c, c, nil
+}
+
+// CacheSummary is a line saying how c served its tool's calls.
+func CacheSummary(c *tool.Cache) string {
+	st := c.Stats()
+	return fmt.Sprintf("%s: %d calls, %d run, %d answered by an identical call (%d kept, %d in flight)",
+		c.Name(), st.Calls, st.Executed, st.Hits+st.Shared, st.Hits, st.Shared)
+}
+
 // SFT learning-rate schedules (SFTOptions.Schedule, examples/arith's
 // -sft-schedule).
 const (
