@@ -60,7 +60,8 @@ type CacheStats struct {
 // tool did not run for this call. Errors (a tool that cannot work, a
 // cancelled context) are never kept.
 //
-// A Cache is safe for concurrent use when the wrapped tool is.
+// A tool that keeps state per conversation (Stateful) is refused. A
+// Cache is safe for concurrent use when the wrapped tool is.
 type Cache struct {
 	tool   Tool
 	failed bool
@@ -75,6 +76,11 @@ type Cache struct {
 func NewCache(t Tool, cfg CacheConfig) (*Cache, error) {
 	if t == nil {
 		return nil, errors.New("tool: NewCache(nil)")
+	}
+	if _, ok := t.(Stateful); ok {
+		// Its calls run in each conversation's session, and a wrapper
+		// would hide that; its results depend on the session's state.
+		return nil, fmt.Errorf("tool: NewCache(%s): the tool keeps state per conversation (Stateful), so its results are not a function of its arguments", t.Name())
 	}
 	if cfg.Size < 0 {
 		return nil, fmt.Errorf("tool: CacheConfig.Size %d must not be negative", cfg.Size)

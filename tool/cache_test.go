@@ -143,9 +143,16 @@ func TestCacheErrorsAndPanics(t *testing.T) {
 
 	_, err = tool.NewCache(nil, tool.CacheConfig{})
 	require.Error(t, err)
+	_, err = tool.NewCache(stateful{tooltest.Echo("shell")}, tool.CacheConfig{})
+	require.ErrorContains(t, err, "Stateful", "a session's state is not in the arguments")
 	_, err = tool.NewCache(counting(&n), tool.CacheConfig{Size: -1})
 	require.Error(t, err)
 }
+
+// stateful is a tool that keeps state per conversation.
+type stateful struct{ *tooltest.Scripted }
+
+func (stateful) SessionOpener() tool.SessionOpener { return nil }
 
 // TestCacheConcurrentIdenticalCalls: a GRPO group's samples make the same
 // call at once; the tool runs once and every caller gets its result.
