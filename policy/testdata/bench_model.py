@@ -15,9 +15,10 @@ Each measure is repeated and its median printed, in tokens/s.
     /usr/bin/python3 testdata/bench_model.py
 
 With --arith it is examples/arith's model instead (vocab 266, hidden 128,
-2 layers, 4 heads, 2 KV heads, head_dim 32, intermediate 384, rope theta
-1e4, tied embeddings: 428,544 parameters with the job's 270-token
-vocabulary) and the measures of BenchmarkArithSFTStep and
+2 layers, 8 heads, 4 KV heads, head_dim 16, intermediate 384, rope theta
+1e4, tied embeddings: 428,480 parameters with the job's 270-token
+vocabulary; before 2026-11-28 the job had 4 heads and 2 KV heads of 32,
+the same projections and 64 more norm weights: 428,544) and the measures of BenchmarkArithSFTStep and
 BenchmarkArithGenerate:
 
   sft step    16 sequences of 150, 160, …, 300 tokens (3,600 in all),
@@ -58,7 +59,7 @@ V, H, L, NH, NKV, HD, I = 8192, 384, 4, 6, 2, 64, 1152
 EPS, THETA = 1e-6, 1e6
 ARITH = "--arith" in sys.argv[1:]
 if ARITH:
-    V, H, L, NH, NKV, HD, I = 266, 128, 2, 4, 2, 32, 384
+    V, H, L, NH, NKV, HD, I = 266, 128, 2, 8, 4, 16, 384
     THETA = 1e4
 
 

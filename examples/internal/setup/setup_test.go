@@ -17,7 +17,7 @@ import (
 // TestLoRAWeights counts adapters by hand: rank × (in + out) per adapted
 // projection and layer.
 func TestLoRAWeights(t *testing.T) {
-	// examples/arith's model: hidden 128, 4 heads and 2 KV heads of 32,
+	// examples/arith's model until 2026-11-28: hidden 128, 4 heads and 2 KV heads of 32,
 	// MLP 384, 2 layers.
 	arith := policy.Config{HiddenSize: 128, NumAttentionHeads: 4, NumKeyValueHeads: 2, HeadDim: 32, IntermediateSize: 384, NumHiddenLayers: 2}
 	all := []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
