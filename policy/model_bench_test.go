@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrl/agentrl/internal/cputime"
 	"github.com/agentrl/agentrl/lm"
 	"github.com/stretchr/testify/require"
 )
@@ -260,13 +261,13 @@ func BenchmarkArithSFTStep(b *testing.B) {
 	grad := meanLossGrad(batch)
 	ctx := context.Background()
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0 := cputime.Self()
 	for range b.N {
 		if err := trainStep(ctx, m, opt, batch, grad); err != nil {
 			b.Fatal(err)
 		}
 	}
-	reportTokenRates(b, tokens(batch)*b.N, cpuTime()-cpu0)
+	reportTokenRates(b, tokens(batch)*b.N, cputime.Self()-cpu0)
 }
 
 // reportTokenRates reports n tokens per wall-clock second and, where the
@@ -299,7 +300,7 @@ func BenchmarkArithGenerate(b *testing.B) {
 	}
 	ctx := context.Background()
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0 := cputime.Self()
 	n := 0
 	for range b.N {
 		gens, err := m.Generate(ctx, reqs)
@@ -310,5 +311,5 @@ func BenchmarkArithGenerate(b *testing.B) {
 			n += len(g.Tokens)
 		}
 	}
-	reportTokenRates(b, n, cpuTime()-cpu0)
+	reportTokenRates(b, n, cputime.Self()-cpu0)
 }

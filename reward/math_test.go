@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentrl/agentrl/internal/cputime"
 )
 
 func TestMathVerifyOutput(t *testing.T) {
@@ -97,9 +99,9 @@ func TestMathVerifyPathological(t *testing.T) {
 // bounds the work as the deadline would, without the other processes'
 // share of the wall clock.
 func verifyUntimed(response, gold string) (Output, time.Duration) {
-	start := cpuTime()
+	start := cputime.Self()
 	out := mathVerify(context.Background(), response, gold, true)
-	return out, cpuTime() - start
+	return out, cputime.Self() - start
 }
 
 // TestMathVerifyHugeResponse: megabyte responses return promptly with a

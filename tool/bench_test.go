@@ -9,20 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-)
 
-// cpuTime is the CPU time (user + system) this process has used plus that
-// of its reaped children (fresh python3 processes).
-func cpuTime() time.Duration {
-	var self, kids syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
-	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
-	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
-	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
-}
+	"github.com/agentrl/agentrl/internal/cputime"
+)
 
 // procCPU is a running process's CPU time plus that of the children it
 // reaped (a worker and every snippet it forked), from /proc/pid/stat.
@@ -44,7 +35,7 @@ func procCPU(pid int) time.Duration {
 
 // poolCPU is the CPU time of this process and of the sandbox's workers.
 func poolCPU(sb *Sandbox) time.Duration {
-	d := cpuTime()
+	d := cputime.WithChildren()
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	for w := range sb.live {
@@ -113,7 +104,7 @@ func BenchmarkSandbox(b *testing.B) {
 			if errors.Is(err, ErrNoPython) {
 				b.Skip(err)
 			}
-			cpu0 := cpuTime()
+			cpu0 := cputime.WithChildren()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if out, err := exec.Command(python, "-I", "-c", snippet.code).Output(); err != nil || len(out) == 0 {
@@ -122,7 +113,7 @@ func BenchmarkSandbox(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "exec/s")
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/exec")
+			b.ReportMetric(float64(cputime.WithChildren()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/exec")
 		})
 	}
 }

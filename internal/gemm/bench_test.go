@@ -9,6 +9,8 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
+
+	"github.com/agentrl/agentrl/internal/cputime"
 )
 
 // benchShapes are the sizes compared with gonum here and with PyTorch by
@@ -52,9 +54,9 @@ func benchOperands(tA, tB bool, m, n, k int) (a []float32, lda int, b []float32,
 // CPU-second of the process, GFLOP/cpu-s. The machines this is developed on
 // are shared, so the wall-clock rate drops whenever others compute; the
 // CPU-time rate (for one worker, the single-core speed) is much steadier.
-// cpu0 is cpuTime() taken just before the timed loop.
+// cpu0 is cputime.Self() taken just before the timed loop.
 func reportGflops(b *testing.B, m, n, k int, cpu0 time.Duration) {
-	cpu := cpuTime() - cpu0
+	cpu := cputime.Self() - cpu0
 	flops := 2 * float64(m) * float64(n) * float64(k) * float64(b.N)
 	b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 	if cpu > 0 {
@@ -69,7 +71,7 @@ func BenchmarkSgemm(b *testing.B) {
 		a, lda, bb, ldb, c := benchOperands(s.tA, s.tB, s.m, s.n, s.k)
 		b.Run(fmt.Sprintf("agentrl/%s", s.name), func(b *testing.B) {
 			e := New()
-			cpu0 := cpuTime()
+			cpu0 := cputime.Self()
 			for b.Loop() {
 				if err := e.Sgemm(s.tA, s.tB, s.m, s.n, s.k, 1, a, lda, bb, ldb, 0, c, s.n); err != nil {
 					b.Fatal(err)
@@ -81,7 +83,7 @@ func BenchmarkSgemm(b *testing.B) {
 			// The batch-variant few-row path (WithBatchVariantFewRows).
 			b.Run(fmt.Sprintf("agentrl-batch-variant/%s", s.name), func(b *testing.B) {
 				e := New(WithBatchVariantFewRows())
-				cpu0 := cpuTime()
+				cpu0 := cputime.Self()
 				for b.Loop() {
 					if err := e.Sgemm(s.tA, s.tB, s.m, s.n, s.k, 1, a, lda, bb, ldb, 0, c, s.n); err != nil {
 						b.Fatal(err)
@@ -99,7 +101,7 @@ func BenchmarkSgemm(b *testing.B) {
 				tB = blas.Trans
 			}
 			var impl gonum.Implementation
-			cpu0 := cpuTime()
+			cpu0 := cputime.Self()
 			for b.Loop() {
 				impl.Sgemm(tA, tB, s.m, s.n, s.k, 1, a, lda, bb, ldb, 0, c, s.n)
 			}
@@ -113,7 +115,7 @@ func BenchmarkSgemmGeneric(b *testing.B) {
 	s := benchShapes[0]
 	a, lda, bb, ldb, c := benchOperands(s.tA, s.tB, s.m, s.n, s.k)
 	e := New(WithGeneric())
-	cpu0 := cpuTime()
+	cpu0 := cputime.Self()
 	for b.Loop() {
 		if err := e.Sgemm(false, false, s.m, s.n, s.k, 1, a, lda, bb, ldb, 0, c, s.n); err != nil {
 			b.Fatal(err)

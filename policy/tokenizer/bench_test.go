@@ -5,8 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/agentrl/agentrl/internal/cputime"
 )
 
 // BenchmarkEncodeCorpus encodes every text of testdata/encode_cases.jsonl
@@ -119,29 +120,19 @@ func BenchmarkVsHFTokenizers(b *testing.B) {
 		total += len(c.Text)
 	}
 	b.SetBytes(int64(total))
-	cpu0 := cpuTime(b)
+	cpu0 := int64(cputime.Self())
 	for b.Loop() {
 		for _, c := range cases {
 			tok.Encode(c.Text)
 		}
 	}
-	goCPU := float64(cpuTime(b)-cpu0) / float64(b.N)
+	goCPU := float64(int64(cputime.Self())-cpu0) / float64(b.N)
 	goNs := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 	b.ReportMetric(hfNs, "hf-ns/pass")
 	b.ReportMetric(goCPU, "go-cpu-ns/pass")
 	b.ReportMetric(hfCPU, "hf-cpu-ns/pass")
 	b.ReportMetric(hfNs/goNs, "hf/go-wall")
 	b.ReportMetric(hfCPU/goCPU, "hf/go-cpu")
-}
-
-// cpuTime returns the CPU time (user + system, all threads) the process
-// has used, in nanoseconds.
-func cpuTime(b *testing.B) int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // BenchmarkLoad reads and parses the Qwen3 checkpoint files (11 MB of JSON).

@@ -7,12 +7,11 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"runtime"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentrl/agentrl/internal/cputime"
 	"github.com/agentrl/agentrl/tool/search"
 	"github.com/agentrl/agentrl/tool/search/bm25"
 	"github.com/agentrl/agentrl/tool/search/encyclopedia"
@@ -40,13 +39,6 @@ func benchCorpus(b *testing.B, n int) (corpus []byte, questions, names []string)
 		names = append(names, title[q.Evidence[0]])
 	}
 	return buf.Bytes(), questions, names
-}
-
-// cpuTime returns the process's user and system CPU time so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func heapInUse() uint64 {
@@ -97,7 +89,7 @@ func BenchmarkRetrieve(b *testing.B) {
 						queries := qs.queries
 						b.Run(fmt.Sprintf("%s/%s/batch%d", store, qs.name, batch), func(b *testing.B) {
 							next := 0
-							cpu0 := cpuTime(b)
+							cpu0 := cputime.Self()
 							for b.Loop() {
 								q := make([]string, batch)
 								for i := range q {
@@ -109,7 +101,7 @@ func BenchmarkRetrieve(b *testing.B) {
 								}
 							}
 							b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "queries/s")
-							b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(b.N*batch), "cpu-µs/query")
+							b.ReportMetric(float64((cputime.Self()-cpu0).Microseconds())/float64(b.N*batch), "cpu-µs/query")
 							b.ReportMetric(float64(disk), "disk-bytes")
 							b.ReportMetric(float64(heap), "heap-bytes")
 							b.ReportMetric(float64(len(corpus)), "corpus-bytes")
@@ -134,7 +126,7 @@ func BenchmarkBuild(b *testing.B) {
 	}{{"shipped", 0}, {"100k", 100_000}} {
 		b.Run(size.name, func(b *testing.B) {
 			corpus, _, _ := benchCorpus(b, size.n)
-			cpu0 := cpuTime(b)
+			cpu0 := cputime.Self()
 			for b.Loop() {
 				ix, err := bm25.Build(context.Background(), bytes.NewReader(corpus), bm25.Config{})
 				require.NoError(b, err)
@@ -142,7 +134,7 @@ func BenchmarkBuild(b *testing.B) {
 			}
 			docs := float64(bytes.Count(corpus, []byte("\n"))) * float64(b.N)
 			b.ReportMetric(docs/b.Elapsed().Seconds(), "docs/s")
-			b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/docs, "cpu-µs/doc")
+			b.ReportMetric(float64((cputime.Self()-cpu0).Microseconds())/docs, "cpu-µs/doc")
 		})
 	}
 }

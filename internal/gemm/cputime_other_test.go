@@ -1,8 +1,0 @@
-//go:build !unix
-
-package gemm
-
-import "time"
-
-// cpuTime is unavailable here; benchmarks then omit GFLOP/cpu-s.
-func cpuTime() time.Duration { return 0 }
