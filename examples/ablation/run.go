@@ -77,7 +77,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&o.evalSeed, "eval-seed", 1001, "seed of the held-out problems (1001: the main job's, its -seed 1 + 1000)")
 	fs.IntVar(&o.parallel, "parallel", 1, "runs at once (each run already uses every core)")
 	fs.StringVar(&o.toolName, "tool", "auto", `tool: "code_interpreter" (python sandbox), "calculator", or "auto" (the interpreter when python3 exists)`)
-	fs.IntVar(&o.toolCache, "tool-cache", tool.DefaultCacheSize, arith.ToolCacheUsage)
+	arith.ToolCacheFlag(fs, &o.toolCache)
 	fs.IntVar(&o.smooth, "smooth", 10, "steps of the moving average of curves.png (1: none)")
 	o.device.RegisterFlags(fs)
 	if err := setup.Parse(fs, args); err != nil {
@@ -132,9 +132,6 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	case "auto", "code_interpreter", "calculator":
 	default:
 		return o, fmt.Errorf("-tool %q: want auto, code_interpreter or calculator", o.toolName)
-	}
-	if o.toolCache < 0 {
-		return o, fmt.Errorf("-tool-cache %d: want ≥ 0 (0: no cache)", o.toolCache)
 	}
 	if err := o.device.Validate(); err != nil {
 		return o, err

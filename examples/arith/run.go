@@ -123,7 +123,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.maxResponse, "max-response", arith.DefaultMaxResponse, "response budget in tokens (tool results included)")
 	fs.IntVar(&o.evalProblems, "eval", arith.DefaultEvalProblems, "held-out evaluation problems")
 	fs.Float64Var(&o.temperature, "temperature", arith.DefaultTemperature, "sampling temperature of rollouts and evaluation")
-	fs.IntVar(&o.toolCache, "tool-cache", tool.DefaultCacheSize, arith.ToolCacheUsage)
+	arith.ToolCacheFlag(fs, &o.toolCache)
 	fs.StringVar(&o.init, "init", "", "start from this saved model folder (a run's sft-model or model) instead of running SFT")
 	fs.StringVar(&o.toolName, "tool", "auto", `tool: "code_interpreter" (python sandbox), "calculator", or "auto" (the interpreter when python3 exists)`)
 	fs.StringVar(&o.remote, "remote", "", "comma-separated base URLs of OpenAI-compatible servers: evaluate the served model instead of training")
@@ -182,8 +182,6 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-sft-tool-first %g: want within [0, 1)", o.sftToolFirst)
 	case o.sftToolFirst > 0 && o.noToolFrac == 1:
 		return o, errors.New("-sft-tool-first needs trajectories that call the tool: -no-tool-frac 1 makes none")
-	case o.toolCache < 0:
-		return o, fmt.Errorf("-tool-cache %d: want ≥ 0 (0: no cache)", o.toolCache)
 	case o.maxResponse < 16:
 		return o, fmt.Errorf("-max-response %d: want ≥ 16", o.maxResponse)
 	case o.loraRank < 0:

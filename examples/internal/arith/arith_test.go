@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"math"
 	"os"
 	"path/filepath"
@@ -511,4 +512,32 @@ func TestCacheToolInRollouts(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, none)
 	assert.Equal(t, tl, same)
+}
+
+// TestToolCacheFlag: -tool-cache defaults to tool.DefaultCacheSize, takes
+// 0 and positive sizes, and refuses the rest at parsing.
+func TestToolCacheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+		ok   bool
+	}{
+		{nil, tool.DefaultCacheSize, true},
+		{[]string{"-tool-cache", "0"}, 0, true},
+		{[]string{"-tool-cache", "64"}, 64, true},
+		{[]string{"-tool-cache", "-1"}, 0, false},
+		{[]string{"-tool-cache", "many"}, 0, false},
+	} {
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		fs.SetOutput(&bytes.Buffer{})
+		var size int
+		ToolCacheFlag(fs, &size)
+		err := fs.Parse(tc.args)
+		if !tc.ok {
+			assert.Error(t, err, "%v", tc.args)
+			continue
+		}
+		require.NoError(t, err, "%v", tc.args)
+		assert.Equal(t, tc.want, size, "%v", tc.args)
+	}
 }

@@ -3,6 +3,7 @@ package arith
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -158,9 +159,22 @@ func OpenTool(name string, stderr io.Writer) (tool.Tool, func(), error) {
 	}
 }
 
-// ToolCacheUsage is the help of the -tool-cache flag of examples/arith
-// and examples/ablation.
-const ToolCacheUsage = "tool results kept and given again to identical calls (tool.Cache): a GRPO group's samples mostly make the same call, and a sandboxed execution costs tens of CPU-milliseconds; the task's calls print an integer expression, a function of the code; 0 runs every call"
+// ToolCacheFlag registers -tool-cache on fs, into size, for
+// examples/arith and examples/ablation: the results CacheTool keeps,
+// tool.DefaultCacheSize unless set; a negative or non-integer value is a
+// usage error.
+func ToolCacheFlag(fs *flag.FlagSet, size *int) {
+	*size = tool.DefaultCacheSize
+	usage := fmt.Sprintf("tool results kept and given again to identical calls (tool.Cache): a GRPO group's samples mostly make the same call, and a sandboxed execution costs tens of CPU-milliseconds; the task's calls print an integer expression, a function of the code; 0 runs every call (default %d)", tool.DefaultCacheSize)
+	fs.Func("tool-cache", usage, func(s string) error {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 {
+			return fmt.Errorf("%q: want ≥ 0 (0: no cache)", s)
+		}
+		*size = v
+		return nil
+	})
+}
 
 // CacheTool wraps t in a tool.Cache of size results, or returns t and a
 // nil cache when size is 0. The task's tool calls print an integer
