@@ -310,6 +310,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-init", init, "-seeds", "1,x"}, `-seeds "1,x": "x" is not a seed (want non-negative integers, comma-separated)`},
 		{[]string{"-init", init, "-seeds", "1,2,1"}, `-seeds "1,2,1": seed 1 named twice`},
 		{[]string{"-init", init, "-seeds", ""}, `-seeds "": "" is not a seed (want non-negative integers, comma-separated)`},
+		{[]string{"-init", init, "-seeds", "1,1000"}, "-seeds: seed 1000 draws its RL prompts from seed + 1 = -eval-seed 1001: the held-out set would be trained on"},
 		{[]string{"-init", init, "-variants", "grpo-tcr,,clip-sym"}, `-variants "grpo-tcr,,clip-sym": empty name`},
 		{[]string{"-init", init, "-variants", "nope"}, `-variants: unknown variant "nope" (known: ` + "grpo-tcr, clip-sym, no-clip, seq-mean, no-overlong, overlong-tight, no-overlong-tight, entropy, calls-1, tool-bonus, user-spo" + `, or all)`},
 		{[]string{"-init", init, "-n", "0"}, "-n 0: want ≥ 1"},

@@ -74,7 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.maxResponse, "max-response", arith.DefaultMaxResponse, "response budget in tokens (tool results included)")
 	fs.IntVar(&o.tightResponse, "tight-response", 64, "the tight response budget of the *-tight variants (a correct answer with one code-interpreter call takes ≈ 50 tokens, each further call ≈ 46)")
 	fs.IntVar(&o.evalProblems, "eval", arith.DefaultEvalProblems, "held-out evaluation problems")
-	fs.Uint64Var(&o.evalSeed, "eval-seed", 1001, "seed of the held-out problems (1001: the main job's, its -seed 1 + 1000)")
+	fs.Uint64Var(&o.evalSeed, "eval-seed", arith.DefaultEvalSeed, "seed of the held-out problems (the main job's default -eval-seed)")
 	fs.IntVar(&o.parallel, "parallel", 1, "runs at once (each run already uses every core)")
 	fs.StringVar(&o.toolName, "tool", "auto", `tool: "code_interpreter" (python sandbox), "calculator", or "auto" (the interpreter when python3 exists)`)
 	arith.ToolCacheFlag(fs, &o.toolCache)
@@ -92,6 +92,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var err error
 	if o.seeds, err = parseSeeds(seeds); err != nil {
 		return o, err
+	}
+	for _, s := range o.seeds {
+		if s+1 == o.evalSeed {
+			return o, fmt.Errorf("-seeds: seed %d draws its RL prompts from seed + 1 = -eval-seed %d: the held-out set would be trained on", s, o.evalSeed)
+		}
 	}
 	if o.variants, err = parseNames(variants); err != nil {
 		return o, err

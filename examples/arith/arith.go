@@ -47,7 +47,7 @@ func roughGuess(v int64) string { return arith.RoughGuess(v) }
 func answer(v string) string { return arith.Answer(v) }
 
 func buildSFT(ctx context.Context, probs []problem, tok *tokenizer.Bytes, s toolSpec, noToolFrac float64, seed uint64) ([]agentrl.SFTSample, error) {
-	return arith.BuildSFT(ctx, probs, tok, s.ToolSpec, noToolFrac, seed)
+	return arith.BuildSFT(ctx, probs, arith.SFTToolUse(len(probs), noToolFrac, seed), tok, s.ToolSpec)
 }
 
 // namedEval is an evaluation under the name the table and JSON line

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentrl/agentrl/examples/internal/arith"
 	"github.com/agentrl/agentrl/tool"
 )
 
@@ -27,7 +28,7 @@ func TestRemoteEvaluation(t *testing.T) {
 	require.NoError(t, err)
 	spec := specFor(&tool.Calculator{})
 	exprs := map[string]string{}
-	for _, p := range generateProblems(1+1000, 3, "eval") {
+	for _, p := range generateProblems(arith.DefaultEvalSeed, 3, "eval") {
 		exprs[p.Text] = p.Expr
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -48,6 +48,7 @@ type options struct {
 	sftWarmup, sftDecay            float64 // fractions of the SFT updates warming up, and (WSD) decaying
 	noToolFrac                     float64
 	sftToolFirst                   float64 // fraction of the SFT updates, at the start, on tool-calling trajectories only
+	sftPairs                       bool    // each SFT problem with and without the tool, in one batch
 	sftBalance                     bool    // SFT problems in equal shares of 4- to 7-digit answers
 	sftTrainGuesses                bool    // train the guessed digits of the trajectories without the tool
 
@@ -61,6 +62,7 @@ type options struct {
 
 	// Evaluation.
 	evalProblems int
+	evalSeed     uint64
 	temperature  float64
 
 	toolName  string
@@ -95,7 +97,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := setup.NewFlagSet("arith", synopsis, stderr)
 	fs.StringVar(&o.out, "out", "", "run folder (default ./runs/arith-<timestamp>)")
-	fs.Uint64Var(&o.seed, "seed", 1, "seed of the model, the training problems and sampling; held-out problems use seed+1000")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the model, the training problems (SFT: seed, RL: seed+1) and sampling")
 	fs.IntVar(&o.hidden, "hidden", 128, "model hidden size")
 	fs.IntVar(&o.layers, "layers", 2, "transformer layers")
 	fs.IntVar(&o.heads, "heads", 8, "attention heads (the default before 2026-11-28: 4, with -kv-heads 2 -head-dim 32: the same projections)")
@@ -111,6 +113,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.sftDecay, "sft-decay", 0.2, "with -sft-schedule wsd: fraction of the SFT updates decaying the learning rate at the end")
 	fs.Float64Var(&o.noToolFrac, "no-tool-frac", 0.5, "fraction of SFT trajectories that compute the expression in their head (a rough guess) instead of calling the tool")
 	fs.Float64Var(&o.sftToolFirst, "sft-tool-first", 0, "fraction of the SFT updates, at the start, whose batches hold only trajectories that call the tool (a curriculum); the rest draw the usual mix (-no-tool-frac); 0: the mix throughout")
+	fs.BoolVar(&o.sftPairs, "sft-pairs", false, "write each SFT problem twice, once calling the tool and once answering with a guess, and train the two in the same batch (-sft-samples trajectories of -sft-samples/2 problems; needs -no-tool-frac 0.5): the choice to call then depends on nothing in the problem, and every batch holds as many of each")
 	fs.BoolVar(&o.sftBalance, "sft-balance", false, "draw the SFT problems in equal shares of 4-, 5-, 6- and 7-digit answers instead of as the generator draws them (about 11/47/32/10%)")
 	fs.BoolVar(&o.sftTrainGuesses, "sft-train-guesses", true, "train the guessed digits of the SFT trajectories that answer without the tool; false takes them out of the loss (the rest of those trajectories is trained)")
 	fs.IntVar(&o.rlSteps, "rl-steps", arith.DefaultRLSteps, "GRPO-TCR steps")
@@ -122,6 +125,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.loraAlpha, "lora-alpha", 0, "the LoRA adapters' lora_alpha (scale alpha/rank); 0 means the rank")
 	fs.IntVar(&o.maxResponse, "max-response", arith.DefaultMaxResponse, "response budget in tokens (tool results included)")
 	fs.IntVar(&o.evalProblems, "eval", arith.DefaultEvalProblems, "held-out evaluation problems")
+	fs.Uint64Var(&o.evalSeed, "eval-seed", arith.DefaultEvalSeed, "seed of the held-out problems, the same set whatever -seed (before 2026-11-29 each -seed drew its own, seed+1000), so that seeds are compared on the same problems")
 	fs.Float64Var(&o.temperature, "temperature", arith.DefaultTemperature, "sampling temperature of rollouts and evaluation")
 	arith.ToolCacheFlag(fs, &o.toolCache)
 	fs.StringVar(&o.init, "init", "", "start from this saved model folder (a run's sft-model or model) instead of running SFT")
@@ -148,6 +152,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := arith.CheckEvalSeed(o.seed, o.evalSeed); err != nil {
+		return o, err
 	}
 	switch {
 	case o.n < 1:
@@ -180,6 +187,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-no-tool-frac %g: want within [0, 1]", o.noToolFrac)
 	case !(o.sftToolFirst >= 0 && o.sftToolFirst < 1):
 		return o, fmt.Errorf("-sft-tool-first %g: want within [0, 1)", o.sftToolFirst)
+	case o.sftPairs && o.noToolFrac != 0.5:
+		return o, fmt.Errorf("-sft-pairs writes half of the trajectories without the tool: -no-tool-frac %g is not 0.5", o.noToolFrac)
+	case o.sftPairs && (o.sftBatch%2 != 0 || o.sftSamples%2 != 0):
+		return o, fmt.Errorf("-sft-pairs trains whole pairs: -sft-batch %d and -sft-samples %d must be even", o.sftBatch, o.sftSamples)
 	case o.sftToolFirst > 0 && o.noToolFrac == 1:
 		return o, errors.New("-sft-tool-first needs trajectories that call the tool: -no-tool-frac 1 makes none")
 	case o.maxResponse < 16:
@@ -329,7 +340,7 @@ func runOptions(ctx context.Context, o options, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	heldOut := generateProblems(o.seed+1000, o.evalProblems, "eval")
+	heldOut := generateProblems(o.evalSeed, o.evalProblems, "eval")
 	params := lm.SampleParams{Temperature: o.temperature, TopP: 1, TopK: -1, MaxNewTokens: o.maxResponse}
 
 	if o.fleet > 0 {
@@ -408,15 +419,24 @@ func runFolder(out string) (string, *setup.RunDir, error) {
 // sftStage trains the model on generated trajectories with the tool's
 // real output and saves it as dir/sft-model.
 func sftStage(ctx context.Context, o options, model *policy.Model, tok *tokenizer.Bytes, spec toolSpec, dir string, dp agentrl.DataParallel, stderr io.Writer) error {
-	train := generateProblems(o.seed, o.sftSamples, "sft")
-	if o.sftBalance {
-		train = arith.GenerateBalancedProblems(o.seed, o.sftSamples, "sft")
+	problems := o.sftSamples
+	if o.sftPairs {
+		problems /= 2
 	}
-	sft, err := arith.BuildSFT(ctx, train, tok, spec.ToolSpec, o.noToolFrac, o.seed)
+	train := generateProblems(o.seed, problems, "sft")
+	if o.sftBalance {
+		train = arith.GenerateBalancedProblems(o.seed, problems, "sft")
+	}
+	var toolUse []bool
+	if o.sftPairs {
+		train, toolUse = arith.PairSFT(train)
+	} else {
+		toolUse = arith.SFTToolUse(len(train), o.noToolFrac, o.seed)
+	}
+	sft, err := arith.BuildSFT(ctx, train, toolUse, tok, spec.ToolSpec)
 	if err != nil {
 		return err
 	}
-	toolUse := arith.SFTToolUse(len(train), o.noToolFrac, o.seed)
 	if !o.sftTrainGuesses {
 		if err := arith.UntrainGuesses(sft, toolUse, tok); err != nil {
 			return err
@@ -569,6 +589,9 @@ func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.
 	if o.sftBalance {
 		lengths = ", answers of 4 to 7 digits in equal shares"
 	}
+	if o.sftPairs {
+		lengths += ", each problem with and without the tool in one batch"
+	}
 	if !o.sftTrainGuesses {
 		lengths += ", guessed digits untrained"
 	}
@@ -577,7 +600,7 @@ func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.
 	return arith.RunSFT(ctx, model, data, arith.SFTOptions{
 		Steps: o.sftSteps, Batch: o.sftBatch, LR: o.sftLR, Seed: o.seed,
 		Schedule: o.sftSchedule, WarmupFrac: o.sftWarmup, DecayFrac: o.sftDecay,
-		ToolFirst: o.sftToolFirst, Tool: tool,
+		ToolFirst: o.sftToolFirst, Tool: tool, Pairs: o.sftPairs,
 	}, dir, dp, stderr)
 }
 
@@ -651,7 +674,7 @@ func runRemote(ctx context.Context, o options, tl tool.Tool, spec toolSpec, stdo
 		return err
 	}
 	spec.System = true
-	heldOut := generateProblems(o.seed+1000, o.evalProblems, "eval")
+	heldOut := generateProblems(o.evalSeed, o.evalProblems, "eval")
 	params := lm.SampleParams{Temperature: o.temperature, TopP: 1, TopK: -1, MaxNewTokens: o.maxResponse, StopTokenIDs: nil}
 	fmt.Fprintf(stderr, "evaluating the served model at %s on %d held-out problems × %d samples\n", o.remote, len(heldOut), o.n)
 	res, err := evaluate(ctx, engine, rf, heldOut, spec, params, o.n)

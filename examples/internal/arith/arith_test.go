@@ -194,7 +194,7 @@ func TestHFCheckpointFiles(t *testing.T) {
 
 	spec := SpecFor(&tool.Calculator{})
 	probs := GenerateProblems(5, 20, "eval")
-	sft, err := BuildSFT(ctx, probs, tok, spec, 0.5, 5)
+	sft, err := BuildSFT(ctx, probs, SFTToolUse(len(probs), 0.5, 5), tok, spec)
 	require.NoError(t, err)
 	for i, p := range probs {
 		want := PromptText(p, spec)
@@ -231,7 +231,7 @@ func TestSFTToolUse(t *testing.T) {
 	require.NoError(t, err)
 	spec := SpecFor(&tool.Calculator{})
 	probs := GenerateProblems(3, 200, "sft")
-	sft, err := BuildSFT(context.Background(), probs, tok, spec, 0.5, 3)
+	sft, err := BuildSFT(context.Background(), probs, SFTToolUse(len(probs), 0.5, 3), tok, spec)
 	require.NoError(t, err)
 	uses := SFTToolUse(len(probs), 0.5, 3)
 	calls := 0
@@ -319,6 +319,84 @@ func TestSFTOrder(t *testing.T) {
 			assert.EqualError(t, err, tc.msg)
 		})
 	}
+}
+
+// PairSFT writes every problem twice in a row, the first calling the
+// tool and the second guessing, from the same prompt; BuildSFT follows
+// the marks and refuses marks of another length.
+func TestPairSFT(t *testing.T) {
+	tok, err := NewTokenizer()
+	require.NoError(t, err)
+	spec := SpecFor(&tool.Calculator{})
+	probs := GenerateProblems(6, 5, "sft")
+	paired, marks := PairSFT(probs)
+	require.Len(t, paired, 10)
+	assert.Equal(t, []bool{true, false, true, false, true, false, true, false, true, false}, marks)
+	sft, err := BuildSFT(context.Background(), paired, marks, tok, spec)
+	require.NoError(t, err)
+	for i, p := range probs {
+		with, without := tok.Decode(sft[2*i].IDs), tok.Decode(sft[2*i+1].IDs)
+		prompt := PromptText(p, spec)
+		assert.True(t, strings.HasPrefix(with, prompt), "pair %d: the problem's prompt", i)
+		assert.True(t, strings.HasPrefix(without, prompt), "pair %d: the problem's prompt", i)
+		assert.Contains(t, with, CallOpen, "pair %d: the first calls", i)
+		assert.NotContains(t, without, CallOpen, "pair %d: the second guesses", i)
+		assert.True(t, strings.HasSuffix(without, Answer(RoughGuess(p.Answer))), "pair %d: %q", i, without)
+	}
+	_, err = BuildSFT(context.Background(), paired, marks[:3], tok, spec)
+	assert.EqualError(t, err, "SFT: 3 tool marks for 10 problems")
+}
+
+// SFTOrder with Pairs: every batch is Batch/2 whole pairs (2p, 2p+1),
+// so exactly half of it calls the tool; a pass trains each pair once
+// before any twice; with ToolFirst the tool-only batches come first; the
+// same seed gives the same order and odd sizes are refused.
+func TestSFTOrderPairs(t *testing.T) {
+	const pairs, batch, steps = 50, 8, 30
+	_, marks := PairSFT(GenerateProblems(7, pairs, "sft"))
+	o := SFTOptions{Steps: steps, Batch: batch, Seed: 7, Pairs: true, Tool: marks}
+	order, err := SFTOrder(marks, o)
+	require.NoError(t, err)
+	require.Len(t, order, steps)
+	perPass := pairs / (batch / 2) // 12 updates, the last 2 pairs dropped
+	seen := map[int]int{}
+	for s, b := range order {
+		require.Len(t, b, batch, "update %d", s+1)
+		calls := 0
+		for j := 0; j < len(b); j += 2 {
+			assert.Equal(t, 0, b[j]%2, "update %d: a pair starts at an even index", s+1)
+			assert.Equal(t, b[j]+1, b[j+1], "update %d: a pair's two halves together", s+1)
+			if marks[b[j]] {
+				calls++
+			}
+			if s < perPass {
+				seen[b[j]/2]++
+			}
+		}
+		assert.Equal(t, batch/2, calls, "update %d: half call the tool", s+1)
+	}
+	assert.Len(t, seen, perPass*batch/2, "the first pass trains distinct pairs")
+	for p, c := range seen {
+		assert.Equal(t, 1, c, "pair %d", p)
+	}
+	again, err := SFTOrder(marks, o)
+	require.NoError(t, err)
+	assert.Equal(t, order, again)
+
+	o.ToolFirst = 0.2
+	mixed, err := SFTOrder(marks, o)
+	require.NoError(t, err)
+	for s, b := range mixed[:6] {
+		for _, i := range b {
+			assert.True(t, marks[i], "update %d trains on guess %d", s+1, i)
+		}
+	}
+	assert.Equal(t, order[:steps-6], mixed[6:], "then the pairs' order from its start")
+
+	_, err = SFTOrder(marks, SFTOptions{Steps: 3, Batch: 5, Pairs: true})
+	assert.EqualError(t, err, "SFT pairs: batch 5 and 100 trajectories: want both even")
+	_, err = SFTOrder(marks[:99], SFTOptions{Steps: 3, Batch: 4, Pairs: true})
+	assert.EqualError(t, err, "SFT pairs: batch 4 and 99 trajectories: want both even")
 }
 
 // TestWriteGenerations: one JSON object per line in <step>.jsonl, the
@@ -441,9 +519,9 @@ func TestUntrainGuesses(t *testing.T) {
 	toolUse := SFTToolUse(len(probs), 0.5, 9)
 	require.Contains(t, toolUse, true)
 	require.Contains(t, toolUse, false)
-	sft, err := BuildSFT(context.Background(), probs, tok, spec, 0.5, 9)
+	sft, err := BuildSFT(context.Background(), probs, toolUse, tok, spec)
 	require.NoError(t, err)
-	before, err := BuildSFT(context.Background(), probs, tok, spec, 0.5, 9)
+	before, err := BuildSFT(context.Background(), probs, toolUse, tok, spec)
 	require.NoError(t, err)
 	require.NoError(t, UntrainGuesses(sft, toolUse, tok))
 	for i, s := range sft {

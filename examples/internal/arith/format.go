@@ -145,17 +145,21 @@ func Answer(v string) string { return BoxedOpen + v + "}" + ImEnd }
 // BuildSFT turns problems into SFT sequences laid out exactly as the
 // rollout engine will produce them: prompt (mask 0), the tool call
 // (mask 1), the tool result in ChatML glue (mask 0), the boxed answer and
-// end of turn (mask 1). A fraction noToolFrac of them instead write the
-// expression and compute it "in their head": a rough guess (two
-// significant digits), as a model without a tool would, so the SFT policy
-// often skips the tool and is wrong — the habit RL has to unlearn. Both
-// kinds copy the problem's numbers into the expression, so every
-// trajectory teaches the copying that tool use relies on.
+// end of turn (mask 1), for the problems tool marks true (SFTToolUse or
+// PairSFT). The others instead write the expression and compute it "in
+// their head": a rough guess (two significant digits), as a model without
+// a tool would, so the SFT policy often skips the tool and is wrong — the
+// habit RL has to unlearn. Both kinds copy the problem's numbers into the
+// expression, so every trajectory teaches the copying that tool use
+// relies on.
 //
 // The result text is what the tool prints; the first calls are run on the
 // real tool and compared, so a change in the tool's output format fails
 // here rather than teaching the model the wrong text.
-func BuildSFT(ctx context.Context, probs []Problem, tok *tokenizer.Bytes, s ToolSpec, noToolFrac float64, seed uint64) ([]agentrl.SFTSample, error) {
+func BuildSFT(ctx context.Context, probs []Problem, tool []bool, tok *tokenizer.Bytes, s ToolSpec) ([]agentrl.SFTSample, error) {
+	if len(tool) != len(probs) {
+		return nil, fmt.Errorf("SFT: %d tool marks for %d problems", len(tool), len(probs))
+	}
 	const verify = 8
 	for i := range min(verify, len(probs)) {
 		p := probs[i]
@@ -171,7 +175,6 @@ func BuildSFT(ctx context.Context, probs []Problem, tok *tokenizer.Bytes, s Tool
 			return nil, fmt.Errorf("SFT problem %d: %s printed %q for %s, want %q", i, s.Tool.Name(), res.Content, p.Expr, want)
 		}
 	}
-	tool := SFTToolUse(len(probs), noToolFrac, seed)
 	out := make([]agentrl.SFTSample, len(probs))
 	for i, p := range probs {
 		var smp agentrl.SFTSample
@@ -190,10 +193,10 @@ func BuildSFT(ctx context.Context, probs []Problem, tok *tokenizer.Bytes, s Tool
 	return out, nil
 }
 
-// SFTToolUse reports, for each of n problems, whether BuildSFT's
-// trajectory for it calls the tool (true) or answers with a guess
-// (false, a fraction noToolFrac of them): the draws BuildSFT makes from
-// seed.
+// SFTToolUse draws, for each of n problems, whether its SFT trajectory
+// calls the tool (true) or answers with a guess (false, each with
+// probability noToolFrac), from seed: BuildSFT's marks for problems that
+// each appear once.
 func SFTToolUse(n int, noToolFrac float64, seed uint64) []bool {
 	r := rand.New(rand.NewPCG(seed, 7))
 	tool := make([]bool, n)
@@ -201,6 +204,24 @@ func SFTToolUse(n int, noToolFrac float64, seed uint64) []bool {
 		tool[i] = r.Float64() >= noToolFrac
 	}
 	return tool
+}
+
+// PairSFT returns each of probs twice in a row, and BuildSFT's marks for
+// them: the first of each pair calls the tool, the second answers with a
+// guess. Trained with SFTOptions.Pairs, the two are in the same batch, so
+// whether a trajectory calls the tool says nothing about its problem and
+// every batch holds as many of each kind: the SFT policy calls the tool
+// about as often as the data does whatever the seed, where independent
+// draws (SFTToolUse) leave it free to tie the choice to features of the
+// problems it saw and let each batch's share of calls wander.
+func PairSFT(probs []Problem) ([]Problem, []bool) {
+	out := make([]Problem, 0, 2*len(probs))
+	tool := make([]bool, 0, 2*len(probs))
+	for _, p := range probs {
+		out = append(out, p, p)
+		tool = append(tool, true, false)
+	}
+	return out, tool
 }
 
 // callArgs are the arguments the trajectory's call passes, parsed as the

@@ -35,7 +35,24 @@ const (
 	DefaultMaxResponse  = 128  // response budget in tokens (-max-response)
 	DefaultEvalProblems = 32   // held-out problems (-eval)
 	DefaultTemperature  = 1.0  // sampling temperature (-temperature)
+	// DefaultEvalSeed draws the held-out problems (-eval-seed): one set
+	// for every training seed, so that runs of different seeds, and the
+	// variants of an ablation, are compared on the same problems.
+	DefaultEvalSeed uint64 = 1001
 )
+
+// CheckEvalSeed reports an error when the held-out problems drawn from
+// evalSeed would be training problems of a run with the given seed: the
+// SFT problems are drawn from seed and the RL prompts from seed+1.
+func CheckEvalSeed(seed, evalSeed uint64) error {
+	switch evalSeed {
+	case seed:
+		return fmt.Errorf("-eval-seed %d is -seed %d, which draws the SFT problems: the held-out set would be trained on", evalSeed, seed)
+	case seed + 1:
+		return fmt.Errorf("-eval-seed %d is -seed %d + 1, which draws the RL prompts: the held-out set would be trained on", evalSeed, seed)
+	}
+	return nil
+}
 
 // MaxToolCalls bounds the tool calls of a trajectory in EngineConfig.
 const MaxToolCalls = 3
@@ -221,8 +238,13 @@ type SFTOptions struct {
 	// shuffled epochs throughout.
 	ToolFirst float64
 	// Tool marks the data's trajectories that call the tool
-	// (SFTToolUse); required when ToolFirst > 0.
+	// (SFTToolUse, PairSFT); required when ToolFirst > 0.
 	Tool []bool
+	// Pairs trains the data as PairSFT lays it out, trajectories 2i and
+	// 2i+1 the same problem with and without the tool, in batches of
+	// whole pairs: shuffled passes over the pairs, Batch/2 of them per
+	// update (Batch must be even).
+	Pairs bool
 }
 
 // toolFirstSteps is the number of updates o.ToolFirst makes of o.Steps.
@@ -235,12 +257,14 @@ func (o SFTOptions) toolFirstSteps() int {
 const toolSeed = 0x746f6f6c // "tool"
 
 // SFTOrder is the order in which RunSFT trains on n trajectories of
-// which those tool marks call the tool, with o.ToolFirst > 0: o.Steps
-// batches of o.Batch indices. The first round(ToolFirst·Steps) are
-// shuffled passes over the tool-calling trajectories alone; the rest are
-// the batches the SFT trainer draws from the whole data by itself, from
-// its first (its shuffled epochs with o.Seed, the last short batch of
-// each dropped), so that they hold the usual share of guesses.
+// which those tool marks call the tool, with o.ToolFirst > 0 or o.Pairs:
+// o.Steps batches of o.Batch indices. The first round(ToolFirst·Steps)
+// are shuffled passes over the tool-calling trajectories alone; the rest
+// are the batches the SFT trainer draws from the whole data by itself,
+// from its first (its shuffled epochs with o.Seed, the last short batch
+// of each dropped), so that they hold the usual share of guesses, or
+// with o.Pairs, shuffled passes over the pairs (2i, 2i+1) with o.Seed,
+// o.Batch/2 pairs a batch.
 func SFTOrder(tool []bool, o SFTOptions) ([][]int, error) {
 	k := o.toolFirstSteps()
 	var pool []int
@@ -256,20 +280,41 @@ func SFTOrder(tool []bool, o SFTOptions) ([][]int, error) {
 		return nil, fmt.Errorf("SFT batch %d: want within [1, %d], the trajectories", o.Batch, len(tool))
 	case k > 0 && len(pool) < o.Batch:
 		return nil, fmt.Errorf("SFT tool-first batches of %d: only %d trajectories call the tool", o.Batch, len(pool))
-	}
-	all := make([]int, len(tool))
-	for i := range all {
-		all[i] = i
+	case o.Pairs && (o.Batch%2 != 0 || len(tool)%2 != 0):
+		return nil, fmt.Errorf("SFT pairs: batch %d and %d trajectories: want both even", o.Batch, len(tool))
 	}
 	first, err := passes(pool, o.Batch, k, o.Seed^toolSeed)
 	if err != nil {
 		return nil, err
 	}
-	rest, err := passes(all, o.Batch, o.Steps-k, o.Seed)
+	if !o.Pairs {
+		rest, err := passes(indices(len(tool)), o.Batch, o.Steps-k, o.Seed)
+		if err != nil {
+			return nil, err
+		}
+		return append(first, rest...), nil
+	}
+	pairs, err := passes(indices(len(tool)/2), o.Batch/2, o.Steps-k, o.Seed)
 	if err != nil {
 		return nil, err
 	}
-	return append(first, rest...), nil
+	for _, b := range pairs {
+		batch := make([]int, 0, 2*len(b))
+		for _, p := range b {
+			batch = append(batch, 2*p, 2*p+1)
+		}
+		first = append(first, batch)
+	}
+	return first, nil
+}
+
+// indices is 0, 1, …, n-1.
+func indices(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 // passes is count batches of size from pool, as the SFT trainer draws
@@ -329,11 +374,12 @@ func RunSFT(ctx context.Context, model *policy.Model, data []agentrl.SFTSample, 
 		return err
 	}
 	train, inOrder := data, false
-	if o.ToolFirst != 0 {
-		// The trainer draws the curriculum in order: data laid out batch
-		// by batch as SFTOrder says, one epoch of exactly o.Steps updates.
+	if o.ToolFirst != 0 || o.Pairs {
+		// The trainer draws the curriculum or the pairs in order: data
+		// laid out batch by batch as SFTOrder says, one epoch of exactly
+		// o.Steps updates.
 		if len(o.Tool) != len(data) {
-			return fmt.Errorf("SFT tool-first: %d trajectories marked, want the %d of the data", len(o.Tool), len(data))
+			return fmt.Errorf("SFT order: %d trajectories marked, want the %d of the data", len(o.Tool), len(data))
 		}
 		order, err := SFTOrder(o.Tool, o)
 		if err != nil {
