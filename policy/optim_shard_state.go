@@ -231,6 +231,13 @@ func (s *ShardedAdamW) LoadStateFile(dir string) error {
 // AdamW.SaveState writes), whatever the number of ranks that wrote it.
 // It streams: one parameter's moment is read at a time, so that it holds
 // the largest parameter in float32 (plus about a MiB), not the state.
+//
+// The unsharded format holds the moments only: the master weights of a
+// state saved with ShardOptions.BF16Weights (StateInfo.Master) are not
+// in it, since one process's float32 weights are their own master.
+// MasterWeights reads them, to be the weights of a checkpoint for one
+// process (which then resumes from the master, not from its bf16
+// rounding).
 func ConsolidateState(dir string, w io.Writer) error {
 	idx, err := readShardIndex(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -285,12 +292,18 @@ type StateInfo struct {
 	// Params order for a sharded state, in the file's order for an
 	// unsharded one.
 	Params []ShardParam
+	// Master: the sharded state holds the float32 master weights of the
+	// parameters too (ShardIndex.Master, a state saved with
+	// ShardOptions.BF16Weights), which MasterWeights reads; every shard
+	// file has them, checked as the moments are.
+	Master bool
 }
 
 // ReadStateInfo reads and checks the headers of the optimizer state
 // saved in dir, sharded or not, without reading the moments: a sharded
 // state's index, and every shard file it lists present, whole and in
-// agreement with it (rank, world size, step, unit, sizes); an unsharded
+// agreement with it (rank, world size, step, unit, sizes; the master
+// weights' tensor when the index says the state has them); an unsharded
 // state file's format, step and pairs of F32 moments.
 func ReadStateInfo(dir string) (StateInfo, error) {
 	idx, err := readShardIndex(dir)
@@ -301,7 +314,7 @@ func ReadStateInfo(dir string) (StateInfo, error) {
 			return StateInfo{}, err
 		}
 		src.close()
-		return StateInfo{WorldSize: idx.WorldSize, Step: idx.Step, Params: idx.Params}, nil
+		return StateInfo{WorldSize: idx.WorldSize, Step: idx.Step, Params: idx.Params, Master: idx.Master}, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return StateInfo{}, err
 	}
@@ -337,6 +350,77 @@ func ReadStateInfo(dir string) (StateInfo, error) {
 		return bad("%d tensors are not the two moments of %d parameters", len(ts), len(info.Params))
 	}
 	return info, nil
+}
+
+// MasterWeights reads the float32 master weights that a sharded
+// optimizer state saved with ShardOptions.BF16Weights holds
+// (StateInfo.Master), each parameter's joined from the blocks of every
+// rank, whatever their number: the trained weights, of which a
+// checkpoint's model weights are the bf16 rounding. It reads one
+// parameter at a time from the files, holding none. A MasterWeights is
+// not safe for concurrent use.
+type MasterWeights struct {
+	src *momentSource
+	// at maps a parameter's name to its range of the flat vector.
+	at map[string][2]int
+}
+
+// OpenMasterWeights opens the master weights of the optimizer state
+// saved in dir, after checking its index and every shard file as
+// ReadStateInfo does. A state without them (an unsharded one, or one
+// saved without ShardOptions.BF16Weights) is an error.
+func OpenMasterWeights(dir string) (*MasterWeights, error) {
+	idx, err := readShardIndex(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("policy: master weights: the optimizer state in %s is not sharded, and only a sharded one holds them: %w", dir, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !idx.Master {
+		return nil, fmt.Errorf("policy: master weights: %s says the state holds none (it was saved without ShardOptions.BF16Weights)", ShardStateIndex)
+	}
+	src, err := openShards(dir, idx)
+	if err != nil {
+		return nil, err
+	}
+	w := &MasterWeights{src: src, at: make(map[string][2]int, len(idx.Params))}
+	off := 0
+	for _, p := range idx.Params {
+		if _, dup := w.at[p.Name]; dup {
+			src.close()
+			return nil, fmt.Errorf("policy: optimizer state: %s: parameter %q twice", ShardStateIndex, p.Name)
+		}
+		w.at[p.Name] = [2]int{off, off + p.Size}
+		off += p.Size
+	}
+	return w, nil
+}
+
+// Has reports whether the state holds the master weights of the
+// parameter name.
+func (w *MasterWeights) Has(name string) bool {
+	_, ok := w.at[name]
+	return ok
+}
+
+// ReadFloat32 fills dst with the master weights of the parameter name,
+// whose size len(dst) must be.
+func (w *MasterWeights) ReadFloat32(name string, dst []float32) error {
+	r, ok := w.at[name]
+	if !ok {
+		return fmt.Errorf("policy: master weights: no parameter %q in the optimizer state", name)
+	}
+	if n := r[1] - r[0]; len(dst) != n {
+		return fmt.Errorf("policy: master weights: parameter %q holds %d floats, not %d", name, n, len(dst))
+	}
+	return w.src.readMaster(r[0], r[1], dst)
+}
+
+// Close closes the shard files.
+func (w *MasterWeights) Close() error {
+	w.src.close()
+	return nil
 }
 
 // momentSource reads ranges of the flat moments of a saved state.
@@ -582,7 +666,14 @@ func openShards(dir string, idx ShardIndex) (*momentSource, error) {
 		}
 		for _, t := range tensors {
 			info, ok := f.Info(t)
-			if !ok || info.DType != safetensors.F32 || info.NumElements() != n {
+			if !ok {
+				src.close()
+				if t == "master" {
+					return nil, fmt.Errorf("policy: optimizer state: %s lacks the master weights (tensor %q of rank %d's blocks) that %s says the shards hold", name, t, r, ShardStateIndex)
+				}
+				return nil, fmt.Errorf("policy: optimizer state: %s lacks tensor %q (rank %d's blocks)", name, t, r)
+			}
+			if info.DType != safetensors.F32 || info.NumElements() != n {
 				src.close()
 				return nil, fmt.Errorf("policy: optimizer state: %s: %s is not F32 [%d] (rank %d's blocks)", name, t, n, r)
 			}

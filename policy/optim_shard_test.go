@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -835,4 +837,72 @@ func TestShardedAdamWArguments(t *testing.T) {
 	m.Params()
 	_, err = s.Step()
 	assert.ErrorIs(t, err, ErrInput)
+}
+
+// TestMasterWeights: the master weights of a sharded state saved with
+// ShardOptions.BF16Weights, by 1 to 3 ranks with units that cut
+// parameters anywhere, read back by parameter in their places
+// (OpenMasterWeights), and ReadStateInfo says the state has them; a
+// state without them, an unknown parameter or a wrong size is an error,
+// and so is a shard file without them, naming it.
+func TestMasterWeights(t *testing.T) {
+	sizes := []int{100, 3, 0, 250, 1, 64}
+	for _, c := range []struct{ ranks, unit int }{{1, 1 << 20}, {2, 8}, {3, 33}, {3, 420}} {
+		t.Run(fmt.Sprintf("%d ranks, unit %d", c.ranks, c.unit), func(t *testing.T) {
+			dir := t.TempDir()
+			shardedStateFixtureMaster(t, dir, sizes, c.ranks, c.unit, true)
+			info, err := ReadStateInfo(dir)
+			require.NoError(t, err)
+			assert.True(t, info.Master)
+			w, err := OpenMasterWeights(dir)
+			require.NoError(t, err)
+			defer w.Close()
+			off := 0
+			for i, n := range sizes {
+				name := fmt.Sprintf("p%03d.weight", i)
+				require.True(t, w.Has(name))
+				got := make([]float32, n)
+				require.NoError(t, w.ReadFloat32(name, got))
+				want := make([]float32, n)
+				for j := range want {
+					want[j] = masterValue(off + j)
+				}
+				assert.Equal(t, want, got, name)
+				off += n
+			}
+			assert.False(t, w.Has("other"))
+			assert.ErrorContains(t, w.ReadFloat32("other", nil), `no parameter "other"`)
+			assert.ErrorContains(t, w.ReadFloat32("p000.weight", make([]float32, 99)), "holds 100 floats, not 99")
+		})
+	}
+
+	t.Run("none", func(t *testing.T) {
+		dir := t.TempDir()
+		shardedStateFixture(t, dir, sizes, 2, 8)
+		info, err := ReadStateInfo(dir)
+		require.NoError(t, err)
+		assert.False(t, info.Master)
+		_, err = OpenMasterWeights(dir)
+		assert.ErrorContains(t, err, "holds none")
+		_, err = OpenMasterWeights(t.TempDir())
+		assert.ErrorIs(t, err, fs.ErrNotExist)
+		assert.ErrorContains(t, err, "not sharded")
+	})
+
+	t.Run("a shard without them", func(t *testing.T) {
+		dir, other := t.TempDir(), t.TempDir()
+		shardedStateFixtureMaster(t, dir, sizes, 3, 33, true)
+		shardedStateFixture(t, other, sizes, 3, 33)
+		b, err := os.ReadFile(filepath.Join(other, ShardFileName(1, 3)))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, ShardFileName(1, 3)), b, 0o644))
+		for _, err := range []error{
+			func() error { _, err := ReadStateInfo(dir); return err }(),
+			func() error { _, err := OpenMasterWeights(dir); return err }(),
+			ConsolidateState(dir, io.Discard),
+		} {
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), ShardFileName(1, 3)+" lacks the master weights")
+		}
+	})
 }

@@ -35,6 +35,10 @@ func patternValue(k, i int) float32 {
 	return float32(int32(x)>>23) / 64
 }
 
+// masterValue is the master weight at flat index i of the states these
+// tests write, with bits below bf16's precision.
+func masterValue(i int) float32 { return patternValue(2, i) + float32(i%251+1)/(1<<20) }
+
 // patternRead is a WriteModel read of patternValue, without allocating;
 // it counts the calls under way and the buffers it is given.
 type patternRead struct {
@@ -207,18 +211,25 @@ func TestWriteModelReadFails(t *testing.T) {
 // saved it, with the moments patternValue(0, i) and patternValue(1, i)
 // at flat index i.
 func shardedStateFixture(tb testing.TB, dir string, sizes []int, ranks, unit int) {
+	shardedStateFixtureMaster(tb, dir, sizes, ranks, unit, false)
+}
+
+// shardedStateFixtureMaster is shardedStateFixture, with master weights
+// (ShardOptions.BF16Weights) masterValue(i) at flat index i when master
+// is set.
+func shardedStateFixtureMaster(tb testing.TB, dir string, sizes []int, ranks, unit int, master bool) {
 	lay := newShardLayout(sizes, ranks, 0, unit)
 	idx := ShardIndex{Format: ShardStateIndexFormat, WorldSize: ranks, Unit: lay.unit, Step: 7,
-		Hyperparameters: AdamWConfig{LR: 1e-5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}.hyperparameters()}
+		Hyperparameters: AdamWConfig{LR: 1e-5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}.hyperparameters(), Master: master}
 	for i, n := range sizes {
 		idx.Params = append(idx.Params, ShardParam{Name: fmt.Sprintf("p%03d.weight", i), Size: n})
 	}
 	for r := range ranks {
-		var m, v []float32
+		var m, v, w []float32
 		for k := range lay.units {
 			lo, hi := lay.own(r, k)
 			for i := lo; i < hi; i++ {
-				m, v = append(m, patternValue(0, i)), append(v, patternValue(1, i))
+				m, v, w = append(m, patternValue(0, i)), append(v, patternValue(1, i)), append(w, masterValue(i))
 			}
 		}
 		meta := map[string]string{"format": ShardStateFormat, "step": "7", "rank": strconv.Itoa(r), "world_size": strconv.Itoa(ranks),
@@ -229,6 +240,9 @@ func shardedStateFixture(tb testing.TB, dir string, sizes []int, ranks, unit int
 		ts := []safetensors.Tensor{
 			{Name: "exp_avg", DType: safetensors.F32, Shape: []int{len(m)}, Float32: m},
 			{Name: "exp_avg_sq", DType: safetensors.F32, Shape: []int{len(v)}, Float32: v},
+		}
+		if master {
+			ts = append(ts, safetensors.Tensor{Name: "master", DType: safetensors.F32, Shape: []int{len(w)}, Float32: w})
 		}
 		name := ShardFileName(r, ranks)
 		require.NoError(tb, safetensors.WriteFile(filepath.Join(dir, name), ts, meta))
