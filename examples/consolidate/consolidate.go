@@ -73,6 +73,9 @@ func (c checked) describe() string {
 	if c.opt.WorldSize > 0 {
 		s += " with the optimizer state sharded"
 	}
+	if c.opt.Master {
+		s += ", with the float32 master weights"
+	}
 	if c.lora {
 		s += ", a LoRA adapter"
 	}
@@ -81,8 +84,9 @@ func (c checked) describe() string {
 
 // inspect checks that dir is a whole trainer checkpoint: its trainer
 // state, its optimizer state (every shard present and complete, of the
-// world size and step the trainer state says) and a params file whose
-// tensors are those the optimizer state holds the moments of.
+// world size and step the trainer state says, with the master weights
+// when its index says it has them) and a params file whose tensors are
+// those the optimizer state holds the moments of.
 func inspect(dir string) (checked, error) {
 	c := checked{dir: dir}
 	b, err := os.ReadFile(filepath.Join(dir, agentrl.CheckpointStateFile))
@@ -133,7 +137,40 @@ func inspect(dir string) (checked, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return c, err
 	}
+	if c.lora && c.opt.Master {
+		// policy.ShardOptions.BF16Weights refuses a LoRA adapter, so no
+		// trainer of package agentrl writes this.
+		return c, fmt.Errorf("%s: a LoRA adapter (%s) with an optimizer state holding master weights (%s): bf16 weights are not trained with a LoRA adapter",
+			dir, agentrl.CheckpointAdapterDir, policy.ShardStateIndex)
+	}
 	return c, nil
+}
+
+// weights returns a reader of the trained weights of the checkpoint's
+// parameters, by name, and its closer: the float32 master weights when
+// the optimizer state holds them (DataParallel.ZeROBF16Weights, whose
+// params file holds their bf16 rounding), else the params file. A
+// parameter that the master weights lack is read from the params file.
+func (c checked) weights() (read func(name string, dst []float32) error, closer func(), err error) {
+	f, err := safetensors.Open(filepath.Join(c.dir, agentrl.CheckpointParamsFile))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", c.dir, err)
+	}
+	if !c.opt.Master {
+		return f.ReadFloat32, func() { f.Close() }, nil
+	}
+	mw, err := policy.OpenMasterWeights(c.dir)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: %w", c.dir, err)
+	}
+	read = func(name string, dst []float32) error {
+		if mw.Has(name) {
+			return mw.ReadFloat32(name, dst)
+		}
+		return f.ReadFloat32(name, dst)
+	}
+	return read, func() { mw.Close(); f.Close() }, nil
 }
 
 // exportModel writes the checkpoint's model into out in the Hugging
@@ -171,8 +208,9 @@ func exportModel(ctx context.Context, c checked, base, out string, opts lm.SaveO
 	return cfg.NumParams(), nil
 }
 
-// exportFull writes the full weights of the params file as the model
-// cfg describes, after checking that they are its tensors.
+// exportFull writes the full weights of the checkpoint (c.weights: the
+// master weights when the optimizer state holds them) as the model cfg
+// describes, after checking that they are its tensors.
 func exportFull(c checked, cfg policy.Config, out string, opts lm.SaveOptions) error {
 	specs := cfg.TensorSpecs()
 	var errs []error
@@ -189,12 +227,12 @@ func exportFull(c checked, cfg policy.Config, out string, opts lm.SaveOptions) e
 	if len(errs) > 0 {
 		return fmt.Errorf("the checkpoint's parameters are not the model -base's config.json describes: %w", errors.Join(errs...))
 	}
-	f, err := safetensors.Open(filepath.Join(c.dir, agentrl.CheckpointParamsFile))
+	read, closer, err := c.weights()
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	return policy.WriteModel(out, cfg, f.ReadFloat32, opts)
+	defer closer()
+	return policy.WriteModel(out, cfg, read, opts)
 }
 
 // exportMerged writes base's model with the checkpoint's LoRA adapter
@@ -212,7 +250,11 @@ func exportMerged(c checked, base, out string, opts lm.SaveOptions) error {
 }
 
 // writeState writes the checkpoint into out for one process: its files
-// as they are, but the optimizer state unsharded (policy.StateFileName).
+// as they are, but the optimizer state unsharded (policy.StateFileName)
+// and, when the optimizer state holds master weights, the params file
+// holding them instead of their bf16 rounding: the unsharded state has
+// no master (one process's float32 weights are their own), so a process
+// that resumes from out resumes from the master, as the job would.
 func writeState(c checked, out string) error {
 	err := filepath.WalkDir(c.dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -228,14 +270,46 @@ func writeState(c checked, out string) error {
 			return os.MkdirAll(filepath.Join(out, rel), 0o755)
 		case name == policy.ShardStateIndex, strings.HasPrefix(name, "optimizer-shard-"), atomicfile.IsTemp(name):
 			return nil // the shards become one file below
+		case c.opt.Master && rel == agentrl.CheckpointParamsFile:
+			return nil // written from the master weights below
 		}
 		return copyFile(path, filepath.Join(out, rel))
 	})
 	if err != nil {
 		return err
 	}
+	if c.opt.Master {
+		if err := writeMasterParams(c, filepath.Join(out, agentrl.CheckpointParamsFile)); err != nil {
+			return err
+		}
+	}
 	return atomicfile.Write(filepath.Join(out, policy.StateFileName), 0o600, func(w io.Writer) error {
 		return policy.ConsolidateState(c.dir, w)
+	})
+}
+
+// writeMasterParams writes to path the checkpoint's params file with
+// its tensors read from the master weights (c.weights), one at a time:
+// the same names, shapes and metadata, the file a one-process run with
+// those float32 weights saves.
+func writeMasterParams(c checked, path string) error {
+	f, err := safetensors.Open(filepath.Join(c.dir, agentrl.CheckpointParamsFile))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	read, closer, err := c.weights()
+	if err != nil {
+		return err
+	}
+	defer closer()
+	var ts []safetensors.Tensor
+	for _, t := range f.Tensors() {
+		ts = append(ts, safetensors.Tensor{Name: t.Name, DType: safetensors.F32, Shape: t.Shape,
+			Fill: func(dst []float32) error { return read(t.Name, dst) }})
+	}
+	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		return safetensors.Write(w, ts, f.Metadata())
 	})
 }
 

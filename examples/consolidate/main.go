@@ -27,19 +27,30 @@
 // The weights in a checkpoint are the full model whatever the number of
 // ranks (every rank holds them whole; rank 0 writes them), so the model
 // written is that of a one-process run's Model.Save, byte for byte. A
-// checkpoint of a LoRA run holds the adapter: it is loaded onto -base's
-// weights and written merged, W + scale·B·A (its lora_adapter/ folder
-// is what a server hot-loads instead). The weights, and with -state the
-// moments, are streamed one tensor at a time: the program holds the
-// largest tensor in float32, not the model.
+// job with bf16 weights (DataParallel.ZeROBF16Weights, the programs'
+// -zero-bf16) saves their bf16 rounding as the weights and the float32
+// master weights in its optimizer shards (the index's "master"): the
+// model is then written from the master, each tensor joined from the
+// ranks' blocks, as DeepSpeed's zero_to_fp32 does — bit for bit with
+// -dtype float32, rounded to the nearest even with -dtype bfloat16 —
+// and -state's params file holds the master too (the unsharded
+// optimizer state has no place for it), so that one process resumes
+// from the master, not from its rounding. A checkpoint of a LoRA run
+// holds the adapter: it is loaded onto -base's weights and written
+// merged, W + scale·B·A (its lora_adapter/ folder is what a server
+// hot-loads instead). The weights, and with -state the moments, are
+// streamed one tensor at a time: the program holds the largest tensor
+// in float32, not the model.
 //
 // Before writing anything the checkpoint is checked whole: its trainer
 // state, every optimizer shard its index lists (present, complete, of
-// the same step and world size), and parameters that are those of the
-// optimizer state and of -base's config; a missing shard, a world size
-// that the trainer state and the shards disagree on, or a truncated file
-// is an error that names it. The output folders are written aside and
-// renamed into place, so a reader never sees part of one.
+// the same step and world size, with the master weights of its blocks
+// when the index says the shards have them), and parameters that are
+// those of the optimizer state and of -base's config; a missing shard,
+// a world size that the trainer state and the shards disagree on, or a
+// truncated file is an error that names it. The output folders are
+// written aside and renamed into place, so a reader never sees part of
+// one.
 //
 // Exit status: 0 on success, 2 for a usage error (bad flag, or an -out
 // or -state that is not an empty or new folder), 1 for any other
