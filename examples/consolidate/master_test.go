@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 
 	refst "github.com/nlpodyssey/safetensors"
@@ -18,6 +15,7 @@ import (
 
 	"github.com/agentrl/agentrl"
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/internal/bf16ckpt"
 	"github.com/agentrl/agentrl/policy"
 	"github.com/agentrl/agentrl/policy/safetensors"
 )
@@ -30,18 +28,18 @@ func bf16Bits(f float32) uint16 {
 	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
 }
 
-// masterRun is what a job with bf16 weights and sharded master weights
-// (DataParallel.ZeROBF16Weights) saves, made from a float32 ZeRO run's
-// checkpoint: its weights are the master, its moments are the run's.
+// masterRun is a float32 ZeRO run's checkpoint, from which
+// bf16ckpt.Write makes what a job with bf16 weights and sharded master
+// weights (DataParallel.ZeROBF16Weights) saves: its weights are the
+// master.
 type masterRun struct {
 	ckpt   string               // the float32 run's checkpoint
 	index  policy.ShardIndex    // its optimizer index
 	master map[string][]float32 // its weights, by name
-	m, v   []float32            // its moments, flat in index order
 }
 
 // newMasterRun trains two in-process ranks at ZeRO-1 and reads their
-// checkpoint's weights and moments.
+// checkpoint's weights.
 func newMasterRun(t *testing.T, base string) masterRun {
 	t.Helper()
 	run := trainSFT(t, base, 2, agentrl.ShardOptimizer, nil)
@@ -55,18 +53,9 @@ func newMasterRun(t *testing.T, base string) masterRun {
 	f, err := safetensors.Open(filepath.Join(ckpt, agentrl.CheckpointParamsFile))
 	require.NoError(t, err)
 	defer f.Close()
-	var state bytes.Buffer
-	require.NoError(t, policy.ConsolidateState(ckpt, &state))
-	st, err := safetensors.NewReader(bytes.NewReader(state.Bytes()), int64(state.Len()))
-	require.NoError(t, err)
 	for _, p := range r.index.Params {
 		r.master[p.Name], err = f.Float32(p.Name)
 		require.NoError(t, err)
-		m, err := st.Float32("exp_avg." + p.Name)
-		require.NoError(t, err)
-		v, err := st.Float32("exp_avg_sq." + p.Name)
-		require.NoError(t, err)
-		r.m, r.v = append(r.m, m...), append(r.v, v...)
 	}
 	return r
 }
@@ -82,73 +71,12 @@ func (r masterRun) flat() []float32 {
 
 // write makes dst the checkpoint of a job of ranks ranks with bf16
 // weights whose float32 master is r's, its partition units of unit
-// floats: the params file holds the master rounded to bf16 (what
-// Params gives of bf16 weights, widened), and the optimizer state is
-// sharded as policy's format documents it (optim_shard_state.go): the
-// index with "master": true, and per rank r a file whose F32 tensors
-// "exp_avg", "exp_avg_sq" and "master" hold block r of every unit of
-// the flat vectors, unit after unit, padding excluded.
+// floats (bf16ckpt.Write): the params file holds the master rounded to
+// bf16, and the optimizer state is sharded as policy's format documents
+// it, with the master.
 func (r masterRun) write(t *testing.T, dst string, ranks, unit int) {
 	t.Helper()
-	require.NoError(t, os.CopyFS(dst, os.DirFS(r.ckpt)))
-	entries, err := os.ReadDir(dst)
-	require.NoError(t, err)
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "optimizer-shard-") {
-			require.NoError(t, os.Remove(filepath.Join(dst, e.Name())))
-		}
-	}
-
-	var rounded []safetensors.Tensor
-	for _, p := range r.index.Params {
-		w := make([]float32, p.Size)
-		for i, x := range r.master[p.Name] {
-			w[i] = math.Float32frombits(uint32(bf16Bits(x)) << 16)
-		}
-		rounded = append(rounded, safetensors.Tensor{Name: p.Name, DType: safetensors.F32, Shape: []int{p.Size}, Float32: w})
-	}
-	require.NoError(t, safetensors.WriteFile(filepath.Join(dst, agentrl.CheckpointParamsFile), rounded,
-		map[string]string{"format": agentrl.TrainerStateFormat}))
-
-	path := filepath.Join(dst, agentrl.CheckpointStateFile)
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var st map[string]any
-	require.NoError(t, json.Unmarshal(b, &st))
-	st["world_size"] = ranks
-	if ranks == 1 {
-		delete(st, "world_size") // as one process writes it
-	}
-	b, err = json.Marshal(st)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(path, b, 0o644))
-
-	master := r.flat()
-	total := len(master)
-	require.Zero(t, unit%ranks)
-	block := unit / ranks
-	idx := r.index
-	idx.WorldSize, idx.Unit, idx.Master, idx.Files = ranks, unit, true, nil
-	for rank := range ranks {
-		var m, v, w []float32
-		for k := 0; k*unit < total; k++ {
-			lo := min(k*unit+rank*block, total)
-			hi := min(lo+block, total)
-			m, v, w = append(m, r.m[lo:hi]...), append(v, r.v[lo:hi]...), append(w, master[lo:hi]...)
-		}
-		meta := map[string]string{"format": policy.ShardStateFormat, "step": strconv.FormatInt(idx.Step, 10), "rank": strconv.Itoa(rank),
-			"world_size": strconv.Itoa(ranks), "unit": strconv.Itoa(unit), "elements": strconv.Itoa(total)}
-		name := policy.ShardFileName(rank, ranks)
-		require.NoError(t, safetensors.WriteFile(filepath.Join(dst, name), []safetensors.Tensor{
-			{Name: "exp_avg", DType: safetensors.F32, Shape: []int{len(m)}, Float32: m},
-			{Name: "exp_avg_sq", DType: safetensors.F32, Shape: []int{len(v)}, Float32: v},
-			{Name: "master", DType: safetensors.F32, Shape: []int{len(w)}, Float32: w},
-		}, meta))
-		idx.Files = append(idx.Files, name)
-	}
-	b, err = json.MarshalIndent(idx, "", "  ")
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dst, policy.ShardStateIndex), b, 0o644))
+	require.NoError(t, bf16ckpt.Write(r.ckpt, dst, ranks, unit, true))
 }
 
 // refTensors reads a safetensors file with the reference reader: each
