@@ -65,7 +65,11 @@ type DataParallel struct {
 	// 4, and 4/N of master. It needs a backend that holds bf16 weights
 	// (the GPU in bf16 precision). Saved models and publications are the
 	// bf16 weights (widened to float32 in the files); the checkpoints'
-	// optimizer shards hold the master, so a resume continues from it.
+	// optimizer shards hold the master, so a resume continues from it:
+	// a job with this option loads its shard of it, and a trainer
+	// without it — one process, or a ZeRO job with float32 weights,
+	// resuming at another number of ranks with AllowWorldSizeChange if
+	// need be — takes the master as its weights.
 	ZeROBF16Weights bool
 }
 

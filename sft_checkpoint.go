@@ -55,8 +55,10 @@ func (s *SFTTrainer) SaveCheckpoint(ctx context.Context, root checkpoint.Root, k
 
 // LoadFrom restores a checkpoint written by SaveTo. It must come from a
 // run with the same Seed, the same number of samples and the same
-// parameters; otherwise the error wraps ErrCheckpoint. On error the
-// trainer may hold a partial state and must not be used.
+// parameters; otherwise the error wraps ErrCheckpoint. The weights of a
+// checkpoint with float32 master weights are read as Trainer.LoadFrom
+// reads them (the master, unless the trainer keeps bf16 weights). On
+// error the trainer may hold a partial state and must not be used.
 func (s *SFTTrainer) LoadFrom(dir string) error {
 	var st SFTState
 	if err := readTrainingState(dir, &st); err != nil {
@@ -77,7 +79,7 @@ func (s *SFTTrainer) LoadFrom(dir string) error {
 	if err := checkWorldSize(st.WorldSize, s.job.size(), s.allowResize); err != nil {
 		return err
 	}
-	if err := loadTraining(dir, s.opt, st.OptimizerSteps); err != nil {
+	if err := loadTraining(dir, s.opt, s.model, st.OptimizerSteps); err != nil {
 		return err
 	}
 	if err := s.sampler.Restore(st.Sampler); err != nil {

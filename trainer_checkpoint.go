@@ -21,7 +21,9 @@ import (
 // Files of a trainer checkpoint folder.
 const (
 	// CheckpointParamsFile holds the policy's parameters, one F32 tensor
-	// per lm.Param under its name, stored exactly.
+	// per lm.Param under its name, stored exactly: with
+	// DataParallel.ZeROBF16Weights the bf16 weights, widened, whose
+	// float32 master the optimizer state holds (and a resume reads).
 	CheckpointParamsFile = "params.safetensors"
 	// CheckpointStateFile holds the trainer's position (TrainerState) as
 	// JSON. The optimizer's state is policy.StateFileName.
@@ -129,10 +131,26 @@ func readTrainingState(dir string, st any) error {
 }
 
 // loadTraining restores the parameters and the optimizer's state of dir
-// and checks the optimizer's step count against the trainer state's.
-func loadTraining(dir string, opt policy.Optimizer, optimizerSteps int64) error {
+// into opt, the optimizer of pol, and checks the optimizer's step count
+// against the trainer state's.
+//
+// The parameters are the params file's, except when the optimizer
+// state holds float32 master weights (a job with
+// DataParallel.ZeROBF16Weights wrote it, and its params file holds
+// their bf16 rounding) and opt keeps no master of its own: then they
+// are the master (openMaster), so that the run resumes from the trained
+// weights, not from their rounding. An optimizer with bf16 weights
+// loads its shard of the master from the state (LoadStateFile).
+func loadTraining(dir string, opt policy.Optimizer, pol lm.Trainable, optimizerSteps int64) error {
+	master, err := openMaster(dir, opt, pol)
+	if err != nil {
+		return err
+	}
+	if master != nil {
+		defer master.Close()
+	}
 	if err := opt.LoadParams(func(params []lm.Param) error {
-		return loadParams(filepath.Join(dir, CheckpointParamsFile), params)
+		return loadParams(filepath.Join(dir, CheckpointParamsFile), params, master)
 	}); err != nil {
 		return err
 	}
@@ -143,6 +161,38 @@ func loadTraining(dir string, opt policy.Optimizer, optimizerSteps int64) error 
 		return fmt.Errorf("%w: optimizer state has %d steps, %s says %d", ErrCheckpoint, opt.Steps(), CheckpointStateFile, optimizerSteps)
 	}
 	return nil
+}
+
+// openMaster opens the float32 master weights that the optimizer state
+// in dir holds (policy.StateInfo.Master), which are the weights to
+// resume from for an optimizer that keeps no master of its own; nil
+// when the state holds none, or when opt keeps its own
+// (policy.ShardedAdamW.BF16Weights), whose LoadStateFile reads its
+// shard of them. A policy training a LoRA adapter is refused master
+// weights: no trainer writes them for one (policy.ShardOptions.BF16Weights
+// refuses LoRA), so the checkpoint is not its run's.
+func openMaster(dir string, opt policy.Optimizer, pol lm.Trainable) (*policy.MasterWeights, error) {
+	if own, ok := opt.(interface{ BF16Weights() bool }); ok && own.BF16Weights() {
+		return nil, nil
+	}
+	info, err := policy.ReadStateInfo(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	if !info.Master {
+		return nil, nil
+	}
+	if lp, ok := pol.(LoRAPolicy); ok {
+		if _, has := lp.LoRA(); has {
+			return nil, fmt.Errorf("%w: the optimizer state holds float32 master weights (%s says \"master\"), which a run training a LoRA adapter does not have: bf16 weights are not trained with a LoRA adapter",
+				ErrCheckpoint, policy.ShardStateIndex)
+		}
+	}
+	w, err := policy.OpenMasterWeights(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	return w, nil
 }
 
 // SaveCheckpoint writes the checkpoint of the completed steps as
@@ -178,6 +228,15 @@ func saveCheckpoint(ctx context.Context, root checkpoint.Root, step, keep int, s
 // error wrapping ErrCheckpoint. Every rank of a data-parallel job loads
 // the same checkpoint. On
 // error the trainer may hold a partial state and must not be used.
+//
+// A checkpoint of a job with DataParallel.ZeROBF16Weights holds the
+// bf16 rounding of the weights in CheckpointParamsFile and their
+// float32 master in the optimizer state: a trainer with bf16 weights
+// loads its shard of the master with the moments; any other (one
+// process, or a job without ZeROBF16Weights) takes the master as its
+// weights, so that it resumes from the trained weights, not from their
+// rounding. A policy training a LoRA adapter refuses such a checkpoint
+// (bf16 weights are not trained with an adapter).
 func (t *Trainer) LoadFrom(dir string) error {
 	t.stopProducer() // its batches belong to the run being replaced
 	var st TrainerState
@@ -197,7 +256,7 @@ func (t *Trainer) LoadFrom(dir string) error {
 	if err := checkWorldSize(st.WorldSize, t.job.size(), t.parts.DataParallel.AllowWorldSizeChange); err != nil {
 		return err
 	}
-	if err := loadTraining(dir, t.opt, st.OptimizerSteps); err != nil {
+	if err := loadTraining(dir, t.opt, t.parts.Policy, st.OptimizerSteps); err != nil {
 		return err
 	}
 	if err := t.sampler.Restore(st.Sampler); err != nil {
@@ -246,10 +305,11 @@ func saveParams(path string, params []lm.Param) error {
 	return nil
 }
 
-// loadParams reads every parameter of params from path into its Data.
-// Every parameter must be present with its size; the file may not hold
-// others.
-func loadParams(path string, params []lm.Param) error {
+// loadParams reads every parameter of params from path into its Data,
+// or from master when it is not nil (the float32 master weights, of
+// which path holds the bf16 rounding). Every parameter must be present
+// in path with its size, and in master; path may not hold others.
+func loadParams(path string, params []lm.Param, master *policy.MasterWeights) error {
 	f, err := safetensors.Open(path)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrCheckpoint, err)
@@ -266,7 +326,11 @@ func loadParams(path string, params []lm.Param) error {
 		if info.DType != safetensors.F32 || len(info.Shape) != 1 || info.Shape[0] != len(p.Data) {
 			return fmt.Errorf("%w: %s: parameter %q is %s%v, want F32[%d]", ErrCheckpoint, CheckpointParamsFile, p.Name, info.DType, info.Shape, len(p.Data))
 		}
-		if err := f.ReadFloat32(p.Name, p.Data); err != nil {
+		read := f.ReadFloat32
+		if master != nil {
+			read = master.ReadFloat32
+		}
+		if err := read(p.Name, p.Data); err != nil {
 			return fmt.Errorf("%w: %w", ErrCheckpoint, err)
 		}
 	}

@@ -329,5 +329,9 @@ func (o *AdamW) LoadState(r io.ReaderAt, size int64) error {
 // the folder fsynced), readable by the owner only (mode 0600).
 func (o *AdamW) SaveStateFile(dir string) error { return saveStateFile(dir, o.SaveState) }
 
-// LoadStateFile restores the state from dir/optimizer.safetensors.
+// LoadStateFile restores the state from dir/optimizer.safetensors, or
+// from a sharded state in dir (ShardStateIndex) of any number of ranks.
+// It reads the moments and step count only: the master weights of a
+// sharded state of ShardOptions.BF16Weights (StateInfo.Master) are the
+// weights to resume from, which MasterWeights reads.
 func (o *AdamW) LoadStateFile(dir string) error { return loadStateFile(dir, o.LoadState) }

@@ -492,7 +492,9 @@ func (o *DeviceAdamW) LoadState(r io.ReaderAt, size int64) error {
 // AdamW.SaveStateFile does.
 func (o *DeviceAdamW) SaveStateFile(dir string) error { return saveStateFile(dir, o.SaveState) }
 
-// LoadStateFile reads dir/optimizer.safetensors.
+// LoadStateFile reads dir/optimizer.safetensors, or a sharded state, as
+// AdamW.LoadStateFile does: the moments and step count, not a sharded
+// state's master weights.
 func (o *DeviceAdamW) LoadStateFile(dir string) error { return loadStateFile(dir, o.LoadState) }
 
 // saveStateFile writes dir/StateFileName atomically and durably, mode
@@ -509,7 +511,8 @@ func saveStateFile(dir string, write func(io.Writer) error) error {
 
 // loadStateFile reads dir/StateFileName with load, or the sharded state
 // in dir (ShardStateIndex), consolidated, whatever the number of ranks
-// that wrote it.
+// that wrote it: its moments, without the master weights a state of
+// ShardOptions.BF16Weights holds (MasterWeights reads them).
 func loadStateFile(dir string, load func(io.ReaderAt, int64) error) error {
 	r, err := consolidated(dir)
 	if err != nil {

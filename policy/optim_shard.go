@@ -348,6 +348,12 @@ func (s *ShardedAdamW) free() {
 // Stage is the sharding stage, ShardOptimizer or ShardGradients.
 func (s *ShardedAdamW) Stage() int { return s.stage }
 
+// BF16Weights reports whether the optimizer was made with
+// ShardOptions.BF16Weights: the model's weights are bf16 and the
+// optimizer keeps the float32 master weights of this rank's blocks,
+// which LoadStateFile reads from a state that holds them.
+func (s *ShardedAdamW) BF16Weights() bool { return s.hw != nil }
+
 // Config returns the hyperparameters, zero fields resolved.
 func (s *ShardedAdamW) Config() AdamWConfig { return s.core.cfg }
 

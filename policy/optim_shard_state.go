@@ -38,7 +38,10 @@ import (
 // number of ranks that wrote it: a ShardedAdamW takes its blocks under
 // its own partition from either, AdamW and DeviceAdamW the whole state
 // (ConsolidateState makes the unsharded file from the shards, as
-// DeepSpeed's zero_to_fp32 does for its checkpoints).
+// DeepSpeed's zero_to_fp32 does for its checkpoints). The master
+// weights are read by a ShardedAdamW with ShardOptions.BF16Weights only;
+// for any other optimizer they are the weights to load (LoadParams)
+// from MasterWeights.
 const (
 	ShardStateIndex       = "optimizer.shards.json"
 	ShardStateFormat      = "agentrl.adamw.shard.v1"
@@ -178,9 +181,11 @@ func (s *ShardedAdamW) SaveStateFile(dir string) error {
 // from the state too when it has them (written with the option, at any
 // number of ranks); a state without them leaves the master weights as
 // LoadParams set them (the checkpoint's weights, bf16-rounded when they
-// were saved with the option). A state with master weights loaded
-// without the option gives only its moments: the weights are the
-// model's.
+// were saved with the option). Without the option only the moments are
+// read, and the weights stay what LoadParams set: to resume a state
+// that holds master weights (StateInfo.Master), set them from the
+// master (MasterWeights), not from the checkpoint's bf16 rounding of
+// it, as the trainers of package agentrl do.
 func (s *ShardedAdamW) LoadStateFile(dir string) error {
 	src, err := openMoments(dir, s.core.params)
 	if err != nil {
