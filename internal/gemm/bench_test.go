@@ -66,7 +66,11 @@ func reportGflops(b *testing.B, m, n, k int, cpu0 time.Duration) {
 
 // BenchmarkSgemm measures this package's Sgemm with the default kernel and
 // all cores, and gonum's pure-Go blas/gonum Sgemm on the same operands.
+// Where the default kernel is the AVX-512 one, agentrl-avx2 runs the AVX2
+// kernel beside it (the same results, bit for bit).
 func BenchmarkSgemm(b *testing.B) {
+	avx2, hasAVX2 := avx2Kernel()
+	hasAVX2 = hasAVX2 && bestKernel().name != avx2.name
 	for _, s := range benchShapes {
 		a, lda, bb, ldb, c := benchOperands(s.tA, s.tB, s.m, s.n, s.k)
 		b.Run(fmt.Sprintf("agentrl/%s", s.name), func(b *testing.B) {
@@ -79,6 +83,18 @@ func BenchmarkSgemm(b *testing.B) {
 			}
 			reportGflops(b, s.m, s.n, s.k, cpu0)
 		})
+		if hasAVX2 {
+			b.Run(fmt.Sprintf("agentrl-avx2/%s", s.name), func(b *testing.B) {
+				e := New(withKernel(avx2))
+				cpu0 := cputime.Self()
+				for b.Loop() {
+					if err := e.Sgemm(s.tA, s.tB, s.m, s.n, s.k, 1, a, lda, bb, ldb, 0, c, s.n); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportGflops(b, s.m, s.n, s.k, cpu0)
+			})
+		}
 		if strings.Contains(s.name, "decode") {
 			// The batch-variant few-row path (WithBatchVariantFewRows).
 			b.Run(fmt.Sprintf("agentrl-batch-variant/%s", s.name), func(b *testing.B) {

@@ -1,10 +1,13 @@
 // Package gemm is agentrl's float32 matrix multiply for the CPU backend:
 // a cache-blocked, packed, goroutine-parallel GEMM in the style of BLIS/GotoBLAS
 // (loops over NC×KC panels of B and MC×KC blocks of A, a register-blocked
-// micro-kernel on packed panels), with an AVX2+FMA micro-kernel in Go
-// assembly chosen at run time through golang.org/x/sys/cpu, and a pure-Go
-// kernel used elsewhere (other architectures, CPUs without AVX2/FMA, and the
-// noasm build tag).
+// micro-kernel on packed panels), with micro-kernels in Go assembly chosen
+// at run time through golang.org/x/sys/cpu — avx512-6x32 (AVX-512F, zmm
+// registers, 32-column panels) where the CPU and OS support AVX-512,
+// else avx2-fma-6x16 (AVX2+FMA) — and a pure-Go kernel used elsewhere
+// (other architectures, CPUs without AVX2/FMA, and the noasm build tag).
+// The two assembly kernels compute every element with the same chain of
+// fused multiply-adds: their results are the same bits.
 //
 // Products are batch-invariant: every element of C is one chain of the
 // kernel's multiply-adds over k in increasing order, starting from β·C,

@@ -13,7 +13,7 @@ import (
 var ErrArgs = errors.New("gemm: invalid arguments")
 
 // Block sizes. kc·NR floats of a packed B micro-panel (16 KiB for the AVX2
-// kernel) stay in L1 while the micro-kernel streams an A micro-panel past
+// kernel, 32 KiB for the AVX-512 one) stay in L1 while the micro-kernel streams an A micro-panel past
 // it; an MC×KC block of A (~150 KiB) stays in the 512 KiB per-core L2; a
 // KC×NC panel of B (3 MiB) lives in the shared L3.
 const (
@@ -61,8 +61,14 @@ func WithGeneric() Option {
 	return func(e *Engine) { e.kern = genericKernel() }
 }
 
+// withKernel sets the micro-kernel (with its primitives): tests and
+// benchmarks use it to compare kernels on one machine.
+func withKernel(k kernel) Option {
+	return func(e *Engine) { e.kern = k }
+}
+
 // WithBatchVariantFewRows gives up batch invariance where it costs most:
-// a product of at most MR rows (6 on the AVX2 kernel: decoding a few
+// a product of at most MR rows (6 on the assembly kernels: decoding a few
 // sequences) with B stored n×k — a linear layer's weight — is computed as
 // dot products, eight partial sums per element added at the end, which
 // reads B as it is stored instead of transposing it into panels. For one
@@ -70,8 +76,8 @@ func WithGeneric() Option {
 // whether its row was in a product of few rows or of many, so what a
 // sampler records for a token is no longer, bit for bit, what the
 // training forward computes (the difference is float32 rounding). Every
-// other product keeps the fixed chain. Without the AVX2 kernel the option
-// changes nothing.
+// other product keeps the fixed chain. Without an assembly kernel the
+// option changes nothing.
 func WithBatchVariantFewRows() Option {
 	return func(e *Engine) { e.fewDot = true }
 }
@@ -85,7 +91,8 @@ func New(opts ...Option) *Engine {
 	return e
 }
 
-// KernelName names the micro-kernel in use ("avx2-fma-6x16", "generic-4x4").
+// KernelName names the micro-kernel in use ("avx512-6x32",
+// "avx2-fma-6x16", "generic-4x4").
 func (e *Engine) KernelName() string { return e.kern.name }
 
 // ExpShift replaces x[i] by e^(x[i]−shift) and returns Σ_i e^(x[i]−shift)
@@ -107,10 +114,10 @@ func (e *Engine) Workers() int { return e.workers }
 // Every element is computed in one fixed order whatever the sizes, the
 // blocking and the split over workers: c ← beta·c (c ← 0 when beta is
 // 0), then c ← c + (alpha·a_ip)·b_pj for p = 0, 1, …, k−1, each step one
-// multiply-add of the engine's kernel (fused on the AVX2 kernel). So row
-// i of C depends only on row i of op(A), op(B) and row i of C: the same
-// bits whether it is computed alone or among other rows (batch
-// invariance), and column j likewise.
+// multiply-add of the engine's kernel (fused on the assembly kernels,
+// which give the same bits). So row i of C depends only on row i of
+// op(A), op(B) and row i of C: the same bits whether it is computed alone
+// or among other rows (batch invariance), and column j likewise.
 func (e *Engine) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) error {
 	if err := check(transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc); err != nil {
 		return err

@@ -160,27 +160,37 @@ func TestSgemmRowsAreBatchInvariant(t *testing.T) {
 	}
 }
 
+// TestPackT: each kernel's packT transposes eight rows of B into the
+// first eight columns of a panel of its width, leaving the others alone.
 func TestPackT(t *testing.T) {
-	kern := bestKernel()
-	if kern.packT == nil {
-		t.Skip("the kernel transposes in Go")
+	var kerns []kernel
+	for _, get := range []func() (kernel, bool){avx2Kernel, avx512Kernel} {
+		if k, ok := get(); ok {
+			kerns = append(kerns, k)
+		}
+	}
+	if len(kerns) == 0 {
+		t.Skip("the kernels transpose in Go")
 	}
 	r := rand.New(rand.NewPCG(15, 16))
-	for _, k8 := range []int{0, 8, 16, 64} {
-		lds := k8 + 5
-		src := randSlice(r, 8*lds)
-		dst := make([]float32, max(k8, 1)*16)
-		for i := range dst {
-			dst[i] = -1
-		}
-		kern.packT(k8, src, lds, dst)
-		for p := range k8 {
-			for c := range 16 {
-				want := float32(-1) // the other half of the panel is untouched
-				if c < 8 {
-					want = src[c*lds+p]
+	for _, kern := range kerns {
+		nr := kern.nr
+		for _, k8 := range []int{0, 8, 16, 64} {
+			lds := k8 + 5
+			src := randSlice(r, 8*lds)
+			dst := make([]float32, max(k8, 1)*nr)
+			for i := range dst {
+				dst[i] = -1
+			}
+			kern.packT(k8, src, lds, dst)
+			for p := range k8 {
+				for c := range nr {
+					want := float32(-1) // the rest of the panel is untouched
+					if c < 8 {
+						want = src[c*lds+p]
+					}
+					require.Equal(t, want, dst[p*nr+c], "%s k8=%d p=%d c=%d", kern.name, k8, p, c)
 				}
-				require.Equal(t, want, dst[p*16+c], "k8=%d p=%d c=%d", k8, p, c)
 			}
 		}
 	}

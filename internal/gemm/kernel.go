@@ -6,7 +6,7 @@ import "math"
 // primitives that share its instruction set. Every multiply-add of a
 // product, whatever path computes it, is the kernel's own: one chain per
 // element of C, c ← c + a·b for p in increasing order from C's value,
-// with the same rounding (fused on the AVX2 kernel) — so that a row of
+// with the same rounding (fused on the assembly kernels) — so that a row of
 // the product is the same bits whatever the other rows are.
 type kernel struct {
 	name   string

@@ -4,16 +4,47 @@ package gemm
 
 import "golang.org/x/sys/cpu"
 
-// bestKernel picks the AVX2+FMA kernel when the CPU and OS support it.
-// (An AVX-512 kernel is not provided: the machines this was developed and
-// tested on have no AVX-512, and untested assembly does not ship.)
+// bestKernel picks the AVX-512 kernel when the CPU and OS support it
+// (cpu.X86.HasAVX512F includes the OS's saving of the opmask and zmm
+// state), else the AVX2+FMA kernel, else the generic one.
 func bestKernel() kernel {
-	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
-		return kernel{name: "avx2-fma-6x16", mr: 6, nr: 16, micro: microAVX2, rows: rowsAVX2, rowPanels: rowPanelsAVX2,
-			packT: packTAVX2, packRows: packRowsAVX2, packCols: packColsAVX2, axpy: axpyAVX2, expShift: expShiftAVX2Go,
-			swiglu: swigluAVX2Go, swigluGrad: swigluGradAVX2Go, dot4: dot4AVX2}
+	if k, ok := avx512Kernel(); ok {
+		return k
+	}
+	if k, ok := avx2Kernel(); ok {
+		return k
 	}
 	return genericKernel()
+}
+
+// avx2Kernel is the AVX2+FMA kernel, 6×16 micro-tiles in ymm registers,
+// when the CPU and OS support it.
+func avx2Kernel() (kernel, bool) {
+	if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
+		return kernel{}, false
+	}
+	return kernel{name: "avx2-fma-6x16", mr: 6, nr: 16, micro: microAVX2, rows: rowsAVX2, rowPanels: rowPanelsAVX2,
+		packT: packTAVX2, packRows: packRowsAVX2, packCols: packColsAVX2, axpy: axpyAVX2, expShift: expShiftAVX2Go,
+		swiglu: swigluAVX2Go, swigluGrad: swigluGradAVX2Go, dot4: dot4AVX2}, true
+}
+
+// avx512Kernel is the AVX2 kernel with its micro-kernels replaced by
+// zmm ones (AVX-512F) on 6×32 tiles — B packed in 32-column panels, by
+// packT8x32 when stored n×k — when the CPU and OS support both. Every
+// element of C is the AVX2 kernel's chain: C loaded, one fused
+// multiply-add per p in increasing order on the same packed values,
+// stored, KC block after KC block; only the number of columns an
+// instruction updates differs, so the results are the AVX2 kernel's bits
+// (TestAVX512MatchesAVX2). Packing A, axpy, dot4, SwiGLU and the
+// exponential are the AVX2 code.
+func avx512Kernel() (kernel, bool) {
+	k, ok := avx2Kernel()
+	if !ok || !cpu.X86.HasAVX512F {
+		return kernel{}, false
+	}
+	k.name, k.nr = "avx512-6x32", 32
+	k.micro, k.rows, k.rowPanels, k.packT = microAVX512, rowsAVX512, rowPanelsAVX2, packT32AVX2
+	return k, true
 }
 
 // The assembly routines take raw pointers; the wrappers below are the only
@@ -42,6 +73,33 @@ func kern2x32(kc int, a, b *float32, bs int, c *float32, ldc int)
 
 //go:noescape
 func kern1x64(kc int, a, b *float32, bs int, c *float32)
+
+//go:noescape
+func kern6x32(kc int, a, b, c *float32, ldc int)
+
+//go:noescape
+func kern5x32(kc int, a, b, c *float32, ldc int)
+
+//go:noescape
+func kern4x32(kc int, a, b, c *float32, ldc int)
+
+//go:noescape
+func kern3x32(kc int, a, b, c *float32, ldc int)
+
+//go:noescape
+func kern2x32z(kc int, a, b, c *float32, ldc int)
+
+//go:noescape
+func kern1x32(kc int, a, b, c *float32, ldc int)
+
+//go:noescape
+func kern2x64(kc int, a, b *float32, bs int, c *float32, ldc int)
+
+//go:noescape
+func kern1x128(kc int, a, b *float32, bs int, c *float32)
+
+//go:noescape
+func packT8x32(k8 int, src *float32, lds int, dst *float32)
 
 //go:noescape
 func packT8(k8 int, src *float32, lds int, dst *float32)
@@ -118,6 +176,61 @@ func rowsAVX2(rows, np, kc int, a, b []float32, bs int, c []float32, ldc int) {
 	for q := range np {
 		kern(kc, &a[0], &b[q*bs], &c[q*16], ldc)
 	}
+}
+
+// microAVX512 is micro for the AVX-512 kernel: kern6x32 on a full tile.
+func microAVX512(kc int, a, b, c []float32, ldc int) {
+	if kc == 0 {
+		return
+	}
+	_ = a[kc*6-1]
+	_ = b[kc*32-1]
+	_ = c[5*ldc+31]
+	kern6x32(kc, &a[0], &b[0], &c[0], ldc)
+}
+
+// rowsAVX512 is rows for the AVX-512 kernel: the zmm kernels for 1 to 5
+// rows, over np 32-column panels (4 for one row, 2 for two, as
+// rowPanelsAVX2 asks).
+func rowsAVX512(rows, np, kc int, a, b []float32, bs int, c []float32, ldc int) {
+	if kc == 0 {
+		return
+	}
+	_ = a[kc*6-1]
+	_ = b[(np-1)*bs+kc*32-1]
+	_ = c[(rows-1)*ldc+np*32-1]
+	switch {
+	case rows == 1 && np == 4:
+		kern1x128(kc, &a[0], &b[0], 4*bs, &c[0])
+		return
+	case rows == 2 && np == 2:
+		kern2x64(kc, &a[0], &b[0], 4*bs, &c[0], ldc)
+		return
+	}
+	kern := kern5x32
+	switch rows {
+	case 1:
+		kern = kern1x32
+	case 2:
+		kern = kern2x32z
+	case 3:
+		kern = kern3x32
+	case 4:
+		kern = kern4x32
+	}
+	for q := range np {
+		kern(kc, &a[0], &b[q*bs], &c[q*32], ldc)
+	}
+}
+
+// packT32AVX2 is packT for 32-column panels.
+func packT32AVX2(k8 int, src []float32, lds int, dst []float32) {
+	if k8 == 0 {
+		return
+	}
+	_ = src[7*lds+k8-1]
+	_ = dst[(k8-1)*32+7]
+	packT8x32(k8, &src[0], lds, &dst[0])
 }
 
 func packTAVX2(k8 int, src []float32, lds int, dst []float32) {
