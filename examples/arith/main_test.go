@@ -431,7 +431,7 @@ func TestUsage(t *testing.T) {
 		{"negative tool-first", []string{"-sft-tool-first", "-0.1"}, "-sft-tool-first -0.1: want within [0, 1)"},
 		{"tool-first without tool calls", []string{"-sft-tool-first", "0.3", "-no-tool-frac", "1"}, "-sft-tool-first needs trajectories that call the tool: -no-tool-frac 1 makes none"},
 		{"pairs of another share", []string{"-sft-pairs", "-no-tool-frac", "0.3"}, "-sft-pairs writes half of the trajectories without the tool: -no-tool-frac 0.3 is not 0.5"},
-		{"pairs in odd batches", []string{"-sft-pairs", "-sft-batch", "15"}, "-sft-pairs trains whole pairs: -sft-batch 15 and -sft-samples 12800 must be even"},
+		{"pairs in odd batches", []string{"-sft-pairs", "-sft-batch", "15"}, "-sft-pairs trains half of each batch with the tool: -sft-batch 15 must be even"},
 		{"short budget", []string{"-max-response", "8"}, "-max-response 8: want ≥ 16"},
 		{"lora rank", []string{"-lora-rank", "-1"}, "-lora-rank -1: want ≥ 0 (0: full weights)"},
 		{"lora alpha", []string{"-lora-alpha", "-1"}, "-lora-alpha -1: want finite and ≥ 0 (0: the rank)"},

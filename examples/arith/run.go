@@ -113,7 +113,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.sftDecay, "sft-decay", 0.2, "with -sft-schedule wsd: fraction of the SFT updates decaying the learning rate at the end")
 	fs.Float64Var(&o.noToolFrac, "no-tool-frac", 0.5, "fraction of SFT trajectories that compute the expression in their head (a rough guess) instead of calling the tool")
 	fs.Float64Var(&o.sftToolFirst, "sft-tool-first", 0, "fraction of the SFT updates, at the start, whose batches hold only trajectories that call the tool (a curriculum); the rest draw the usual mix (-no-tool-frac); 0: the mix throughout")
-	fs.BoolVar(&o.sftPairs, "sft-pairs", false, "write each SFT problem twice, once calling the tool and once answering with a guess, and train the two in the same batch (-sft-samples trajectories of -sft-samples/2 problems; needs -no-tool-frac 0.5): the choice to call then depends on nothing in the problem, and every batch holds as many of each")
+	fs.BoolVar(&o.sftPairs, "sft-pairs", false, "write each SFT problem both ways, calling the tool and answering with a guess, and train each batch's problems half one way and half the other (the same problems, in the same order, as without it; needs -no-tool-frac 0.5): the choice to call then depends on nothing in the problem, and every batch holds as many of each")
 	fs.BoolVar(&o.sftBalance, "sft-balance", false, "draw the SFT problems in equal shares of 4-, 5-, 6- and 7-digit answers instead of as the generator draws them (about 11/47/32/10%)")
 	fs.BoolVar(&o.sftTrainGuesses, "sft-train-guesses", true, "train the guessed digits of the SFT trajectories that answer without the tool; false takes them out of the loss (the rest of those trajectories is trained)")
 	fs.IntVar(&o.rlSteps, "rl-steps", arith.DefaultRLSteps, "GRPO-TCR steps")
@@ -189,8 +189,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-sft-tool-first %g: want within [0, 1)", o.sftToolFirst)
 	case o.sftPairs && o.noToolFrac != 0.5:
 		return o, fmt.Errorf("-sft-pairs writes half of the trajectories without the tool: -no-tool-frac %g is not 0.5", o.noToolFrac)
-	case o.sftPairs && (o.sftBatch%2 != 0 || o.sftSamples%2 != 0):
-		return o, fmt.Errorf("-sft-pairs trains whole pairs: -sft-batch %d and -sft-samples %d must be even", o.sftBatch, o.sftSamples)
+	case o.sftPairs && o.sftBatch%2 != 0:
+		return o, fmt.Errorf("-sft-pairs trains half of each batch with the tool: -sft-batch %d must be even", o.sftBatch)
 	case o.sftToolFirst > 0 && o.noToolFrac == 1:
 		return o, errors.New("-sft-tool-first needs trajectories that call the tool: -no-tool-frac 1 makes none")
 	case o.maxResponse < 16:
@@ -419,13 +419,9 @@ func runFolder(out string) (string, *setup.RunDir, error) {
 // sftStage trains the model on generated trajectories with the tool's
 // real output and saves it as dir/sft-model.
 func sftStage(ctx context.Context, o options, model *policy.Model, tok *tokenizer.Bytes, spec toolSpec, dir string, dp agentrl.DataParallel, stderr io.Writer) error {
-	problems := o.sftSamples
-	if o.sftPairs {
-		problems /= 2
-	}
-	train := generateProblems(o.seed, problems, "sft")
+	train := generateProblems(o.seed, o.sftSamples, "sft")
 	if o.sftBalance {
-		train = arith.GenerateBalancedProblems(o.seed, problems, "sft")
+		train = arith.GenerateBalancedProblems(o.seed, o.sftSamples, "sft")
 	}
 	var toolUse []bool
 	if o.sftPairs {
@@ -590,7 +586,7 @@ func runSFT(ctx context.Context, o options, model *policy.Model, data []agentrl.
 		lengths = ", answers of 4 to 7 digits in equal shares"
 	}
 	if o.sftPairs {
-		lengths += ", each problem with and without the tool in one batch"
+		lengths += ", each batch half with the tool and half without"
 	}
 	if !o.sftTrainGuesses {
 		lengths += ", guessed digits untrained"

@@ -347,38 +347,47 @@ func TestPairSFT(t *testing.T) {
 	assert.EqualError(t, err, "SFT: 3 tool marks for 10 problems")
 }
 
-// SFTOrder with Pairs: every batch is Batch/2 whole pairs (2p, 2p+1),
-// so exactly half of it calls the tool; a pass trains each pair once
-// before any twice; with ToolFirst the tool-only batches come first; the
-// same seed gives the same order and odd sizes are refused.
+// SFTOrder with Pairs: every batch trains the problems the trainer
+// would draw from the problems alone (a dataset.Sampler over them, the
+// reference here), the first half of them as their tool call (2p) and
+// the rest as their guess (2p+1), so exactly half of it calls the tool;
+// a problem is trained both ways over the passes; with ToolFirst the
+// tool-only batches come first; the same seed gives the same order and
+// an odd batch is refused.
 func TestSFTOrderPairs(t *testing.T) {
-	const pairs, batch, steps = 50, 8, 30
-	_, marks := PairSFT(GenerateProblems(7, pairs, "sft"))
+	const problems, batch, steps = 40, 8, 30
+	_, marks := PairSFT(GenerateProblems(7, problems, "sft"))
 	o := SFTOptions{Steps: steps, Batch: batch, Seed: 7, Pairs: true, Tool: marks}
 	order, err := SFTOrder(marks, o)
 	require.NoError(t, err)
 	require.Len(t, order, steps)
-	perPass := pairs / (batch / 2) // 12 updates, the last 2 pairs dropped
-	seen := map[int]int{}
+	sampler, err := dataset.NewSampler(problems, dataset.SamplerConfig{BatchSize: batch, Seed: 7, Shuffle: true, DropLast: true})
+	require.NoError(t, err)
+	kinds := map[int]map[bool]bool{} // problem → the kinds it was trained as
 	for s, b := range order {
+		want := sampler.Next()
 		require.Len(t, b, batch, "update %d", s+1)
 		calls := 0
-		for j := 0; j < len(b); j += 2 {
-			assert.Equal(t, 0, b[j]%2, "update %d: a pair starts at an even index", s+1)
-			assert.Equal(t, b[j]+1, b[j+1], "update %d: a pair's two halves together", s+1)
-			if marks[b[j]] {
+		for j, i := range b {
+			assert.Equal(t, want[j], i/2, "update %d, position %d: the trainer's problem", s+1, j)
+			assert.Equal(t, j < batch/2, marks[i], "update %d, position %d: the first half calls", s+1, j)
+			if marks[i] {
 				calls++
 			}
-			if s < perPass {
-				seen[b[j]/2]++
+			if kinds[i/2] == nil {
+				kinds[i/2] = map[bool]bool{}
 			}
+			kinds[i/2][marks[i]] = true
 		}
 		assert.Equal(t, batch/2, calls, "update %d: half call the tool", s+1)
 	}
-	assert.Len(t, seen, perPass*batch/2, "the first pass trains distinct pairs")
-	for p, c := range seen {
-		assert.Equal(t, 1, c, "pair %d", p)
+	both := 0
+	for _, k := range kinds {
+		if len(k) == 2 {
+			both++
+		}
 	}
+	assert.Greater(t, both, problems/4, "over six passes, many problems are trained both ways")
 	again, err := SFTOrder(marks, o)
 	require.NoError(t, err)
 	assert.Equal(t, order, again)
@@ -394,9 +403,9 @@ func TestSFTOrderPairs(t *testing.T) {
 	assert.Equal(t, order[:steps-6], mixed[6:], "then the pairs' order from its start")
 
 	_, err = SFTOrder(marks, SFTOptions{Steps: 3, Batch: 5, Pairs: true})
-	assert.EqualError(t, err, "SFT pairs: batch 5 and 100 trajectories: want both even")
-	_, err = SFTOrder(marks[:99], SFTOptions{Steps: 3, Batch: 4, Pairs: true})
-	assert.EqualError(t, err, "SFT pairs: batch 4 and 99 trajectories: want both even")
+	assert.EqualError(t, err, "SFT pairs: batch 5 and 80 trajectories: want both even")
+	_, err = SFTOrder(marks[:79], SFTOptions{Steps: 3, Batch: 4, Pairs: true})
+	assert.EqualError(t, err, "SFT pairs: batch 4 and 79 trajectories: want both even")
 }
 
 // TestWriteGenerations: one JSON object per line in <step>.jsonl, the

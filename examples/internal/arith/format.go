@@ -208,12 +208,12 @@ func SFTToolUse(n int, noToolFrac float64, seed uint64) []bool {
 
 // PairSFT returns each of probs twice in a row, and BuildSFT's marks for
 // them: the first of each pair calls the tool, the second answers with a
-// guess. Trained with SFTOptions.Pairs, the two are in the same batch, so
-// whether a trajectory calls the tool says nothing about its problem and
-// every batch holds as many of each kind: the SFT policy calls the tool
-// about as often as the data does whatever the seed, where independent
-// draws (SFTToolUse) leave it free to tie the choice to features of the
-// problems it saw and let each batch's share of calls wander.
+// guess. Trained with SFTOptions.Pairs, each update trains half of its
+// problems one way and half the other, so whether a trajectory calls the
+// tool says nothing about its problem and every batch holds as many of
+// each kind. With independent draws (SFTToolUse) the share of calls in
+// the last few dozen batches wanders by several points, and the SFT
+// policy's rate of calling the tool follows it.
 func PairSFT(probs []Problem) ([]Problem, []bool) {
 	out := make([]Problem, 0, 2*len(probs))
 	tool := make([]bool, 0, 2*len(probs))

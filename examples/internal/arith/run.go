@@ -241,9 +241,12 @@ type SFTOptions struct {
 	// (SFTToolUse, PairSFT); required when ToolFirst > 0.
 	Tool []bool
 	// Pairs trains the data as PairSFT lays it out, trajectories 2i and
-	// 2i+1 the same problem with and without the tool, in batches of
-	// whole pairs: shuffled passes over the pairs, Batch/2 of them per
-	// update (Batch must be even).
+	// 2i+1 problem i with and without the tool: each update draws
+	// Batch problems as the trainer would draw them from the problems
+	// alone (shuffled passes with Seed), and trains the first half of
+	// them with the tool and the rest with a guess (Batch must be
+	// even). Every batch then holds as many of each kind, and which kind
+	// a problem is trained as changes from pass to pass.
 	Pairs bool
 }
 
@@ -263,8 +266,9 @@ const toolSeed = 0x746f6f6c // "tool"
 // are the batches the SFT trainer draws from the whole data by itself,
 // from its first (its shuffled epochs with o.Seed, the last short batch
 // of each dropped), so that they hold the usual share of guesses, or
-// with o.Pairs, shuffled passes over the pairs (2i, 2i+1) with o.Seed,
-// o.Batch/2 pairs a batch.
+// with o.Pairs, the trainer's batches over the n/2 problems, the first
+// half of each batch's problems as their tool call (2i) and the rest as
+// their guess (2i+1).
 func SFTOrder(tool []bool, o SFTOptions) ([][]int, error) {
 	k := o.toolFirstSteps()
 	var pool []int
@@ -294,16 +298,20 @@ func SFTOrder(tool []bool, o SFTOptions) ([][]int, error) {
 		}
 		return append(first, rest...), nil
 	}
-	pairs, err := passes(indices(len(tool)/2), o.Batch/2, o.Steps-k, o.Seed)
+	problems, err := passes(indices(len(tool)/2), o.Batch, o.Steps-k, o.Seed)
 	if err != nil {
 		return nil, err
 	}
-	for _, b := range pairs {
-		batch := make([]int, 0, 2*len(b))
-		for _, p := range b {
-			batch = append(batch, 2*p, 2*p+1)
+	for _, b := range problems {
+		// The sampler shuffled the batch, so its first half is a random
+		// half of its problems.
+		for j, p := range b {
+			b[j] = 2 * p
+			if j >= len(b)/2 {
+				b[j]++
+			}
 		}
-		first = append(first, batch)
+		first = append(first, b)
 	}
 	return first, nil
 }
