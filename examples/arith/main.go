@@ -11,7 +11,15 @@
 // evaluates it again. A fraction of the SFT trajectories (-no-tool-frac)
 // write the expression and answer with a rough guess of its value instead
 // of calling the tool, so the SFT policy often skips the tool and is
-// wrong: RL has to learn that calling the tool pays.
+// wrong: RL has to learn that calling the tool pays. Every problem is
+// written both ways, and each SFT update trains half of its problems
+// with the tool and half with a guess (-sft-pairs): drawn at random per
+// trajectory instead, the share of tool calls in the last batches set
+// how often the SFT policy called the tool, anywhere from 46% to 56%
+// over seeds 1–8.
+//
+// The held-out problems are one set for every -seed (-eval-seed), 128 of
+// them (-eval), so that seeds are compared on the same problems.
 //
 // SFT warms its learning rate up over the first 5% of the updates, holds
 // it at 2e-3, and decays it to a tenth over the last 20%

@@ -113,7 +113,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.sftDecay, "sft-decay", 0.2, "with -sft-schedule wsd: fraction of the SFT updates decaying the learning rate at the end")
 	fs.Float64Var(&o.noToolFrac, "no-tool-frac", 0.5, "fraction of SFT trajectories that compute the expression in their head (a rough guess) instead of calling the tool")
 	fs.Float64Var(&o.sftToolFirst, "sft-tool-first", 0, "fraction of the SFT updates, at the start, whose batches hold only trajectories that call the tool (a curriculum); the rest draw the usual mix (-no-tool-frac); 0: the mix throughout")
-	fs.BoolVar(&o.sftPairs, "sft-pairs", false, "write each SFT problem both ways, calling the tool and answering with a guess, and train each batch's problems half one way and half the other (the same problems, in the same order, as without it; needs -no-tool-frac 0.5): the choice to call then depends on nothing in the problem, and every batch holds as many of each")
+	fs.BoolVar(&o.sftPairs, "sft-pairs", true, "write each SFT problem both ways, calling the tool and answering with a guess, and train each batch's problems half one way and half the other (the same problems, in the same order, as without it; needs -no-tool-frac 0.5): the choice to call then depends on nothing in the problem, and every batch holds as many of each; false draws each trajectory's kind at random (-no-tool-frac), the default before 2026-11-29")
 	fs.BoolVar(&o.sftBalance, "sft-balance", false, "draw the SFT problems in equal shares of 4-, 5-, 6- and 7-digit answers instead of as the generator draws them (about 11/47/32/10%)")
 	fs.BoolVar(&o.sftTrainGuesses, "sft-train-guesses", true, "train the guessed digits of the SFT trajectories that answer without the tool; false takes them out of the loss (the rest of those trajectories is trained)")
 	fs.IntVar(&o.rlSteps, "rl-steps", arith.DefaultRLSteps, "GRPO-TCR steps")
@@ -188,7 +188,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	case !(o.sftToolFirst >= 0 && o.sftToolFirst < 1):
 		return o, fmt.Errorf("-sft-tool-first %g: want within [0, 1)", o.sftToolFirst)
 	case o.sftPairs && o.noToolFrac != 0.5:
-		return o, fmt.Errorf("-sft-pairs writes half of the trajectories without the tool: -no-tool-frac %g is not 0.5", o.noToolFrac)
+		return o, fmt.Errorf("-no-tool-frac %g needs -sft-pairs=false: -sft-pairs (the default) trains half of every batch without the tool", o.noToolFrac)
 	case o.sftPairs && o.sftBatch%2 != 0:
 		return o, fmt.Errorf("-sft-pairs trains half of each batch with the tool: -sft-batch %d must be even", o.sftBatch)
 	case o.sftToolFirst > 0 && o.noToolFrac == 1:
