@@ -70,7 +70,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.maxResponse, "max-response", 64, "max_tokens of each chat call the agent makes")
 	fs.Float64Var(&o.rlLR, "rl-lr", arith.DefaultRLLR, "RL learning rate")
 	fs.Float64Var(&o.temperature, "temperature", arith.DefaultTemperature, "sampling temperature of the agent's calls")
-	fs.IntVar(&o.evalProblems, "eval", arith.DefaultEvalProblems, "held-out evaluation problems")
+	fs.IntVar(&o.evalProblems, "eval", 32, "held-out evaluation problems")
 	if err := setup.Parse(fs, args); err != nil {
 		return o, err
 	}

@@ -150,27 +150,28 @@ func inspect(dir string) (checked, error) {
 // parameters, by name, and its closer: the float32 master weights when
 // the optimizer state holds them (DataParallel.ZeROBF16Weights, whose
 // params file holds their bf16 rounding), else the params file. A
-// parameter that the master weights lack is read from the params file.
+// parameter that the master weights lack is an error (inspect has
+// checked that the params file and the optimizer state hold the same
+// parameters).
 func (c checked) weights() (read func(name string, dst []float32) error, closer func(), err error) {
-	f, err := safetensors.Open(filepath.Join(c.dir, agentrl.CheckpointParamsFile))
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", c.dir, err)
-	}
 	if !c.opt.Master {
+		f, err := safetensors.Open(filepath.Join(c.dir, agentrl.CheckpointParamsFile))
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", c.dir, err)
+		}
 		return f.ReadFloat32, func() { f.Close() }, nil
 	}
 	mw, err := policy.OpenMasterWeights(c.dir)
 	if err != nil {
-		f.Close()
 		return nil, nil, fmt.Errorf("%s: %w", c.dir, err)
 	}
 	read = func(name string, dst []float32) error {
-		if mw.Has(name) {
-			return mw.ReadFloat32(name, dst)
+		if !mw.Has(name) {
+			return fmt.Errorf("%s: parameter %q has no master weights in %s, whose params file holds only their bf16 rounding", c.dir, name, policy.ShardStateIndex)
 		}
-		return f.ReadFloat32(name, dst)
+		return mw.ReadFloat32(name, dst)
 	}
-	return read, func() { mw.Close(); f.Close() }, nil
+	return read, func() { mw.Close() }, nil
 }
 
 // exportModel writes the checkpoint's model into out in the Hugging

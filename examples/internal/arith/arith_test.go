@@ -224,8 +224,8 @@ func TestHFCheckpointFiles(t *testing.T) {
 	}
 }
 
-// SFTToolUse marks exactly the trajectories BuildSFT writes with a tool
-// call, the share -no-tool-frac asks for answering with a guess.
+// BuildSFT writes a tool call exactly where SFTToolUse's marks say, and
+// the marks give about the share -no-tool-frac asks for to guesses.
 func TestSFTToolUse(t *testing.T) {
 	tok, err := NewTokenizer()
 	require.NoError(t, err)
@@ -406,6 +406,8 @@ func TestSFTOrderPairs(t *testing.T) {
 	assert.EqualError(t, err, "SFT pairs: batch 5 and 80 trajectories: want both even")
 	_, err = SFTOrder(marks[:79], SFTOptions{Steps: 3, Batch: 4, Pairs: true})
 	assert.EqualError(t, err, "SFT pairs: batch 4 and 79 trajectories: want both even")
+	_, err = SFTOrder(marks, SFTOptions{Steps: 3, Batch: 42, Pairs: true})
+	assert.EqualError(t, err, "SFT pairs: batch 42: want at most 40, the problems")
 }
 
 // TestWriteGenerations: one JSON object per line in <step>.jsonl, the

@@ -238,7 +238,7 @@ type SFTOptions struct {
 	// shuffled epochs throughout.
 	ToolFirst float64
 	// Tool marks the data's trajectories that call the tool
-	// (SFTToolUse, PairSFT); required when ToolFirst > 0.
+	// (SFTToolUse, PairSFT); required when ToolFirst > 0 or Pairs.
 	Tool []bool
 	// Pairs trains the data as PairSFT lays it out, trajectories 2i and
 	// 2i+1 problem i with and without the tool: each update draws
@@ -286,6 +286,8 @@ func SFTOrder(tool []bool, o SFTOptions) ([][]int, error) {
 		return nil, fmt.Errorf("SFT tool-first batches of %d: only %d trajectories call the tool", o.Batch, len(pool))
 	case o.Pairs && (o.Batch%2 != 0 || len(tool)%2 != 0):
 		return nil, fmt.Errorf("SFT pairs: batch %d and %d trajectories: want both even", o.Batch, len(tool))
+	case o.Pairs && o.Batch > len(tool)/2:
+		return nil, fmt.Errorf("SFT pairs: batch %d: want at most %d, the problems", o.Batch, len(tool)/2)
 	}
 	first, err := passes(pool, o.Batch, k, o.Seed^toolSeed)
 	if err != nil {
@@ -372,7 +374,7 @@ func (o SFTOptions) schedule() (policy.Schedule, error) {
 // gradients clipped to norm 1), logging each update to
 // dir/sft_metrics.jsonl and the progress to stderr, and reports the loss
 // per trained token on the first 256 sequences afterwards. With
-// o.ToolFirst it trains on the data in SFTOrder's order.
+// o.ToolFirst or o.Pairs it trains on the data in SFTOrder's order.
 func RunSFT(ctx context.Context, model *policy.Model, data []agentrl.SFTSample, o SFTOptions, dir string, dp agentrl.DataParallel, stderr io.Writer) error {
 	if o.Steps == 0 {
 		return nil
