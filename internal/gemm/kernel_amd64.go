@@ -23,7 +23,8 @@ func avx2Kernel() (kernel, bool) {
 	if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
 		return kernel{}, false
 	}
-	return kernel{name: "avx2-fma-6x16", mr: 6, nr: 16, micro: microAVX2, rows: rowsAVX2, rowPanels: rowPanelsAVX2,
+	rows := &rowKernels{w: 16, one4: kern1x64, two2: kern2x32, each: [5]func(int, *float32, *float32, *float32, int){kern1x16, kern2x16, kern3x16, kern4x16, kern5x16}}
+	return kernel{name: "avx2-fma-6x16", mr: 6, nr: 16, micro: microAVX2, rows: rows.rows, rowPanels: rowPanelsAVX2,
 		packT: packTAVX2, packRows: packRowsAVX2, packCols: packColsAVX2, axpy: axpyAVX2, expShift: expShiftAVX2Go,
 		swiglu: swigluAVX2Go, swigluGrad: swigluGradAVX2Go, dot4: dot4AVX2}, true
 }
@@ -43,7 +44,8 @@ func avx512Kernel() (kernel, bool) {
 		return kernel{}, false
 	}
 	k.name, k.nr = "avx512-6x32", 32
-	k.micro, k.rows, k.rowPanels, k.packT = microAVX512, rowsAVX512, rowPanelsAVX2, packT32AVX2
+	rows := &rowKernels{w: 32, one4: kern1x128, two2: kern2x64, each: [5]func(int, *float32, *float32, *float32, int){kern1x32, kern2x32z, kern3x32, kern4x32, kern5x32}}
+	k.micro, k.rows, k.rowPanels, k.packT = microAVX512, rows.rows, rowPanelsAVX2, packT32AVX2
 	return k, true
 }
 
@@ -147,34 +149,35 @@ func rowPanelsAVX2(rows int) int {
 	return 1
 }
 
-func rowsAVX2(rows, np, kc int, a, b []float32, bs int, c []float32, ldc int) {
+// rowKernels are the assembly kernels behind a kernel's rows, for
+// panels of w columns: one4 runs one row over 4 panels, two2 two rows over
+// 2 (the counts rowPanelsAVX2 asks for), each[r-1] r rows over one panel.
+type rowKernels struct {
+	w    int
+	one4 func(kc int, a, b *float32, bs int, c *float32)
+	two2 func(kc int, a, b *float32, bs int, c *float32, ldc int)
+	each [5]func(kc int, a, b, c *float32, ldc int)
+}
+
+// rows is a kernel's rows on k's kernels: 1 to 5 rows over np panels.
+func (k *rowKernels) rows(rows, np, kc int, a, b []float32, bs int, c []float32, ldc int) {
 	if kc == 0 {
 		return
 	}
 	_ = a[kc*6-1]
-	_ = b[(np-1)*bs+kc*16-1]
-	_ = c[(rows-1)*ldc+np*16-1]
+	_ = b[(np-1)*bs+kc*k.w-1]
+	_ = c[(rows-1)*ldc+np*k.w-1]
 	switch {
 	case rows == 1 && np == 4:
-		kern1x64(kc, &a[0], &b[0], 4*bs, &c[0])
+		k.one4(kc, &a[0], &b[0], 4*bs, &c[0])
 		return
 	case rows == 2 && np == 2:
-		kern2x32(kc, &a[0], &b[0], 4*bs, &c[0], ldc)
+		k.two2(kc, &a[0], &b[0], 4*bs, &c[0], ldc)
 		return
 	}
-	kern := kern5x16
-	switch rows {
-	case 1:
-		kern = kern1x16
-	case 2:
-		kern = kern2x16
-	case 3:
-		kern = kern3x16
-	case 4:
-		kern = kern4x16
-	}
+	kern := k.each[rows-1]
 	for q := range np {
-		kern(kc, &a[0], &b[q*bs], &c[q*16], ldc)
+		kern(kc, &a[0], &b[q*bs], &c[q*k.w], ldc)
 	}
 }
 
@@ -187,40 +190,6 @@ func microAVX512(kc int, a, b, c []float32, ldc int) {
 	_ = b[kc*32-1]
 	_ = c[5*ldc+31]
 	kern6x32(kc, &a[0], &b[0], &c[0], ldc)
-}
-
-// rowsAVX512 is rows for the AVX-512 kernel: the zmm kernels for 1 to 5
-// rows, over np 32-column panels (4 for one row, 2 for two, as
-// rowPanelsAVX2 asks).
-func rowsAVX512(rows, np, kc int, a, b []float32, bs int, c []float32, ldc int) {
-	if kc == 0 {
-		return
-	}
-	_ = a[kc*6-1]
-	_ = b[(np-1)*bs+kc*32-1]
-	_ = c[(rows-1)*ldc+np*32-1]
-	switch {
-	case rows == 1 && np == 4:
-		kern1x128(kc, &a[0], &b[0], 4*bs, &c[0])
-		return
-	case rows == 2 && np == 2:
-		kern2x64(kc, &a[0], &b[0], 4*bs, &c[0], ldc)
-		return
-	}
-	kern := kern5x32
-	switch rows {
-	case 1:
-		kern = kern1x32
-	case 2:
-		kern = kern2x32z
-	case 3:
-		kern = kern3x32
-	case 4:
-		kern = kern4x32
-	}
-	for q := range np {
-		kern(kc, &a[0], &b[q*bs], &c[q*32], ldc)
-	}
 }
 
 // packT32AVX2 is packT for 32-column panels.
