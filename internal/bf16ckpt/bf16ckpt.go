@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,11 +23,10 @@ import (
 )
 
 // Round rounds x to the nearest bfloat16, ties to even, and widens it
-// back to float32 (x finite): what a model's bf16 weights read as
-// float32.
+// back to float32 (safetensors.Float32ToBF16, the conversion a model's
+// bf16 weights are saved with): what those weights read as float32.
 func Round(x float32) float32 {
-	b := math.Float32bits(x)
-	return math.Float32frombits((b + 0x7fff + (b>>16)&1) >> 16 << 16)
+	return safetensors.BF16ToFloat32(safetensors.Float32ToBF16(x))
 }
 
 // Write makes dst, a new folder, the checkpoint that a job of ranks
